@@ -1,0 +1,441 @@
+"""Join a validated spec with the instance catalog into a plan every stack and chart reads.
+
+A number such as "32 EFA devices on p5.48xlarge" is computed here, from the catalog, and nowhere
+else: the launch template's interfaces, the node labels, the pods' resource requests and the MPI slot
+counts all read it from a :class:`NodeGroupPlan`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from spec import catalog
+from spec.catalog import InstanceType, UnknownInstanceType
+from spec.errors import Problem, SpecError
+from spec.layout import Interface, LayoutError, describe, efa_devices, interface_layout
+from spec.loader import load_spec
+from spec.models import KUBERNETES_VERSIONS, ClusterSpec, ManagedNodeGroup
+
+LABEL_PREFIX = "efa-stack.io/"
+LABEL_NODE_GROUP = LABEL_PREFIX + "node-group"
+LABEL_ROLE = LABEL_PREFIX + "role"
+LABEL_EFA = LABEL_PREFIX + "efa"
+LABEL_ACCELERATOR = LABEL_PREFIX + "accelerator"
+GPU_TAINT_KEY = "nvidia.com/gpu"
+NEURON_TAINT_KEY = "aws.amazon.com/neuron"
+SYSTEM_NODE_GROUP = "system"
+
+Role = Literal["gpu", "neuron", "cpu", "system"]
+CapacityKind = Literal["on-demand", "reservation", "capacity-block"]
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True)
+class NodeGroupPlan:
+    """Everything derived for one managed node group."""
+
+    name: str
+    instance: InstanceType
+    role: Role
+    availability_zones: tuple[str, ...]
+    min_size: int
+    desired_size: int
+    max_size: int
+    volume_size_gib: int
+    volume_type: str
+    efa_enabled: bool
+    interface_layout: str
+    interfaces: tuple[Interface, ...]
+    placement_group: bool
+    capacity: CapacityKind
+    reservation_id: str | None
+    ami_type: str
+    labels: dict[str, str] = field(hash=False)
+    taints: tuple[Taint, ...]
+    tags: dict[str, str] = field(hash=False, default_factory=dict)
+
+    @property
+    def instance_type(self) -> str:
+        return self.instance.name
+
+    @property
+    def availability_zone(self) -> str:
+        """The single AZ of an EFA node group (the first AZ otherwise)."""
+        return self.availability_zones[0]
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.instance.gpus if self.instance.accelerator == "nvidia" else 0
+
+    @property
+    def neuron_devices_per_node(self) -> int:
+        return self.instance.neuron_devices
+
+    @property
+    def efa_devices_per_node(self) -> int:
+        return efa_devices(self.interfaces) if self.efa_enabled else 0
+
+    @property
+    def accelerator_taint(self) -> Taint | None:
+        keys = {GPU_TAINT_KEY, NEURON_TAINT_KEY}
+        return next((t for t in self.taints if t.key in keys), None)
+
+    def layout_summary(self) -> str:
+        return describe(self.interfaces) if self.interfaces else "1 ENA (no EFA)"
+
+    def capacity_summary(self) -> str:
+        if self.capacity == "on-demand":
+            return "on-demand"
+        return f"{self.capacity} {self.reservation_id}"
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    name: str
+    region: str
+    kubernetes_version: str
+    availability_zones: tuple[str, ...]
+    vpc_cidr: str
+    nat_gateways: int
+    interface_endpoints: bool
+    with_oidc: bool
+    bootstrap_admin: bool
+    access_entries: tuple[tuple[str, tuple[tuple[str, str, tuple[str, ...]], ...]], ...]
+    node_groups: tuple[NodeGroupPlan, ...]
+    system: NodeGroupPlan
+    tags: dict[str, str] = field(hash=False, default_factory=dict)
+    spec: ClusterSpec | None = field(default=None, hash=False, compare=False, repr=False)
+
+    @property
+    def all_node_groups(self) -> tuple[NodeGroupPlan, ...]:
+        return (self.system, *self.node_groups)
+
+    @property
+    def efa_node_groups(self) -> tuple[NodeGroupPlan, ...]:
+        return tuple(n for n in self.node_groups if n.efa_enabled)
+
+    def node_group(self, name: str) -> NodeGroupPlan:
+        for n in self.all_node_groups:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def summary(self) -> str:
+        lines = [
+            f"cluster {self.name}: EKS {self.kubernetes_version} in {self.region} "
+            f"({', '.join(self.availability_zones)}), VPC {self.vpc_cidr}",
+        ]
+        for n in self.all_node_groups:
+            accel = (
+                f"{n.gpus_per_node} GPU" if n.gpus_per_node else
+                f"{n.neuron_devices_per_node} Neuron" if n.neuron_devices_per_node else "no accelerator"
+            )
+            size = f"{n.min_size}/{n.desired_size}/{n.max_size} nodes (min/desired/max)"
+            lines.append(
+                f"  {n.name}: {n.instance_type} in {', '.join(n.availability_zones)}, {size}, "
+                f"{accel} + {n.efa_devices_per_node} EFA per node, "
+                f"interfaces {n.layout_summary()}, {n.capacity_summary()}"
+                + (", placement group" if n.placement_group else "")
+            )
+        return "\n".join(lines)
+
+
+def _ami_type(instance: InstanceType) -> str:
+    arch = "ARM_64" if instance.arm64 else "X86_64"
+    if instance.accelerator == "nvidia":
+        return f"AL2023_{arch}_NVIDIA"
+    if instance.accelerator == "neuron":
+        return "AL2023_X86_64_NEURON"
+    return f"AL2023_{arch}_STANDARD"
+
+
+def _efa_alternatives(instance: InstanceType) -> str:
+    same_family = [i.name for i in catalog.efa_capable() if i.family == instance.family]
+    if same_family:
+        return f"use an EFA-capable {instance.family} size ({', '.join(same_family[:6])}) or set efaEnabled: false"
+    return "choose an EFA-capable instance type (see `efa-stack catalog list --efa`) or set efaEnabled: false"
+
+
+def _sizes(prefix: str, min_size: int, desired: int | None, max_size: int | None, problems: list[Problem]) -> tuple[int, int, int]:
+    d = min_size if desired is None else desired
+    m = max(d, min_size, 1) if max_size is None else max_size
+    if not (min_size <= d <= m):
+        problems.append(Problem(
+            f"{prefix}.minSize/desiredCapacity/maxSize", {"minSize": min_size, "desiredCapacity": d, "maxSize": m},
+            "sizes must satisfy minSize <= desiredCapacity <= maxSize",
+            "raise maxSize or lower minSize/desiredCapacity so that minSize <= desiredCapacity <= maxSize",
+        ))
+    return min_size, d, m
+
+
+def _lookup(field_name: str, name: str, problems: list[Problem]) -> InstanceType | None:
+    try:
+        return catalog.get(name)
+    except UnknownInstanceType as exc:
+        hint = f"did you mean {', '.join(exc.suggestions)}?" if exc.suggestions else "use an instance type from spec/data/instance_catalog.json"
+        problems.append(Problem(field_name, name, "unknown instance type", hint))
+        return None
+
+
+def _node_group(
+    i: int, ng: ManagedNodeGroup, cluster_azs: tuple[str, ...], problems: list[Problem]
+) -> NodeGroupPlan | None:
+    prefix = f"managedNodeGroups[{i}]"
+    start = len(problems)
+    instance = _lookup(f"{prefix}.instanceType", ng.instance_type, problems)
+    sizes = _sizes(prefix, ng.min_size, ng.desired_capacity, ng.max_size, problems)
+
+    if ng.private_networking is False:
+        problems.append(Problem(
+            f"{prefix}.privateNetworking", False,
+            "EFA nodes have several network interfaces and cannot get public IPs" if ng.efa_enabled
+            else "efa-stack places nodes only in private subnets",
+            "set privateNetworking: true (or remove it); nodes reach the internet through NAT",
+        ))
+
+    azs = tuple(ng.availability_zones) if ng.availability_zones else ()
+    if ng.efa_enabled and len(azs) != 1:
+        problems.append(Problem(
+            f"{prefix}.availabilityZones", list(azs) if azs else None,
+            "an EFA node group must live in exactly one availability zone (one subnet, one placement group)",
+            f"list a single zone, e.g. availabilityZones: [{cluster_azs[0] if cluster_azs else 'us-west-2a'}]",
+        ))
+    for az in azs:
+        if cluster_azs and az not in cluster_azs:
+            problems.append(Problem(
+                f"{prefix}.availabilityZones", az, "zone is not one of the cluster's availabilityZones",
+                f"use one of {', '.join(cluster_azs)} or add {az} to availabilityZones",
+            ))
+    if not azs:
+        azs = cluster_azs[:1] if ng.efa_enabled else cluster_azs
+
+    cap = ng.capacity
+    if cap.type in ("reservation", "capacity-block") and not cap.reservation_id:
+        problems.append(Problem(
+            f"{prefix}.capacity.reservationId", None,
+            f"capacity type '{cap.type}' needs the id of the reservation to launch into",
+            "add reservationId: cr-... (see `aws ec2 describe-capacity-reservations`)",
+        ))
+    if cap.type == "on-demand" and cap.reservation_id:
+        problems.append(Problem(
+            f"{prefix}.capacity.reservationId", cap.reservation_id,
+            "a reservation id is only used with capacity type 'reservation' or 'capacity-block'",
+            "set capacity.type: reservation (or capacity-block), or remove reservationId",
+        ))
+    placement = ng.placement_group
+    if placement and cap.type == "capacity-block":
+        problems.append(Problem(
+            f"{prefix}.placementGroup", True,
+            "Capacity Blocks are already co-located; a placement group conflicts with the block",
+            "remove placementGroup (or set it to false)",
+        ))
+    if placement and not ng.efa_enabled:
+        problems.append(Problem(
+            f"{prefix}.placementGroup", True, "a cluster placement group is only made for EFA node groups",
+            "set efaEnabled: true or remove placementGroup",
+        ))
+    if placement is None:
+        placement = ng.efa_enabled and cap.type != "capacity-block"
+    if ng.ena_on_efa_cards and ng.interface_layout != "current":
+        problems.append(Problem(
+            f"{prefix}.enaOnEfaCards", True, "extra ENA interfaces are part of the current layout only",
+            "set interfaceLayout: current or remove enaOnEfaCards",
+        ))
+    for key in ng.labels:
+        if key.startswith(LABEL_PREFIX):
+            problems.append(Problem(
+                f"{prefix}.labels", key, f"labels under {LABEL_PREFIX} are set by efa-stack",
+                "choose another label key",
+            ))
+
+    interfaces: tuple[Interface, ...] = ()
+    if instance is not None and ng.efa_enabled:
+        if not instance.efa_supported:
+            problems.append(Problem(
+                f"{prefix}.instanceType", ng.instance_type,
+                "efaEnabled is true but this instance type does not support EFA", _efa_alternatives(instance),
+            ))
+        else:
+            try:
+                interfaces = interface_layout(instance, ng.interface_layout, ena_on_efa_cards=ng.ena_on_efa_cards)
+            except LayoutError as exc:
+                problems.append(Problem(f"{prefix}.interfaceLayout", ng.interface_layout, str(exc), "use interfaceLayout: current"))
+    if instance is not None and placement and "cluster" not in instance.placement_strategies:
+        problems.append(Problem(
+            f"{prefix}.placementGroup", True, f"{instance.name} does not support cluster placement groups",
+            "set placementGroup: false",
+        ))
+    if len(problems) > start or instance is None:
+        return None
+
+    role: Role = "gpu" if instance.accelerator == "nvidia" else "neuron" if instance.accelerator == "neuron" else "cpu"
+    taints = [Taint(t.key, t.value, t.effect) for t in ng.taints]
+    auto_key = GPU_TAINT_KEY if role == "gpu" else NEURON_TAINT_KEY if role == "neuron" else None
+    if auto_key and not any(t.key == auto_key for t in taints):
+        taints.append(Taint(auto_key, "true", "NoSchedule"))
+    labels = dict(ng.labels)
+    labels.update({
+        LABEL_NODE_GROUP: ng.name,
+        LABEL_ROLE: role,
+        LABEL_EFA: "true" if ng.efa_enabled else "false",
+    })
+    if instance.accelerator:
+        labels[LABEL_ACCELERATOR] = instance.accelerator
+    return NodeGroupPlan(
+        name=ng.name,
+        instance=instance,
+        role=role,
+        availability_zones=azs,
+        min_size=sizes[0],
+        desired_size=sizes[1],
+        max_size=sizes[2],
+        volume_size_gib=ng.volume_size,
+        volume_type=ng.volume_type,
+        efa_enabled=ng.efa_enabled,
+        interface_layout=ng.interface_layout,
+        interfaces=interfaces,
+        placement_group=bool(placement),
+        capacity=cap.type,
+        reservation_id=cap.reservation_id,
+        ami_type=_ami_type(instance),
+        labels=labels,
+        taints=tuple(taints),
+        tags=dict(ng.tags),
+    )
+
+
+def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
+    """Validate ``spec`` against the catalog and derive the plan; raises :class:`SpecError`."""
+    problems: list[Problem] = []
+    md = spec.metadata
+    if md.version not in KUBERNETES_VERSIONS:
+        problems.append(Problem(
+            "metadata.version", md.version, "Kubernetes version not supported",
+            f"use one of {', '.join(KUBERNETES_VERSIONS)}, quoted (version: \"{KUBERNETES_VERSIONS[-2]}\")",
+        ))
+    region_azs = catalog.regions().get(md.region)
+    if region_azs is None:
+        problems.append(Problem(
+            "metadata.region", md.region, "unknown AWS region",
+            "use a region such as us-east-1, us-west-2 or eu-west-1 (see spec/data/regions.json)",
+        ))
+        region_azs = []
+
+    azs = tuple(spec.availability_zones or ())
+    if spec.availability_zones is not None:
+        for az in azs:
+            if region_azs and az not in region_azs:
+                problems.append(Problem(
+                    "availabilityZones", az, f"zone is not in region {md.region}",
+                    f"use zones of {md.region}: {', '.join(region_azs)}",
+                ))
+        if len(set(azs)) != len(azs):
+            problems.append(Problem("availabilityZones", list(azs), "zones are listed twice", "list each zone once"))
+        if len(set(azs)) < 2:
+            problems.append(Problem(
+                "availabilityZones", list(azs), "EKS needs subnets in at least two availability zones",
+                f"list two or more zones of {md.region}",
+            ))
+    else:
+        wanted: list[str] = []
+        for ng in spec.managed_node_groups:
+            for az in ng.availability_zones or []:
+                if az not in wanted:
+                    wanted.append(az)
+        for az in region_azs:
+            if len(wanted) >= 2:
+                break
+            if az not in wanted:
+                wanted.append(az)
+        azs = tuple(wanted)
+        for az in azs:
+            if region_azs and az not in region_azs:
+                problems.append(Problem(
+                    "managedNodeGroups[].availabilityZones", az, f"zone is not in region {md.region}",
+                    f"use zones of {md.region}: {', '.join(region_azs)}",
+                ))
+
+    seen: set[str] = set()
+    groups: list[NodeGroupPlan] = []
+    for i, ng in enumerate(spec.managed_node_groups):
+        if ng.name in seen or ng.name == SYSTEM_NODE_GROUP:
+            problems.append(Problem(
+                f"managedNodeGroups[{i}].name", ng.name,
+                "node group names must be unique and 'system' is reserved for the system node group",
+                "choose another name",
+            ))
+        seen.add(ng.name)
+        plan = _node_group(i, ng, azs, problems)
+        if plan is not None:
+            groups.append(plan)
+
+    sng = spec.system_node_group
+    sys_instance = _lookup("systemNodeGroup.instanceType", sng.instance_type, problems)
+    if sys_instance is not None and sys_instance.accelerator:
+        problems.append(Problem(
+            "systemNodeGroup.instanceType", sng.instance_type,
+            "the system node group runs add-ons and MPI launchers and should not hold accelerators",
+            "use a general-purpose type such as m7i.xlarge",
+        ))
+    sys_sizes = _sizes("systemNodeGroup", sng.min_size, sng.desired_capacity, sng.max_size, problems)
+
+    if problems:
+        raise SpecError(source, problems)
+
+    assert sys_instance is not None
+    system = NodeGroupPlan(
+        name=SYSTEM_NODE_GROUP,
+        instance=sys_instance,
+        role="system",
+        availability_zones=azs,
+        min_size=sys_sizes[0],
+        desired_size=sys_sizes[1],
+        max_size=sys_sizes[2],
+        volume_size_gib=sng.volume_size,
+        volume_type="gp3",
+        efa_enabled=False,
+        interface_layout="current",
+        interfaces=(),
+        placement_group=False,
+        capacity="on-demand",
+        reservation_id=None,
+        ami_type=_ami_type(sys_instance),
+        labels={LABEL_NODE_GROUP: SYSTEM_NODE_GROUP, LABEL_ROLE: "system", LABEL_EFA: "false"},
+        taints=(),
+    )
+    entries = tuple(
+        (
+            e.principal_arn,
+            tuple((p.policy_arn, p.access_scope.type, tuple(p.access_scope.namespaces)) for p in e.access_policies),
+        )
+        for e in spec.access_config.access_entries
+    )
+    return ClusterPlan(
+        name=md.name,
+        region=md.region,
+        kubernetes_version=md.version,
+        availability_zones=azs,
+        vpc_cidr=spec.vpc.cidr,
+        nat_gateways=1 if spec.vpc.nat.gateway == "Single" else len(azs),
+        interface_endpoints=spec.vpc.interface_endpoints,
+        with_oidc=spec.iam.with_oidc,
+        bootstrap_admin=spec.access_config.bootstrap_cluster_creator_admin_permissions,
+        access_entries=entries,
+        node_groups=tuple(groups),
+        system=system,
+        tags=dict(md.tags),
+        spec=spec,
+    )
+
+
+def plan_from_file(path: str | Path) -> ClusterPlan:
+    """Load, validate and plan the spec at ``path``; raises :class:`SpecError`."""
+    return build_plan(load_spec(path), source=str(path))

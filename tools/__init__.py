@@ -1,0 +1,1 @@
+"""Operator tooling: the ``efa-stack`` command line."""

@@ -1,0 +1,95 @@
+"""Regenerate the instance catalog and the region/AZ list from EC2 with boto3.
+
+Works against any endpoint the AWS SDK is pointed at (``AWS_ENDPOINT_URL``), which is how the
+checked-in data was generated offline from moto's recorded copy of the EC2 API.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from spec.catalog import CATALOG_FILE, REGIONS_FILE, record_from_api
+
+
+def describe_all_instance_types(ec2: Any) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for page in ec2.get_paginator("describe_instance_types").paginate():
+        items.extend(page["InstanceTypes"])
+    return items
+
+
+def build_catalog(ec2: Any, *, source: str, generated: str | None = None) -> dict[str, Any]:
+    """Every current-generation, EFA-capable or accelerated instance type, keyed by name, sorted."""
+    records = {
+        item["InstanceType"]: record_from_api(item)
+        for item in describe_all_instance_types(ec2)
+        if item.get("CurrentGeneration", True)
+        or item.get("NetworkInfo", {}).get("EfaSupported")
+        or item.get("GpuInfo")
+        or item.get("NeuronInfo")
+    }
+    return {
+        "source": source,
+        "generated": generated or date.today().isoformat(),
+        "efa_capable": sum(1 for r in records.values() if r["efa_supported"]),
+        "instance_types": dict(sorted(records.items())),
+    }
+
+
+def build_regions(session: Any, region_names: list[str]) -> dict[str, Any]:
+    regions: dict[str, list[str]] = {}
+    for name in region_names:
+        ec2 = session.client("ec2", region_name=name)
+        zones = ec2.describe_availability_zones(
+            Filters=[{"Name": "zone-type", "Values": ["availability-zone"]}]
+        )["AvailabilityZones"]
+        regions[name] = sorted(z["ZoneName"] for z in zones)
+    return {"regions": dict(sorted(regions.items()))}
+
+
+def dump(data: dict[str, Any]) -> str:
+    """JSON with one instance type per line, so a refresh reads well in a diff."""
+    if "instance_types" not in data:
+        return json.dumps(data, indent=1, sort_keys=True) + "\n"
+    head = {k: v for k, v in data.items() if k != "instance_types"}
+    lines = ["{"]
+    for k, v in head.items():
+        lines.append(f" {json.dumps(k)}: {json.dumps(v)},")
+    lines.append(' "instance_types": {')
+    items = list(data["instance_types"].items())
+    for i, (name, rec) in enumerate(items):
+        comma = "," if i < len(items) - 1 else ""
+        lines.append(f"  {json.dumps(name)}: {json.dumps(rec, sort_keys=True)}{comma}")
+    lines.append(" }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def refresh(
+    session: Any,
+    *,
+    region: str,
+    catalog_path: Path = CATALOG_FILE,
+    regions_path: Path = REGIONS_FILE,
+    all_regions: bool = True,
+    source: str | None = None,
+) -> dict[str, Any]:
+    """Write both data files; returns a short summary."""
+    ec2 = session.client("ec2", region_name=region)
+    catalog = build_catalog(ec2, source=source or f"EC2 DescribeInstanceTypes ({region})")
+    catalog_path.write_text(dump(catalog))
+    names = (
+        sorted(r["RegionName"] for r in ec2.describe_regions()["Regions"]) if all_regions else [region]
+    )
+    regions = build_regions(session, names)
+    regions_path.write_text(dump(regions))
+    return {
+        "instance_types": len(catalog["instance_types"]),
+        "efa_capable": catalog["efa_capable"],
+        "regions": len(regions["regions"]),
+        "catalog": str(catalog_path),
+        "regions_file": str(regions_path),
+    }
