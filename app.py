@@ -1,0 +1,36 @@
+"""CDK entry point: load the spec, build the stacks, print what the spec became.
+
+    npx cdk synth                               # clusters/default.yaml
+    npx cdk synth -c spec=clusters/p5en.yaml    # another spec
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from aws_cdk import App
+
+from spec.errors import SpecError
+from spec.plan import plan_from_file
+from stacks.app import build
+
+DEFAULT_SPEC = "clusters/default.yaml"
+
+
+def main() -> None:
+    app = App()
+    spec_path = app.node.try_get_context("spec") or DEFAULT_SPEC
+    try:
+        plan = plan_from_file(spec_path)
+    except SpecError as exc:
+        print(exc.render(), file=sys.stderr)
+        sys.exit(1)
+    build(app, plan, account=os.environ.get("CDK_DEFAULT_ACCOUNT"))
+    assembly = app.synth()
+    print(plan.summary(), file=sys.stderr)
+    print(f"templates: {assembly.directory}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

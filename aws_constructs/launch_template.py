@@ -1,0 +1,116 @@
+"""A launch template whose network interfaces expose every EFA device of the instance type.
+
+The interfaces come from :func:`spec.layout.interface_layout` (the catalog's per-card data), never
+from a formula. Rules this construct enforces for EKS managed node groups:
+- the security groups (cluster SG + EFA SG) sit on every interface and nowhere else (a template that
+  lists interfaces must not also set template-level security groups or a subnet);
+- no subnet: the node group places the instances;
+- the instance type is set here, not on the node group, so the managed node group's AMI/instance
+  type check does not apply to it;
+- the root volume is gp3 (or the spec's type), encrypted, sized from ``volumeSize``;
+- IMDSv2 is required, with a hop limit of 1 so pods cannot reach the node role's credentials;
+- the cluster placement group, the capacity reservation target and, for a Capacity Block for ML,
+  ``MarketType: capacity-block``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import CfnTag, aws_ec2 as ec2
+from constructs import Construct
+
+from spec.layout import Interface
+
+ROOT_DEVICE = "/dev/xvda"  # root device of the EKS-optimized AL2023 AMIs
+
+
+class EfaLaunchTemplate(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        instance_type: str,
+        interfaces: Sequence[Interface],
+        security_group_ids: Sequence[str],
+        volume_size_gib: int,
+        volume_type: str = "gp3",
+        placement_group_name: str | None = None,
+        capacity: str = "on-demand",
+        reservation_id: str | None = None,
+        tags: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        if capacity not in ("on-demand", "reservation", "capacity-block"):
+            raise ValueError(f"capacity must be on-demand, reservation or capacity-block, got {capacity!r}")
+        if capacity != "on-demand" and not reservation_id:
+            raise ValueError(f"capacity {capacity!r} needs reservation_id (cr-...)")
+        if not security_group_ids:
+            raise ValueError("security_group_ids must list the cluster and EFA security groups")
+        primaries = [i for i in interfaces if i.is_primary]
+        if interfaces and (len(primaries) != 1 or primaries[0].interface_type == "efa-only"):
+            raise ValueError("exactly one primary interface (card 0, device 0) is needed and it cannot be efa-only")
+
+        L = ec2.CfnLaunchTemplate
+        nics = [
+            L.NetworkInterfaceProperty(
+                network_card_index=i.network_card_index,
+                device_index=i.device_index,
+                interface_type=i.interface_type,
+                groups=list(security_group_ids),
+                delete_on_termination=True,
+            )
+            for i in interfaces
+        ]
+        tag_specs = (
+            [
+                L.TagSpecificationProperty(
+                    resource_type=kind,
+                    tags=[CfnTag(key=k, value=v) for k, v in sorted(tags.items())],
+                )
+                for kind in ("instance", "volume")
+            ]
+            if tags
+            else None
+        )
+        data = L.LaunchTemplateDataProperty(
+            instance_type=instance_type,
+            block_device_mappings=[
+                L.BlockDeviceMappingProperty(
+                    device_name=ROOT_DEVICE,
+                    ebs=L.EbsProperty(
+                        volume_size=volume_size_gib,
+                        volume_type=volume_type,
+                        encrypted=True,
+                        delete_on_termination=True,
+                    ),
+                )
+            ],
+            metadata_options=L.MetadataOptionsProperty(
+                http_tokens="required", http_endpoint="enabled", http_put_response_hop_limit=1
+            ),
+            network_interfaces=nics or None,
+            security_group_ids=None if nics else list(security_group_ids),
+            placement=L.PlacementProperty(group_name=placement_group_name) if placement_group_name else None,
+            capacity_reservation_specification=L.CapacityReservationSpecificationProperty(
+                capacity_reservation_target=L.CapacityReservationTargetProperty(
+                    capacity_reservation_id=reservation_id
+                )
+            )
+            if reservation_id
+            else None,
+            instance_market_options=L.InstanceMarketOptionsProperty(market_type="capacity-block")
+            if capacity == "capacity-block"
+            else None,
+            tag_specifications=tag_specs,
+        )
+        self.launch_template = L(self, "Resource", launch_template_data=data)
+
+    @property
+    def launch_template_id(self) -> str:
+        return self.launch_template.ref
+
+    @property
+    def latest_version(self) -> str:
+        return self.launch_template.attr_latest_version_number

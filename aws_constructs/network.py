@@ -1,0 +1,106 @@
+"""The VPC an EFA cluster needs and the EFA security group.
+
+Defaults, as behaviour:
+- private subnets (with NAT egress) in every availability zone of the spec, public subnets only for
+  NAT gateways and load balancers, tagged for the EKS load balancer controller;
+- a gateway endpoint for S3 and, unless ``interface_endpoints`` is false, interface endpoints for ECR
+  (api, dkr), STS, EC2 and CloudWatch Logs, so private nodes pull images and fetch credentials
+  without leaving the VPC;
+- the EFA security group allows all traffic to and from itself, and nothing else.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Tags, aws_ec2 as ec2
+from constructs import Construct
+
+INTERFACE_ENDPOINTS: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
+    "EcrApi": ec2.InterfaceVpcEndpointAwsService.ECR,
+    "EcrDocker": ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
+    "Sts": ec2.InterfaceVpcEndpointAwsService.STS,
+    "Ec2": ec2.InterfaceVpcEndpointAwsService.EC2,
+    "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
+}
+
+
+class EfaVpc(Construct):
+    """A VPC with private subnets in the given zones, NAT egress and the endpoints private nodes use."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cidr: str,
+        availability_zones: list[str],
+        nat_gateways: int = 1,
+        interface_endpoints: bool = True,
+    ) -> None:
+        super().__init__(scope, id)
+        if len(availability_zones) < 2:
+            raise ValueError(
+                f"EfaVpc needs at least two availability zones (EKS requirement), got {availability_zones}"
+            )
+        self.vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(cidr),
+            availability_zones=availability_zones,
+            nat_gateways=nat_gateways,
+            restrict_default_security_group=False,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
+                ec2.SubnetConfiguration(
+                    name="Private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=19
+                ),
+            ],
+        )
+        for subnet in self.vpc.public_subnets:
+            Tags.of(subnet).add("kubernetes.io/role/elb", "1")
+        for subnet in self.vpc.private_subnets:
+            Tags.of(subnet).add("kubernetes.io/role/internal-elb", "1")
+        self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
+        if interface_endpoints:
+            for name, service in INTERFACE_ENDPOINTS.items():
+                self.vpc.add_interface_endpoint(
+                    name,
+                    service=service,
+                    subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+                    private_dns_enabled=True,
+                )
+
+    def private_subnet(self, availability_zone: str) -> ec2.ISubnet:
+        """The private subnet of ``availability_zone`` (where an EFA node group lives)."""
+        for subnet in self.vpc.private_subnets:
+            if subnet.availability_zone == availability_zone:
+                return subnet
+        zones = [s.availability_zone for s in self.vpc.private_subnets]
+        raise ValueError(f"no private subnet in {availability_zone}; the VPC has private subnets in {zones}")
+
+
+class EfaSecurityGroup(Construct):
+    """A security group whose members may exchange any traffic with each other, and nothing else.
+
+    EFA's OS-bypass traffic needs all protocols and ports between the nodes, in both directions. The
+    group is created with ``allow_all_outbound=False`` because CDK silently drops ``add_egress_rule``
+    on a group that allows all outbound traffic; the self-referencing egress rule is then explicit.
+    General egress comes from the EKS cluster security group attached to the same interfaces.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, vpc: ec2.IVpc, description: str | None = None) -> None:
+        super().__init__(scope, id)
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            allow_all_outbound=False,
+            description=description or "EFA: all traffic between members of this group only",
+        )
+        # A group that names itself as peer gets standalone ingress/egress resources (no cycle).
+        sg = self.security_group
+        sg.add_ingress_rule(sg, ec2.Port.all_traffic(), "EFA traffic from group members")
+        sg.add_egress_rule(sg, ec2.Port.all_traffic(), "EFA traffic to group members")
+
+    @property
+    def security_group_id(self) -> str:
+        return self.security_group.security_group_id

@@ -1,0 +1,79 @@
+"""An EKS managed node group built from a :class:`spec.plan.NodeGroupPlan`.
+
+For an EFA node group this is the whole set the EFA switch implies: a cluster placement group (unless
+the plan runs on a Capacity Block or opts out), a launch template with one interface per EFA device
+and the security groups on every interface, and the node group itself in the single private subnet
+of its availability zone, tainted for accelerator work and labelled so the device plugins find it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import aws_ec2 as ec2, aws_eks_v2 as eks
+from constructs import Construct
+
+from aws_constructs.launch_template import EfaLaunchTemplate
+from spec.plan import NodeGroupPlan
+
+_CAPACITY = {
+    "on-demand": eks.CapacityType.ON_DEMAND,
+    "reservation": eks.CapacityType.ON_DEMAND,  # a targeted On-Demand Capacity Reservation
+    "capacity-block": eks.CapacityType.CAPACITY_BLOCK,
+}
+_EFFECT = {
+    "NoSchedule": eks.TaintEffect.NO_SCHEDULE,
+    "PreferNoSchedule": eks.TaintEffect.PREFER_NO_SCHEDULE,
+    "NoExecute": eks.TaintEffect.NO_EXECUTE,
+}
+
+
+class ManagedNodeGroup(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: eks.ICluster,
+        plan: NodeGroupPlan,
+        subnets: Sequence[ec2.ISubnet],
+        security_group_ids: Sequence[str],
+    ) -> None:
+        super().__init__(scope, id)
+        self.plan = plan
+        self.placement_group: ec2.PlacementGroup | None = None
+        if plan.placement_group:
+            self.placement_group = ec2.PlacementGroup(
+                self, "PlacementGroup", strategy=ec2.PlacementGroupStrategy.CLUSTER
+            )
+        self.launch_template = EfaLaunchTemplate(
+            self,
+            "LaunchTemplate",
+            instance_type=plan.instance_type,
+            interfaces=plan.interfaces,
+            security_group_ids=security_group_ids,
+            volume_size_gib=plan.volume_size_gib,
+            volume_type=plan.volume_type,
+            placement_group_name=self.placement_group.placement_group_name if self.placement_group else None,
+            capacity=plan.capacity,
+            reservation_id=plan.reservation_id,
+            tags={"efa-stack.io/node-group": plan.name, **plan.tags},
+        )
+        self.nodegroup = eks.Nodegroup(
+            self,
+            "NodeGroup",
+            cluster=cluster,
+            ami_type=getattr(eks.NodegroupAmiType, plan.ami_type),
+            capacity_type=_CAPACITY[plan.capacity],
+            min_size=plan.min_size,
+            desired_size=plan.desired_size,
+            max_size=plan.max_size,
+            launch_template_spec=eks.LaunchTemplateSpec(
+                id=self.launch_template.launch_template_id, version=self.launch_template.latest_version
+            ),
+            subnets=ec2.SubnetSelection(subnets=list(subnets)),
+            labels=dict(sorted(plan.labels.items())),
+            taints=[eks.TaintSpec(key=t.key, value=t.value, effect=_EFFECT[t.effect]) for t in plan.taints]
+            or None,
+            tags={"efa-stack.io/node-group": plan.name, **plan.tags},
+        )

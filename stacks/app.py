@@ -1,0 +1,39 @@
+"""Compose the stacks of one cluster plan into a CDK app."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import App, Environment, Tags
+
+from spec.plan import ClusterPlan
+from stacks.cluster_stack import ClusterStack
+from stacks.network_stack import NetworkStack
+
+
+@dataclass
+class ClusterStacks:
+    network: NetworkStack
+    cluster: ClusterStack
+
+    @property
+    def all(self) -> list:
+        return [self.network, self.cluster]
+
+
+def build(app: App, plan: ClusterPlan, *, account: str | None = None) -> ClusterStacks:
+    """Add the stacks for ``plan`` to ``app``. The region comes from the spec; synth needs no account."""
+    env = Environment(account=account, region=plan.region)
+    network = NetworkStack(
+        app, f"{plan.name}-network", plan=plan, env=env,
+        description=f"efa-stack {plan.name}: VPC, subnets, endpoints and the EFA security group",
+    )
+    cluster = ClusterStack(
+        app, f"{plan.name}-cluster", plan=plan, network=network, env=env,
+        description=f"efa-stack {plan.name}: EKS cluster, add-ons and node groups",
+    )
+    for stack in (network, cluster):
+        Tags.of(stack).add("efa-stack.io/cluster", plan.name)
+        for k, v in sorted(plan.tags.items()):
+            Tags.of(stack).add(k, v)
+    return ClusterStacks(network=network, cluster=cluster)

@@ -1,0 +1,119 @@
+"""The cluster stack: EKS control plane, add-ons, access entries and the managed node groups."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Stack, aws_ec2 as ec2, aws_eks_v2 as eks, aws_kms as kms
+from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
+from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
+from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
+from constructs import Construct
+
+from aws_constructs.node_group import ManagedNodeGroup
+from spec.plan import ClusterPlan
+from stacks.network_stack import NetworkStack
+
+# The kubectl in the provider's Lambda layer must match the cluster's minor version.
+KUBECTL_LAYERS = {"1.33": KubectlV33Layer, "1.34": KubectlV34Layer, "1.35": KubectlV35Layer}
+
+# VPC CNI add-on: efa-only interfaces need VPC CNI >= 1.18.5. This build is listed in the EKS user
+# guide's "Amazon VPC CNI versions" table.
+VPC_CNI_VERSION = "v1.20.1-eksbuild.3"
+
+CONTROL_PLANE_LOGS = [
+    eks.ClusterLoggingTypes.API,
+    eks.ClusterLoggingTypes.AUDIT,
+    eks.ClusterLoggingTypes.AUTHENTICATOR,
+    eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
+    eks.ClusterLoggingTypes.SCHEDULER,
+]
+
+
+class ClusterStack(Stack):
+    def __init__(
+        self, scope: Construct, id: str, *, plan: ClusterPlan, network: NetworkStack, **kwargs: Any
+    ) -> None:
+        super().__init__(scope, id, **kwargs)
+        self.plan = plan
+        self.network = network
+        if plan.kubernetes_version not in KUBECTL_LAYERS:
+            raise ValueError(
+                f"no kubectl layer for Kubernetes {plan.kubernetes_version}; "
+                f"supported: {', '.join(KUBECTL_LAYERS)}"
+            )
+        self.secrets_key = kms.Key(
+            self, "SecretsKey", enable_key_rotation=True, description=f"EKS secrets envelope encryption for {plan.name}"
+        )
+        self.cluster = eks.Cluster(
+            self,
+            "Cluster",
+            cluster_name=plan.name,
+            version=eks.KubernetesVersion.of(plan.kubernetes_version),
+            vpc=network.vpc,
+            vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+            default_capacity=0,
+            kubectl_provider_options=eks.KubectlProviderOptions(
+                kubectl_layer=KUBECTL_LAYERS[plan.kubernetes_version](self, "KubectlLayer")
+            ),
+            secrets_encryption_key=self.secrets_key,
+            cluster_logging=CONTROL_PLANE_LOGS,
+            endpoint_access=eks.EndpointAccess.PUBLIC_AND_PRIVATE,
+            bootstrap_cluster_creator_admin_permissions=plan.bootstrap_admin,
+            tags=dict(plan.tags) or None,
+        )
+        self.vpc_cni = eks.Addon(
+            self, "VpcCni", cluster=self.cluster, addon_name="vpc-cni", addon_version=VPC_CNI_VERSION,
+            preserve_on_delete=False,
+        )
+        # Add-on permissions go through EKS Pod Identity (the agent add-on, created by the cluster).
+        self.pod_identity_agent = self.cluster.eks_pod_identity_agent
+        self.oidc_provider: eks.OidcProviderNative | None = None
+        if plan.with_oidc:  # eksctl's iam.withOIDC: an IAM OIDC provider for IRSA
+            self.oidc_provider = eks.OidcProviderNative(
+                self, "OidcProvider", url=self.cluster.cluster_open_id_connect_issuer_url
+            )
+        for i, (principal, policies) in enumerate(plan.access_entries):
+            eks.AccessEntry(
+                self,
+                f"AccessEntry{i}",
+                cluster=self.cluster,
+                principal=principal,
+                access_policies=[
+                    eks.AccessPolicy.from_access_policy_name(
+                        policy_arn.rsplit("/", 1)[-1],
+                        access_scope_type=eks.AccessScopeType.CLUSTER
+                        if scope_type == "cluster"
+                        else eks.AccessScopeType.NAMESPACE,
+                        namespaces=list(namespaces) or None,
+                    )
+                    for policy_arn, scope_type, namespaces in policies
+                ],
+            )
+
+        cluster_sg = self.cluster.cluster_security_group_id
+        self.node_groups: dict[str, ManagedNodeGroup] = {}
+        for ng in plan.all_node_groups:
+            subnets = (
+                [network.private_subnet(ng.availability_zone)]
+                if ng.efa_enabled
+                else [network.private_subnet(az) for az in ng.availability_zones]
+            )
+            groups = [cluster_sg, network.efa_security_group.security_group_id] if ng.efa_enabled else [cluster_sg]
+            node_group = ManagedNodeGroup(
+                self,
+                f"NodeGroup-{ng.name}",
+                cluster=self.cluster,
+                plan=ng,
+                subnets=subnets,
+                security_group_ids=groups,
+            )
+            # The CNI must support efa-only interfaces before EFA nodes join.
+            node_group.nodegroup.node.add_dependency(self.vpc_cni)
+            self.node_groups[ng.name] = node_group
+
+    @property
+    def node_role_arns(self) -> dict[str, str]:
+        return {n: g.nodegroup.role.role_arn for n, g in self.node_groups.items()}
+

@@ -1,0 +1,37 @@
+"""The network stack: VPC and EFA security group. Long-lived; changes rarely."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Stack, aws_ec2 as ec2
+from constructs import Construct
+
+from aws_constructs.network import EfaSecurityGroup, EfaVpc
+from spec.plan import ClusterPlan
+
+
+class NetworkStack(Stack):
+    def __init__(self, scope: Construct, id: str, *, plan: ClusterPlan, **kwargs: Any) -> None:
+        super().__init__(scope, id, **kwargs)
+        self.plan = plan
+        self.network = EfaVpc(
+            self,
+            "Network",
+            cidr=plan.vpc_cidr,
+            availability_zones=list(plan.availability_zones),
+            nat_gateways=plan.nat_gateways,
+            interface_endpoints=plan.interface_endpoints,
+        )
+        self.efa = EfaSecurityGroup(self, "Efa", vpc=self.network.vpc)
+
+    @property
+    def vpc(self) -> ec2.IVpc:
+        return self.network.vpc
+
+    @property
+    def efa_security_group(self) -> ec2.ISecurityGroup:
+        return self.efa.security_group
+
+    def private_subnet(self, availability_zone: str) -> ec2.ISubnet:
+        return self.network.private_subnet(availability_zone)

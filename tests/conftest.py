@@ -1,0 +1,89 @@
+"""Shared fixtures: each spec is synthesized once per test session (per xdist worker)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CLUSTERS = ROOT / "clusters"
+GOLDEN = Path(__file__).resolve().parent / "golden"
+UPDATE_GOLDEN = os.environ.get("EFA_STACK_UPDATE_GOLDEN") == "1"
+
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@dataclass
+class Synthesized:
+    plan: Any
+    stacks: Any
+    templates: dict[str, dict]  # stack name -> template
+    outdir: Path
+
+    def template(self, which: str) -> dict:
+        return self.templates[f"{self.plan.name}-{which}"]
+
+    def assertions(self, which: str):
+        from aws_cdk.assertions import Template
+
+        return Template.from_json(self.template(which))
+
+    def resources(self, which: str, type_: str) -> dict[str, dict]:
+        return {k: v for k, v in self.template(which)["Resources"].items() if v["Type"] == type_}
+
+
+@lru_cache(maxsize=None)
+def synth_spec(path: str) -> Synthesized:
+    from aws_cdk import App
+
+    from spec.plan import plan_from_file
+    from stacks.app import build
+
+    plan = plan_from_file(path)
+    outdir = Path(tempfile.mkdtemp(prefix="efa-stack-test-"))
+    app = App(outdir=str(outdir))
+    stacks = build(app, plan)
+    app.synth()
+    templates = {
+        p.name.removesuffix(".template.json"): json.loads(p.read_text()) for p in outdir.glob("*.template.json")
+    }
+    return Synthesized(plan=plan, stacks=stacks, templates=templates, outdir=outdir)
+
+
+@lru_cache(maxsize=None)
+def synth_text(text: str) -> Synthesized:
+    """Synthesize a spec given as YAML text (written to a temporary file)."""
+    f = Path(tempfile.mkdtemp(prefix="efa-stack-spec-")) / "spec.yaml"
+    f.write_text(text)
+    return synth_spec(str(f))
+
+
+@pytest.fixture(scope="session")
+def default_synth() -> Synthesized:
+    return synth_spec(str(CLUSTERS / "default.yaml"))
+
+
+def normalise_assets(text: str) -> str:
+    """Asset hashes change with CDK internals, not with behaviour: replace them."""
+    text = re.sub(r"[0-9a-f]{64}", "<asset-hash>", text)
+    return text
+
+
+def golden_check(path: Path, actual: str) -> None:
+    """Compare ``actual`` with the golden file; rewrite it when EFA_STACK_UPDATE_GOLDEN=1."""
+    if UPDATE_GOLDEN or not path.exists():
+        if not UPDATE_GOLDEN:
+            pytest.fail(f"golden file {path} is missing; run `make snapshots` to create it")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(actual)
+        return
+    expected = path.read_text()
+    assert actual == expected, f"{path.name} differs from the golden file; if intended run `make snapshots`"

@@ -1,0 +1,297 @@
+"""Bad input is rejected before any CloudFormation exists, naming the field, the value and the fix."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from spec.errors import SpecError
+from spec.loader import load_spec, parse_spec
+from spec.plan import build_plan, plan_from_file
+
+BASE = """
+apiVersion: eksctl.io/v1alpha5
+kind: ClusterConfig
+metadata: {name: t, region: us-west-2, version: "1.34"}
+availabilityZones: [us-west-2a, us-west-2b]
+managedNodeGroups:
+  - name: gpu
+    instanceType: p5.48xlarge
+    minSize: 1
+    desiredCapacity: 2
+    maxSize: 3
+    availabilityZones: [us-west-2a]
+    privateNetworking: true
+    efaEnabled: true
+"""
+
+
+def problems_of(text: str) -> list:
+    with pytest.raises(SpecError) as info:
+        build_plan(parse_spec(textwrap.dedent(text), source="t.yaml"), source="t.yaml")
+    return info.value.problems
+
+
+def one_problem(text: str):
+    problems = problems_of(text)
+    assert len(problems) == 1, [p.render() for p in problems]
+    return problems[0]
+
+
+def test_base_spec_is_valid():
+    plan = build_plan(parse_spec(BASE))
+    assert plan.node_groups[0].efa_devices_per_node == 32
+
+
+def test_fails_unknown_instance_type_with_suggestion():
+    p = one_problem(BASE.replace("p5.48xlarge", "p5.48xlarg"))
+    assert p.field == "managedNodeGroups[0].instanceType"
+    assert p.value == "p5.48xlarg"
+    assert "unknown instance type" in p.message
+    assert "p5.48xlarge" in p.fix
+
+
+def test_fails_efa_on_instance_type_without_efa():
+    p = one_problem(BASE.replace("p5.48xlarge", "g5.xlarge"))
+    assert p.field == "managedNodeGroups[0].instanceType"
+    assert p.value == "g5.xlarge"
+    assert "does not support EFA" in p.message
+    assert "g5.8xlarge" in p.fix and "efaEnabled: false" in p.fix
+
+
+def test_fails_efa_node_group_spanning_two_zones():
+    p = one_problem(BASE.replace("availabilityZones: [us-west-2a]\n", "availabilityZones: [us-west-2a, us-west-2b]\n"))
+    assert p.field == "managedNodeGroups[0].availabilityZones"
+    assert p.value == ["us-west-2a", "us-west-2b"]
+    assert "exactly one availability zone" in p.message
+
+
+def test_fails_efa_node_group_without_zone():
+    p = one_problem(BASE.replace("    availabilityZones: [us-west-2a]\n", ""))
+    assert p.field == "managedNodeGroups[0].availabilityZones"
+    assert "list a single zone" in p.fix
+
+
+def test_fails_efa_node_group_in_public_subnet():
+    p = one_problem(BASE.replace("privateNetworking: true", "privateNetworking: false"))
+    assert p.field == "managedNodeGroups[0].privateNetworking"
+    assert p.value is False
+    assert "cannot get public IPs" in p.message
+    assert "privateNetworking: true" in p.fix
+
+
+@pytest.mark.parametrize(
+    ("sizes", "values"),
+    [
+        ("minSize: 3\n    desiredCapacity: 2\n    maxSize: 3", {"minSize": 3, "desiredCapacity": 2, "maxSize": 3}),
+        ("minSize: 1\n    desiredCapacity: 4\n    maxSize: 3", {"minSize": 1, "desiredCapacity": 4, "maxSize": 3}),
+    ],
+)
+def test_fails_sizes_out_of_order(sizes, values):
+    text = BASE.replace("minSize: 1\n    desiredCapacity: 2\n    maxSize: 3", sizes)
+    p = one_problem(text)
+    assert p.field == "managedNodeGroups[0].minSize/desiredCapacity/maxSize"
+    assert p.value == values
+    assert "minSize <= desiredCapacity <= maxSize" in p.message
+
+
+@pytest.mark.parametrize("kind", ["reservation", "capacity-block"])
+def test_fails_reservation_without_id(kind):
+    p = one_problem(BASE + f"    capacity: {{type: {kind}}}\n")
+    assert p.field == "managedNodeGroups[0].capacity.reservationId"
+    assert kind in p.message
+    assert "reservationId: cr-" in p.fix
+
+
+def test_fails_reservation_id_on_on_demand():
+    p = one_problem(BASE + "    capacity: {type: on-demand, reservationId: cr-0123456789abcdef0}\n")
+    assert p.field == "managedNodeGroups[0].capacity.reservationId"
+    assert p.value == "cr-0123456789abcdef0"
+
+
+def test_fails_badly_formed_reservation_id():
+    with pytest.raises(SpecError) as info:
+        parse_spec(BASE + "    capacity: {type: reservation, reservationId: res-1}\n")
+    (p,) = info.value.problems
+    assert p.field == "managedNodeGroups[0].capacity.reservationId"
+    assert p.value == "res-1"
+    assert "cr-" in p.fix
+
+
+def test_fails_placement_group_with_capacity_block():
+    p = one_problem(BASE + "    placementGroup: true\n    capacity: {type: capacity-block, reservationId: cr-0123456789abcdef0}\n")
+    assert p.field == "managedNodeGroups[0].placementGroup"
+
+
+def test_fails_zone_outside_region():
+    problems = problems_of(BASE.replace("availabilityZones: [us-west-2a, us-west-2b]", "availabilityZones: [us-west-2a, us-east-1b]"))
+    p = next(p for p in problems if p.field == "availabilityZones")
+    assert p.value == "us-east-1b"
+    assert "not in region us-west-2" in p.message
+    assert "us-west-2c" in p.fix
+
+
+def test_fails_node_group_zone_not_in_cluster_zones():
+    p = one_problem(BASE.replace("availabilityZones: [us-west-2a]\n", "availabilityZones: [us-west-2c]\n"))
+    assert p.field == "managedNodeGroups[0].availabilityZones"
+    assert p.value == "us-west-2c"
+
+
+def test_fails_single_cluster_zone():
+    p = one_problem(BASE.replace("availabilityZones: [us-west-2a, us-west-2b]", "availabilityZones: [us-west-2a]"))
+    assert p.field == "availabilityZones"
+    assert "at least two" in p.message
+
+
+def test_fails_unknown_region():
+    problems = problems_of(BASE.replace("region: us-west-2", "region: us-west-9"))
+    assert problems[0].field == "metadata.region" and problems[0].value == "us-west-9"
+
+
+def test_fails_unknown_field_with_did_you_mean():
+    with pytest.raises(SpecError) as info:
+        parse_spec(BASE.replace("efaEnabled: true", "efaEnabled: true\n    desiredCapcity: 2"))
+    (p,) = info.value.problems
+    assert p.field == "managedNodeGroups[0].desiredCapcity"
+    assert p.message == "unknown field"
+    assert "desiredCapacity" in p.fix
+
+
+@pytest.mark.parametrize(
+    ("snippet", "field", "fix"),
+    [
+        ("    spot: true\n", "managedNodeGroups[0].spot", "capacity.type"),
+        ("    placement: {groupName: pg}\n", "managedNodeGroups[0].placement", "placementGroup"),
+        ("    instanceTypes: [p5.48xlarge]\n", "managedNodeGroups[0].instanceTypes", "instanceType"),
+    ],
+)
+def test_fails_unsupported_eksctl_nodegroup_fields(snippet, field, fix):
+    with pytest.raises(SpecError) as info:
+        parse_spec(BASE + snippet)
+    (p,) = info.value.problems
+    assert p.field == field
+    assert "eksctl field that efa-stack does not support" in p.message
+    assert fix in p.fix
+
+
+def test_fails_unsupported_eksctl_top_level_field():
+    with pytest.raises(SpecError) as info:
+        parse_spec(BASE + "fargateProfiles: []\n")
+    (p,) = info.value.problems
+    assert p.field == "fargateProfiles"
+    assert "does not support" in p.message
+
+
+def test_fails_unsupported_kubernetes_version():
+    p = one_problem(BASE.replace('version: "1.34"', 'version: "1.21"'))
+    assert p.field == "metadata.version" and p.value == "1.21"
+    assert "1.34" in p.fix
+
+
+def test_unquoted_version_is_read_as_text():
+    plan = build_plan(parse_spec(BASE.replace('version: "1.34"', "version: 1.34")))
+    assert plan.kubernetes_version == "1.34"
+
+
+def test_reports_several_problems_together():
+    text = BASE.replace("p5.48xlarge", "nope.large").replace("privateNetworking: true", "privateNetworking: false")
+    text = text.replace("minSize: 1\n    desiredCapacity: 2\n    maxSize: 3", "minSize: 4\n    desiredCapacity: 2\n    maxSize: 3")
+    fields = {p.field for p in problems_of(text)}
+    assert {
+        "managedNodeGroups[0].instanceType",
+        "managedNodeGroups[0].privateNetworking",
+        "managedNodeGroups[0].minSize/desiredCapacity/maxSize",
+    } <= fields
+
+
+def test_structural_problems_are_reported_together():
+    text = BASE.replace("minSize: 1", "minSize: many").replace("efaEnabled: true", "efaEnabled: true\n    bogus: 1")
+    with pytest.raises(SpecError) as info:
+        parse_spec(text)
+    fields = [p.field for p in info.value.problems]
+    assert fields == ["managedNodeGroups[0].minSize", "managedNodeGroups[0].bogus"]
+
+
+def test_fails_missing_required_fields():
+    with pytest.raises(SpecError) as info:
+        parse_spec("apiVersion: eksctl.io/v1alpha5\nkind: ClusterConfig\n")
+    fields = {p.field for p in info.value.problems}
+    assert fields == {"metadata", "managedNodeGroups"}
+    assert all("required" in p.message for p in info.value.problems)
+
+
+def test_fails_wrong_kind():
+    with pytest.raises(SpecError) as info:
+        parse_spec(BASE.replace("kind: ClusterConfig", "kind: Cluster"))
+    (p,) = info.value.problems
+    assert p.field == "kind" and p.value == "Cluster" and "ClusterConfig" in p.fix
+
+
+def test_fails_duplicate_and_reserved_node_group_names():
+    text = BASE + BASE.split("managedNodeGroups:\n", 1)[1] + BASE.split("managedNodeGroups:\n", 1)[1].replace("name: gpu", "name: system")
+    problems = problems_of(text)
+    assert [p.field for p in problems if p.field.endswith(".name")] == ["managedNodeGroups[1].name", "managedNodeGroups[2].name"]
+
+
+def test_fails_reserved_label_prefix():
+    p = one_problem(BASE + "    labels: {efa-stack.io/role: mine}\n")
+    assert p.field == "managedNodeGroups[0].labels" and p.value == "efa-stack.io/role"
+
+
+def test_fails_accelerated_system_node_group():
+    p = one_problem(BASE + "systemNodeGroup: {instanceType: g5.xlarge}\n")
+    assert p.field == "systemNodeGroup.instanceType"
+
+
+def test_fails_non_yaml_file(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("metadata: {name: x\nmanagedNodeGroups: [\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(f)
+    (p,) = info.value.problems
+    assert p.field == "file"
+    assert "not valid YAML" in p.message
+    assert str(p.value).startswith("line ")
+
+
+def test_fails_yaml_that_is_not_a_mapping(tmp_path):
+    f = tmp_path / "list.yaml"
+    f.write_text("- a\n- b\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(f)
+    assert "YAML mapping" in info.value.problems[0].message
+
+
+def test_fails_missing_file(tmp_path):
+    with pytest.raises(SpecError) as info:
+        load_spec(tmp_path / "nope.yaml")
+    assert "does not exist" in info.value.problems[0].message
+
+
+def test_fails_unreadable_file(tmp_path):
+    f = tmp_path / "binary.yaml"
+    f.write_bytes(b"\xff\xfe\x00\x01garbage")
+    with pytest.raises(SpecError) as info:
+        load_spec(f)
+    assert "cannot be read" in info.value.problems[0].message
+
+
+def test_render_names_field_value_and_fix():
+    with pytest.raises(SpecError) as info:
+        plan_from_file_text(BASE.replace("p5.48xlarge", "p5.48xlarg"))
+    text = info.value.render()
+    assert "t.yaml: 1 problem in the cluster spec" in text
+    assert "managedNodeGroups[0].instanceType: unknown instance type (got 'p5.48xlarg'). Fix: did you mean" in text
+
+
+def plan_from_file_text(text: str):
+    return build_plan(parse_spec(text, source="t.yaml"), source="t.yaml")
+
+
+def test_shipped_specs_are_valid():
+    from tests.conftest import CLUSTERS
+
+    for f in sorted(CLUSTERS.glob("*.yaml")):
+        plan = plan_from_file(f)
+        assert plan.node_groups, f
