@@ -23,6 +23,16 @@ INTERFACE_ENDPOINTS: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
 }
 
 
+# CDK's own placeholder for "no egress": an ICMP type/code pair that matches no packet.
+DISALLOW_ALL_EGRESS = {
+    "CidrIp": "255.255.255.255",
+    "Description": "Disallow all traffic",
+    "IpProtocol": "icmp",
+    "FromPort": 252,
+    "ToPort": 86,
+}
+
+
 class EfaVpc(Construct):
     """A VPC with private subnets in the given zones, NAT egress and the endpoints private nodes use."""
 
@@ -100,6 +110,13 @@ class EfaSecurityGroup(Construct):
         sg = self.security_group
         sg.add_ingress_rule(sg, ec2.Port.all_traffic(), "EFA traffic from group members")
         sg.add_egress_rule(sg, ec2.Port.all_traffic(), "EFA traffic to group members")
+        # EC2 gives a group the default allow-all egress rule unless the group itself lists egress
+        # rules. CDK drops its "disallow all" placeholder once the self rule exists, but renders that
+        # rule as a separate resource, so keep the placeholder inline: it matches no traffic and
+        # removes the default rule, leaving the self-referencing egress as the only real one.
+        cfn = sg.node.default_child
+        assert isinstance(cfn, ec2.CfnSecurityGroup)
+        cfn.add_property_override("SecurityGroupEgress", [DISALLOW_ALL_EGRESS])
 
     @property
     def security_group_id(self) -> str:

@@ -2,7 +2,8 @@
 
 ``current`` follows the EC2 user guide "Maximize network bandwidth on Amazon EC2 instances with
 multiple network cards": network card 0 device 0 is an ENA ``interface`` (an efa-only interface can
-never be primary); if card 0 supports EFA, card 0 device 1 is ``efa-only``; every further EFA-capable
+never be primary; on a card 0 that takes a single interface the primary is an ``efa`` interface,
+which is EFA and ENA in one); if card 0 supports EFA, card 0 device 1 is ``efa-only``; every further EFA-capable
 card gets ``efa-only`` at device 0 and, when ``ena_on_efa_cards`` is set, an ENA ``interface`` at
 device 1 (for more IP bandwidth or addresses). Cards that do not support EFA (card 0 of
 p6-b300.48xlarge) carry no EFA device.
@@ -67,7 +68,10 @@ def interface_layout(
     for card in cards:
         used = 0
         if card.index == 0:
-            if layout == "legacy" and _efa_kind(card, "efa") == "efa" and efa < wanted:
+            # The primary is ENA, except in the legacy layout or when card 0 takes only one
+            # interface (hpc6id.32xlarge): then it is an ``efa`` interface, EFA and ENA in one.
+            single = card.max_interfaces < 2
+            if (layout == "legacy" or single) and _efa_kind(card, "efa") == "efa" and efa < wanted:
                 result.append(Interface(0, 0, "efa"))
                 efa += 1
             else:

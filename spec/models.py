@@ -127,6 +127,61 @@ class SystemNodeGroup(_Model):
     volume_size: int = Field(50, alias="volumeSize", ge=20, le=16384)
 
 
+NCCL_TEST_BINARIES = (
+    "all_reduce_perf",
+    "all_gather_perf",
+    "reduce_scatter_perf",
+    "alltoall_perf",
+    "sendrecv_perf",
+    "broadcast_perf",
+    "reduce_perf",
+    "gather_perf",
+    "scatter_perf",
+    "hypercube_perf",
+)
+"""The nccl-tests programs (NVIDIA/nccl-tests; the list the AWS awsome-distributed-training README gives)."""
+
+# Pinned AWS nccl-tests image (public.ecr.aws/hpc-cloud/nccl-tests, built from the
+# awsome-distributed-training nccl-tests.Dockerfile): CUDA 12.8.1, EFA installer 1.43.2,
+# aws-ofi-nccl 1.16.3, NCCL 2.27.7, nccl-tests 2.16.9; sm_80..sm_100 (A100, H100/H200, B200).
+DEFAULT_NCCL_TESTS_IMAGE = (
+    "public.ecr.aws/hpc-cloud/nccl-tests:cuda12.8.1-efa1.43.2-ofiv1.16.3-ncclv2.27.7-1-testsv2.16.9"
+)
+
+SIZE_PATTERN = r"^[1-9][0-9]*[KMG]?$"
+
+
+class NcclTest(_Model):
+    """Extension: the nccl-tests MPIJob efa-stack renders (created suspended; see k8s/nccl_tests.py)."""
+
+    node_group: str | None = Field(None, alias="nodeGroup", pattern=NAME_PATTERN)
+    """Which node group the job runs on; default: the first EFA node group with NVIDIA GPUs."""
+    binary: Literal[NCCL_TEST_BINARIES] = "all_reduce_perf"  # type: ignore[valid-type]
+    min_bytes: str = Field("8", alias="minBytes", pattern=SIZE_PATTERN)
+    """nccl-tests ``-b``: smallest message (bytes, or with a K/M/G suffix)."""
+    max_bytes: str = Field("16G", alias="maxBytes", pattern=SIZE_PATTERN)
+    """nccl-tests ``-e``: largest message."""
+    step_factor: int = Field(2, alias="stepFactor", ge=2, le=1024)
+    """nccl-tests ``-f``: multiply the size by this factor at each step."""
+    iterations: int = Field(100, ge=1, le=100000)
+    """nccl-tests ``-n``: timed iterations per size."""
+    check: int = Field(1, ge=0, le=1000)
+    """nccl-tests ``-c``: check the result this many iterations (0 turns checking off)."""
+    fabric: Literal["efa", "tcp", "infiniband"] = "efa"
+    """``efa`` (default); ``tcp`` renders the same job without EFA for an A/B comparison;
+    ``infiniband`` renders it for an InfiniBand/RoCE cluster outside AWS (``rdma/hca``)."""
+    image: str = Field(DEFAULT_NCCL_TESTS_IMAGE, pattern=r"^\S+[:@]\S+$")
+    """Container image with nccl-tests, Open MPI, libfabric and aws-ofi-nccl; pin a tag or digest."""
+    suspend: bool = True
+    """Create the MPIJob suspended so that a deploy does not start GPU work."""
+    hugepages_mib: int = Field(5120, alias="hugepagesMiB", ge=0, le=1048576)
+    """``hugepages-2Mi`` per worker for libfabric (EFA only; 0 requests none)."""
+    memory_mib: int = Field(8000, alias="memoryMiB", ge=256, le=4194304)
+    """Memory request and limit per worker (hugepages need a memory request)."""
+    shm_mib: int = Field(2048, alias="shmSizeMiB", ge=64, le=4194304)
+    """Size limit of the memory-backed ``/dev/shm`` per worker (counts against ``memoryMiB``)."""
+
+
 class ClusterSpec(_Model):
     api_version: Literal["eksctl.io/v1alpha5"] = Field("eksctl.io/v1alpha5", alias="apiVersion")
     kind: Literal["ClusterConfig"] = "ClusterConfig"
@@ -138,6 +193,7 @@ class ClusterSpec(_Model):
     managed_node_groups: list[ManagedNodeGroup] = Field(alias="managedNodeGroups", min_length=1)
     # --- extensions ----------------------------------------------------------------------------
     system_node_group: SystemNodeGroup = Field(SystemNodeGroup(), alias="systemNodeGroup")
+    nccl_test: NcclTest = Field(NcclTest(), alias="ncclTest")
 
 
 # eksctl ClusterConfig fields that efa-stack knows but does not support, with what to do instead.

@@ -1,0 +1,115 @@
+"""The AWS Neuron device plugin: advertises ``aws.amazon.com/neuron`` (and ``/neuroncore``) on trn/inf nodes.
+
+Follows aws-neuron/neuron-helm-charts (``templates/device-plugin``): a ServiceAccount with a
+ClusterRole the plugin needs to read nodes, annotate pods with their device allocation and patch
+the node status, and a ``kube-system`` DaemonSet with ``system-node-critical``, no privilege
+escalation and all capabilities dropped, mounting the kubelet's device-plugin directory and the
+host's ``/run``. Scheduled only on ``efa-stack.io/accelerator=neuron`` nodes, tolerating their taints
+(``aws.amazon.com/neuron``) and ``CriticalAddonsOnly``.
+
+Neuron node groups get no NCCL job: nccl-tests are CUDA programs (see :mod:`spec.nccl`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cdk8s_plus_33 import k8s as kplus
+from constructs import Construct
+
+from k8s.images import NEURON_DEVICE_PLUGIN_IMAGE
+from k8s.scheduling import SYSTEM_NODE_CRITICAL, LabelRequirement, required_node_affinity, tolerations
+from spec.plan import LABEL_ACCELERATOR, Taint
+
+NAMESPACE = "kube-system"
+NAME = "neuron-device-plugin"
+RESOURCE = "aws.amazon.com/neuron"
+DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+
+
+@dataclass(frozen=True)
+class NeuronDevicePluginProps:
+    """tolerate: taints of the Neuron node groups. image: default :data:`k8s.images.NEURON_DEVICE_PLUGIN_IMAGE`."""
+
+    tolerate: tuple[Taint, ...] = ()
+    image: str = NEURON_DEVICE_PLUGIN_IMAGE
+    labels: dict[str, str] = field(default_factory=dict, hash=False)
+
+
+class NeuronDevicePlugin(Construct):
+    """ServiceAccount, ClusterRole, ClusterRoleBinding and DaemonSet in ``kube-system``."""
+
+    def __init__(self, scope: Construct, id: str, props: NeuronDevicePluginProps) -> None:
+        super().__init__(scope, id)
+        labels = {"app.kubernetes.io/name": NAME, **props.labels}
+        self.service_account = kplus.KubeServiceAccount(
+            self, "ServiceAccount", metadata=kplus.ObjectMeta(name=NAME, namespace=NAMESPACE, labels=labels)
+        )
+        self.cluster_role = kplus.KubeClusterRole(
+            self,
+            "ClusterRole",
+            metadata=kplus.ObjectMeta(name=NAME, labels=labels),
+            rules=[
+                kplus.PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "list", "watch"]),
+                kplus.PolicyRule(api_groups=[""], resources=["events"], verbs=["create", "patch"]),
+                kplus.PolicyRule(
+                    api_groups=[""], resources=["pods"], verbs=["update", "patch", "get", "list", "watch"]
+                ),
+                kplus.PolicyRule(api_groups=[""], resources=["nodes/status"], verbs=["patch", "update"]),
+            ],
+        )
+        self.cluster_role_binding = kplus.KubeClusterRoleBinding(
+            self,
+            "ClusterRoleBinding",
+            metadata=kplus.ObjectMeta(name=NAME, labels=labels),
+            role_ref=kplus.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=NAME),
+            subjects=[kplus.Subject(kind="ServiceAccount", name=NAME, namespace=NAMESPACE)],
+        )
+        selector = {"name": NAME + "-ds"}
+        self.daemon_set = kplus.KubeDaemonSet(
+            self,
+            "DaemonSet",
+            metadata=kplus.ObjectMeta(name=NAME, namespace=NAMESPACE, labels=labels),
+            spec=kplus.DaemonSetSpec(
+                selector=kplus.LabelSelector(match_labels=selector),
+                update_strategy=kplus.DaemonSetUpdateStrategy(type="RollingUpdate"),
+                template=kplus.PodTemplateSpec(
+                    metadata=kplus.ObjectMeta(labels=selector),
+                    spec=kplus.PodSpec(
+                        service_account_name=NAME,
+                        priority_class_name=SYSTEM_NODE_CRITICAL,
+                        tolerations=tolerations(props.tolerate, critical_addons=True),
+                        affinity=required_node_affinity(LabelRequirement(LABEL_ACCELERATOR, "In", ("neuron",))),
+                        containers=[
+                            kplus.Container(
+                                name=NAME,
+                                image=props.image,
+                                env=[
+                                    kplus.EnvVar(name="KUBECONFIG", value="/etc/kubernetes/kubelet.conf"),
+                                    kplus.EnvVar(
+                                        name="NODE_NAME",
+                                        value_from=kplus.EnvVarSource(
+                                            field_ref=kplus.ObjectFieldSelector(field_path="spec.nodeName")
+                                        ),
+                                    ),
+                                ],
+                                security_context=kplus.SecurityContext(
+                                    allow_privilege_escalation=False,
+                                    capabilities=kplus.Capabilities(drop=["ALL"]),
+                                ),
+                                volume_mounts=[
+                                    kplus.VolumeMount(name="device-plugin", mount_path=DEVICE_PLUGIN_DIR),
+                                    kplus.VolumeMount(name="infa-map", mount_path="/run"),
+                                ],
+                            )
+                        ],
+                        volumes=[
+                            kplus.Volume(
+                                name="device-plugin", host_path=kplus.HostPathVolumeSource(path=DEVICE_PLUGIN_DIR)
+                            ),
+                            kplus.Volume(name="infa-map", host_path=kplus.HostPathVolumeSource(path="/run")),
+                        ],
+                    ),
+                ),
+            ),
+        )

@@ -1,0 +1,109 @@
+"""The NVIDIA device plugin: advertises ``nvidia.com/gpu`` on NVIDIA GPU nodes.
+
+Follows NVIDIA/k8s-device-plugin's static manifest (``deployments/static/nvidia-device-plugin.yml``):
+``kube-system``, ``system-node-critical``, ``FAIL_ON_INIT_ERROR=false``, no privilege escalation,
+all capabilities dropped, the kubelet's device-plugin directory as its only mount.
+
+Differences, each on purpose:
+
+* Scheduled only on nodes labelled ``efa-stack.io/accelerator=nvidia`` (every NVIDIA node group
+  carries it), tolerating exactly those groups' taints plus ``CriticalAddonsOnly``.
+* The image is pinned outside v0.19.0-v0.19.2: those releases enabled MOFED by default and mount
+  every ``/dev/infiniband/uverbs*`` into GPU containers, taking EFA devices the EFA plugin did not
+  allocate (NVIDIA/k8s-device-plugin issue #1692). ``MOFED_ENABLED=false`` is also set explicitly so
+  a later image bump cannot turn it back on silently.
+
+The chart renders nothing when the cluster has no NVIDIA node group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cdk8s_plus_33 import k8s as kplus
+from constructs import Construct
+
+from k8s.images import NVIDIA_DEVICE_PLUGIN_BROKEN, NVIDIA_DEVICE_PLUGIN_IMAGE
+from k8s.scheduling import SYSTEM_NODE_CRITICAL, LabelRequirement, required_node_affinity, tolerations
+from spec.plan import LABEL_ACCELERATOR, Taint
+
+NAMESPACE = "kube-system"
+NAME = "nvidia-device-plugin-daemonset"
+RESOURCE = "nvidia.com/gpu"
+DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+
+
+class BrokenNvidiaPluginVersion(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class NvidiaDevicePluginProps:
+    """tolerate: taints of the NVIDIA node groups (default ``nvidia.com/gpu`` comes from the plan).
+    image: default :data:`k8s.images.NVIDIA_DEVICE_PLUGIN_IMAGE`; v0.19.0-v0.19.2 are rejected.
+    """
+
+    tolerate: tuple[Taint, ...] = ()
+    image: str = NVIDIA_DEVICE_PLUGIN_IMAGE
+    labels: dict[str, str] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        tag = self.image.rsplit(":", 1)[-1]
+        if tag in NVIDIA_DEVICE_PLUGIN_BROKEN:
+            raise BrokenNvidiaPluginVersion(
+                f"nvidia device plugin image {self.image}: {tag} mounts /dev/infiniband by default and "
+                f"conflicts with the EFA device plugin; use v0.19.3 or later (or v0.17.x)"
+            )
+
+
+class NvidiaDevicePlugin(Construct):
+    """A DaemonSet in ``kube-system`` on ``efa-stack.io/accelerator=nvidia`` nodes."""
+
+    def __init__(self, scope: Construct, id: str, props: NvidiaDevicePluginProps) -> None:
+        super().__init__(scope, id)
+        selector = {"name": "nvidia-device-plugin-ds"}
+        self.daemon_set = kplus.KubeDaemonSet(
+            self,
+            "DaemonSet",
+            metadata=kplus.ObjectMeta(
+                name=NAME, namespace=NAMESPACE,
+                labels={"app.kubernetes.io/name": "nvidia-device-plugin", **props.labels},
+            ),
+            spec=kplus.DaemonSetSpec(
+                selector=kplus.LabelSelector(match_labels=selector),
+                update_strategy=kplus.DaemonSetUpdateStrategy(type="RollingUpdate"),
+                template=kplus.PodTemplateSpec(
+                    metadata=kplus.ObjectMeta(labels=selector),
+                    spec=kplus.PodSpec(
+                        priority_class_name=SYSTEM_NODE_CRITICAL,
+                        automount_service_account_token=False,
+                        tolerations=tolerations(props.tolerate, critical_addons=True),
+                        affinity=required_node_affinity(LabelRequirement(LABEL_ACCELERATOR, "In", ("nvidia",))),
+                        containers=[
+                            kplus.Container(
+                                name="nvidia-device-plugin-ctr",
+                                image=props.image,
+                                env=[
+                                    kplus.EnvVar(name="FAIL_ON_INIT_ERROR", value="false"),
+                                    # never inject /dev/infiniband (MOFED) devices: EFA owns them
+                                    kplus.EnvVar(name="MOFED_ENABLED", value="false"),
+                                ],
+                                security_context=kplus.SecurityContext(
+                                    allow_privilege_escalation=False,
+                                    capabilities=kplus.Capabilities(drop=["ALL"]),
+                                ),
+                                volume_mounts=[
+                                    kplus.VolumeMount(name="kubelet-device-plugins-dir", mount_path=DEVICE_PLUGIN_DIR)
+                                ],
+                            )
+                        ],
+                        volumes=[
+                            kplus.Volume(
+                                name="kubelet-device-plugins-dir",
+                                host_path=kplus.HostPathVolumeSource(path=DEVICE_PLUGIN_DIR, type="Directory"),
+                            )
+                        ],
+                    ),
+                ),
+            ),
+        )

@@ -1,0 +1,105 @@
+"""Placement helpers shared by the constructs: node affinity on efa-stack labels, tolerations, sizes.
+
+Pods are placed by the labels every node group carries (``efa-stack.io/node-group``, ``/role``,
+``/efa``, ``/accelerator``; set in :mod:`spec.plan`), never by a hand-kept list of instance types,
+and tolerate exactly the taints of the node groups they run on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from cdk8s_plus_33 import k8s as kplus
+
+from spec.plan import LABEL_ROLE, SYSTEM_NODE_GROUP, NodeGroupPlan, Taint
+
+CRITICAL_ADDONS_ONLY = "CriticalAddonsOnly"
+"""The taint EKS and most clusters use for add-on-only nodes; node agents tolerate it (as upstream)."""
+
+SYSTEM_NODE_CRITICAL = "system-node-critical"
+"""Built-in PriorityClass for per-node agents (Kubernetes: guaranteed scheduling for critical add-ons)."""
+
+HOSTNAME_TOPOLOGY_KEY = "kubernetes.io/hostname"
+
+Operator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
+
+
+@dataclass(frozen=True)
+class LabelRequirement:
+    """One node-affinity requirement on a node label (``key operator values``)."""
+
+    key: str
+    operator: Operator
+    values: tuple[str, ...] = ()
+
+    def to_k8s(self) -> kplus.NodeSelectorRequirement:
+        return kplus.NodeSelectorRequirement(
+            key=self.key, operator=self.operator, values=list(self.values) if self.values else None
+        )
+
+
+def required_node_affinity(*requirements: LabelRequirement) -> kplus.Affinity:
+    """An affinity whose single node selector term ANDs ``requirements`` (required at scheduling)."""
+    return kplus.Affinity(
+        node_affinity=kplus.NodeAffinity(
+            required_during_scheduling_ignored_during_execution=kplus.NodeSelector(
+                node_selector_terms=[
+                    kplus.NodeSelectorTerm(match_expressions=[r.to_k8s() for r in requirements])
+                ]
+            )
+        )
+    )
+
+
+def one_pod_per_node(match_labels: Mapping[str, str]) -> kplus.Affinity:
+    """Pod anti-affinity: no two pods with ``match_labels`` on the same node (hostname)."""
+    return kplus.Affinity(
+        pod_anti_affinity=kplus.PodAntiAffinity(
+            required_during_scheduling_ignored_during_execution=[
+                kplus.PodAffinityTerm(
+                    topology_key=HOSTNAME_TOPOLOGY_KEY,
+                    label_selector=kplus.LabelSelector(match_labels=dict(match_labels)),
+                )
+            ]
+        )
+    )
+
+
+def taints_of(groups: Iterable[NodeGroupPlan]) -> tuple[Taint, ...]:
+    """The distinct taints of ``groups``, sorted (key, effect) so manifests are stable."""
+    seen: dict[tuple[str, str], Taint] = {}
+    for g in groups:
+        for t in g.taints:
+            seen.setdefault((t.key, t.effect), t)
+    return tuple(seen[k] for k in sorted(seen))
+
+
+def tolerations(taints: Sequence[Taint], *, critical_addons: bool = False) -> list[kplus.Toleration]:
+    """Tolerate ``taints`` (operator Exists, per key and effect); optionally CriticalAddonsOnly too."""
+    out: list[kplus.Toleration] = []
+    if critical_addons:
+        out.append(kplus.Toleration(key=CRITICAL_ADDONS_ONLY, operator="Exists"))
+    out.extend(kplus.Toleration(key=t.key, operator="Exists", effect=t.effect) for t in taints)
+    return out
+
+
+def system_node_selector() -> dict[str, str]:
+    """Schedule on the system node group (add-ons and MPI launchers)."""
+    return {LABEL_ROLE: SYSTEM_NODE_GROUP}
+
+
+def mebibytes(n: int) -> kplus.Quantity:
+    """A memory quantity of ``n`` MiB (``"5120Mi"``)."""
+    return kplus.Quantity.from_string(f"{int(n)}Mi")
+
+
+def count(n: int) -> kplus.Quantity:
+    """A whole-number quantity (device counts such as ``nvidia.com/gpu``)."""
+    return kplus.Quantity.from_number(int(n))
+
+
+def millicores(n: int) -> kplus.Quantity:
+    """A CPU quantity of ``n`` millicores (``"10m"``)."""
+    return kplus.Quantity.from_string(f"{int(n)}m")

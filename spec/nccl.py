@@ -1,0 +1,251 @@
+"""The nccl-tests job, derived from the plan: which node group, how many workers, slots and devices.
+
+Every number here comes from a :class:`spec.plan.NodeGroupPlan` (itself from the instance catalog)
+or from the spec's ``ncclTest`` section; nothing is typed twice. For 2 x p5.48xlarge the plan
+gives 2 workers, ``slotsPerWorker`` 8 (GPUs per node), ``-np`` 16 and 32 ``vpc.amazonaws.com/efa``
+per worker; change the instance type or the node count and every one of them follows.
+
+Neuron node groups get no NCCL job: nccl-tests are CUDA programs (Trainium uses the Neuron
+collectives and its own ``nccom-test``), so :func:`nccl_job_plan` only picks NVIDIA GPU groups and
+:func:`validate_nccl` rejects an ``ncclTest.nodeGroup`` that names a Neuron or CPU group.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from spec.errors import Problem
+from spec.models import ClusterSpec, NcclTest
+
+if TYPE_CHECKING:  # spec.plan imports this module's caller; keep the import one-way at runtime
+    from spec.plan import ClusterPlan, NodeGroupPlan
+
+Fabric = Literal["efa", "tcp", "infiniband"]
+
+NCCL_JOB_NAMESPACE = "default"
+NCCL_JOB_PREFIX = "nccl-tests-"
+
+# GPUs whose instances support GPUDirect RDMA over EFA (RDMA read/write), so libfabric may DMA
+# straight into GPU memory (FI_EFA_USE_DEVICE_RDMA=1). Per the EC2 user guide's EFA page
+# ("Supported instance types", RDMA columns): p4d/p4de (A100), p5/p5e/p5en (H100/H200),
+# p6-b200 (B200), p6-b300 (B300), p6e-gb200 (GB200). Matched against the catalog's GPU name.
+GPUDIRECT_RDMA_GPUS = frozenset({"A100", "H100", "H200", "B200", "B300", "GB200", "GB300"})
+
+# Headroom left on a node for the kubelet, the OS and the device plugins when checking that the
+# worker's memory and hugepages fit (EKS reserves memory for the kubelet; 10 % is conservative).
+NODE_MEMORY_HEADROOM = 0.10
+
+_SIZE = re.compile(r"^([1-9][0-9]*)([KMG]?)$")
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+def size_bytes(text: str) -> int:
+    """``"16G"`` -> 17179869184, as nccl-tests reads ``-b``/``-e`` (binary K/M/G suffixes)."""
+    m = _SIZE.match(text)
+    if not m:
+        raise ValueError(f"not an nccl-tests size: {text!r}")
+    return int(m.group(1)) * _UNITS[m.group(2)]
+
+
+@dataclass(frozen=True)
+class NcclJobPlan:
+    """Everything the nccl-tests MPIJob needs, derived once from the node group plan and the spec."""
+
+    name: str
+    namespace: str
+    node_group: str
+    instance_type: str
+    gpu_name: str
+    workers: int
+    """One worker pod per node: the node group's desired size."""
+    slots_per_worker: int
+    """MPI slots per worker = GPUs per node (one rank per GPU)."""
+    gpus_per_worker: int
+    efa_per_worker: int
+    """``vpc.amazonaws.com/efa`` per worker: every EFA device of the node (0 unless fabric is efa)."""
+    hugepages_mib: int
+    """``hugepages-2Mi`` per worker (EFA only: libfabric's bounce buffers; 0 otherwise)."""
+    memory_mib: int
+    shm_mib: int
+    fabric: Fabric
+    gpudirect_rdma: bool
+    """The GPU supports GPUDirect RDMA over EFA (sets FI_EFA_USE_DEVICE_RDMA=1)."""
+    arm64: bool
+    binary: str
+    min_bytes: str
+    max_bytes: str
+    step_factor: int
+    iterations: int
+    check: int
+    image: str
+    suspend: bool
+
+    @property
+    def np(self) -> int:
+        """mpirun ``-np``: total ranks = workers x slots per worker."""
+        return self.workers * self.slots_per_worker
+
+    @property
+    def lib_arch(self) -> str:
+        """The multiarch library directory of the image (aws-ofi-nccl installs under it)."""
+        return "aarch64-linux-gnu" if self.arm64 else "x86_64-linux-gnu"
+
+    @property
+    def benchmark_args(self) -> tuple[str, ...]:
+        """The nccl-tests sweep, e.g. ``-b 8 -e 16G -f 2 -g 1 -c 1 -n 100`` (one GPU per rank)."""
+        return (
+            "-b", self.min_bytes,
+            "-e", self.max_bytes,
+            "-f", str(self.step_factor),
+            "-g", "1",
+            "-c", str(self.check),
+            "-n", str(self.iterations),
+        )
+
+
+def _is_nccl_candidate(ng: NodeGroupPlan) -> bool:
+    return ng.instance.accelerator == "nvidia" and ng.gpus_per_node > 0
+
+
+def target_node_group(plan: ClusterPlan) -> NodeGroupPlan | None:
+    """The node group the job runs on: ``ncclTest.nodeGroup``, else the first EFA NVIDIA group.
+
+    With ``fabric`` tcp or infiniband and no EFA GPU group, the first NVIDIA group is used.
+    """
+    cfg = _config(plan.spec)
+    if cfg.node_group is not None:
+        ng = next((n for n in plan.node_groups if n.name == cfg.node_group), None)
+        return ng if ng is not None and _is_nccl_candidate(ng) else None
+    gpu_groups = [n for n in plan.node_groups if _is_nccl_candidate(n)]
+    efa_groups = [n for n in gpu_groups if n.efa_enabled]
+    if efa_groups:
+        return efa_groups[0]
+    if cfg.fabric != "efa" and gpu_groups:
+        return gpu_groups[0]
+    return None
+
+
+def nccl_job_plan(plan: ClusterPlan) -> NcclJobPlan | None:
+    """The nccl-tests job for ``plan``, or None when there is nothing to run it on.
+
+    None when the cluster has no NVIDIA GPU node group (e.g. Trainium only: nccl-tests are CUDA),
+    when the default target has no EFA and the fabric is efa, or when the target's desired size is 0.
+    """
+    cfg = _config(plan.spec)
+    ng = target_node_group(plan)
+    if ng is None or ng.desired_size < 1:
+        return None
+    if cfg.fabric == "efa" and not ng.efa_enabled:
+        return None
+    efa = cfg.fabric == "efa"
+    assert ng.instance.gpu is not None
+    gpu_name = ng.instance.gpu.name
+    return NcclJobPlan(
+        name=NCCL_JOB_PREFIX + ng.name,
+        namespace=NCCL_JOB_NAMESPACE,
+        node_group=ng.name,
+        instance_type=ng.instance_type,
+        gpu_name=gpu_name,
+        workers=ng.desired_size,
+        slots_per_worker=ng.gpus_per_node,
+        gpus_per_worker=ng.gpus_per_node,
+        efa_per_worker=ng.efa_devices_per_node if efa else 0,
+        hugepages_mib=cfg.hugepages_mib if efa else 0,
+        memory_mib=cfg.memory_mib,
+        shm_mib=cfg.shm_mib,
+        fabric=cfg.fabric,
+        gpudirect_rdma=efa and gpu_name in GPUDIRECT_RDMA_GPUS,
+        arm64=ng.instance.arm64,
+        binary=cfg.binary,
+        min_bytes=cfg.min_bytes,
+        max_bytes=cfg.max_bytes,
+        step_factor=cfg.step_factor,
+        iterations=cfg.iterations,
+        check=cfg.check,
+        image=cfg.image,
+        suspend=cfg.suspend,
+    )
+
+
+def _config(spec: ClusterSpec | None) -> NcclTest:
+    return spec.nccl_test if spec is not None else NcclTest()
+
+
+def validate_nccl(spec: ClusterSpec, node_groups: tuple[NodeGroupPlan, ...] | list[NodeGroupPlan]) -> list[Problem]:
+    """Problems with the spec's ``ncclTest`` section, given the node groups planned so far.
+
+    ``node_groups`` are the GPU/Neuron/CPU groups that planned without problems; a group that
+    failed has its own problem already and is not judged again here.
+    """
+    cfg = spec.nccl_test
+    explicit = "nccl_test" in spec.model_fields_set
+    problems: list[Problem] = []
+    names = [ng.name for ng in spec.managed_node_groups]
+    planned = {ng.name: ng for ng in node_groups}
+
+    if size_bytes(cfg.min_bytes) > size_bytes(cfg.max_bytes):
+        problems.append(Problem(
+            "ncclTest.minBytes/maxBytes", {"minBytes": cfg.min_bytes, "maxBytes": cfg.max_bytes},
+            "the sweep starts above where it ends", "make minBytes smaller than or equal to maxBytes",
+        ))
+    if cfg.shm_mib >= cfg.memory_mib:
+        problems.append(Problem(
+            "ncclTest.shmSizeMiB", cfg.shm_mib,
+            f"the memory-backed /dev/shm counts against the worker's memory limit ({cfg.memory_mib} MiB)",
+            "lower shmSizeMiB or raise memoryMiB",
+        ))
+
+    target: NodeGroupPlan | None = None
+    if cfg.node_group is not None:
+        if cfg.node_group not in names:
+            problems.append(Problem(
+                "ncclTest.nodeGroup", cfg.node_group, "no managed node group has this name",
+                f"use one of {', '.join(names)}" if names else "add the node group first",
+            ))
+        else:
+            target = planned.get(cfg.node_group)
+            if target is not None and not _is_nccl_candidate(target):
+                what = "Neuron (Trainium/Inferentia)" if target.role == "neuron" else "CPU-only"
+                problems.append(Problem(
+                    "ncclTest.nodeGroup", cfg.node_group,
+                    f"nccl-tests are CUDA programs and this is a {what} node group",
+                    "name a node group with NVIDIA GPUs, or remove ncclTest (Neuron groups get no NCCL job)",
+                ))
+                target = None
+            elif target is not None and cfg.fabric == "efa" and not target.efa_enabled:
+                problems.append(Problem(
+                    "ncclTest.nodeGroup", cfg.node_group, "fabric is efa but this node group has efaEnabled: false",
+                    "set efaEnabled: true on the node group, or fabric: tcp for a run without EFA",
+                ))
+                target = None
+    else:
+        candidates = [ng for ng in node_groups if _is_nccl_candidate(ng)]
+        if cfg.fabric == "efa":
+            candidates = [ng for ng in candidates if ng.efa_enabled]
+        target = candidates[0] if candidates else None
+        if target is None and explicit and len(planned) == len(names):
+            problems.append(Problem(
+                "ncclTest", {"fabric": cfg.fabric},
+                "no node group can run nccl-tests" + (" over EFA" if cfg.fabric == "efa" else "")
+                + " (they need NVIDIA GPUs" + (" and efaEnabled: true)" if cfg.fabric == "efa" else ")"),
+                "remove the ncclTest section, or add an EFA node group with NVIDIA GPUs",
+            ))
+
+    if target is not None:
+        if explicit and target.desired_size < 1:
+            problems.append(Problem(
+                f"ncclTest.nodeGroup ({target.name}).desiredCapacity", target.desired_size,
+                "the job needs at least one worker node", "raise desiredCapacity to 1 or more",
+            ))
+        hugepages = cfg.hugepages_mib if cfg.fabric == "efa" else 0
+        usable = int(target.instance.memory_mib * (1 - NODE_MEMORY_HEADROOM))
+        if cfg.memory_mib + hugepages > usable:
+            problems.append(Problem(
+                "ncclTest.memoryMiB/hugepagesMiB", {"memoryMiB": cfg.memory_mib, "hugepagesMiB": hugepages},
+                f"a worker would not fit on {target.instance_type} ({target.instance.memory_mib} MiB, "
+                f"about {usable} MiB allocatable)",
+                f"keep memoryMiB + hugepagesMiB below {usable}",
+            ))
+    return problems

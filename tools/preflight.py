@@ -1,0 +1,743 @@
+"""Preflight: what the AWS EKS EFA guide asks users to check by hand, done for one cluster spec.
+
+Before ``cdk deploy`` creates EFA node groups, ``efa-stack preflight`` asks the account (read-only):
+
+* which of the spec's instance types support EFA in the region
+  (EC2 ``DescribeInstanceTypes`` with the ``network-info.efa-supported`` filter);
+* which availability zones offer each instance type, by zone name and by zone id
+  (``DescribeInstanceTypeOfferings`` with ``LocationType`` ``availability-zone`` and
+  ``availability-zone-id``; ``DescribeAvailabilityZones`` maps names to ids, which differ per
+  account), and whether the spec's zones are among them;
+* whether the running On-Demand vCPU quota of each instance family covers what the spec can scale to
+  (Service Quotas ``GetServiceQuota``; needed vCPUs = ``maxSize`` x vCPUs per node, summed per
+  quota). Only on-demand node groups are counted: nodes in a Capacity Reservation or a Capacity
+  Block run on capacity reserved beforehand, which is checked by the reservation check instead;
+* whether a referenced Capacity Reservation or Capacity Block exists, is active (a Capacity Block
+  may still be ``scheduled``), matches the node group's instance type and zone and holds enough
+  instances (``DescribeCapacityReservations``).
+
+Every check is a function that takes boto3 clients and returns :class:`Finding` objects (pass /
+warn / fail, each with the fix). Clients come from a boto3 session, so preflight talks to whatever
+endpoint the AWS SDK is pointed at (``AWS_ENDPOINT_URL``, profiles, ...); no endpoint is hardcoded.
+Throttled calls are retried with backoff (botocore ``standard`` retry mode) before a check reports
+them. Missing or rejected credentials stop preflight with :class:`PreflightAbort` (exit code 2).
+
+IAM actions preflight uses: see :data:`REQUIRED_ACTIONS`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from botocore.config import Config
+from botocore.exceptions import (
+    ClientError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+    PartialCredentialsError,
+)
+
+from spec import catalog
+from spec.catalog import UnknownInstanceType
+from spec.plan import ClusterPlan, NodeGroupPlan
+
+Status = Literal["pass", "warn", "fail"]
+PASS: Status = "pass"
+WARN: Status = "warn"
+FAIL: Status = "fail"
+
+DEFAULT_MAX_ATTEMPTS = 5
+"""Total attempts per API call (first call + retries) before a throttled call is reported."""
+
+EFA_FILTER = {"Name": "network-info.efa-supported", "Values": ["true"]}
+
+REQUIRED_ACTIONS = (
+    "ec2:DescribeAvailabilityZones",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeInstanceTypeOfferings",
+    "ec2:DescribeInstances",
+    "ec2:DescribeCapacityReservations",
+    "servicequotas:GetServiceQuota",
+    "servicequotas:GetAWSDefaultServiceQuota",
+)
+
+THROTTLING_CODES = frozenset({
+    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
+    "TooManyRequestsException", "RequestLimitExceeded", "RequestThrottled", "SlowDown",
+    "EC2ThrottledException", "BandwidthLimitExceeded", "LimitExceededException",
+})
+ACCESS_DENIED_CODES = frozenset({
+    "AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedAccess",
+})
+BAD_CREDENTIALS_CODES = frozenset({
+    "AuthFailure", "InvalidClientTokenId", "UnrecognizedClientException", "ExpiredToken",
+    "ExpiredTokenException", "RequestExpired", "SignatureDoesNotMatch", "InvalidAccessKeyId",
+})
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One preflight result: what was checked, the verdict, what was found and how to fix it."""
+
+    check: str
+    status: Status
+    message: str
+    fix: str = ""
+    subject: str = ""
+    """What the finding is about: a node group, an instance type, a quota code."""
+
+
+class PreflightAbort(Exception):
+    """Preflight cannot ask AWS anything (no or rejected credentials, no endpoint). Exit code 2."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, fix: str):
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def render(self) -> str:
+        return f"{self.message}\nFix: {self.fix}"
+
+
+# --------------------------------------------------------------------------------------------
+# On-Demand vCPU quotas (Service Quotas, service code "ec2")
+#
+# The codes are the ones the Service Quotas console and API use for the running On-Demand vCPU
+# quotas. Sources: the EC2 guide "Amazon EC2 instance type quotas" lists which instance families
+# each quota covers (https://docs.aws.amazon.com/ec2/latest/instancetypes/ec2-instance-quotas.html);
+# the AWS CLI reference shows L-1216C47A = "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z)
+# instances" (https://awscli.amazonaws.com/v2/documentation/api/latest/reference/service-quotas/
+# get-aws-default-service-quota.html). The other codes were cross-checked against independent tools
+# that query them live (L-417A185B P, L-DB2E81BA G and VT, L-2C3B7624 Trn, L-1945791B Inf,
+# L-6E869C2A DL, L-F7808C92 HPC, L-7295265B X, L-74FC7D96 F, L-43DA4232 High Memory).
+# Every finding also carries the quota's name, so a wrong code shows up as a quota name mismatch.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Quota:
+    code: str
+    name: str
+
+
+STANDARD = Quota("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances")
+P = Quota("L-417A185B", "Running On-Demand P instances")
+G_VT = Quota("L-DB2E81BA", "Running On-Demand G and VT instances")
+TRN = Quota("L-2C3B7624", "Running On-Demand Trn instances")
+INF = Quota("L-1945791B", "Running On-Demand Inf instances")
+DL = Quota("L-6E869C2A", "Running On-Demand DL instances")
+HPC = Quota("L-F7808C92", "Running On-Demand HPC instances")
+X = Quota("L-7295265B", "Running On-Demand X instances")
+F = Quota("L-74FC7D96", "Running On-Demand F instances")
+HIGH_MEMORY = Quota("L-43DA4232", "Running On-Demand High Memory instances")
+
+# Longest prefixes first: "hpc7g" is HPC (not H), "inf2" Inf (not I), "trn1" Trn (not T), "dl1" DL.
+_QUOTA_PREFIXES: tuple[tuple[str, Quota], ...] = (
+    ("hpc", HPC), ("trn", TRN), ("inf", INF), ("dl", DL), ("vt", G_VT),
+    ("u", HIGH_MEMORY), ("p", P), ("g", G_VT), ("x", X), ("f", F),
+)
+
+
+def quota_for(instance_type: str) -> Quota:
+    """The running On-Demand vCPU quota that ``instance_type`` counts against."""
+    family = instance_type.split(".", 1)[0].lower()
+    for prefix, quota in _QUOTA_PREFIXES:
+        if family.startswith(prefix):
+            return quota
+    return STANDARD
+
+
+# --------------------------------------------------------------------------------------------
+# Clients and error handling
+# --------------------------------------------------------------------------------------------
+
+
+def client_config(max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Config:
+    """Retries with exponential backoff and jitter; ``max_attempts`` counts the first call too."""
+    return Config(retries={"mode": "standard", "total_max_attempts": max(1, max_attempts)})
+
+
+@dataclass
+class Clients:
+    ec2: Any
+    quotas: Any
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+
+    @classmethod
+    def from_session(cls, session: Any, region: str, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Clients:
+        cfg = client_config(max_attempts)
+        return cls(
+            ec2=session.client("ec2", region_name=region, config=cfg),
+            quotas=session.client("service-quotas", region_name=region, config=cfg),
+            max_attempts=max_attempts,
+        )
+
+
+_IAM_SERVICE = {"GetServiceQuota": "servicequotas", "GetAWSDefaultServiceQuota": "servicequotas"}
+
+
+def _action(exc: ClientError) -> str:
+    op = exc.operation_name or "?"
+    return f"{_IAM_SERVICE.get(op, 'ec2')}:{op}"
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def abort_for(exc: BaseException) -> PreflightAbort | None:
+    """The :class:`PreflightAbort` for errors that make every further call pointless."""
+    if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+        return PreflightAbort(
+            f"no AWS credentials found ({exc})",
+            "configure credentials (aws configure, aws sso login, AWS_PROFILE or "
+            "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) and run preflight again",
+        )
+    if isinstance(exc, EndpointConnectionError):
+        return PreflightAbort(
+            f"cannot reach the AWS endpoint ({exc})",
+            "check the network, the region, and AWS_ENDPOINT_URL if it is set",
+        )
+    if isinstance(exc, NoRegionError):
+        return PreflightAbort(str(exc), "set metadata.region in the spec")
+    if isinstance(exc, ClientError) and _code(exc) in BAD_CREDENTIALS_CODES:
+        return PreflightAbort(
+            f"AWS rejected the credentials on {_action(exc)} ({_code(exc)}: "
+            f"{exc.response.get('Error', {}).get('Message', '')})",
+            "refresh or replace the credentials (expired session? wrong account or partition?)",
+        )
+    return None
+
+
+def api_error_finding(check: str, exc: ClientError, *, max_attempts: int | None = None, subject: str = "") -> Finding:
+    """A failed AWS call as a finding that says what could not be checked and how to fix it."""
+    code = _code(exc)
+    message = exc.response.get("Error", {}).get("Message", "")
+    action = _action(exc)
+    if code in THROTTLING_CODES:
+        attempts = exc.response.get("ResponseMetadata", {}).get("RetryAttempts", 0) + 1
+        return Finding(
+            check, FAIL,
+            f"AWS throttled {action} ({code}) on all {attempts} attempts, retried with backoff; "
+            "this check could not run",
+            "wait a minute and run preflight again (other tools may be using the account's API rate), "
+            f"or allow more attempts with --max-attempts (now {max_attempts or attempts})",
+            subject,
+        )
+    if code in ACCESS_DENIED_CODES:
+        return Finding(
+            check, FAIL,
+            f"not authorized to call {action} ({code}); this check could not run",
+            f"allow {action} for the identity preflight runs as (read-only; preflight needs "
+            f"{', '.join(REQUIRED_ACTIONS)})",
+            subject,
+        )
+    return Finding(
+        check, FAIL, f"{action} failed: {code}: {message}",
+        "see the AWS error above; run preflight again once it is resolved", subject,
+    )
+
+
+def _guarded(check: str) -> Callable[[Callable[..., list[Finding]]], Callable[..., list[Finding]]]:
+    """Turn API errors of a whole check into one finding; credential problems abort preflight."""
+
+    def wrap(fn: Callable[..., list[Finding]]) -> Callable[..., list[Finding]]:
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> list[Finding]:
+            try:
+                return fn(*args, **kwargs)
+            except (ClientError, NoCredentialsError, PartialCredentialsError, EndpointConnectionError, NoRegionError) as exc:
+                abort = abort_for(exc)
+                if abort is not None:
+                    raise abort from exc
+                assert isinstance(exc, ClientError)
+                return [api_error_finding(check, exc, max_attempts=kwargs.get("max_attempts"))]
+
+        return inner
+
+    return wrap
+
+
+def _paginate(client: Any, operation: str, result_key: str, **kwargs: Any) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for page in client.get_paginator(operation).paginate(**kwargs):
+        items.extend(page.get(result_key, []))
+    return items
+
+
+def _zones_text(names: Iterable[str], ids: dict[str, str]) -> str:
+    names = sorted(names)
+    if not names:
+        return "no zone"
+    return ", ".join(f"{n} ({ids[n]})" if n in ids else n for n in names)
+
+
+# --------------------------------------------------------------------------------------------
+# Checks
+# --------------------------------------------------------------------------------------------
+
+
+@_guarded("efa-support")
+def check_efa_support(ec2: Any, plan: ClusterPlan, *, max_attempts: int | None = None) -> list[Finding]:
+    """Which of the spec's EFA node groups' instance types support EFA in the plan's region."""
+    groups = plan.efa_node_groups
+    types = sorted({g.instance_type for g in groups})
+    if not types:
+        return []
+    found: dict[str, dict[str, Any]] = {}
+    unknown: set[str] = set()
+    try:
+        for item in _paginate(ec2, "describe_instance_types", "InstanceTypes", InstanceTypes=types, Filters=[EFA_FILTER]):
+            found[item["InstanceType"]] = item
+    except ClientError as exc:
+        if _code(exc) != "InvalidInstanceType":
+            raise
+        # One unknown type fails the whole call: ask per type to learn which.
+        for t in types:
+            try:
+                for item in _paginate(ec2, "describe_instance_types", "InstanceTypes", InstanceTypes=[t], Filters=[EFA_FILTER]):
+                    found[item["InstanceType"]] = item
+            except ClientError as inner:
+                if _code(inner) != "InvalidInstanceType":
+                    raise
+                unknown.add(t)
+
+    findings: list[Finding] = []
+    for t in types:
+        users = ", ".join(g.name for g in groups if g.instance_type == t)
+        if t in unknown:
+            findings.append(Finding(
+                "efa-support", FAIL, f"{t} does not exist in {plan.region} (node groups {users})",
+                f"choose an instance type offered in {plan.region}, or another region", t,
+            ))
+            continue
+        item = found.get(t)
+        if item is None:
+            findings.append(Finding(
+                "efa-support", FAIL,
+                f"{t} does not support EFA in {plan.region} (node groups {users} have efaEnabled: true)",
+                "choose an EFA-capable instance type (efa-stack catalog list --efa) or set efaEnabled: false", t,
+            ))
+            continue
+        api_max = item.get("NetworkInfo", {}).get("EfaInfo", {}).get("MaximumEfaInterfaces")
+        try:
+            known = catalog.get(t).max_efa_interfaces
+        except UnknownInstanceType:
+            known = None
+        if api_max is not None and known is not None and api_max != known:
+            findings.append(Finding(
+                "efa-support", WARN,
+                f"{t} supports EFA in {plan.region}, but EC2 reports {api_max} EFA interfaces and the "
+                f"catalog says {known}",
+                "refresh the catalog (efa-stack catalog refresh) so launch templates match EC2", t,
+            ))
+        else:
+            findings.append(Finding(
+                "efa-support", PASS,
+                f"{t} supports EFA in {plan.region}"
+                + (f" ({api_max} EFA interfaces)" if api_max is not None else ""),
+                "", t,
+            ))
+    return findings
+
+
+def zone_ids(ec2: Any) -> dict[str, str]:
+    """Zone name -> zone id for the account (names map to different physical zones per account)."""
+    zones = ec2.describe_availability_zones()["AvailabilityZones"]
+    return {z["ZoneName"]: z["ZoneId"] for z in zones if "ZoneName" in z and "ZoneId" in z}
+
+
+def offerings(ec2: Any, types: list[str]) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Per instance type: the zone names and the zone ids that offer it."""
+    filt = [{"Name": "instance-type", "Values": types}]
+    by_name: dict[str, set[str]] = {t: set() for t in types}
+    by_id: dict[str, set[str]] = {t: set() for t in types}
+    for loc_type, target in (("availability-zone", by_name), ("availability-zone-id", by_id)):
+        for o in _paginate(ec2, "describe_instance_type_offerings", "InstanceTypeOfferings", LocationType=loc_type, Filters=filt):
+            target.setdefault(o["InstanceType"], set()).add(o["Location"])
+    return by_name, by_id
+
+
+@_guarded("az-offering")
+def check_zone_offerings(ec2: Any, plan: ClusterPlan, *, max_attempts: int | None = None) -> list[Finding]:
+    """Whether each node group's zones exist for the account and offer its instance type."""
+    ids = zone_ids(ec2)
+    names_by_id = {v: k for k, v in ids.items()}
+    findings: list[Finding] = []
+    for az in plan.availability_zones:
+        if az not in ids:
+            findings.append(Finding(
+                "availability-zone", FAIL,
+                f"{az} is not an available zone of {plan.region} for this account",
+                f"use zones of {plan.region} that the account has: {_zones_text(ids, ids)}", az,
+            ))
+    groups = plan.all_node_groups
+    types = sorted({g.instance_type for g in groups})
+    by_name, by_id = offerings(ec2, types)
+    for g in groups:
+        t = g.instance_type
+        offered = by_name.get(t, set())
+        # offerings by zone id, expressed as this account's zone names
+        offered_ids = {names_by_id[i] for i in by_id.get(t, set()) if i in names_by_id}
+        either = offered | offered_ids
+        where = _zones_text(either, ids)
+        missing = [az for az in g.availability_zones if az in ids and az not in either]
+        disagree = [az for az in g.availability_zones if az in ids and (az in offered) != (az in offered_ids)]
+        if not either:
+            findings.append(Finding(
+                "az-offering", FAIL, f"{t} is not offered in any zone of {plan.region} (node group {g.name})",
+                f"choose another instance type or region for node group {g.name}", g.name,
+            ))
+            continue
+        if missing:
+            single = g.efa_enabled or len(missing) == len(g.availability_zones)
+            first = sorted(either)[0]
+            findings.append(Finding(
+                "az-offering", FAIL if single else WARN,
+                f"{t} is not offered in {_zones_text(missing, ids)} (node group {g.name}); "
+                f"it is offered in {where}",
+                (f"set availabilityZones of node group {g.name} to one of {', '.join(sorted(either))} "
+                 f"(e.g. [{first}]) and list that zone in the cluster's availabilityZones")
+                if g.name != "system" else
+                f"list zones that offer {t} in availabilityZones, or choose another systemNodeGroup.instanceType",
+                g.name,
+            ))
+            continue
+        if disagree:
+            findings.append(Finding(
+                "az-offering", WARN,
+                f"offerings of {t} by zone name and by zone id disagree for {', '.join(disagree)} "
+                f"(node group {g.name})",
+                "check the zone mapping with aws ec2 describe-availability-zones", g.name,
+            ))
+            continue
+        findings.append(Finding(
+            "az-offering", PASS,
+            f"{t} is offered in {_zones_text(g.availability_zones, ids)} (node group {g.name})", "", g.name,
+        ))
+    return findings
+
+
+def quota_limit(quotas: Any, code: str) -> tuple[float | None, str]:
+    """The applied value of an EC2 quota, the AWS default when no applied value exists, or None."""
+    try:
+        return float(quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"]), "applied"
+    except ClientError as exc:
+        if _code(exc) != "NoSuchResourceException":
+            raise
+    try:
+        value = quotas.get_aws_default_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"]
+        return float(value), "AWS default (no applied value)"
+    except (ClientError, NotImplementedError):
+        # Only a fallback: an endpoint without it (an emulator such as moto raises
+        # NotImplementedError in-process) leaves the quota unknown rather than failing preflight.
+        return None, "not available"
+
+
+def _vcpus(instance_type: str) -> int:
+    try:
+        return catalog.get(instance_type).vcpus
+    except UnknownInstanceType:
+        return 0
+
+
+def running_vcpus(ec2: Any) -> dict[str, int]:
+    """vCPUs of pending/running On-Demand instances, per quota code."""
+    used: dict[str, int] = {}
+    reservations = _paginate(
+        ec2, "describe_instances", "Reservations",
+        Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}],
+    )
+    for r in reservations:
+        for inst in r.get("Instances", []):
+            if inst.get("InstanceLifecycle") in ("spot", "scheduled", "capacity-block"):
+                continue
+            t = inst.get("InstanceType", "")
+            cpu = inst.get("CpuOptions") or {}
+            n = cpu.get("CoreCount", 0) * cpu.get("ThreadsPerCore", 0) or _vcpus(t)
+            code = quota_for(t).code
+            used[code] = used.get(code, 0) + n
+    return used
+
+
+@_guarded("quota")
+def check_quotas(quotas: Any, ec2: Any, plan: ClusterPlan, *, max_attempts: int | None = None) -> list[Finding]:
+    """Running On-Demand vCPU quota per instance family against what the spec can scale to."""
+    demand: dict[Quota, list[NodeGroupPlan]] = {}
+    findings: list[Finding] = []
+    for g in plan.all_node_groups:
+        if g.capacity != "on-demand":
+            findings.append(Finding(
+                "quota", PASS,
+                f"node group {g.name} runs in {g.capacity} {g.reservation_id}: its instances use reserved "
+                "capacity, so the running On-Demand vCPU quota is not counted for it (see the reservation check)",
+                "", g.name,
+            ))
+            continue
+        demand.setdefault(quota_for(g.instance_type), []).append(g)
+    if not demand:
+        return findings
+
+    usage_note = ""
+    try:
+        used = running_vcpus(ec2)
+    except ClientError as exc:
+        if _code(exc) in ACCESS_DENIED_CODES:
+            used, usage_note = {}, " (running instances not counted: ec2:DescribeInstances not allowed)"
+        else:
+            raise
+
+    for quota, groups in sorted(demand.items(), key=lambda kv: kv[0].code):
+        needed = sum(g.max_size * g.instance.vcpus for g in groups)
+        parts = ", ".join(f"{g.name} {g.max_size} x {g.instance_type} x {g.instance.vcpus}" for g in groups)
+        limit, source = quota_limit(quotas, quota.code)
+        request = (
+            f"request an increase of '{quota.name}' ({quota.code}) in {plan.region} to at least {{n}} vCPUs: "
+            f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {quota.code} "
+            f"--desired-value {{n}} --region {plan.region}"
+        )
+        if limit is None:
+            findings.append(Finding(
+                "quota", WARN,
+                f"could not read '{quota.name}' ({quota.code}): Service Quotas has no value for it here; "
+                f"the spec needs {needed} vCPUs ({parts})",
+                f"check the quota in the Service Quotas console for {plan.region}", quota.code,
+            ))
+            continue
+        in_use = used.get(quota.code, 0)
+        head = f"'{quota.name}' ({quota.code}) is {limit:g} vCPUs ({source}); the spec needs {needed} ({parts})"
+        if needed > limit:
+            findings.append(Finding("quota", FAIL, head, request.format(n=needed + in_use), quota.code))
+        elif needed + in_use > limit:
+            findings.append(Finding(
+                "quota", WARN,
+                f"{head}, and {in_use} vCPUs of it are already in use by running instances{usage_note}",
+                "fine if those instances are this cluster's own nodes; otherwise "
+                + request.format(n=needed + in_use),
+                quota.code,
+            ))
+        else:
+            findings.append(Finding(
+                "quota", PASS, f"{head}; {in_use} in use{usage_note}", "", quota.code,
+            ))
+    return findings
+
+
+def _when(dt: Any, now: datetime) -> str:
+    if not isinstance(dt, datetime):
+        return str(dt)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    delta = dt - now
+    hours = delta.total_seconds() / 3600
+    rel = (f"in {hours / 24:.1f} days" if hours >= 48 else f"in {hours:.1f} hours") if hours >= 0 else (
+        f"{-hours / 24:.1f} days ago" if hours <= -48 else f"{-hours:.1f} hours ago")
+    return f"{dt.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC ({rel})"
+
+
+_KIND = {"reservation": "Capacity Reservation", "capacity-block": "Capacity Block"}
+
+
+def reservation_findings(g: NodeGroupPlan, r: dict[str, Any], now: datetime) -> list[Finding]:
+    """Compare one ``DescribeCapacityReservations`` item with the node group that targets it."""
+    rid = r.get("CapacityReservationId", g.reservation_id)
+    kind = _KIND[g.capacity]
+    findings: list[Finding] = []
+    rtype = r.get("ReservationType", "default")
+    actual_kind = "capacity-block" if rtype == "capacity-block" else "reservation"
+    if actual_kind != g.capacity:
+        findings.append(Finding(
+            "reservation", FAIL,
+            f"{rid} is a {_KIND[actual_kind]} but node group {g.name} says capacity.type: {g.capacity}",
+            f"set capacity.type: {actual_kind} for node group {g.name} (the launch template and node group "
+            "capacity type differ between the two)",
+            g.name,
+        ))
+
+    state = r.get("State", "")
+    start, end = r.get("StartDate"), r.get("EndDate")
+    if state == "active":
+        until = f", ends {_when(end, now)}" if end else ""
+        findings.append(Finding("reservation", PASS, f"{kind} {rid} is active{until}", "", g.name))
+    elif state == "scheduled":
+        findings.append(Finding(
+            "reservation", WARN,
+            f"{kind} {rid} is scheduled: it starts {_when(start, now)}; nodes of {g.name} cannot launch before then",
+            "deploy after the start date, or deploy now and expect the node group to wait for capacity",
+            g.name,
+        ))
+    elif state in ("pending", "payment-pending", "assessing", "delayed"):
+        findings.append(Finding(
+            "reservation", WARN, f"{kind} {rid} is {state}, not active yet",
+            "wait until it is active (aws ec2 describe-capacity-reservations)", g.name,
+        ))
+    else:
+        findings.append(Finding(
+            "reservation", FAIL, f"{kind} {rid} is {state or 'in an unknown state'} and cannot be used",
+            f"reserve new capacity and put its id in capacity.reservationId of node group {g.name}", g.name,
+        ))
+
+    rtype_name = r.get("InstanceType")
+    if rtype_name and rtype_name != g.instance_type:
+        findings.append(Finding(
+            "reservation", FAIL,
+            f"{rid} reserves {rtype_name} but node group {g.name} uses {g.instance_type}",
+            f"set instanceType: {rtype_name} for node group {g.name}, or use a reservation for {g.instance_type}",
+            g.name,
+        ))
+    raz = r.get("AvailabilityZone")
+    if raz and raz != g.availability_zone:
+        findings.append(Finding(
+            "reservation", FAIL,
+            f"{rid} is in {raz} but node group {g.name} is in {g.availability_zone}",
+            f"set availabilityZones: [{raz}] for node group {g.name} and list {raz} in the cluster's availabilityZones",
+            g.name,
+        ))
+
+    total = int(r.get("TotalInstanceCount", 0))
+    available = int(r.get("AvailableInstanceCount", 0))
+    want = g.desired_size
+    if total < want:
+        findings.append(Finding(
+            "reservation", FAIL,
+            f"{rid} holds {total} instances but node group {g.name} wants desiredCapacity {want}",
+            f"lower desiredCapacity (and minSize) of {g.name} to {total} or below, or reserve more instances",
+            g.name,
+        ))
+    elif state == "active" and available < want:
+        findings.append(Finding(
+            "reservation", WARN,
+            f"{rid} holds {total} instances but only {available} are free; node group {g.name} wants {want}",
+            "fine if the running instances are this cluster's own nodes; otherwise stop the instances that "
+            "use the reservation or lower desiredCapacity",
+            g.name,
+        ))
+    else:
+        findings.append(Finding(
+            "reservation", PASS,
+            f"{rid} holds {total} instances ({available} free) for desiredCapacity {want}", "", g.name,
+        ))
+    if g.max_size > total >= want:
+        findings.append(Finding(
+            "reservation", WARN,
+            f"maxSize {g.max_size} of node group {g.name} exceeds the {total} instances of {rid}; "
+            "the node group cannot scale past the reservation",
+            f"set maxSize of {g.name} to {total}, or reserve more instances",
+            g.name,
+        ))
+    return findings
+
+
+@_guarded("reservation")
+def check_reservations(
+    ec2: Any, plan: ClusterPlan, *, now: datetime | None = None, max_attempts: int | None = None
+) -> list[Finding]:
+    """Each referenced Capacity Reservation / Capacity Block: exists, active, matches, big enough."""
+    now = now or datetime.now(timezone.utc)
+    findings: list[Finding] = []
+    for g in plan.all_node_groups:
+        if g.capacity == "on-demand" or not g.reservation_id:
+            continue
+        kind = _KIND[g.capacity]
+        try:
+            items = ec2.describe_capacity_reservations(CapacityReservationIds=[g.reservation_id])["CapacityReservations"]
+        except ClientError as exc:
+            if _code(exc).startswith("InvalidCapacityReservationId"):
+                items = []
+            else:
+                raise
+        if not items:
+            findings.append(Finding(
+                "reservation", FAIL,
+                f"{kind} {g.reservation_id} of node group {g.name} does not exist in {plan.region} for this account",
+                "check the id and region (aws ec2 describe-capacity-reservations "
+                f"--region {plan.region}); a reservation shared from another account must be shared with this one",
+                g.name,
+            ))
+            continue
+        findings.extend(reservation_findings(g, items[0], now))
+    return findings
+
+
+def run_preflight(
+    plan: ClusterPlan,
+    session: Any = None,
+    *,
+    clients: Clients | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    now: datetime | None = None,
+) -> list[Finding]:
+    """Every check for ``plan``; raises :class:`PreflightAbort` when AWS cannot be asked at all."""
+    if clients is None:
+        if session is None:
+            import boto3
+
+            session = boto3.Session()
+        clients = Clients.from_session(session, plan.region, max_attempts)
+    attempts = clients.max_attempts
+    findings: list[Finding] = []
+    findings += check_efa_support(clients.ec2, plan, max_attempts=attempts)
+    findings += check_zone_offerings(clients.ec2, plan, max_attempts=attempts)
+    findings += check_quotas(clients.quotas, clients.ec2, plan, max_attempts=attempts)
+    findings += check_reservations(clients.ec2, plan, now=now, max_attempts=attempts)
+    return findings
+
+
+# --------------------------------------------------------------------------------------------
+# Output
+# --------------------------------------------------------------------------------------------
+
+
+def exit_code(findings: Iterable[Finding]) -> int:
+    return 1 if any(f.status == FAIL for f in findings) else 0
+
+
+def counts(findings: Iterable[Finding]) -> dict[str, int]:
+    out = {PASS: 0, WARN: 0, FAIL: 0}
+    for f in findings:
+        out[f.status] += 1
+    return out
+
+
+def to_json(findings: list[Finding], plan: ClusterPlan | None = None) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    if plan is not None:
+        data.update({"cluster": plan.name, "region": plan.region})
+    data.update({
+        "ok": exit_code(findings) == 0,
+        "summary": counts(findings),
+        "findings": [asdict(f) for f in findings],
+    })
+    return data
+
+
+_STYLE = {PASS: "green", WARN: "yellow", FAIL: "bold red"}
+
+
+def render(findings: list[Finding], console: Any, plan: ClusterPlan | None = None) -> None:
+    """A rich table, one row per finding, then a one-line summary."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    title = escape(f"preflight: {plan.name} in {plan.region}") if plan is not None else "preflight"
+    table = Table(title=title, show_lines=False, expand=False)
+    table.add_column("status", no_wrap=True)
+    table.add_column("check", no_wrap=True)
+    table.add_column("subject", no_wrap=True)
+    table.add_column("finding")
+    table.add_column("fix")
+    for f in findings:
+        table.add_row(
+            f"[{_STYLE[f.status]}]{f.status.upper()}[/]", escape(f.check), escape(f.subject), escape(f.message), escape(f.fix)
+        )
+    console.print(table)
+    c = counts(findings)
+    verdict = "[bold red]FAIL[/]" if c[FAIL] else "[yellow]OK with warnings[/]" if c[WARN] else "[green]OK[/]"
+    console.print(f"{verdict}: {c[PASS]} pass, {c[WARN]} warn, {c[FAIL]} fail")
