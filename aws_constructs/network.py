@@ -11,8 +11,10 @@ Defaults, as behaviour:
 
 from __future__ import annotations
 
-from aws_cdk import Tags, aws_ec2 as ec2
+from aws_cdk import RemovalPolicy, Tags, aws_ec2 as ec2, aws_logs as logs
 from constructs import Construct
+
+from aws_constructs.security import acknowledge
 
 INTERFACE_ENDPOINTS: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
     "EcrApi": ec2.InterfaceVpcEndpointAwsService.ECR,
@@ -69,15 +71,29 @@ class EfaVpc(Construct):
             Tags.of(subnet).add("kubernetes.io/role/elb", "1")
         for subnet in self.vpc.private_subnets:
             Tags.of(subnet).add("kubernetes.io/role/internal-elb", "1")
+        self.flow_log_group = logs.LogGroup(
+            self, "FlowLogs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.RETAIN
+        )
+        self.vpc.add_flow_log(
+            "FlowLog",
+            destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_log_group),
+            traffic_type=ec2.FlowLogTrafficType.REJECT,
+        )
         self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
         if interface_endpoints:
             for name, service in INTERFACE_ENDPOINTS.items():
-                self.vpc.add_interface_endpoint(
+                endpoint = self.vpc.add_interface_endpoint(
                     name,
                     service=service,
                     subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
                     private_dns_enabled=True,
                 )
+                for sg in endpoint.connections.security_groups:
+                    acknowledge(
+                        sg, "AwsSolutions-EC23",
+                        "The endpoint's group admits HTTPS from the VPC CIDR only; cdk-nag cannot read "
+                        "the CIDR because it is a CloudFormation attribute of the VPC.",
+                    )
 
     def private_subnet(self, availability_zone: str) -> ec2.ISubnet:
         """The private subnet of ``availability_zone`` (where an EFA node group lives)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import aws_ec2 as ec2, aws_eks_v2 as eks
+from aws_cdk import aws_ec2 as ec2, aws_eks_v2 as eks, aws_iam as iam
 from constructs import Construct
 
 from aws_constructs.launch_template import EfaLaunchTemplate
@@ -38,6 +38,7 @@ class ManagedNodeGroup(Construct):
         plan: NodeGroupPlan,
         subnets: Sequence[ec2.ISubnet],
         security_group_ids: Sequence[str],
+        node_role: iam.IRole | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.plan = plan
@@ -76,4 +77,5 @@ class ManagedNodeGroup(Construct):
             taints=[eks.TaintSpec(key=t.key, value=t.value, effect=_EFFECT[t.effect]) for t in plan.taints]
             or None,
             tags={"efa-stack.io/node-group": plan.name, **plan.tags},
+            node_role=node_role,
         )

@@ -4,18 +4,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Stack, aws_ec2 as ec2, aws_eks_v2 as eks, aws_kms as kms
+from aws_cdk import Stack, aws_ec2 as ec2, aws_eks_v2 as eks, aws_iam as iam, aws_kms as kms
 from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct
 
 from aws_constructs.node_group import ManagedNodeGroup
+from aws_constructs.security import acknowledge, managed_policy
 from spec.plan import ClusterPlan
 from stacks.network_stack import NetworkStack
 
 # The kubectl in the provider's Lambda layer must match the cluster's minor version.
 KUBECTL_LAYERS = {"1.33": KubectlV33Layer, "1.34": KubectlV34Layer, "1.35": KubectlV35Layer}
+
+# What nodes themselves need: join the cluster and pull images. The VPC CNI's permissions go to its
+# own service account through EKS Pod Identity, not to the node role; SSM lets operators reach nodes
+# without SSH keys or open ports.
+NODE_ROLE_POLICIES = (
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEC2ContainerRegistryPullOnly",
+    "AmazonSSMManagedInstanceCore",
+)
 
 # VPC CNI add-on: efa-only interfaces need VPC CNI >= 1.18.5. This build is listed in the EKS user
 # guide's "Amazon VPC CNI versions" table.
@@ -63,10 +73,35 @@ class ClusterStack(Stack):
             bootstrap_cluster_creator_admin_permissions=plan.bootstrap_admin,
             tags=dict(plan.tags) or None,
         )
+        self.vpc_cni_role = iam.Role(
+            self,
+            "VpcCniRole",
+            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com"),
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonEKS_CNI_Policy")],
+            description="VPC CNI (aws-node) through EKS Pod Identity",
+        )
+        self.vpc_cni_role.assume_role_policy.add_statements(
+            iam.PolicyStatement(
+                actions=["sts:TagSession"], principals=[iam.ServicePrincipal("pods.eks.amazonaws.com")]
+            )
+        )
         self.vpc_cni = eks.Addon(
             self, "VpcCni", cluster=self.cluster, addon_name="vpc-cni", addon_version=VPC_CNI_VERSION,
             preserve_on_delete=False,
         )
+        cfn_cni = self.vpc_cni.node.default_child
+        assert isinstance(cfn_cni, eks.CfnAddon)
+        cfn_cni.add_property_override(
+            "PodIdentityAssociations", [{"RoleArn": self.vpc_cni_role.role_arn, "ServiceAccount": "aws-node"}]
+        )
+        self.node_role = iam.Role(
+            self,
+            "NodeRole",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(p) for p in NODE_ROLE_POLICIES],
+            description=f"EKS nodes of {plan.name}",
+        )
+        self._acknowledge_findings()
         # Add-on permissions go through EKS Pod Identity (the agent add-on, created by the cluster).
         self.pod_identity_agent = self.cluster.eks_pod_identity_agent
         self.oidc_provider: eks.OidcProviderNative | None = None
@@ -108,10 +143,64 @@ class ClusterStack(Stack):
                 plan=ng,
                 subnets=subnets,
                 security_group_ids=groups,
+                node_role=self.node_role,
             )
             # The CNI must support efa-only interfaces before EFA nodes join.
             node_group.nodegroup.node.add_dependency(self.vpc_cni)
             self.node_groups[ng.name] = node_group
+
+    def _acknowledge_findings(self) -> None:
+        for name in NODE_ROLE_POLICIES:
+            acknowledge(
+                self.node_role, "AwsSolutions-IAM4",
+                f"{name} is the AWS-maintained policy EKS documents for nodes; a copy would drift.",
+                managed_policy(name),
+            )
+        acknowledge(
+            self.vpc_cni_role, "AwsSolutions-IAM4",
+            "AmazonEKS_CNI_Policy is the AWS-maintained policy the VPC CNI documents for its role.",
+            managed_policy("AmazonEKS_CNI_Policy"),
+        )
+        acknowledge(
+            self.cluster.role, "AwsSolutions-IAM4",
+            "AmazonEKSClusterPolicy is the service role policy EKS requires for the control plane.",
+            managed_policy("AmazonEKSClusterPolicy"),
+        )
+        provider = self.cluster.node.find_child("KubectlProvider")
+        handler = provider.node.find_child("Handler")
+        framework = provider.node.find_child("Provider").node.find_child("framework-onEvent")
+        for role_scope in (handler, framework):
+            role = role_scope.node.find_child("ServiceRole")
+            for policy in (
+                "service-role/AWSLambdaBasicExecutionRole",
+                "service-role/AWSLambdaVPCAccessExecutionRole",
+                "AmazonEC2ContainerRegistryReadOnly",
+            ):
+                acknowledge(
+                    role, "AwsSolutions-IAM4",
+                    "CDK's kubectl provider Lambda needs logging, VPC access and image pulls; the "
+                    "roles are CDK internals that apply the Kubernetes manifests.",
+                    managed_policy(policy),
+                )
+        ecr_public = (
+            'Policy::{"Fn::If":["%s",{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},'
+            '":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},{"Ref":"AWS::NoValue"}]}'
+            % self.get_logical_id(handler.node.find_child("HasEcrPublic"))
+        )
+        acknowledge(
+            handler.node.find_child("ServiceRole"), "AwsSolutions-IAM4",
+            "Conditional ECR Public read access CDK's kubectl provider adds for public images.",
+            ecr_public,
+        )
+        acknowledge(
+            handler, "AwsSolutions-L1",
+            "The kubectl handler's runtime is chosen by aws-cdk-lib and moves with its releases.",
+        )
+        acknowledge(
+            framework.node.find_child("ServiceRole").node.find_child("DefaultPolicy"), "AwsSolutions-IAM5",
+            "The custom-resource framework may invoke any version of the kubectl handler (ARN:*).",
+            f"Resource::<{self.get_logical_id(handler.node.default_child)}.Arn>:*",
+        )
 
     @property
     def node_role_arns(self) -> dict[str, str]:
