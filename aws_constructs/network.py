@@ -67,6 +67,8 @@ class EfaVpc(Construct):
                 ),
             ],
         )
+        # Pinned: the logical id survives refactors of the construct tree (a new id would replace the VPC).
+        self.vpc.node.default_child.override_logical_id("Vpc")
         for subnet in self.vpc.public_subnets:
             Tags.of(subnet).add("kubernetes.io/role/elb", "1")
         for subnet in self.vpc.private_subnets:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import App, Environment, Tags
+from aws_cdk import App, Environment, Tags, Validations
+from cdk_nag import AwsSolutionsChecks
 
 from spec.plan import ClusterPlan
 from stacks.cluster_stack import ClusterStack
@@ -21,8 +22,14 @@ class ClusterStacks:
         return [self.network, self.cluster]
 
 
-def build(app: App, plan: ClusterPlan, *, account: str | None = None) -> ClusterStacks:
-    """Add the stacks for ``plan`` to ``app``. The region comes from the spec; synth needs no account."""
+def build(app: App, plan: ClusterPlan, *, account: str | None = None, nag: bool = True) -> ClusterStacks:
+    """Add the stacks for ``plan`` to ``app``. The region comes from the spec; synth needs no account.
+
+    With ``nag`` (the default) the cdk-nag AwsSolutions pack checks every synth: an unacknowledged
+    finding fails the synth (see aws_constructs/security.py for the acknowledged ones).
+    """
+    if nag:
+        Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     env = Environment(account=account, region=plan.region)
     network = NetworkStack(
         app, f"{plan.name}-network", plan=plan, env=env,

@@ -73,6 +73,9 @@ class ClusterStack(Stack):
             bootstrap_cluster_creator_admin_permissions=plan.bootstrap_admin,
             tags=dict(plan.tags) or None,
         )
+        # Pinned logical ids: a new id would replace the cluster (and with it every workload on it).
+        self.secrets_key.node.default_child.override_logical_id("ClusterSecretsKey")
+        self.cluster.node.default_child.override_logical_id("EksCluster")
         self.vpc_cni_role = iam.Role(
             self,
             "VpcCniRole",

