@@ -45,9 +45,16 @@ class Nat(_Model):
     gateway: Literal["Single", "HighlyAvailable"] = "Single"
 
 
+class ClusterEndpoints(_Model):
+    public_access: bool = Field(True, alias="publicAccess")
+    private_access: bool = Field(True, alias="privateAccess")
+
+
 class Vpc(_Model):
     cidr: str = "10.0.0.0/16"
     nat: Nat = Nat()
+    cluster_endpoints: ClusterEndpoints = Field(ClusterEndpoints(), alias="clusterEndpoints")
+    public_access_cidrs: list[str] = Field(default_factory=list, alias="publicAccessCIDRs")
     # extension: interface endpoints (ECR, STS, EC2, CloudWatch Logs) for private nodes
     interface_endpoints: bool = Field(True, alias="interfaceEndpoints")
 
@@ -57,6 +64,13 @@ class Vpc(_Model):
         net = ipaddress.ip_network(v, strict=True)
         if net.version != 4 or not 16 <= net.prefixlen <= 20:
             raise ValueError("must be an IPv4 network between /16 and /20")
+        return v
+
+    @field_validator("public_access_cidrs")
+    @classmethod
+    def _public_cidrs(cls, v: list[str]) -> list[str]:
+        for cidr in v:
+            ipaddress.ip_network(cidr, strict=True)
         return v
 
 

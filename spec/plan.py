@@ -106,6 +106,9 @@ class ClusterPlan:
     vpc_cidr: str
     nat_gateways: int
     interface_endpoints: bool
+    endpoint_public: bool
+    endpoint_private: bool
+    public_access_cidrs: tuple[str, ...]
     with_oidc: bool
     bootstrap_admin: bool
     access_entries: tuple[tuple[str, tuple[tuple[str, str, tuple[str, ...]], ...]], ...]
@@ -377,6 +380,18 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         if plan is not None:
             groups.append(plan)
 
+    endpoints = spec.vpc.cluster_endpoints
+    if not endpoints.public_access and not endpoints.private_access:
+        problems.append(Problem(
+            "vpc.clusterEndpoints", {"publicAccess": False, "privateAccess": False},
+            "the Kubernetes API needs at least one endpoint", "set privateAccess: true (and publicAccess as you need)",
+        ))
+    if spec.vpc.public_access_cidrs and not endpoints.public_access:
+        problems.append(Problem(
+            "vpc.publicAccessCIDRs", list(spec.vpc.public_access_cidrs),
+            "CIDRs restrict the public endpoint, which is off", "remove publicAccessCIDRs or set clusterEndpoints.publicAccess: true",
+        ))
+
     sng = spec.system_node_group
     sys_instance = _lookup("systemNodeGroup.instanceType", sng.instance_type, problems)
     if sys_instance is not None and sys_instance.accelerator:
@@ -426,6 +441,9 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         vpc_cidr=spec.vpc.cidr,
         nat_gateways=1 if spec.vpc.nat.gateway == "Single" else len(azs),
         interface_endpoints=spec.vpc.interface_endpoints,
+        endpoint_public=endpoints.public_access,
+        endpoint_private=endpoints.private_access,
+        public_access_cidrs=tuple(spec.vpc.public_access_cidrs),
         with_oidc=spec.iam.with_oidc,
         bootstrap_admin=spec.access_config.bootstrap_cluster_creator_admin_permissions,
         access_entries=entries,

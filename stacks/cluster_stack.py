@@ -40,6 +40,14 @@ CONTROL_PLANE_LOGS = [
 ]
 
 
+def endpoint_access(plan: ClusterPlan) -> eks.EndpointAccess:
+    """eksctl's vpc.clusterEndpoints and vpc.publicAccessCIDRs as an EKS endpoint setting."""
+    if not plan.endpoint_public:
+        return eks.EndpointAccess.PRIVATE
+    base = eks.EndpointAccess.PUBLIC_AND_PRIVATE if plan.endpoint_private else eks.EndpointAccess.PUBLIC
+    return base.only_from(*plan.public_access_cidrs) if plan.public_access_cidrs else base
+
+
 class ClusterStack(Stack):
     def __init__(
         self, scope: Construct, id: str, *, plan: ClusterPlan, network: NetworkStack, **kwargs: Any
@@ -65,11 +73,13 @@ class ClusterStack(Stack):
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             default_capacity=0,
             kubectl_provider_options=eks.KubectlProviderOptions(
-                kubectl_layer=KUBECTL_LAYERS[plan.kubernetes_version](self, "KubectlLayer")
+                kubectl_layer=KUBECTL_LAYERS[plan.kubernetes_version](self, "KubectlLayer"),
+                # with a private-only endpoint the kubectl Lambda must run inside the VPC
+                private_subnets=network.vpc.private_subnets if not plan.endpoint_public else None,
             ),
             secrets_encryption_key=self.secrets_key,
             cluster_logging=CONTROL_PLANE_LOGS,
-            endpoint_access=eks.EndpointAccess.PUBLIC_AND_PRIVATE,
+            endpoint_access=endpoint_access(plan),
             bootstrap_cluster_creator_admin_permissions=plan.bootstrap_admin,
             tags=dict(plan.tags) or None,
         )

@@ -225,3 +225,40 @@ def test_nodegroup_instance_type_check_misfires_for_p5_with_nvidia_ami():
             stack, "Ng", cluster=cluster, instance_types=[ec2.InstanceType("p5.48xlarge")],
             ami_type=eks.NodegroupAmiType.AL2023_X86_64_NVIDIA,
         )
+
+
+def endpoint_config(s):
+    (cluster,) = s.resources("cluster", "AWS::EKS::Cluster").values()
+    return cluster["Properties"]["ResourcesVpcConfig"]
+
+
+def test_api_endpoint_public_and_private_by_default(default_synth):
+    cfg = endpoint_config(default_synth)
+    assert cfg["EndpointPublicAccess"] is True and cfg["EndpointPrivateAccess"] is True
+
+
+def test_api_endpoint_private_only():
+    s = synth_text(BASE + "vpc:\n  clusterEndpoints: {publicAccess: false, privateAccess: true}\n")
+    cfg = endpoint_config(s)
+    assert cfg["EndpointPublicAccess"] is False and cfg["EndpointPrivateAccess"] is True
+    (handler,) = [v for k, v in s.resources("cluster", "AWS::Lambda::Function").items() if "KubectlProviderHandler" in k]
+    assert "VpcConfig" in handler["Properties"]
+
+
+def test_api_endpoint_public_restricted_to_cidrs():
+    s = synth_text(BASE + "vpc:\n  publicAccessCIDRs: [203.0.113.0/24]\n")
+    assert endpoint_config(s)["PublicAccessCidrs"] == ["203.0.113.0/24"]
+
+
+def test_fails_no_api_endpoint():
+    from tests.test_spec_validation import one_problem
+
+    p = one_problem(BASE + "vpc:\n  clusterEndpoints: {publicAccess: false, privateAccess: false}\n")
+    assert p.field == "vpc.clusterEndpoints"
+
+
+def test_fails_cidrs_without_public_endpoint():
+    from tests.test_spec_validation import one_problem
+
+    p = one_problem(BASE + "vpc:\n  clusterEndpoints: {publicAccess: false}\n  publicAccessCIDRs: [203.0.113.0/24]\n")
+    assert p.field == "vpc.publicAccessCIDRs"
