@@ -1,4 +1,4 @@
-"""CDK entry point: load the spec, build the stacks, print what the spec became.
+"""CDK entry point: load the spec, build the stacks, write dist/<cluster>/, print what the spec became.
 
     npx cdk synth                               # clusters/default.yaml
     npx cdk synth -c spec=clusters/p5en.yaml    # another spec
@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from aws_cdk import App
 
+from k8s.dist import dist_dir, write_dist
 from spec.errors import SpecError
 from spec.plan import plan_from_file
 from stacks.app import build
@@ -28,8 +30,11 @@ def main() -> None:
         sys.exit(1)
     build(app, plan, account=os.environ.get("CDK_DEFAULT_ACCOUNT"))
     assembly = app.synth()
+    out = dist_dir(plan, Path(app.node.try_get_context("dist") or "dist"))
+    written = write_dist(plan, out)
     print(plan.summary(), file=sys.stderr)
     print(f"templates: {assembly.directory}", file=sys.stderr)
+    print(f"manifests: {out}/ ({len(written)} files, `kubectl apply -f` in file order)", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from a formula. Rules this construct enforces for EKS managed node groups:
   type check does not apply to it;
 - the root volume is gp3 (or the spec's type), encrypted, sized from ``volumeSize``;
 - IMDSv2 is required, with a hop limit of 1 so pods cannot reach the node role's credentials;
+- user data reserves the 2 MiB hugepages EFA pods request (:mod:`aws_constructs.user_data`);
 - the cluster placement group, the capacity reservation target and, for a Capacity Block for ML,
   ``MarketType: capacity-block``.
 """
@@ -17,9 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import CfnTag, aws_ec2 as ec2
+from aws_cdk import CfnTag, Fn, aws_ec2 as ec2
 from constructs import Construct
 
+from aws_constructs.user_data import efa_user_data
 from spec.layout import Interface
 
 ROOT_DEVICE = "/dev/xvda"  # root device of the EKS-optimized AL2023 AMIs
@@ -40,6 +42,7 @@ class EfaLaunchTemplate(Construct):
         capacity: str = "on-demand",
         reservation_id: str | None = None,
         tags: dict[str, str] | None = None,
+        hugepages_2mi_mib: int = 0,
     ) -> None:
         super().__init__(scope, id)
         if capacity not in ("on-demand", "reservation", "capacity-block"):
@@ -74,6 +77,7 @@ class EfaLaunchTemplate(Construct):
             if tags
             else None
         )
+        self.user_data = efa_user_data(hugepages_2mi_mib)
         data = L.LaunchTemplateDataProperty(
             instance_type=instance_type,
             block_device_mappings=[
@@ -104,6 +108,7 @@ class EfaLaunchTemplate(Construct):
             if capacity == "capacity-block"
             else None,
             tag_specifications=tag_specs,
+            user_data=Fn.base64(self.user_data) if self.user_data else None,
         )
         self.launch_template = L(self, "Resource", launch_template_data=data)
 

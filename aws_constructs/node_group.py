@@ -58,6 +58,7 @@ class ManagedNodeGroup(Construct):
             placement_group_name=self.placement_group.placement_group_name if self.placement_group else None,
             capacity=plan.capacity,
             reservation_id=plan.reservation_id,
+            hugepages_2mi_mib=plan.hugepages_2mi_mib,
             tags={"efa-stack.io/node-group": plan.name, **plan.tags},
         )
         self.nodegroup = eks.Nodegroup(

@@ -10,7 +10,7 @@ Mirrors the aws/eks-charts ``aws-efa-k8s-device-plugin`` chart, with two deliber
   Neuron (trn/inf) EFA nodes get the chart's ``privilegedSecurityContext`` DaemonSet, which the
   plugin needs there to read Neuron topology under ``/opt/aws/neuron`` (eks-charts PR #1245,
   "allocate EFA based on neuron-efa topology alignment"). It is only rendered when the cluster has
-  a Neuron EFA node group.
+  a Neuron EFA node group (and the standard one only when there is a non-Neuron EFA group).
 
 Both DaemonSets run in ``kube-system`` with ``priorityClassName: system-node-critical``,
 ``hostNetwork: true`` and no service-account token (as the chart), tolerate ``CriticalAddonsOnly``
@@ -53,6 +53,7 @@ class EfaDevicePluginProps:
     """What the EFA device plugin needs to know; every default is the eks-charts chart's.
 
     region: picks the EKS ECR registry the image is pulled from (see :func:`k8s.images.eks_registry`).
+    standard: render the unprivileged DaemonSet for EFA nodes without Neuron devices (default True).
     tolerate: taints of the EFA node groups without Neuron devices (e.g. ``nvidia.com/gpu``).
     neuron_tolerate: taints of the Neuron EFA node groups; ``None`` (default) renders no Neuron
         DaemonSet at all, an empty tuple renders it with no extra tolerations.
@@ -61,6 +62,7 @@ class EfaDevicePluginProps:
     """
 
     region: str
+    standard: bool = True
     tolerate: tuple[Taint, ...] = ()
     neuron_tolerate: tuple[Taint, ...] | None = None
     image_tag: str = EFA_DEVICE_PLUGIN_TAG
@@ -74,20 +76,24 @@ class EfaDevicePluginProps:
 
 
 class EfaDevicePlugin(Construct):
-    """One or two DaemonSets (standard, and privileged for Neuron EFA nodes) in ``kube-system``."""
+    """The standard DaemonSet, the privileged one for Neuron EFA nodes, or both, in ``kube-system``."""
 
     def __init__(self, scope: Construct, id: str, props: EfaDevicePluginProps) -> None:
         super().__init__(scope, id)
         self.props = props
-        self.daemon_set = self._daemon_set(
-            "Standard",
-            NAME,
-            props.tolerate,
-            # EFA nodes that carry no Neuron devices; NotIn also matches nodes without the label
-            # (CPU-only EFA groups).
-            LabelRequirement(LABEL_ACCELERATOR, "NotIn", ("neuron",)),
-            privileged=False,
-        )
+        if not props.standard and props.neuron_tolerate is None:
+            raise ValueError("EfaDevicePlugin would render nothing: set standard=True or neuron_tolerate")
+        self.daemon_set: kplus.KubeDaemonSet | None = None
+        if props.standard:
+            self.daemon_set = self._daemon_set(
+                "Standard",
+                NAME,
+                props.tolerate,
+                # EFA nodes that carry no Neuron devices; NotIn also matches nodes without the label
+                # (CPU-only EFA groups).
+                LabelRequirement(LABEL_ACCELERATOR, "NotIn", ("neuron",)),
+                privileged=False,
+            )
         self.neuron_daemon_set: kplus.KubeDaemonSet | None = None
         if props.neuron_tolerate is not None:
             self.neuron_daemon_set = self._daemon_set(

@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from spec.storage import Storage
+
 KUBERNETES_VERSIONS = ("1.33", "1.34", "1.35")
 """Versions with an EKS release, an ``aws_eks_v2.KubernetesVersion`` and a kubectl layer installed."""
 DEFAULT_KUBERNETES_VERSION = "1.34"
@@ -208,6 +210,8 @@ class ClusterSpec(_Model):
     # --- extensions ----------------------------------------------------------------------------
     system_node_group: SystemNodeGroup = Field(SystemNodeGroup(), alias="systemNodeGroup")
     nccl_test: NcclTest = Field(NcclTest(), alias="ncclTest")
+    storage: Storage | None = None
+    """FSx for Lustre shared storage (spec/storage.py); absent: no file system."""
 
 
 # eksctl ClusterConfig fields that efa-stack knows but does not support, with what to do instead.

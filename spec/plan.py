@@ -17,6 +17,7 @@ from spec.errors import Problem, SpecError
 from spec.layout import Interface, LayoutError, describe, efa_devices, interface_layout
 from spec.loader import load_spec
 from spec.models import KUBERNETES_VERSIONS, ClusterSpec, ManagedNodeGroup
+from spec.nccl import validate_nccl
 
 LABEL_PREFIX = "efa-stack.io/"
 LABEL_NODE_GROUP = LABEL_PREFIX + "node-group"
@@ -61,6 +62,8 @@ class NodeGroupPlan:
     labels: dict[str, str] = field(hash=False)
     taints: tuple[Taint, ...]
     tags: dict[str, str] = field(hash=False, default_factory=dict)
+    hugepages_2mi_mib: int = 0
+    """2 MiB hugepages each node reserves at boot for libfabric (EFA node groups; the pods' request)."""
 
     @property
     def instance_type(self) -> str:
@@ -189,7 +192,7 @@ def _lookup(field_name: str, name: str, problems: list[Problem]) -> InstanceType
 
 
 def _node_group(
-    i: int, ng: ManagedNodeGroup, cluster_azs: tuple[str, ...], problems: list[Problem]
+    i: int, ng: ManagedNodeGroup, cluster_azs: tuple[str, ...], problems: list[Problem], hugepages_mib: int = 0
 ) -> NodeGroupPlan | None:
     prefix = f"managedNodeGroups[{i}]"
     start = len(problems)
@@ -312,6 +315,7 @@ def _node_group(
         labels=labels,
         taints=tuple(taints),
         tags=dict(ng.tags),
+        hugepages_2mi_mib=hugepages_mib if ng.efa_enabled else 0,
     )
 
 
@@ -376,7 +380,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
                 "choose another name",
             ))
         seen.add(ng.name)
-        plan = _node_group(i, ng, azs, problems)
+        plan = _node_group(i, ng, azs, problems, spec.nccl_test.hugepages_mib)
         if plan is not None:
             groups.append(plan)
 
@@ -402,6 +406,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         ))
     sys_sizes = _sizes("systemNodeGroup", sng.min_size, sng.desired_capacity, sng.max_size, problems)
 
+    problems.extend(validate_nccl(spec, groups))
     if problems:
         raise SpecError(source, problems)
 

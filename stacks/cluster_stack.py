@@ -50,7 +50,14 @@ def endpoint_access(plan: ClusterPlan) -> eks.EndpointAccess:
 
 class ClusterStack(Stack):
     def __init__(
-        self, scope: Construct, id: str, *, plan: ClusterPlan, network: NetworkStack, **kwargs: Any
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        plan: ClusterPlan,
+        network: NetworkStack,
+        kubernetes: bool = True,
+        **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
         self.plan = plan
@@ -161,6 +168,27 @@ class ClusterStack(Stack):
             # The CNI must support efa-only interfaces before EFA nodes join.
             node_group.nodegroup.node.add_dependency(self.vpc_cni)
             self.node_groups[ng.name] = node_group
+        self.manifests: list[eks.KubernetesManifest] = []
+        if kubernetes:
+            self.add_kubernetes_charts()
+
+    def add_kubernetes_charts(self) -> list[eks.KubernetesManifest]:
+        """Apply the cdk8s charts of :func:`k8s.charts.build_charts` in their order (CRD, operator, jobs)."""
+        import cdk8s
+
+        from k8s.charts import build_charts
+
+        manifests: list[eks.KubernetesManifest] = []
+        for chart in build_charts(self.plan, cdk8s.App()):
+            manifest = self.cluster.add_cdk8s_chart(chart.node.id, chart)
+            # Device plugins schedule on nodes: wait for the node groups, then keep the order.
+            for group in self.node_groups.values():
+                manifest.node.add_dependency(group.nodegroup)
+            if manifests:
+                manifest.node.add_dependency(manifests[-1])
+            manifests.append(manifest)
+        self.manifests = manifests
+        return manifests
 
     def _acknowledge_findings(self) -> None:
         for name in NODE_ROLE_POLICIES:

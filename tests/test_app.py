@@ -33,10 +33,16 @@ def test_bad_spec_exits_with_message_and_no_template(tmp_path):
 
 
 def test_app_synthesizes_spec_from_context_and_prints_summary(tmp_path):
-    proc = run_app(tmp_path, {"spec": "clusters/eksctl-efa-cluster.yaml"})
+    proc = run_app(tmp_path, {"spec": "clusters/eksctl-efa-cluster.yaml", "dist": str(tmp_path / "dist")})
     assert proc.returncode == 0, proc.stderr[-2000:]
     names = sorted(p.name for p in (tmp_path / "out").glob("*.template.json"))
     assert names == ["my-efa-cluster-cluster.template.json", "my-efa-cluster-network.template.json"]
     assert "my-efa-ng: p5.48xlarge in us-west-2a, 1/2/3 nodes" in proc.stderr
     assert "8 GPU + 32 EFA per node" in proc.stderr
     assert "1 ENA + 32 efa-only on 32 cards" in proc.stderr
+    dist = sorted(p.name for p in (tmp_path / "dist" / "my-efa-cluster").glob("*.yaml"))
+    assert dist == [
+        "10-efa-device-plugin.yaml", "11-nvidia-device-plugin.yaml", "20-mpi-operator-crd.yaml",
+        "30-mpi-operator.yaml", "40-nccl-tests.yaml",
+    ]
+    assert f"manifests: {tmp_path / 'dist' / 'my-efa-cluster'}/ (5 files" in proc.stderr

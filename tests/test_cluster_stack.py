@@ -262,3 +262,28 @@ def test_fails_cidrs_without_public_endpoint():
 
     p = one_problem(BASE + "vpc:\n  clusterEndpoints: {publicAccess: false}\n  publicAccessCIDRs: [203.0.113.0/24]\n")
     assert p.field == "vpc.publicAccessCIDRs"
+
+
+def test_kubernetes_charts_are_applied_in_order_after_the_node_groups(default_synth):
+    resources = default_synth.template("cluster")["Resources"]
+    manifests = [(k, v) for k, v in resources.items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"]
+    names = [k for k, _ in manifests]
+    order = ["efadeviceplugin", "nvidiadeviceplugin", "mpioperatorcrd", "mpioperator", "nccltests"]
+    assert [next(o for o in order if k.startswith(f"Cluster{o}")) for k in names] == order
+    for prev, (lid, res) in zip(names, manifests[1:]):
+        assert prev in res["DependsOn"], lid
+    for _, res in manifests:
+        assert any(d.startswith("NodeGroupp5NodeGroup") for d in res["DependsOn"])
+
+
+def test_efa_nodes_reserve_the_hugepages_pods_request(default_synth):
+    from aws_constructs.user_data import SYSCTL_FILE
+    from tests.conftest import GOLDEN, golden_check
+
+    data = gpu_launch_template(default_synth)
+    user_data = default_synth.stacks.cluster.node_groups["p5"].launch_template.user_data
+    assert data["UserData"] == {"Fn::Base64": user_data}  # CloudFormation encodes it
+    assert "vm.nr_hugepages=2560" in user_data and SYSCTL_FILE in user_data
+    assert default_synth.plan.spec.nccl_test.hugepages_mib == 5120
+    golden_check(GOLDEN / "user_data" / "efa-training-p5.mime", user_data)
+    assert "UserData" not in gpu_launch_template(default_synth, "system")

@@ -1,0 +1,111 @@
+"""The cdk8s charts for a cluster plan, in the order they must be applied.
+
+``build_charts(plan, app)`` returns, skipping the ones the cluster does not need:
+
+==  =======================  ==============================================================
+10  ``efa-device-plugin``     EFA device plugin DaemonSet(s), when any node group has EFA
+11  ``nvidia-device-plugin``  NVIDIA device plugin DaemonSet, when any node group has NVIDIA GPUs
+12  ``neuron-device-plugin``  Neuron device plugin (+ RBAC), when any node group has Neuron devices
+20  ``mpi-operator-crd``      the structural ``mpijobs.kubeflow.org`` CRD (always)
+30  ``mpi-operator``          the MPI operator on the system nodes (always)
+40  ``nccl-tests``            the suspended nccl-tests MPIJob, when a GPU node group can run it
+==  =======================  ==============================================================
+
+Device plugins come before jobs and the CRD before the operator and the MPIJob; each later chart
+declares a cdk8s dependency on the earlier ones it needs. Every chart is self-contained (no token
+crosses charts), so the cluster stack can hand each to ``cluster.add_cdk8s_chart(chart.node.id,
+chart)`` in this order and chain the resulting manifests. Chart ids are a contract: renaming one
+replaces its manifest. The number is the file prefix under ``dist/<cluster>/`` (see :mod:`k8s.dist`).
+
+Where things live in ``k8s/``: one file per kind of thing (``efa_device_plugin``,
+``nvidia_device_plugin``, ``neuron_device_plugin``, ``mpi_operator`` with the CRD in ``crds/``,
+``mpijob`` for the typed MPIJob, ``nccl_tests``), ``scheduling`` for the shared placement helpers,
+``images`` for every pinned image, ``dist`` for the YAML output. ``k8s/__init__.py`` imports nothing,
+so ``import k8s`` does not start the jsii runtime.
+"""
+
+from __future__ import annotations
+
+import cdk8s
+from constructs import Construct
+
+from k8s.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginProps
+from k8s.mpi_operator import MpiJobCrd, MpiOperator, MpiOperatorProps
+from k8s.neuron_device_plugin import NeuronDevicePlugin, NeuronDevicePluginProps
+from k8s.nccl_tests import NcclTestsJob, NcclTestsJobProps
+from k8s.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginProps
+from k8s.scheduling import taints_of
+from spec.nccl import nccl_job_plan
+from spec.plan import ClusterPlan
+
+EFA_DEVICE_PLUGIN = "efa-device-plugin"
+NVIDIA_DEVICE_PLUGIN = "nvidia-device-plugin"
+NEURON_DEVICE_PLUGIN = "neuron-device-plugin"
+MPI_OPERATOR_CRD = "mpi-operator-crd"
+MPI_OPERATOR = "mpi-operator"
+NCCL_TESTS = "nccl-tests"
+
+CHART_ORDER: dict[str, int] = {
+    EFA_DEVICE_PLUGIN: 10,
+    NVIDIA_DEVICE_PLUGIN: 11,
+    NEURON_DEVICE_PLUGIN: 12,
+    MPI_OPERATOR_CRD: 20,
+    MPI_OPERATOR: 30,
+    NCCL_TESTS: 40,
+}
+"""Every chart id with its position; the order is the apply order."""
+
+COMMON_LABELS = {"app.kubernetes.io/part-of": "efa-stack", "app.kubernetes.io/managed-by": "efa-stack"}
+"""Labels on every top-level object (not on pod templates or selectors)."""
+
+
+def _chart(app: Construct, chart_id: str) -> cdk8s.Chart:
+    return cdk8s.Chart(app, chart_id, labels=dict(COMMON_LABELS), disable_resource_name_hashes=True)
+
+
+def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
+    """The charts for ``plan`` under ``app``, in apply order (see the module docstring)."""
+    charts: dict[str, cdk8s.Chart] = {}
+    groups = plan.node_groups
+    efa_groups = [g for g in groups if g.efa_enabled]
+    nvidia_groups = [g for g in groups if g.instance.accelerator == "nvidia"]
+    neuron_groups = [g for g in groups if g.instance.accelerator == "neuron"]
+
+    if efa_groups:
+        chart = charts[EFA_DEVICE_PLUGIN] = _chart(app, EFA_DEVICE_PLUGIN)
+        efa_neuron = [g for g in efa_groups if g.instance.accelerator == "neuron"]
+        efa_other = [g for g in efa_groups if g.instance.accelerator != "neuron"]
+        EfaDevicePlugin(chart, "EfaDevicePlugin", EfaDevicePluginProps(
+            region=plan.region,
+            standard=bool(efa_other),
+            tolerate=taints_of(efa_other),
+            neuron_tolerate=taints_of(efa_neuron) if efa_neuron else None,
+        ))
+    if nvidia_groups:
+        chart = charts[NVIDIA_DEVICE_PLUGIN] = _chart(app, NVIDIA_DEVICE_PLUGIN)
+        NvidiaDevicePlugin(chart, "NvidiaDevicePlugin", NvidiaDevicePluginProps(tolerate=taints_of(nvidia_groups)))
+    if neuron_groups:
+        chart = charts[NEURON_DEVICE_PLUGIN] = _chart(app, NEURON_DEVICE_PLUGIN)
+        NeuronDevicePlugin(chart, "NeuronDevicePlugin", NeuronDevicePluginProps(tolerate=taints_of(neuron_groups)))
+
+    crd_chart = charts[MPI_OPERATOR_CRD] = _chart(app, MPI_OPERATOR_CRD)
+    MpiJobCrd(crd_chart, "MpiJobCrd")
+    operator_chart = charts[MPI_OPERATOR] = _chart(app, MPI_OPERATOR)
+    MpiOperator(operator_chart, "MpiOperator", MpiOperatorProps())
+    operator_chart.add_dependency(crd_chart)
+
+    job = nccl_job_plan(plan)
+    if job is not None:
+        chart = charts[NCCL_TESTS] = _chart(app, NCCL_TESTS)
+        target = plan.node_group(job.node_group)
+        NcclTestsJob(chart, "NcclTests", NcclTestsJobProps(job=job, taints=target.taints))
+        for needed in (MPI_OPERATOR_CRD, MPI_OPERATOR, NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN):
+            if needed in charts and not (needed == EFA_DEVICE_PLUGIN and job.fabric != "efa"):
+                chart.add_dependency(charts[needed])
+
+    return [charts[c] for c in sorted(charts, key=CHART_ORDER.__getitem__)]
+
+
+def chart_file_name(chart_id: str) -> str:
+    """``40-nccl-tests.yaml``: the apply-order prefix keeps ``kubectl apply -f dir/`` in order."""
+    return f"{CHART_ORDER[chart_id]:02d}-{chart_id}.yaml"

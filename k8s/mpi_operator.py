@@ -1,0 +1,138 @@
+"""The Kubeflow MPI operator (v2beta1 MPIJob controller) and its ``mpijobs.kubeflow.org`` CRD.
+
+Two constructs so the CRD can be applied (and established) before anything that uses it:
+
+* :class:`MpiJobCrd` loads ``k8s/crds/mpijob.yaml``, a structural CRD written to fit CDK's
+  262,144-byte manifest limit (the upstream one is ~292 KB as JSON; see the file's header).
+* :class:`MpiOperator`: namespace ``mpi-operator``, a ServiceAccount, a ClusterRole with the rules
+  the controller uses, its binding, and a one-replica Deployment on the system nodes
+  (``efa-stack.io/role=system``) running ``mpioperator/mpi-operator`` (pinned in :mod:`k8s.images`).
+
+The ClusterRole follows upstream's ``manifests/base/cluster-role.yaml`` and the controller source
+(``cmd/mpi-operator/app/server.go``): it watches MPIJobs, creates the launcher Job, the worker pods,
+their Service, the hostfile ConfigMap and the SSH Secret, lists PriorityClasses, records events and
+holds a ``coordination.k8s.io`` Lease for leader election (``resourcelock.LeaseLock``). Gang
+scheduling (volcano / scheduler-plugins PodGroups) is not enabled, so no PodGroup rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cdk8s
+from cdk8s_plus_33 import k8s as kplus
+from constructs import Construct
+
+from k8s.images import MPI_OPERATOR_IMAGE
+from k8s.scheduling import mebibytes, millicores, system_node_selector
+
+CRD_FILE = Path(__file__).parent / "crds" / "mpijob.yaml"
+CRD_NAME = "mpijobs.kubeflow.org"
+API_VERSION = "kubeflow.org/v2beta1"
+KIND = "MPIJob"
+
+NAMESPACE = "mpi-operator"
+NAME = "mpi-operator"
+LABELS = {
+    "app": NAME,
+    "app.kubernetes.io/name": NAME,
+    "app.kubernetes.io/component": "mpijob",
+}
+
+
+class MpiJobCrd(Construct):
+    """The ``mpijobs.kubeflow.org`` CRD from ``k8s/crds/mpijob.yaml`` (cluster-scoped)."""
+
+    def __init__(self, scope: Construct, id: str, *, file: Path = CRD_FILE) -> None:
+        super().__init__(scope, id)
+        self.include = cdk8s.Include(self, "Crd", url=str(file))
+        self.crd: cdk8s.ApiObject = self.include.api_objects[0]
+
+
+@dataclass(frozen=True)
+class MpiOperatorProps:
+    """image: default :data:`k8s.images.MPI_OPERATOR_IMAGE`.
+    node_selector: where the controller runs; default the system node group.
+    cpu_millicores / memory_mib: requests (default 100m / 128Mi; no limits).
+    """
+
+    image: str = MPI_OPERATOR_IMAGE
+    node_selector: dict[str, str] = field(default_factory=system_node_selector, hash=False)
+    cpu_millicores: int = 100
+    memory_mib: int = 128
+
+
+def cluster_role_rules() -> list[kplus.PolicyRule]:
+    """What the controller reads and writes (see the module docstring for the sources)."""
+    r = kplus.PolicyRule
+    return [
+        r(api_groups=[""], resources=["configmaps", "secrets", "services"],
+          verbs=["create", "get", "list", "watch", "update", "delete"]),
+        r(api_groups=[""], resources=["pods"], verbs=["create", "get", "list", "watch", "delete", "update", "patch"]),
+        r(api_groups=[""], resources=["events"], verbs=["create", "patch"]),
+        r(api_groups=["batch"], resources=["jobs"], verbs=["create", "get", "list", "watch", "update", "patch", "delete"]),
+        r(api_groups=["scheduling.k8s.io"], resources=["priorityclasses"], verbs=["get", "list", "watch"]),
+        r(api_groups=["coordination.k8s.io"], resources=["leases"], verbs=["create", "get", "update"]),
+        r(api_groups=["kubeflow.org"], resources=["mpijobs", "mpijobs/finalizers", "mpijobs/status"],
+          verbs=["get", "list", "watch", "update", "patch"]),
+    ]
+
+
+class MpiOperator(Construct):
+    """Namespace, ServiceAccount, ClusterRole(+Binding) and the controller Deployment."""
+
+    def __init__(self, scope: Construct, id: str, props: MpiOperatorProps | None = None) -> None:
+        super().__init__(scope, id)
+        props = props or MpiOperatorProps()
+        meta = dict(labels=dict(LABELS))
+        self.namespace = kplus.KubeNamespace(self, "Namespace", metadata=kplus.ObjectMeta(name=NAMESPACE, **meta))
+        self.service_account = kplus.KubeServiceAccount(
+            self, "ServiceAccount", metadata=kplus.ObjectMeta(name=NAME, namespace=NAMESPACE, **meta)
+        )
+        self.cluster_role = kplus.KubeClusterRole(
+            self, "ClusterRole", metadata=kplus.ObjectMeta(name=NAME, **meta), rules=cluster_role_rules()
+        )
+        self.cluster_role_binding = kplus.KubeClusterRoleBinding(
+            self,
+            "ClusterRoleBinding",
+            metadata=kplus.ObjectMeta(name=NAME, **meta),
+            role_ref=kplus.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=NAME),
+            subjects=[kplus.Subject(kind="ServiceAccount", name=NAME, namespace=NAMESPACE)],
+        )
+        self.deployment = kplus.KubeDeployment(
+            self,
+            "Deployment",
+            metadata=kplus.ObjectMeta(name=NAME, namespace=NAMESPACE, **meta),
+            spec=kplus.DeploymentSpec(
+                replicas=1,
+                selector=kplus.LabelSelector(match_labels=dict(LABELS)),
+                template=kplus.PodTemplateSpec(
+                    metadata=kplus.ObjectMeta(labels=dict(LABELS)),
+                    spec=kplus.PodSpec(
+                        service_account_name=NAME,
+                        node_selector=dict(props.node_selector),
+                        containers=[
+                            kplus.Container(
+                                name=NAME,
+                                image=props.image,
+                                args=["-alsologtostderr", "--lock-namespace", NAMESPACE],
+                                resources=kplus.ResourceRequirements(
+                                    requests={
+                                        "cpu": millicores(props.cpu_millicores),
+                                        "memory": mebibytes(props.memory_mib),
+                                    }
+                                ),
+                                security_context=kplus.SecurityContext(
+                                    allow_privilege_escalation=False,
+                                    capabilities=kplus.Capabilities(drop=["ALL"]),
+                                ),
+                            )
+                        ],
+                    ),
+                ),
+            ),
+        )
+        # Objects in the namespace need it first (kubectl applies a chart's list in order anyway).
+        for obj in (self.service_account, self.deployment):
+            obj.add_dependency(self.namespace)

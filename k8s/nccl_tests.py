@@ -1,0 +1,287 @@
+"""The nccl-tests MPIJob: one worker per node, one rank per GPU, created suspended.
+
+Every number comes from :class:`spec.nccl.NcclJobPlan` (itself from the node group plan and the
+instance catalog): worker replicas = the node group's desired size, ``slotsPerWorker`` = GPUs per
+node, ``-np`` = workers x slots, ``nvidia.com/gpu`` = GPUs per node, ``vpc.amazonaws.com/efa`` = EFA
+devices per node (32 on p5.48xlarge). Workers also request ``hugepages-2Mi`` with a memory
+request/limit (Kubernetes requires one with hugepages) and mount a memory-backed ``/dev/shm``
+(the container runtime's 64 MiB default breaks NCCL). The launcher runs on the system nodes and is
+created once every worker is ready (``launcherCreationPolicy: WaitForWorkersReady``).
+
+The job is created with ``runPolicy.suspend: true`` so that a deploy does not burn GPU hours.
+Start it and read the result with (also on the MPIJob as annotations)::
+
+    kubectl patch mpijob nccl-tests-<node group> -n default --type merge -p '{"spec":{"runPolicy":{"suspend":false}}}'
+    kubectl logs -n default -f job/nccl-tests-<node group>-launcher
+
+A finished MPIJob does not run again: delete it (``kubectl delete mpijob ...``) and let the next
+deploy, or ``kubectl apply -f dist/<cluster>/40-nccl-tests.yaml``, create it again.
+
+Fabrics (``ncclTest.fabric``) render the same job three ways:
+
+``efa``
+    ``vpc.amazonaws.com/efa`` and hugepages requested; ``FI_PROVIDER=efa``; ``FI_EFA_USE_DEVICE_RDMA=1``
+    when the GPU supports GPUDirect RDMA (A100/H100/H200/B200/B300, see :mod:`spec.nccl`);
+    the aws-ofi-nccl tuner (``NCCL_TUNER_PLUGIN``); ``NCCL_DEBUG=INFO`` so the log shows the
+    ``NET/Libfabric`` transport (NCCL silently falls back to sockets when EFA is missing).
+``tcp``
+    the A/B baseline: no EFA devices, no hugepages, ``NCCL_NET=Socket`` and ``FI_PROVIDER=tcp``.
+``infiniband``
+    an InfiniBand/RoCE cluster outside AWS: one ``rdma/hca`` device, ``IPC_LOCK`` (RDMA pins
+    memory), ``NCCL_NET=IB``, ``NCCL_IB_DISABLE=0``, ``NCCL_IB_HCA``, ``NCCL_IB_GID_INDEX`` and
+    ``NCCL_SOCKET_IFNAME`` (Baidu CCE "Pod在CCE中使用RDMA网络": the RDMA device plugin's ``rdma/hca``
+    resource and ``IPC_LOCK``; NVIDIA NCCL docs "Environment Variables" for the NCCL_IB_* meaning).
+    Set ``ncclTest.image`` to an image built for that fabric; :class:`ImageLayout` says where
+    efa-stack expects mpirun and the nccl-tests binaries.
+
+Neuron node groups get no NCCL job: nccl-tests are CUDA programs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cdk8s_plus_33 import k8s as kplus
+from constructs import Construct
+
+from k8s.mpijob import MpiJob, MpiJobSpec, ReplicaSpec, RunPolicy
+from k8s.scheduling import count, mebibytes, one_pod_per_node, system_node_selector, tolerations
+from spec.nccl import NcclJobPlan
+from spec.plan import LABEL_NODE_GROUP, Taint
+
+START_COMMAND = (
+    "kubectl patch mpijob {name} -n {namespace} --type merge "
+    "-p '{{\"spec\":{{\"runPolicy\":{{\"suspend\":false}}}}}}'"
+)
+"""Start the suspended job (format with ``name`` and ``namespace``)."""
+LOGS_COMMAND = "kubectl logs -n {namespace} -f job/{name}-launcher"
+"""Follow the launcher's log, where nccl-tests prints its table (the launcher Job is ``<name>-launcher``)."""
+
+LABEL_JOB = "efa-stack.io/nccl-job"
+LABEL_MPI_ROLE = "efa-stack.io/mpi-role"
+ANNOTATION_START = "efa-stack.io/start"
+ANNOTATION_LOGS = "efa-stack.io/logs"
+
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+GPU_RESOURCE = "nvidia.com/gpu"
+RDMA_RESOURCE = "rdma/hca"
+HUGEPAGES_RESOURCE = "hugepages-2Mi"
+
+
+def start_command(job: NcclJobPlan) -> str:
+    return START_COMMAND.format(name=job.name, namespace=job.namespace)
+
+
+def logs_command(job: NcclJobPlan) -> str:
+    return LOGS_COMMAND.format(name=job.name, namespace=job.namespace)
+
+
+@dataclass(frozen=True)
+class ImageLayout:
+    """Where things live in the NCCL test image. Defaults: the AWS ``hpc-cloud/nccl-tests`` image
+    (awsome-distributed-training ``nccl-tests.Dockerfile``: Open MPI and libfabric from the EFA
+    installer under ``/opt/amazon``, aws-ofi-nccl under ``/opt/amazon/ofi-nccl/lib/<arch>``, NCCL in
+    ``/opt/nccl/build/lib``, the tests in ``/opt/nccl-tests/build``).
+
+    The container environment replaces the image's, and processes that mpirun starts over ssh on
+    the workers see only what ``-x`` exports, so PATH and LD_LIBRARY_PATH are spelled out in full.
+    """
+
+    mpirun: str = "/opt/amazon/openmpi/bin/mpirun"
+    tests_dir: str = "/opt/nccl-tests/build"
+    path: tuple[str, ...] = (
+        "/opt/amazon/openmpi/bin", "/opt/amazon/efa/bin", "/usr/local/cuda/bin",
+        "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin",
+    )
+    ofi_nccl_lib: str = "/opt/amazon/ofi-nccl/lib/{arch}"
+    lib_path: tuple[str, ...] = (
+        "/opt/amazon/ofi-nccl/lib/{arch}", "/opt/nccl/build/lib", "/opt/amazon/efa/lib",
+        "/opt/amazon/openmpi/lib", "/usr/local/cuda/lib64",
+    )
+    tuner_plugin: str = "libnccl-ofi-tuner.so"
+
+    def ld_library_path(self, arch: str) -> str:
+        return ":".join(p.format(arch=arch) for p in self.lib_path)
+
+    def tuner_plugin_path(self, arch: str) -> str:
+        return f"{self.ofi_nccl_lib.format(arch=arch)}/{self.tuner_plugin}"
+
+
+@dataclass(frozen=True)
+class InfinibandSettings:
+    """NCCL settings for ``fabric: infiniband`` (defaults: Mellanox HCAs, RoCE v2 GID index 3)."""
+
+    hca: str = "mlx5"
+    gid_index: int = 3
+    socket_ifname: str = "eth0"
+    devices_per_worker: int = 1
+
+
+@dataclass(frozen=True)
+class NcclTestsJobProps:
+    """job: the derived plan (numbers, fabric, sweep). taints: the worker node group's taints.
+    layout / infiniband: image paths and IB settings (defaults above).
+    launcher_node_selector: default the system node group.
+    """
+
+    job: NcclJobPlan
+    taints: tuple[Taint, ...] = ()
+    layout: ImageLayout = ImageLayout()
+    infiniband: InfinibandSettings = InfinibandSettings()
+    launcher_node_selector: dict[str, str] = field(default_factory=system_node_selector, hash=False)
+    backoff_limit: int = 6
+    labels: dict[str, str] = field(default_factory=dict, hash=False)
+
+
+def fabric_env(props: NcclTestsJobProps) -> list[tuple[str, str]]:
+    """The environment the launcher exports to every rank, in order."""
+    job, layout = props.job, props.layout
+    env: list[tuple[str, str]] = [
+        ("PATH", ":".join(layout.path)),
+        ("LD_LIBRARY_PATH", layout.ld_library_path(job.lib_arch)),
+        ("NCCL_DEBUG", "INFO"),
+    ]
+    if job.fabric == "efa":
+        env += [("FI_PROVIDER", "efa")]
+        if job.gpudirect_rdma:
+            env += [("FI_EFA_USE_DEVICE_RDMA", "1")]
+        env += [
+            ("FI_EFA_FORK_SAFE", "1"),
+            ("NCCL_TUNER_PLUGIN", layout.tuner_plugin_path(job.lib_arch)),
+            # the AWS nccl-tests image's defaults for EFA (nccl-tests.Dockerfile / kubernetes sample)
+            ("NCCL_BUFFSIZE", "8388608"),
+            ("NCCL_P2P_NET_CHUNKSIZE", "524288"),
+            ("NCCL_SOCKET_IFNAME", "^docker,lo,veth"),
+        ]
+    elif job.fabric == "tcp":
+        env += [
+            ("NCCL_NET", "Socket"),
+            ("FI_PROVIDER", "tcp"),
+            ("NCCL_SOCKET_IFNAME", "^docker,lo,veth"),
+        ]
+    else:  # infiniband
+        ib = props.infiniband
+        env += [
+            ("NCCL_NET", "IB"),
+            ("NCCL_IB_DISABLE", "0"),
+            ("NCCL_IB_HCA", ib.hca),
+            ("NCCL_IB_GID_INDEX", str(ib.gid_index)),
+            ("NCCL_SOCKET_IFNAME", ib.socket_ifname),
+        ]
+    return env
+
+
+def mpirun_command(props: NcclTestsJobProps) -> list[str]:
+    """``mpirun -np <workers x slots> -N <slots> ... <binary> -b .. -e .. -f .. -g 1 -c .. -n ..``."""
+    job, layout = props.job, props.layout
+    cmd = [
+        layout.mpirun, "--allow-run-as-root", "--tag-output",
+        "-np", str(job.np), "-N", str(job.slots_per_worker),
+        "--bind-to", "none",
+        # MPI's own traffic over TCP (the AWS sample's settings); NCCL picks its fabric itself
+        "--mca", "pml", "^cm,ucx",
+        "--mca", "btl", "tcp,self",
+        "--mca", "btl_tcp_if_exclude", "lo,docker0,veth_def_agent",
+    ]
+    for name, _ in fabric_env(props):
+        cmd += ["-x", name]
+    cmd.append(f"{layout.tests_dir}/{job.binary}")
+    cmd += list(job.benchmark_args)
+    return cmd
+
+
+def worker_resources(props: NcclTestsJobProps) -> dict[str, kplus.Quantity]:
+    """Requests = limits for a worker (extended resources must match; Guaranteed-style memory)."""
+    job = props.job
+    res: dict[str, kplus.Quantity] = {
+        GPU_RESOURCE: count(job.gpus_per_worker),
+        "memory": mebibytes(job.memory_mib),
+    }
+    if job.efa_per_worker:
+        res[EFA_RESOURCE] = count(job.efa_per_worker)
+    if job.hugepages_mib:
+        res[HUGEPAGES_RESOURCE] = mebibytes(job.hugepages_mib)
+    if job.fabric == "infiniband":
+        res[RDMA_RESOURCE] = count(props.infiniband.devices_per_worker)
+    return res
+
+
+class NcclTestsJob(Construct):
+    """The nccl-tests MPIJob for one node group (see the module docstring)."""
+
+    def __init__(self, scope: Construct, id: str, props: NcclTestsJobProps) -> None:
+        super().__init__(scope, id)
+        job = props.job
+        self.props = props
+        env = [kplus.EnvVar(name=k, value=v) for k, v in fabric_env(props)]
+        worker_labels = {LABEL_JOB: job.name, LABEL_MPI_ROLE: "worker"}
+        launcher_labels = {LABEL_JOB: job.name, LABEL_MPI_ROLE: "launcher"}
+
+        launcher = kplus.PodTemplateSpec(
+            metadata=kplus.ObjectMeta(labels=launcher_labels),
+            spec=kplus.PodSpec(
+                node_selector=dict(props.launcher_node_selector),
+                containers=[
+                    kplus.Container(
+                        name="launcher",
+                        image=job.image,
+                        image_pull_policy="IfNotPresent",
+                        command=mpirun_command(props),
+                        env=env,
+                        resources=kplus.ResourceRequirements(
+                            requests={"cpu": kplus.Quantity.from_string("500m"), "memory": mebibytes(512)}
+                        ),
+                    )
+                ],
+            ),
+        )
+        resources = worker_resources(props)
+        security = (
+            kplus.SecurityContext(capabilities=kplus.Capabilities(add=["IPC_LOCK"]))
+            if job.fabric == "infiniband" else None
+        )
+        worker = kplus.PodTemplateSpec(
+            metadata=kplus.ObjectMeta(labels=worker_labels),
+            spec=kplus.PodSpec(
+                node_selector={LABEL_NODE_GROUP: job.node_group},
+                tolerations=tolerations(props.taints) or None,
+                affinity=one_pod_per_node(worker_labels),
+                containers=[
+                    # No command: the operator starts sshd (/usr/sbin/sshd -De) for mpirun to reach.
+                    kplus.Container(
+                        name="worker",
+                        image=job.image,
+                        image_pull_policy="IfNotPresent",
+                        env=env,
+                        resources=kplus.ResourceRequirements(limits=resources, requests=resources),
+                        security_context=security,
+                        volume_mounts=[kplus.VolumeMount(name="dshm", mount_path="/dev/shm")],
+                    )
+                ],
+                volumes=[
+                    kplus.Volume(
+                        name="dshm",
+                        empty_dir=kplus.EmptyDirVolumeSource(medium="Memory", size_limit=mebibytes(job.shm_mib)),
+                    )
+                ],
+            ),
+        )
+        self.spec = MpiJobSpec(
+            slots_per_worker=job.slots_per_worker,
+            launcher_creation_policy="WaitForWorkersReady",
+            mpi_implementation="OpenMPI",
+            run_policy=RunPolicy(
+                clean_pod_policy="Running", suspend=job.suspend, backoff_limit=props.backoff_limit
+            ),
+            launcher=ReplicaSpec(replicas=1, restart_policy="OnFailure", template=launcher),
+            worker=ReplicaSpec(replicas=job.workers, restart_policy="Never", template=worker),
+        )
+        self.mpijob = MpiJob(
+            self,
+            "MpiJob",
+            name=job.name,
+            namespace=job.namespace,
+            spec=self.spec,
+            labels={"app.kubernetes.io/name": "nccl-tests", LABEL_NODE_GROUP: job.node_group, **props.labels},
+            annotations={ANNOTATION_START: start_command(job), ANNOTATION_LOGS: logs_command(job)},
+        )

@@ -1,0 +1,373 @@
+"""Extension: shared training storage, an FSx for Lustre file system declared in the spec.
+
+``storage`` is off unless the section is present (and ``enabled`` is not false). The models here
+follow :mod:`spec.models` (unknown fields are errors, camelCase aliases, frozen); this module does not
+import :mod:`spec.models` or :mod:`spec.plan` at run time because ``spec.models`` imports it.
+
+What FSx for Lustre accepts, with the document each fact comes from:
+
+* Storage capacity (FSx API Reference, ``CreateFileSystem`` ``StorageCapacity``; the CloudFormation
+  ``AWS::FSx::FileSystem`` ``StorageCapacity`` text is the same): SCRATCH_2, PERSISTENT_1 and
+  PERSISTENT_2 on SSD take 1200 GiB, 2400 GiB and then increments of 2400 GiB; SCRATCH_1 takes
+  1200 GiB, 2400 GiB and then increments of 3600 GiB.
+* Per-unit storage throughput (FSx API Reference, ``LustreFileSystemConfiguration``
+  ``PerUnitStorageThroughput``: "only valid for PERSISTENT_1 and PERSISTENT_2"): PERSISTENT_1 SSD
+  50, 100, 200 MB/s/TiB; PERSISTENT_2 SSD 125, 250, 500, 1000 MB/s/TiB; scratch types take none.
+* Linking an S3 bucket (FSx for Lustre User Guide, "Linking your file system to an Amazon S3
+  bucket": "Data repository associations, automatic export, and support for multiple data
+  repositories aren't available on FSx for Lustre 2.10 file systems or Scratch 1 file systems";
+  "Working with older deployment types"; FSx API Reference ``CreateFileSystemLustreConfiguration``:
+  ``ImportPath``, ``ExportPath``, ``AutoImportPolicy`` and ``ImportedFileChunkSize`` are not supported
+  on PERSISTENT_2 / with a data repository association):
+
+  ==============  =========================================================================
+  PERSISTENT_2    ``AWS::FSx::DataRepositoryAssociation`` (DRA): import on create, automatic
+                  import and automatic export events; never ``ImportPath``
+  SCRATCH_1,      the older link on the file system itself: ``LustreConfiguration.ImportPath``
+  SCRATCH_2,      (+ ``AutoImportPolicy``). It always imports the bucket's listing when the file
+  PERSISTENT_1    system is created and has no automatic export (export with data repository
+                  tasks instead). efa-stack uses this link for these types, as the AWS CDK
+                  ``LustreFileSystem`` example does for SCRATCH_2.
+  ==============  =========================================================================
+
+* Lustre version (FSx API Reference, ``CreateFileSystem`` ``FileSystemTypeVersion``): "2.15 is
+  supported by all Lustre deployment types and is recommended for all new file systems".
+* S3 bucket names (Amazon S3 User Guide, "General purpose bucket naming rules"): 3-63 characters of
+  lowercase letters, digits, dots and hyphens; begin and end with a letter or digit; no two adjacent
+  periods; not formatted as an IP address; not starting with ``xn--``, ``sthree-`` or
+  ``amzn-s3-demo-``; not ending with ``-s3alias``, ``--ol-s3``, ``.mrap`` or ``--x-s3``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from spec.errors import Problem, SpecError
+
+if TYPE_CHECKING:  # spec.models imports this module; keep these imports for type checkers only
+    from spec.models import ClusterSpec
+    from spec.plan import ClusterPlan, NodeGroupPlan, Taint
+
+DeploymentType = Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"]
+Compression = Literal["NONE", "LZ4"]
+Event = Literal["NEW", "CHANGED", "DELETED"]
+LinkKind = Literal["association", "import-path"]
+
+DEPLOYMENT_TYPES: tuple[str, ...] = ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2")
+THROUGHPUTS: dict[str, tuple[int, ...]] = {
+    "PERSISTENT_1": (50, 100, 200),
+    "PERSISTENT_2": (125, 250, 500, 1000),
+}
+"""Allowed ``PerUnitStorageThroughput`` (MB/s/TiB, SSD) per deployment type; scratch types take none."""
+CAPACITY_STEP_GIB: dict[str, int] = {"SCRATCH_1": 3600, "SCRATCH_2": 2400, "PERSISTENT_1": 2400, "PERSISTENT_2": 2400}
+"""After 1200 and 2400 GiB, capacity grows in these increments."""
+ASSOCIATION_TYPES = frozenset({"PERSISTENT_2"})
+"""Deployment types efa-stack links to S3 with a data repository association (the rest use ImportPath)."""
+LUSTRE_VERSION = "2.15"
+EVENTS: tuple[str, ...] = ("NEW", "CHANGED", "DELETED")
+# Legacy AutoImportPolicy values and the events each stands for (FSx API Reference, AutoImportPolicy).
+LEGACY_AUTO_IMPORT: dict[tuple[str, ...], str] = {
+    (): "NONE",
+    ("NEW",): "NEW",
+    ("NEW", "CHANGED"): "NEW_CHANGED",
+    ("NEW", "CHANGED", "DELETED"): "NEW_CHANGED_DELETED",
+}
+
+CSI_DRIVER = "fsx.csi.aws.com"
+DEFAULT_MOUNT_PATH = "/fsx"
+CLAIM_NAME = "fsx-claim"
+VOLUME_NAME = "fsx-pv"
+CLAIM_NAMESPACE = "default"
+STORAGE_CLASS_NAME = "fsx-lustre"
+
+_BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$")
+_BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3")
+
+
+class _Model(BaseModel):
+    # Same settings as spec.models._Model (defined again here so that the import stays one-way).
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class S3Link(_Model):
+    """An S3 bucket (and prefix) linked to the file system."""
+
+    bucket: str
+    """The bucket name only (no ``s3://``); it must be in the cluster's region."""
+    prefix: str = Field("", pattern=r"^[^\s]*$")
+    """Objects under this prefix appear in the file system (``""``: the whole bucket)."""
+    import_on_create: bool = Field(True, alias="importOnCreate")
+    """Load the listing of the linked objects when the link is created (always on for ImportPath)."""
+    auto_import: list[Event] = Field(default_factory=lambda: ["NEW", "CHANGED", "DELETED"], alias="autoImport")
+    """S3 changes that FSx imports automatically (``[]``: none after the first import)."""
+    auto_export: list[Event] = Field(default_factory=list, alias="autoExport")
+    """File system changes that FSx writes back to S3 automatically (PERSISTENT_2 only)."""
+    file_system_path: str = Field("/", alias="fileSystemPath", pattern=r"^/[^\s]*$")
+    """Where the linked objects appear in the file system (PERSISTENT_2 only; ``/`` is the root)."""
+
+
+class Storage(_Model):
+    """Extension: an FSx for Lustre file system shared by the training jobs (see README "Storage")."""
+
+    enabled: bool = True
+    deployment_type: DeploymentType = Field("PERSISTENT_2", alias="deploymentType")
+    storage_capacity_gib: int = Field(1200, alias="storageCapacityGiB", gt=0)
+    per_unit_storage_throughput: int | None = Field(None, alias="perUnitStorageThroughput", gt=0)
+    """MB/s/TiB for persistent types; default the lowest (PERSISTENT_1: 50, PERSISTENT_2: 125)."""
+    data_compression: Compression = Field("NONE", alias="dataCompression")
+    s3: S3Link | None = None
+    mount_path: str = Field(DEFAULT_MOUNT_PATH, alias="mountPath", pattern=r"^/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$")
+    """Where the NCCL/training job containers see the file system."""
+    node_group: str | None = Field(None, alias="nodeGroup", pattern=r"^[a-zA-Z][-a-zA-Z0-9]*$")
+    """Whose availability zone and private subnet get the file system; default: the first EFA node
+    group with NVIDIA GPUs (else the first EFA node group, else the first node group)."""
+    dynamic_provisioning: bool = Field(False, alias="dynamicProvisioning")
+    """Also create the ``fsx-lustre`` StorageClass: one new file system per claim (deleted with it)."""
+
+
+# --- validation ------------------------------------------------------------------------------
+
+
+def capacity_allowed(deployment_type: str, gib: int) -> bool:
+    step = CAPACITY_STEP_GIB[deployment_type]
+    return gib in (1200, 2400) or (gib > 0 and gib % step == 0)
+
+
+def _capacity_fix(deployment_type: str, gib: int) -> str:
+    step = CAPACITY_STEP_GIB[deployment_type]
+    valid = sorted({1200, 2400, *(step * k for k in range(1, max(2, gib // step + 2)))})
+    lower = max((v for v in valid if v < gib), default=None)
+    higher = min((v for v in valid if v > gib), default=1200)
+    near = " or ".join(str(v) for v in (lower, higher) if v is not None)
+    return f"use 1200, 2400 or a multiple of {step} GiB (nearest: {near})"
+
+
+def bucket_name_problem(name: str) -> str | None:
+    """Why ``name`` is not a general purpose S3 bucket name, or None when it is one."""
+    if name.startswith("s3://") or "/" in name:
+        return "give the bucket name alone; put the path after it in s3.prefix"
+    if not 3 <= len(name) <= 63:
+        return "bucket names are 3 to 63 characters long"
+    if not _BUCKET_CHARS.match(name):
+        return ("bucket names use only lowercase letters, digits, dots and hyphens, and begin and end "
+                "with a letter or digit")
+    if ".." in name:
+        return "bucket names must not contain two adjacent periods"
+    try:
+        ipaddress.IPv4Address(name)
+    except ValueError:
+        pass
+    else:
+        return "bucket names must not be formatted as an IP address"
+    for p in _BUCKET_PREFIXES:
+        if name.startswith(p):
+            return f"bucket names must not start with {p!r}"
+    for s in _BUCKET_SUFFIXES:
+        if name.endswith(s):
+            return f"bucket names must not end with {s!r} (reserved for access point aliases)"
+    return None
+
+
+def _default_node_group(groups: Sequence[NodeGroupPlan]) -> NodeGroupPlan | None:
+    for wanted in (
+        lambda g: g.efa_enabled and g.instance.accelerator == "nvidia",
+        lambda g: g.efa_enabled,
+        lambda g: True,
+    ):
+        found = next((g for g in groups if wanted(g)), None)
+        if found is not None:
+            return found
+    return None
+
+
+def validate_storage(spec: ClusterSpec, node_groups: Sequence[NodeGroupPlan]) -> list[Problem]:
+    """Every problem with ``spec.storage``, each naming the field, the value and the fix.
+
+    ``node_groups`` are the planned managed node groups (``ClusterPlan.node_groups``, or the ones
+    that planned cleanly while :func:`spec.plan.build_plan` collects problems).
+    """
+    st = spec.storage
+    if st is None or not st.enabled:
+        return []
+    out: list[Problem] = []
+    dt = st.deployment_type
+    gib = st.storage_capacity_gib
+    if not capacity_allowed(dt, gib):
+        out.append(Problem(
+            "storage.storageCapacityGiB", gib, f"capacity not allowed for deploymentType {dt}",
+            _capacity_fix(dt, gib),
+        ))
+    tp = st.per_unit_storage_throughput
+    if tp is not None:
+        allowed = THROUGHPUTS.get(dt)
+        if allowed is None:
+            out.append(Problem(
+                "storage.perUnitStorageThroughput", tp,
+                f"{dt} file systems have no per-unit throughput setting (it only exists for PERSISTENT_1 and PERSISTENT_2)",
+                "remove perUnitStorageThroughput, or use deploymentType PERSISTENT_2 (125, 250, 500 or 1000)",
+            ))
+        elif tp not in allowed:
+            out.append(Problem(
+                "storage.perUnitStorageThroughput", tp, f"throughput not allowed for deploymentType {dt}",
+                f"use one of {', '.join(map(str, allowed))} (MB/s per TiB)",
+            ))
+    link = st.s3
+    if link is not None:
+        why = bucket_name_problem(link.bucket)
+        if why:
+            out.append(Problem("storage.s3.bucket", link.bucket, "not an S3 bucket name", why))
+        for fld, events in (("autoImport", link.auto_import), ("autoExport", link.auto_export)):
+            if len(set(events)) != len(events):
+                out.append(Problem(f"storage.s3.{fld}", list(events), "events are listed twice", "list each event once"))
+        if dt not in ASSOCIATION_TYPES:
+            # The older link (ImportPath on the file system) of SCRATCH_1, SCRATCH_2 and PERSISTENT_1.
+            if link.auto_export:
+                out.append(Problem(
+                    "storage.s3.autoExport", list(link.auto_export),
+                    f"automatic export needs a data repository association, which {dt} file systems "
+                    "linked through ImportPath cannot have",
+                    "use deploymentType PERSISTENT_2, or remove autoExport and export with a data repository task",
+                ))
+            if link.file_system_path != "/":
+                out.append(Problem(
+                    "storage.s3.fileSystemPath", link.file_system_path,
+                    f"{dt} file systems link the bucket at the root of the file system",
+                    "remove fileSystemPath, or use deploymentType PERSISTENT_2",
+                ))
+            if not link.import_on_create:
+                out.append(Problem(
+                    "storage.s3.importOnCreate", False,
+                    f"{dt} file systems always import the bucket's listing when they are created",
+                    "remove importOnCreate, or use deploymentType PERSISTENT_2",
+                ))
+            ordered = tuple(e for e in EVENTS if e in link.auto_import)
+            if ordered not in LEGACY_AUTO_IMPORT:
+                out.append(Problem(
+                    "storage.s3.autoImport", list(link.auto_import),
+                    f"{dt} file systems import NEW, NEW+CHANGED or NEW+CHANGED+DELETED events only",
+                    "use [], [NEW], [NEW, CHANGED] or [NEW, CHANGED, DELETED], or deploymentType PERSISTENT_2",
+                ))
+    if st.node_group is not None and not any(g.name == st.node_group for g in node_groups):
+        names = [ng.name for ng in spec.managed_node_groups]
+        if st.node_group not in names:
+            out.append(Problem(
+                "storage.nodeGroup", st.node_group, "no managed node group has this name",
+                f"use one of {', '.join(names)} (or remove nodeGroup)",
+            ))
+    return out
+
+
+# --- plan ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class S3LinkPlan:
+    bucket: str
+    prefix: str
+    kind: LinkKind
+    """``association`` (a DataRepositoryAssociation) or ``import-path`` (LustreConfiguration.ImportPath)."""
+    file_system_path: str
+    import_on_create: bool
+    auto_import: tuple[str, ...]
+    auto_export: tuple[str, ...]
+
+    @property
+    def data_repository_path(self) -> str:
+        """``s3://bucket/prefix/`` (``s3://bucket`` without a prefix), as FSx writes S3 paths."""
+        prefix = self.prefix.strip("/")
+        return f"s3://{self.bucket}/{prefix}/" if prefix else f"s3://{self.bucket}"
+
+    @property
+    def auto_import_policy(self) -> str:
+        """The ``AutoImportPolicy`` of the older ImportPath link."""
+        return LEGACY_AUTO_IMPORT[tuple(e for e in EVENTS if e in self.auto_import)]
+
+
+@dataclass(frozen=True)
+class StoragePlan:
+    """Everything the storage stack and the job charts need, derived once from the spec."""
+
+    deployment_type: str
+    capacity_gib: int
+    per_unit_storage_throughput: int | None
+    data_compression: str
+    lustre_version: str
+    node_group: str
+    availability_zone: str
+    s3: S3LinkPlan | None
+    mount_path: str
+    dynamic_provisioning: bool
+    tolerations: tuple[Taint, ...]
+    """The distinct taints of the managed node groups (``nvidia.com/gpu`` on GPU groups), sorted by
+    key and effect: the FSx CSI node DaemonSet tolerates them so that every node can mount."""
+    claim_name: str = CLAIM_NAME
+    claim_namespace: str = CLAIM_NAMESPACE
+    volume_name: str = VOLUME_NAME
+    storage_class_name: str = STORAGE_CLASS_NAME
+
+    @property
+    def uses_association(self) -> bool:
+        return self.s3 is not None and self.s3.kind == "association"
+
+    @property
+    def capacity_quantity(self) -> str:
+        """The Kubernetes quantity of the PV and PVC (``1200Gi``)."""
+        return f"{self.capacity_gib}Gi"
+
+
+def storage_plan(plan: ClusterPlan) -> StoragePlan | None:
+    """The storage plan of ``plan`` (None when the spec has no enabled ``storage`` section).
+
+    Validates again (cheap) so that a plan built without :func:`validate_storage` still fails here,
+    before any CloudFormation is written; raises :class:`SpecError`.
+    """
+    spec = plan.spec
+    st = spec.storage if spec is not None else None
+    if st is None or not st.enabled:
+        return None
+    problems = validate_storage(spec, plan.node_groups)
+    if problems:
+        raise SpecError(plan.name, problems)
+    if st.node_group is not None:
+        group = plan.node_group(st.node_group)
+    else:
+        group = _default_node_group(plan.node_groups) or plan.system
+    tp = st.per_unit_storage_throughput
+    if tp is None and st.deployment_type in THROUGHPUTS:
+        tp = THROUGHPUTS[st.deployment_type][0]
+    link = None
+    if st.s3 is not None:
+        link = S3LinkPlan(
+            bucket=st.s3.bucket,
+            prefix=st.s3.prefix,
+            kind="association" if st.deployment_type in ASSOCIATION_TYPES else "import-path",
+            file_system_path=st.s3.file_system_path,
+            import_on_create=st.s3.import_on_create,
+            auto_import=tuple(e for e in EVENTS if e in st.s3.auto_import),
+            auto_export=tuple(e for e in EVENTS if e in st.s3.auto_export),
+        )
+    seen: dict[tuple[str, str], Any] = {}
+    for g in plan.node_groups:
+        for t in g.taints:
+            seen.setdefault((t.key, t.effect), t)
+    taints = [seen[k] for k in sorted(seen)]
+    return StoragePlan(
+        deployment_type=st.deployment_type,
+        capacity_gib=st.storage_capacity_gib,
+        per_unit_storage_throughput=tp,
+        data_compression=st.data_compression,
+        lustre_version=LUSTRE_VERSION,
+        node_group=group.name,
+        availability_zone=group.availability_zone,
+        s3=link,
+        mount_path=st.mount_path,
+        dynamic_provisioning=st.dynamic_provisioning,
+        tolerations=tuple(taints),
+    )

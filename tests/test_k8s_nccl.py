@@ -1,0 +1,264 @@
+"""The nccl-tests MPIJob: every number derived from the spec, per instance type and fabric."""
+
+from __future__ import annotations
+
+import pytest
+
+from k8s.charts import NCCL_TESTS
+from k8s.nccl_tests import LOGS_COMMAND, START_COMMAND, logs_command, start_command
+from spec import catalog
+from spec.errors import SpecError
+from spec.loader import parse_spec
+from spec.nccl import nccl_job_plan, size_bytes, validate_nccl
+from spec.plan import LABEL_NODE_GROUP, LABEL_ROLE, build_plan
+from tests.test_k8s_support import (
+    arg_after,
+    built,
+    built_text,
+    env_of,
+    mpirun_args,
+    spec_text,
+    worker,
+    worker_container,
+)
+
+# (spec, instance type, nodes): the numbers below are what the catalog says about each type.
+CASES = [
+    ("p4d", "p4d.24xlarge", 4),
+    ("default", "p5.48xlarge", 2),
+    ("p5en", "p5en.48xlarge", 2),
+    ("p6-b200", "p6-b200.48xlarge", 2),
+]
+KNOWN = {  # the published figures, to check the catalog-derived ones against once
+    "p4d.24xlarge": {"gpus": 8, "efa": 4},
+    "p5.48xlarge": {"gpus": 8, "efa": 32},
+    "p5en.48xlarge": {"gpus": 8, "efa": 16},
+    "p6-b200.48xlarge": {"gpus": 8, "efa": 8},
+}
+
+
+@pytest.mark.parametrize(("stem", "instance_type", "nodes"), CASES)
+def test_derived_numbers_per_instance_type(stem, instance_type, nodes):
+    # GIVEN a spec of <nodes> x <instance type> WHEN its charts are built
+    b = built(stem)
+    job = b.mpijob()
+    ng = b.plan.node_groups[0]
+    gpus, efa = KNOWN[instance_type]["gpus"], KNOWN[instance_type]["efa"]
+    assert (ng.instance_type, ng.gpus_per_node, ng.efa_devices_per_node) == (instance_type, gpus, efa)
+    # THEN one rank per GPU, one worker per node, every EFA device of the node
+    args = mpirun_args(job)
+    assert job["spec"]["slotsPerWorker"] == gpus
+    assert arg_after(args, "-np") == str(nodes * gpus)
+    assert arg_after(args, "-N") == str(gpus)
+    assert worker(job)["replicas"] == nodes
+    res = worker_container(job)["resources"]
+    assert res["limits"] == res["requests"]
+    assert res["limits"]["nvidia.com/gpu"] == gpus
+    assert res["limits"]["vpc.amazonaws.com/efa"] == efa
+    assert res["limits"]["hugepages-2Mi"] == "5120Mi" and res["limits"]["memory"] == "8000Mi"
+    assert env_of(worker_container(job))["FI_EFA_USE_DEVICE_RDMA"] == "1"  # A100/H100/H200/B200
+
+
+def test_p5_example_from_the_issue():
+    job = built("default").mpijob()
+    assert arg_after(mpirun_args(job), "-np") == "16"
+    assert job["spec"]["slotsPerWorker"] == 8
+    assert worker_container(job)["resources"]["limits"]["vpc.amazonaws.com/efa"] == 32
+
+
+def test_a_spec_change_alone_changes_every_number():
+    # GIVEN the same spec with only the instance type and node count changed
+    p5 = built_text(spec_text("p5.48xlarge", 2)).mpijob()
+    p4d = built_text(spec_text("p4d.24xlarge", 4)).mpijob()
+    for job, it, nodes in ((p5, "p5.48xlarge", 2), (p4d, "p4d.24xlarge", 4)):
+        inst = catalog.get(it)
+        plan_ng = build_plan(parse_spec(spec_text(it, nodes))).node_groups[0]
+        # THEN -np, slots, GPUs and EFA devices all follow the catalog, nothing typed twice
+        assert job["spec"]["slotsPerWorker"] == inst.gpus
+        assert arg_after(mpirun_args(job), "-np") == str(nodes * inst.gpus)
+        assert worker(job)["replicas"] == nodes
+        limits = worker_container(job)["resources"]["limits"]
+        assert limits["nvidia.com/gpu"] == inst.gpus
+        assert limits["vpc.amazonaws.com/efa"] == plan_ng.efa_devices_per_node == inst.max_efa_interfaces
+    assert arg_after(mpirun_args(p5), "-np") == "16" and arg_after(mpirun_args(p4d), "-np") == "32"
+    assert worker_container(p5)["resources"]["limits"]["vpc.amazonaws.com/efa"] == 32
+    assert worker_container(p4d)["resources"]["limits"]["vpc.amazonaws.com/efa"] == 4
+
+
+def test_default_sweep_and_efa_environment():
+    b = built("default")
+    job = b.mpijob()
+    args = mpirun_args(job)
+    binary = args.index("/opt/nccl-tests/build/all_reduce_perf")
+    assert args[binary + 1:] == ["-b", "8", "-e", "16G", "-f", "2", "-g", "1", "-c", "1", "-n", "100"]
+    env = env_of(job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0])
+    assert env["FI_PROVIDER"] == "efa"
+    assert env["NCCL_DEBUG"] == "INFO"
+    assert env["NCCL_TUNER_PLUGIN"] == "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu/libnccl-ofi-tuner.so"
+    assert env["LD_LIBRARY_PATH"].split(":")[:4] == [
+        "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu", "/opt/nccl/build/lib", "/opt/amazon/efa/lib", "/opt/amazon/openmpi/lib",
+    ]
+    # every variable reaches the ranks on the workers (ssh sessions only see what -x exports)
+    exported = {args[i + 1] for i, a in enumerate(args) if a == "-x"}
+    assert exported == set(env)
+
+
+def test_job_shape_launcher_workers_and_suspension():
+    b = built("default")
+    job = b.mpijob()
+    assert job["metadata"]["name"] == "nccl-tests-p5" and job["metadata"]["namespace"] == "default"
+    spec = job["spec"]
+    assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
+    assert spec["runPolicy"]["suspend"] is True
+    launcher = spec["mpiReplicaSpecs"]["Launcher"]
+    assert launcher["replicas"] == 1
+    assert launcher["template"]["spec"]["nodeSelector"] == {LABEL_ROLE: "system"}
+    assert "nvidia.com/gpu" not in str(launcher)
+    wspec = worker(job)["template"]["spec"]
+    assert wspec["nodeSelector"] == {LABEL_NODE_GROUP: "p5"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in wspec["tolerations"]
+    (term,) = wspec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"] == worker(job)["template"]["metadata"]["labels"]
+    (shm,) = wspec["volumes"]
+    assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": "2048Mi"}
+    assert worker_container(job)["volumeMounts"] == [{"mountPath": "/dev/shm", "name": "dshm"}]
+    # no command: the operator runs sshd in workers
+    assert "command" not in worker_container(job) and "args" not in worker_container(job)
+
+
+def test_start_and_logs_commands():
+    job = nccl_job_plan(built("default").plan)
+    assert start_command(job) == (
+        "kubectl patch mpijob nccl-tests-p5 -n default --type merge "
+        "-p '{\"spec\":{\"runPolicy\":{\"suspend\":false}}}'"
+    )
+    assert logs_command(job) == "kubectl logs -n default -f job/nccl-tests-p5-launcher"
+    assert "{name}" in START_COMMAND and "{name}" in LOGS_COMMAND
+    annotations = built("default").mpijob()["metadata"]["annotations"]
+    assert annotations["efa-stack.io/start"] == start_command(job)
+
+
+def test_tcp_fabric_renders_the_same_job_without_efa():
+    efa = built_text(spec_text()).mpijob()
+    tcp = built_text(spec_text(extra="ncclTest:\n  fabric: tcp\n")).mpijob()
+    limits = worker_container(tcp)["resources"]["limits"]
+    assert "vpc.amazonaws.com/efa" not in limits and "hugepages-2Mi" not in limits
+    env = env_of(worker_container(tcp))
+    assert env["NCCL_NET"] == "Socket" and env["FI_PROVIDER"] != "efa"
+    assert "FI_EFA_USE_DEVICE_RDMA" not in env and "NCCL_TUNER_PLUGIN" not in env
+    # same shape otherwise: the A/B differs only in the fabric
+    assert arg_after(mpirun_args(tcp), "-np") == arg_after(mpirun_args(efa), "-np")
+    assert worker(tcp)["replicas"] == worker(efa)["replicas"]
+
+
+def test_tcp_fabric_can_target_a_group_without_efa():
+    job = built_text(spec_text(efa=False, extra="ncclTest:\n  fabric: tcp\n")).mpijob()
+    assert arg_after(mpirun_args(job), "-np") == "16"
+
+
+def test_infiniband_fabric_uses_rdma_hca_and_ipc_lock():
+    job = built_text(spec_text(extra="ncclTest:\n  fabric: infiniband\n")).mpijob()
+    c = worker_container(job)
+    assert c["resources"]["limits"]["rdma/hca"] == 1
+    assert "vpc.amazonaws.com/efa" not in c["resources"]["limits"]
+    assert c["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
+    env = env_of(c)
+    assert env["NCCL_IB_DISABLE"] == "0" and env["NCCL_NET"] == "IB"
+    assert {"NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_SOCKET_IFNAME"} <= set(env)
+    assert "FI_PROVIDER" not in env
+
+
+def test_other_binaries_and_sweeps_are_selectable():
+    extra = (
+        "ncclTest:\n  binary: alltoall_perf\n  minBytes: 1M\n  maxBytes: 4G\n  stepFactor: 4\n"
+        "  iterations: 20\n  check: 0\n  suspend: false\n"
+    )
+    job = built_text(spec_text(extra=extra)).mpijob()
+    args = mpirun_args(job)
+    binary = args.index("/opt/nccl-tests/build/alltoall_perf")
+    assert args[binary + 1:] == ["-b", "1M", "-e", "4G", "-f", "4", "-g", "1", "-c", "0", "-n", "20"]
+    assert job["spec"]["runPolicy"]["suspend"] is False
+
+
+def test_node_group_choice_and_trainium():
+    extra = """  - name: second
+    instanceType: p5en.48xlarge
+    minSize: 3
+    desiredCapacity: 3
+    maxSize: 3
+    availabilityZones: ["us-west-2a"]
+    privateNetworking: true
+    efaEnabled: true
+ncclTest:
+  nodeGroup: second
+"""
+    job = built_text(spec_text(extra=extra)).mpijob()
+    assert job["metadata"]["name"] == "nccl-tests-second"
+    assert arg_after(mpirun_args(job), "-np") == "24"
+    assert worker_container(job)["resources"]["limits"]["vpc.amazonaws.com/efa"] == 16
+    trn = built("trn2")
+    assert nccl_job_plan(trn.plan) is None and NCCL_TESTS not in trn.manifests
+
+
+def test_size_bytes():
+    assert size_bytes("8") == 8 and size_bytes("1K") == 1024 and size_bytes("16G") == 16 * 1024**3
+
+
+# --- validation: problems name the field, the value and the fix ------------------------------------
+
+def problems(text: str) -> list:
+    """The problems build_plan reports (it runs validate_nccl with the other checks)."""
+    try:
+        build_plan(parse_spec(text))
+    except SpecError as exc:
+        return exc.problems
+    return []
+
+
+def test_default_specs_have_no_nccl_problems():
+    for stem in ("default", "p4d", "p5en", "p6-b200", "trn2", "eksctl-efa-cluster"):
+        b = built(stem)
+        assert validate_nccl(b.plan.spec, b.plan.node_groups) == []
+
+
+def test_fails_sweep_that_starts_above_its_end():
+    (p,) = problems(spec_text(extra="ncclTest:\n  minBytes: 1G\n  maxBytes: 1M\n"))
+    assert p.field == "ncclTest.minBytes/maxBytes" and "minBytes" in p.fix
+
+
+def test_fails_unknown_node_group():
+    (p,) = problems(spec_text(extra="ncclTest:\n  nodeGroup: nope\n"))
+    assert p.field == "ncclTest.nodeGroup" and p.value == "nope" and "gpu" in p.fix
+
+
+def test_fails_neuron_node_group():
+    (p,) = problems(spec_text("trn2.48xlarge", extra="ncclTest:\n  nodeGroup: gpu\n"))
+    assert "CUDA" in p.message and "Neuron" in p.message
+
+
+def test_fails_efa_fabric_on_a_group_without_efa():
+    (p,) = problems(spec_text(efa=False, extra="ncclTest:\n  nodeGroup: gpu\n"))
+    assert "efaEnabled" in p.message and "fabric: tcp" in p.fix
+
+
+def test_fails_shm_larger_than_memory():
+    (p,) = problems(spec_text(extra="ncclTest:\n  memoryMiB: 4096\n  shmSizeMiB: 4096\n"))
+    assert p.field == "ncclTest.shmSizeMiB"
+
+
+def test_fails_worker_that_does_not_fit_the_node():
+    (p,) = problems(spec_text("p4d.24xlarge", extra="ncclTest:\n  memoryMiB: 2000000\n  shmSizeMiB: 1024\n"))
+    assert p.field == "ncclTest.memoryMiB/hugepagesMiB" and "p4d.24xlarge" in p.message
+
+
+def test_fails_explicit_nccl_test_on_a_trainium_only_cluster():
+    (p,) = problems(spec_text("trn2.48xlarge", extra="ncclTest:\n  maxBytes: 1G\n"))
+    assert p.field == "ncclTest" and "NVIDIA" in p.message
+
+
+def test_fails_bad_values_at_parse_time():
+    with pytest.raises(SpecError) as exc:
+        parse_spec(spec_text(extra="ncclTest:\n  binary: allreduce\n  fabric: roce\n  maxBytes: 16GB\n"))
+    fields = {p.field for p in exc.value.problems}
+    assert fields == {"ncclTest.binary", "ncclTest.fabric", "ncclTest.maxBytes"}

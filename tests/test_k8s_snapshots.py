@@ -1,0 +1,64 @@
+"""One snapshot per chart, and the dist/ YAML kept as golden files so a reviewer sees manifest changes.
+
+Regenerate both after an intended change with ``make snapshots``
+(``EFA_STACK_UPDATE_GOLDEN=1 pytest --snapshot-update``) and read the diff.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from k8s.charts import CHART_ORDER
+from k8s.dist import dist_dir, render_chart, render_dist, write_dist
+from tests.conftest import golden_check
+from tests.test_k8s_support import GOLDEN_K8S, GOLDEN_SPECS, built
+
+SNAPSHOT_CHARTS = [
+    ("default", "efa-device-plugin"),
+    ("default", "nvidia-device-plugin"),
+    ("default", "mpi-operator-crd"),
+    ("default", "mpi-operator"),
+    ("default", "nccl-tests"),
+    ("trn2", "efa-device-plugin"),
+    ("trn2", "neuron-device-plugin"),
+]
+
+
+def test_snapshot_list_covers_every_chart():
+    assert {c for _, c in SNAPSHOT_CHARTS} == set(CHART_ORDER)
+
+
+@pytest.mark.parametrize(("stem", "chart_id"), SNAPSHOT_CHARTS)
+def test_chart_snapshot(stem, chart_id, snapshot):
+    b = built(stem)
+    (chart,) = [c for c in b.charts if c.node.id == chart_id]
+    assert render_chart(b.plan, chart) == snapshot
+
+
+@pytest.mark.parametrize("stem", GOLDEN_SPECS)
+def test_dist_matches_golden_files(stem, tmp_path):
+    plan = built(stem).plan
+    written = write_dist(plan, dist_dir(plan, tmp_path))
+    golden = GOLDEN_K8S / plan.name
+    assert [p.parent for p in written] == [tmp_path / plan.name] * len(written)
+    for path in written:
+        golden_check(golden / path.name, path.read_text())
+    stale = {p.name for p in golden.glob("*.yaml")} - {p.name for p in written}
+    assert not stale, f"golden files for charts no longer rendered: {sorted(stale)}; run `make snapshots`"
+
+
+def test_dist_is_deterministic_and_ordered():
+    plan = built("default").plan
+    first, second = render_dist(plan), render_dist(plan)
+    assert first == second
+    assert list(first) == sorted(first)  # file-name order is apply order
+
+
+def test_write_dist_removes_only_stale_chart_files(tmp_path):
+    plan = built("default").plan
+    (tmp_path / "12-neuron-device-plugin.yaml").write_text("old")
+    (tmp_path / "README.md").write_text("keep")
+    written = write_dist(plan, tmp_path)
+    assert not (tmp_path / "12-neuron-device-plugin.yaml").exists()
+    assert (tmp_path / "README.md").read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.glob("*.yaml")) == [p.name for p in written]

@@ -1,0 +1,151 @@
+"""Proof: every object validates against the Kubernetes schema of the cluster's version, every MPIJob
+against our structural CRD, and every chart fits CDK's kubectl-handler manifest limit."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+from kubernetes_validate.utils import all_versions, major_minor
+
+from spec.models import KUBERNETES_VERSIONS
+from tests.test_k8s_support import (
+    GOLDEN_SPECS,
+    KUBECTL_HANDLER_LIMIT,
+    built,
+    built_text,
+    crd,
+    crd_schema,
+    spec_text,
+)
+
+FABRICS = ("efa", "tcp", "infiniband")
+
+
+def _validate_k8s(obj: dict[str, Any], version: str) -> None:
+    if obj["kind"] == "MPIJob":
+        jsonschema.validate(obj, crd_schema())
+        # the pod templates the CRD keeps as-is are validated as what they are: PodTemplates
+        for role, replica in obj["spec"]["mpiReplicaSpecs"].items():
+            pod_template = {
+                "apiVersion": "v1",
+                "kind": "PodTemplate",
+                "metadata": {"name": f"{obj['metadata']['name']}-{role.lower()}", "namespace": "default"},
+                "template": replica["template"],
+            }
+            kubernetes_validate.validate(pod_template, version, strict=True)
+    else:
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_kubernetes_validate_ships_our_versions():
+    shipped = {major_minor(v) for v in all_versions()}
+    for v in KUBERNETES_VERSIONS:
+        assert major_minor(v) in shipped, f"kubernetes-validate has no schemas for {v}"
+
+
+@pytest.mark.parametrize("stem", GOLDEN_SPECS)
+def test_every_object_validates_for_the_cluster_version(stem):
+    b = built(stem)
+    for chart_id, obj in b.objects():
+        try:
+            _validate_k8s(obj, b.plan.kubernetes_version)
+        except (kubernetes_validate.ValidationError, jsonschema.ValidationError) as exc:
+            pytest.fail(f"{stem}/{chart_id}: {obj['kind']} {obj['metadata']['name']}: {exc}")
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_default_cluster_validates_for_every_supported_version(version):
+    for _, obj in built("default").objects():
+        _validate_k8s(obj, version)
+
+
+@pytest.mark.parametrize("fabric", FABRICS)
+def test_every_fabric_validates(fabric):
+    b = built_text(spec_text(extra=f"ncclTest:\n  fabric: {fabric}\n"))
+    for _, obj in b.objects():
+        _validate_k8s(obj, "1.34")
+
+
+def test_crd_itself_validates_and_is_structural():
+    kubernetes_validate.validate(crd(), "1.34", strict=True)
+
+    def walk(node: dict[str, Any], path: str) -> None:
+        preserved = node.get("x-kubernetes-preserve-unknown-fields") is True
+        int_or_string = node.get("x-kubernetes-int-or-string") is True
+        assert "type" in node or int_or_string, f"{path}: structural schemas need a type"
+        assert not ("properties" in node and "additionalProperties" in node), f"{path}: both properties and additionalProperties"
+        for name, child in node.get("properties", {}).items():
+            walk(child, f"{path}.{name}")
+        if isinstance(node.get("additionalProperties"), dict):
+            walk(node["additionalProperties"], f"{path}[*]")
+        if "items" in node:
+            walk(node["items"], f"{path}[]")
+        if preserved:
+            assert node["type"] == "object"
+
+    walk(crd_schema(), "openAPIV3Schema")
+
+
+def test_crd_types_the_fields_we_use():
+    spec = crd_schema()["properties"]["spec"]["properties"]
+    assert spec["launcherCreationPolicy"]["enum"] == ["AtStartup", "WaitForWorkersReady"]
+    assert spec["mpiImplementation"]["enum"] == ["OpenMPI", "Intel", "MPICH"]
+    assert set(spec["runPolicy"]["properties"]) >= {"cleanPodPolicy", "suspend", "backoffLimit", "ttlSecondsAfterFinished"}
+    for role in ("Launcher", "Worker"):
+        replica = spec["mpiReplicaSpecs"]["properties"][role]["properties"]
+        assert replica["template"]["x-kubernetes-preserve-unknown-fields"] is True
+        assert set(replica) == {"replicas", "restartPolicy", "template"}
+    (version,) = crd()["spec"]["versions"]
+    assert version["subresources"] == {"status": {}}
+
+
+@pytest.mark.parametrize(
+    ("mutate", "why"),
+    [
+        (lambda s: s.__setitem__("slotsPerWorker", 0), "minimum"),
+        (lambda s: s.__setitem__("launcherCreationPolicy", "Eventually"), "enum"),
+        (lambda s: s.__setitem__("mpiImplementation", "LAM"), "enum"),
+        (lambda s: s["mpiReplicaSpecs"]["Launcher"].__setitem__("replicas", 2), "maximum"),
+        (lambda s: s["runPolicy"].__setitem__("suspend", "yes"), "type"),
+        (lambda s: s["runPolicy"].__setitem__("cleanPodPolicy", "Sometimes"), "enum"),
+        (lambda s: s["mpiReplicaSpecs"].pop("Launcher"), "required"),
+    ],
+)
+def test_fails_broken_mpijob_against_the_crd(mutate, why):
+    job = copy.deepcopy(built("default").mpijob())
+    mutate(job["spec"])
+    with pytest.raises(jsonschema.ValidationError) as exc:
+        jsonschema.validate(job, crd_schema())
+    assert exc.value.validator == why
+
+
+@pytest.mark.parametrize("stem", GOLDEN_SPECS)
+def test_every_manifest_fits_the_kubectl_handler_limit(stem):
+    # the handler receives each chart's manifest as json.dumps of its list of objects
+    for chart_id, objs in built(stem).manifests.items():
+        size = len(json.dumps(objs).encode())
+        assert size < KUBECTL_HANDLER_LIMIT, f"{stem}/{chart_id}: {size} bytes"
+        for obj in objs:  # and every object's last-applied annotation holds the object itself
+            assert len(json.dumps(obj).encode()) < KUBECTL_HANDLER_LIMIT
+
+
+def test_crd_is_far_below_the_limit():
+    # the upstream CRD is ~292 KB; ours keeps a wide margin for labels the deploy adds
+    size = len(json.dumps([crd()]).encode())
+    assert size < KUBECTL_HANDLER_LIMIT // 10, size
+
+
+def test_fails_the_validator_is_not_vacuous():
+    ds = copy.deepcopy(built("default").find("DaemonSet", "aws-efa-k8s-device-plugin"))
+    ds["spec"]["template"]["spec"]["containers"][0]["imagePullPolcy"] = "Always"  # misspelt field
+    with pytest.raises(kubernetes_validate.ValidationError):
+        _validate_k8s(ds, "1.34")
+    job = copy.deepcopy(built("default").mpijob())
+    del job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["name"]
+    with pytest.raises(kubernetes_validate.ValidationError):
+        _validate_k8s(job, "1.34")
