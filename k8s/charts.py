@@ -29,6 +29,7 @@ from __future__ import annotations
 import cdk8s
 from constructs import Construct
 
+from k8s import efa_device_plugin, neuron_device_plugin, nvidia_device_plugin
 from k8s.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginProps
 from k8s.mpi_operator import MpiJobCrd, MpiOperator, MpiOperatorProps
 from k8s.neuron_device_plugin import NeuronDevicePlugin, NeuronDevicePluginProps
@@ -54,6 +55,15 @@ CHART_ORDER: dict[str, int] = {
     NCCL_TESTS: 40,
 }
 """Every chart id with its position; the order is the apply order."""
+
+HOST_ACCESS_WORKLOADS: tuple[str, ...] = (
+    efa_device_plugin.NAME,
+    efa_device_plugin.NEURON_NAME,
+    nvidia_device_plugin.NAME,
+    neuron_device_plugin.NAME,
+)
+"""The only workloads allowed host access (hostPath, hostNetwork, privileged); each says why in
+its ``efa-stack.io/host-access-reason`` annotation (checked by policies.rules K8S2)."""
 
 COMMON_LABELS = {"app.kubernetes.io/part-of": "efa-stack", "app.kubernetes.io/managed-by": "efa-stack"}
 """Labels on every top-level object (not on pod templates or selectors)."""

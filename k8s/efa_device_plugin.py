@@ -20,6 +20,8 @@ mount the kubelet's ``/var/lib/kubelet/device-plugins`` and the host's ``/dev/in
 
 from __future__ import annotations
 
+from policies.rules import HOST_ACCESS_REASON
+
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -136,7 +138,14 @@ class EfaDevicePlugin(Construct):
             self,
             id,
             metadata=kplus.ObjectMeta(
-                name=name, namespace=NAMESPACE, labels={"app.kubernetes.io/name": NAME, **p.labels}
+                name=name, namespace=NAMESPACE, labels={"app.kubernetes.io/name": NAME, **p.labels},
+                annotations={HOST_ACCESS_REASON: (
+                    "registers EFA devices with the kubelet through /var/lib/kubelet/device-plugins and "
+                    "reads them from /dev/infiniband" + (
+                        "; Neuron EFA nodes also need /opt/aws/neuron and privileges to map Neuron-EFA topology"
+                        if privileged else ""
+                    )
+                )},
             ),
             spec=kplus.DaemonSetSpec(
                 selector=kplus.LabelSelector(match_labels=selector),

@@ -12,6 +12,8 @@ Neuron node groups get no NCCL job: nccl-tests are CUDA programs (see :mod:`spec
 
 from __future__ import annotations
 
+from policies.rules import HOST_ACCESS_REASON
+
 from dataclasses import dataclass, field
 
 from cdk8s_plus_33 import k8s as kplus
@@ -69,7 +71,13 @@ class NeuronDevicePlugin(Construct):
         self.daemon_set = kplus.KubeDaemonSet(
             self,
             "DaemonSet",
-            metadata=kplus.ObjectMeta(name=NAME, namespace=NAMESPACE, labels=labels),
+            metadata=kplus.ObjectMeta(
+                name=NAME, namespace=NAMESPACE, labels=labels,
+                annotations={HOST_ACCESS_REASON: (
+                    "registers Neuron devices with the kubelet (device-plugins socket) and reads the "
+                    "device map under /run"
+                )},
+            ),
             spec=kplus.DaemonSetSpec(
                 selector=kplus.LabelSelector(match_labels=selector),
                 update_strategy=kplus.DaemonSetUpdateStrategy(type="RollingUpdate"),

@@ -18,6 +18,8 @@ The chart renders nothing when the cluster has no NVIDIA node group.
 
 from __future__ import annotations
 
+from policies.rules import HOST_ACCESS_REASON
+
 from dataclasses import dataclass, field
 
 from cdk8s_plus_33 import k8s as kplus
@@ -68,6 +70,9 @@ class NvidiaDevicePlugin(Construct):
             metadata=kplus.ObjectMeta(
                 name=NAME, namespace=NAMESPACE,
                 labels={"app.kubernetes.io/name": "nvidia-device-plugin", **props.labels},
+                annotations={HOST_ACCESS_REASON: (
+                    "registers GPUs with the kubelet through the host's /var/lib/kubelet/device-plugins socket"
+                )},
             ),
             spec=kplus.DaemonSetSpec(
                 selector=kplus.LabelSelector(match_labels=selector),

@@ -138,3 +138,19 @@ def test_cdk_nag_runs_on_every_synth_and_fails_on_a_finding():
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     with pytest.raises(Exception, match="AwsSolutions-EC23"):
         app.synth()
+
+
+@pytest.mark.parametrize("spec", ["default.yaml", "trn2.yaml", "p4d.yaml"])
+def test_shipped_manifests_pass_the_kubernetes_rules(spec):
+    import yaml
+
+    from k8s.charts import HOST_ACCESS_WORKLOADS
+    from k8s.dist import render_dist
+    from policies.rules import check_manifests
+    from spec.plan import plan_from_file
+
+    plan = plan_from_file(CLUSTERS / spec)
+    charts = {name: [o for o in yaml.safe_load_all(text) if o] for name, text in render_dist(plan).items()}
+    assert check_manifests(charts, HOST_ACCESS_WORKLOADS) == []
+    host = [o["metadata"]["name"] for objs in charts.values() for o in objs if host_access_is_justified(o, HOST_ACCESS_WORKLOADS) is C]
+    assert host and set(host) <= set(HOST_ACCESS_WORKLOADS)
