@@ -10,7 +10,7 @@ export PATH := $(BIN):$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup synth synth-all deploy test snapshots bench lint catalog clean help
+.PHONY: setup synth synth-all deploy test snapshots bench lint catalog preflight verify nccl clean help
 
 help:
 	@echo "make setup      create .venv (Python packages, Node.js 24) and node_modules (pinned CDK CLI)"
@@ -22,6 +22,9 @@ help:
 	@echo "make lint       cfn-lint over cdk.out/"
 	@echo "make deploy     cdk deploy --all (needs AWS credentials)"
 	@echo "make catalog    regenerate spec/data/ from moto's recorded EC2 API (offline)"
+	@echo "make preflight  efa-stack preflight --spec SPEC (needs AWS credentials)"
+	@echo "make verify     efa-stack verify --spec SPEC (needs a kubeconfig for the cluster)"
+	@echo "make nccl       efa-stack verify --spec SPEC --run-nccl (starts the NCCL-tests job)"
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -62,6 +65,15 @@ lint: setup
 
 catalog: setup
 	$(BIN)/python -m tools.gen_catalog_offline
+
+preflight: setup
+	$(BIN)/efa-stack preflight --spec $(SPEC)
+
+verify: setup
+	$(BIN)/efa-stack verify --spec $(SPEC)
+
+nccl: setup
+	$(BIN)/efa-stack verify --spec $(SPEC) --run-nccl
 
 clean:
 	rm -rf cdk.out dist .bench

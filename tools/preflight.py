@@ -34,9 +34,12 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 
 from botocore.config import Config
+from botocore import exceptions as _bex
 from botocore.exceptions import (
+    BotoCoreError,
     ClientError,
     EndpointConnectionError,
+    HTTPClientError,
     NoCredentialsError,
     NoRegionError,
     PartialCredentialsError,
@@ -192,6 +195,16 @@ def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
+# Credential providers that failed to produce credentials (expired SSO token, failing
+# credential_process, ...): as fatal as having none.
+_CREDENTIAL_ERRORS: tuple[type[BaseException], ...] = tuple(
+    getattr(_bex, name) for name in (
+        "NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError", "TokenRetrievalError",
+        "SSOTokenLoadError", "UnauthorizedSSOTokenError",
+    ) if hasattr(_bex, name)
+)
+
+
 def abort_for(exc: BaseException) -> PreflightAbort | None:
     """The :class:`PreflightAbort` for errors that make every further call pointless."""
     if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
@@ -200,7 +213,12 @@ def abort_for(exc: BaseException) -> PreflightAbort | None:
             "configure credentials (aws configure, aws sso login, AWS_PROFILE or "
             "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) and run preflight again",
         )
-    if isinstance(exc, EndpointConnectionError):
+    if isinstance(exc, _CREDENTIAL_ERRORS):
+        return PreflightAbort(
+            f"AWS credentials could not be loaded ({exc})",
+            "refresh them (aws sso login, or fix the profile's credential_process) and run preflight again",
+        )
+    if isinstance(exc, (EndpointConnectionError, HTTPClientError, _bex.ConnectionError)):
         return PreflightAbort(
             f"cannot reach the AWS endpoint ({exc})",
             "check the network, the region, and AWS_ENDPOINT_URL if it is set",
@@ -253,12 +271,13 @@ def _guarded(check: str) -> Callable[[Callable[..., list[Finding]]], Callable[..
         def inner(*args: Any, **kwargs: Any) -> list[Finding]:
             try:
                 return fn(*args, **kwargs)
-            except (ClientError, NoCredentialsError, PartialCredentialsError, EndpointConnectionError, NoRegionError) as exc:
+            except (ClientError, BotoCoreError) as exc:
                 abort = abort_for(exc)
                 if abort is not None:
                     raise abort from exc
-                assert isinstance(exc, ClientError)
-                return [api_error_finding(check, exc, max_attempts=kwargs.get("max_attempts"))]
+                if isinstance(exc, ClientError):
+                    return [api_error_finding(check, exc, max_attempts=kwargs.get("max_attempts"))]
+                return [Finding(check, FAIL, f"the check could not run: {exc}", "see the error above", "")]
 
         return inner
 
@@ -496,7 +515,9 @@ def check_quotas(quotas: Any, ec2: Any, plan: ClusterPlan, *, max_attempts: int 
 
     for quota, groups in sorted(demand.items(), key=lambda kv: kv[0].code):
         needed = sum(g.max_size * g.instance.vcpus for g in groups)
-        parts = ", ".join(f"{g.name} {g.max_size} x {g.instance_type} x {g.instance.vcpus}" for g in groups)
+        parts = ", ".join(
+            f"{g.name}: maxSize {g.max_size} x {g.instance.vcpus} vCPUs of {g.instance_type}" for g in groups
+        )
         limit, source = quota_limit(quotas, quota.code)
         request = (
             f"request an increase of '{quota.name}' ({quota.code}) in {plan.region} to at least {{n}} vCPUs: "
@@ -680,7 +701,12 @@ def run_preflight(
             import boto3
 
             session = boto3.Session()
-        clients = Clients.from_session(session, plan.region, max_attempts)
+        try:
+            clients = Clients.from_session(session, plan.region, max_attempts)
+        except BotoCoreError as exc:
+            raise abort_for(exc) or PreflightAbort(
+                f"cannot create AWS clients ({exc})", "check the AWS profile, region and AWS_ENDPOINT_URL"
+            ) from exc
     attempts = clients.max_attempts
     findings: list[Finding] = []
     findings += check_efa_support(clients.ec2, plan, max_attempts=attempts)

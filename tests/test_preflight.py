@@ -1,0 +1,591 @@
+"""Preflight checks against moto's recorded EC2 data, botocore Stubbers and injected HTTP responses.
+
+moto 5.2.5 knows the real instance types and offerings (moto/ec2/resources/instance_type_offerings)
+but implements neither Service Quotas' EC2 codes nor capacity reservations, so those responses come
+from botocore Stubbers, which validate every request and response against the service model.
+Throttling is injected at the HTTP layer (``before-send``), below botocore's retry loop, because a
+Stubber answers before the retry handler runs.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import textwrap
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from types import SimpleNamespace
+
+import boto3
+import botocore.endpoint
+import moto as _moto  # noqa: F401  - before any session exists, so every session can be mocked
+import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.stub import Stubber
+from rich.console import Console
+
+from spec.loader import parse_spec
+from spec.plan import ClusterPlan, build_plan
+from tools import preflight
+from tools.preflight import FAIL, PASS, WARN, Clients, Finding, PreflightAbort
+
+ROOT = Path(__file__).resolve().parent.parent
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
+
+
+def _spec(groups: str, *, azs: str = "[us-west-2a, us-west-2b]", system: str = "") -> ClusterPlan:
+    text = textwrap.dedent(
+        """\
+        apiVersion: eksctl.io/v1alpha5
+        kind: ClusterConfig
+        metadata: {{name: pf, region: us-west-2, version: "1.34"}}
+        availabilityZones: {azs}
+        managedNodeGroups:
+        {groups}
+        {system}
+        """
+    ).format(azs=azs, groups=textwrap.indent(textwrap.dedent(groups), "  "), system=system)
+    return build_plan(parse_spec(text))
+
+
+P5 = """\
+- name: gpu
+  instanceType: p5.48xlarge
+  minSize: 2
+  desiredCapacity: 2
+  maxSize: 2
+  availabilityZones: [us-west-2a]
+  efaEnabled: true
+"""
+
+
+def _group(name: str = "gpu", itype: str = "p5.48xlarge", az: str = "us-west-2a", size: int = 2,
+           max_size: int | None = None, capacity: str = "", efa: bool = True) -> str:
+    cap = f"\n  capacity: {capacity}" if capacity else ""
+    return (
+        f"- name: {name}\n  instanceType: {itype}\n  minSize: {size}\n  desiredCapacity: {size}\n"
+        f"  maxSize: {max_size or size}\n  availabilityZones: [{az}]\n  efaEnabled: {str(efa).lower()}{cap}\n"
+    )
+
+
+def _by(findings: list[Finding], check: str) -> list[Finding]:
+    return [f for f in findings if f.check == check]
+
+
+def _statuses(findings: list[Finding]) -> set[str]:
+    return {f.status for f in findings}
+
+
+@pytest.fixture(autouse=True)
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith("AWS_"):
+            monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.fixture(scope="class")
+def moto():
+    """One moto account per test class: loading the recorded offerings is the slow part. Class scope
+    (not module) so that the mock is off again for the HTTP-level throttling tests below."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")  # not needed here, and slow to load
+        with _moto.mock_aws():
+            yield
+
+
+_SESSION: list[boto3.Session] = []
+
+
+def _session() -> boto3.Session:
+    """One shared session: a new one reloads the EC2 service model (~0.3 s)."""
+    if not _SESSION:
+        _SESSION.append(boto3.Session(region_name="us-west-2"))
+    return _SESSION[0]
+
+
+def _client(service: str, **kw):
+    return _session().client(service, region_name="us-west-2", config=preflight.client_config(2), **kw)
+
+
+def _quota(code: str, value: float, name: str = "") -> dict:
+    return {"Quota": {"ServiceCode": "ec2", "QuotaCode": code, "QuotaName": name or code, "Value": value}}
+
+
+# --- quota codes ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("itype", "code"),
+    [
+        ("p5.48xlarge", "L-417A185B"), ("p4d.24xlarge", "L-417A185B"), ("p5en.48xlarge", "L-417A185B"),
+        ("g5.48xlarge", "L-DB2E81BA"), ("g6e.xlarge", "L-DB2E81BA"), ("vt1.24xlarge", "L-DB2E81BA"),
+        ("trn1.32xlarge", "L-2C3B7624"), ("trn2.48xlarge", "L-2C3B7624"), ("inf2.48xlarge", "L-1945791B"),
+        ("dl1.24xlarge", "L-6E869C2A"), ("hpc7g.16xlarge", "L-F7808C92"), ("m7i.xlarge", "L-1216C47A"),
+        ("c5n.18xlarge", "L-1216C47A"), ("r7i.large", "L-1216C47A"), ("i4i.32xlarge", "L-1216C47A"),
+        ("x2idn.32xlarge", "L-7295265B"), ("f1.16xlarge", "L-74FC7D96"), ("u-6tb1.112xlarge", "L-43DA4232"),
+    ],
+)
+def test_quota_for_maps_instance_families_to_quota_codes(itype: str, code: str) -> None:
+    assert preflight.quota_for(itype).code == code
+
+
+# --- clients -------------------------------------------------------------------------------------
+
+
+def test_clients_use_the_sdk_endpoint_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:4566")
+    clients = Clients.from_session(_session(), "us-west-2")
+    assert clients.ec2.meta.endpoint_url == "http://127.0.0.1:4566"
+    assert clients.quotas.meta.endpoint_url == "http://127.0.0.1:4566"
+
+
+def test_clients_retry_with_standard_mode_and_the_given_attempts() -> None:
+    clients = Clients.from_session(_session(), "us-west-2", max_attempts=7)
+    retries = clients.ec2.meta.config.retries
+    assert retries["mode"] == "standard"
+    assert retries["total_max_attempts"] == 7
+
+
+# --- moto: EFA support and zone offerings (real recorded data) -----------------------------------
+
+
+@pytest.mark.usefixtures("moto")
+class TestOfferingsUnderMoto:
+    """moto's recorded offerings are real data: p5en.48xlarge is not in us-west-2b, trn1 not in us-west-2a."""
+
+    def test_default_spec_passes_efa_and_zone_checks_under_moto(self) -> None:
+        from spec.plan import plan_from_file
+
+        plan = plan_from_file(ROOT / "clusters" / "default.yaml")
+        findings = preflight.run_preflight(plan, _session(), now=NOW)
+        efa = _by(findings, "efa-support")
+        assert [(f.status, f.subject) for f in efa] == [(PASS, "p5.48xlarge")]
+        assert "32 EFA interfaces" in efa[0].message
+        zones = _by(findings, "az-offering")
+        assert {f.subject for f in zones} == {"p5", "system"}
+        assert _statuses(zones) == {PASS}
+        assert "us-west-2a (usw2-az2)" in next(f for f in zones if f.subject == "p5").message
+        assert preflight.exit_code(findings) == 0
+
+    def test_fails_when_instance_type_is_not_offered_in_the_zone(self) -> None:
+        # moto's recorded offerings: p5en.48xlarge in us-west-2a/c/d, not us-west-2b
+        plan = _spec(_group(itype="p5en.48xlarge", az="us-west-2b"))
+        findings = preflight.check_zone_offerings(_client("ec2"), plan)
+        bad = [f for f in findings if f.subject == "gpu"]
+        assert len(bad) == 1 and bad[0].status == FAIL
+        assert "not offered in us-west-2b (usw2-az1)" in bad[0].message
+        assert "us-west-2a (usw2-az2)" in bad[0].message
+        assert "us-west-2a" in bad[0].fix and "availabilityZones" in bad[0].fix
+
+    def test_fails_trainium_group_in_a_zone_without_trn1(self) -> None:
+        # trn1.32xlarge is offered in us-west-2b and us-west-2d only
+        plan = _spec(_group(name="trn", itype="trn1.32xlarge", az="us-west-2a"))
+        findings = preflight.check_zone_offerings(_client("ec2"), plan)
+        trn = next(f for f in findings if f.subject == "trn")
+        assert trn.status == FAIL
+        assert "us-west-2b" in trn.fix and "us-west-2d" in trn.fix
+
+
+def test_efa_support_is_asked_with_the_efa_filter() -> None:
+    ec2 = _client("ec2")
+    with Stubber(ec2) as stub:
+        stub.add_response(
+            "describe_instance_types",
+            {"InstanceTypes": [{"InstanceType": "p5.48xlarge", "NetworkInfo": {"EfaSupported": True, "EfaInfo": {"MaximumEfaInterfaces": 32}}}]},
+            {"InstanceTypes": ["p5.48xlarge"], "Filters": [{"Name": "network-info.efa-supported", "Values": ["true"]}]},
+        )
+        findings = preflight.check_efa_support(ec2, _spec(P5))
+        stub.assert_no_pending_responses()
+    assert [f.status for f in findings] == [PASS]
+
+
+def test_fails_when_the_region_does_not_report_efa_for_the_type() -> None:
+    ec2 = _client("ec2")
+    with Stubber(ec2) as stub:
+        stub.add_response("describe_instance_types", {"InstanceTypes": []})
+        findings = preflight.check_efa_support(ec2, _spec(P5))
+    assert findings[0].status == FAIL
+    assert "does not support EFA in us-west-2" in findings[0].message
+    assert "efaEnabled: false" in findings[0].fix
+
+
+def test_warns_when_ec2_and_catalog_disagree_on_efa_interfaces() -> None:
+    ec2 = _client("ec2")
+    with Stubber(ec2) as stub:
+        stub.add_response(
+            "describe_instance_types",
+            {"InstanceTypes": [{"InstanceType": "p5.48xlarge", "NetworkInfo": {"EfaSupported": True, "EfaInfo": {"MaximumEfaInterfaces": 16}}}]},
+        )
+        findings = preflight.check_efa_support(ec2, _spec(P5))
+    assert findings[0].status == WARN
+    assert "catalog refresh" in findings[0].fix
+
+
+def test_unknown_instance_type_in_region_is_found_per_type() -> None:
+    plan = _spec(P5 + _group(name="p4", itype="p4d.24xlarge", az="us-west-2a"))
+    ec2 = _client("ec2")
+    with Stubber(ec2) as stub:
+        stub.add_client_error("describe_instance_types", "InvalidInstanceType", "The following supplied instance types do not exist: [p5.48xlarge]")
+        stub.add_response("describe_instance_types", {"InstanceTypes": [{"InstanceType": "p4d.24xlarge", "NetworkInfo": {"EfaSupported": True, "EfaInfo": {"MaximumEfaInterfaces": 4}}}]})
+        stub.add_client_error("describe_instance_types", "InvalidInstanceType", "The following supplied instance types do not exist: [p5.48xlarge]")
+        findings = preflight.check_efa_support(ec2, plan)
+    assert {(f.subject, f.status) for f in findings} == {("p4d.24xlarge", PASS), ("p5.48xlarge", FAIL)}
+    assert "does not exist in us-west-2" in next(f for f in findings if f.status == FAIL).message
+
+
+def test_fails_when_a_spec_zone_is_not_available_to_the_account() -> None:
+    plan = _spec(P5)
+    ec2 = _client("ec2")
+    with Stubber(ec2) as stub:
+        stub.add_response("describe_availability_zones", {"AvailabilityZones": [
+            {"ZoneName": "us-west-2a", "ZoneId": "usw2-az2"}, {"ZoneName": "us-west-2c", "ZoneId": "usw2-az3"},
+        ]})
+        for loc in ("us-west-2a", "usw2-az2"):
+            stub.add_response("describe_instance_type_offerings", {"InstanceTypeOfferings": [
+                {"InstanceType": t, "Location": loc} for t in ("m7i.xlarge", "p5.48xlarge")
+            ]})
+        findings = preflight.check_zone_offerings(ec2, plan)
+    zone = _by(findings, "availability-zone")
+    assert [(f.subject, f.status) for f in zone] == [("us-west-2b", FAIL)]
+    assert "not an available zone" in zone[0].message
+
+
+def test_offerings_are_matched_by_zone_id_as_well_as_name() -> None:
+    # The account maps us-west-2a to usw2-az4; offerings by id say az4 has the type, by name say nothing.
+    plan = _spec(P5)
+    ec2 = _client("ec2")
+    with Stubber(ec2) as stub:
+        stub.add_response("describe_availability_zones", {"AvailabilityZones": [
+            {"ZoneName": "us-west-2a", "ZoneId": "usw2-az4"}, {"ZoneName": "us-west-2b", "ZoneId": "usw2-az1"},
+        ]})
+        stub.add_response("describe_instance_type_offerings", {"InstanceTypeOfferings": [
+            {"InstanceType": "m7i.xlarge", "Location": "us-west-2a"}, {"InstanceType": "m7i.xlarge", "Location": "us-west-2b"},
+        ]})
+        stub.add_response("describe_instance_type_offerings", {"InstanceTypeOfferings": [
+            {"InstanceType": "m7i.xlarge", "Location": "usw2-az4"}, {"InstanceType": "m7i.xlarge", "Location": "usw2-az1"},
+            {"InstanceType": "p5.48xlarge", "Location": "usw2-az4"},
+        ]})
+        findings = preflight.check_zone_offerings(ec2, plan)
+    gpu = next(f for f in findings if f.subject == "gpu")
+    assert gpu.status == WARN and "disagree" in gpu.message
+
+
+# --- quotas --------------------------------------------------------------------------------------
+
+
+def _quota_clients(values: dict[str, float | Exception]) -> tuple[object, Stubber]:
+    sq = _client("service-quotas")
+    stub = Stubber(sq)
+    for code, value in sorted(values.items()):
+        if isinstance(value, Exception):
+            stub.add_client_error("get_service_quota", str(value), "denied", 400)
+        else:
+            stub.add_response("get_service_quota", _quota(code, value), {"ServiceCode": "ec2", "QuotaCode": code})
+    stub.activate()
+    return sq, stub
+
+
+@pytest.mark.usefixtures("moto")
+class TestQuotasUnderMoto:
+    """Quota values from Stubbers; running instances (ec2:DescribeInstances) from moto."""
+
+    def test_quota_passes_when_it_covers_max_size(self) -> None:
+        plan = _spec(P5)  # gpu: 2 x 192 = 384 (P), system: 3 x 4 = 12 (Standard)
+        sq, stub = _quota_clients({"L-1216C47A": 64, "L-417A185B": 384})
+        findings = preflight.check_quotas(sq, _client("ec2"), plan)
+        stub.assert_no_pending_responses()
+        assert [(f.subject, f.status) for f in findings] == [("L-1216C47A", PASS), ("L-417A185B", PASS)]
+        assert "needs 384" in findings[1].message
+
+    def test_fails_when_quota_is_below_what_the_spec_needs(self) -> None:
+        plan = _spec(_group(size=2, max_size=4))  # 4 x 192 = 768
+        sq, _ = _quota_clients({"L-1216C47A": 64, "L-417A185B": 192})
+        findings = preflight.check_quotas(sq, _client("ec2"), plan)
+        p = next(f for f in findings if f.subject == "L-417A185B")
+        assert p.status == FAIL
+        assert "Running On-Demand P instances" in p.message and "needs 768" in p.message
+        assert "--quota-code L-417A185B --desired-value 768" in p.fix
+
+    def test_warns_when_running_instances_use_part_of_the_quota(self) -> None:
+        ec2 = _client("ec2")
+        run = ec2.run_instances(ImageId="ami-12345678", MinCount=1, MaxCount=1, InstanceType="p5.48xlarge")
+        try:
+            sq, _ = _quota_clients({"L-1216C47A": 64, "L-417A185B": 400})
+            findings = preflight.check_quotas(sq, ec2, _spec(P5))
+        finally:
+            ec2.terminate_instances(InstanceIds=[run["Instances"][0]["InstanceId"]])
+        p = next(f for f in findings if f.subject == "L-417A185B")
+        assert p.status == WARN
+        assert "192 vCPUs of it are already in use" in p.message
+
+    def test_quota_falls_back_to_the_aws_default_value(self) -> None:
+        sq = _client("service-quotas")
+        with Stubber(sq) as stub:
+            for code, value in (("L-1216C47A", 32), ("L-417A185B", 384)):
+                stub.add_client_error("get_service_quota", "NoSuchResourceException", "no applied value")
+                stub.add_response("get_aws_default_service_quota", _quota(code, value), {"ServiceCode": "ec2", "QuotaCode": code})
+            findings = preflight.check_quotas(sq, _client("ec2"), _spec(P5))
+        assert {f.status for f in findings} == {PASS}
+        assert all("AWS default" in f.message for f in findings)
+
+    def test_quota_unknown_to_the_endpoint_is_a_warning(self) -> None:
+        # moto's Service Quotas backend only knows VPC codes: the EC2 quota is unknown there.
+        findings = preflight.check_quotas(_client("service-quotas"), _client("ec2"), _spec(P5))
+        assert {f.status for f in findings} == {WARN}
+        assert "could not read 'Running On-Demand P instances' (L-417A185B)" in findings[-1].message
+
+    def test_quota_access_denied_fails_with_the_iam_action(self) -> None:
+        sq, _ = _quota_clients({"L-1216C47A": Exception("AccessDeniedException")})
+        findings = preflight.check_quotas(sq, _client("ec2"), _spec(P5))
+        assert len(findings) == 1 and findings[0].status == FAIL
+        assert "servicequotas:GetServiceQuota" in findings[0].message
+        assert "servicequotas:GetServiceQuota" in findings[0].fix
+
+    def test_reserved_node_groups_are_not_counted_against_on_demand_quota(self) -> None:
+        plan = _spec(_group(capacity="{type: capacity-block, reservationId: cr-0123456789abcdef0}"))
+        sq, stub = _quota_clients({"L-1216C47A": 64})
+        findings = preflight.check_quotas(sq, _client("ec2"), plan)
+        stub.assert_no_pending_responses()  # no P quota asked
+        gpu = next(f for f in findings if f.subject == "gpu")
+        assert gpu.status == PASS and "not counted" in gpu.message
+
+
+# --- reservations ------------------------------------------------------------------------------
+
+
+def _reservation(**kw) -> dict:
+    item = {
+        "CapacityReservationId": "cr-0123456789abcdef0", "InstanceType": "p5.48xlarge",
+        "InstancePlatform": "Linux/UNIX", "AvailabilityZone": "us-west-2a", "AvailabilityZoneId": "usw2-az2",
+        "TotalInstanceCount": 2, "AvailableInstanceCount": 2, "State": "active", "ReservationType": "default",
+        "StartDate": NOW - timedelta(days=1), "EndDate": NOW + timedelta(days=6),
+    }
+    item.update(kw)
+    return item
+
+
+def _res_plan(kind: str = "reservation", size: int = 2, max_size: int | None = None) -> ClusterPlan:
+    return _spec(_group(size=size, max_size=max_size, capacity=f"{{type: {kind}, reservationId: cr-0123456789abcdef0}}"))
+
+
+def _res_findings(plan: ClusterPlan, item: dict) -> list[Finding]:
+    return preflight.reservation_findings(plan.node_group("gpu"), item, NOW)
+
+
+def test_active_matching_reservation_passes() -> None:
+    findings = _res_findings(_res_plan(), _reservation())
+    assert _statuses(findings) == {PASS}
+    assert any("is active" in f.message for f in findings)
+
+
+def test_scheduled_capacity_block_warns_with_its_start_date() -> None:
+    start = datetime(2026, 12, 1, 11, 30, tzinfo=timezone.utc)
+    item = _reservation(ReservationType="capacity-block", State="scheduled", StartDate=start, AvailableInstanceCount=0)
+    findings = _res_findings(_res_plan("capacity-block"), item)
+    warn = [f for f in findings if f.status == WARN]
+    assert len(warn) == 1 and "scheduled" in warn[0].message
+    assert "2026-12-01 11:30 UTC" in warn[0].message and "in 9.0 days" in warn[0].message
+    assert FAIL not in _statuses(findings)
+
+
+@pytest.mark.parametrize("state", ["expired", "cancelled", "failed", "payment-failed"])
+def test_fails_when_reservation_is_not_usable(state: str) -> None:
+    findings = _res_findings(_res_plan(), _reservation(State=state))
+    assert any(f.status == FAIL and state in f.message for f in findings)
+
+
+def test_fails_when_reservation_is_for_another_type_and_zone() -> None:
+    findings = _res_findings(_res_plan(), _reservation(InstanceType="p4d.24xlarge", AvailabilityZone="us-west-2c"))
+    fails = [f.message for f in findings if f.status == FAIL]
+    assert any("reserves p4d.24xlarge" in m for m in fails)
+    assert any("is in us-west-2c" in m for m in fails)
+
+
+def test_fails_when_reservation_holds_fewer_instances_than_desired() -> None:
+    findings = _res_findings(_res_plan(size=4), _reservation(TotalInstanceCount=2, AvailableInstanceCount=2))
+    fail = next(f for f in findings if f.status == FAIL)
+    assert "holds 2 instances" in fail.message and "desiredCapacity 4" in fail.message
+
+
+def test_warns_when_reserved_instances_are_already_in_use() -> None:
+    findings = _res_findings(_res_plan(), _reservation(AvailableInstanceCount=1))
+    assert any(f.status == WARN and "only 1 are free" in f.message for f in findings)
+
+
+def test_warns_when_max_size_exceeds_the_reservation() -> None:
+    findings = _res_findings(_res_plan(size=2, max_size=3), _reservation())
+    assert any(f.status == WARN and "maxSize 3" in f.message for f in findings)
+
+
+def test_fails_when_capacity_type_does_not_match_the_reservation_type() -> None:
+    findings = _res_findings(_res_plan("reservation"), _reservation(ReservationType="capacity-block"))
+    fail = next(f for f in findings if f.status == FAIL)
+    assert "is a Capacity Block" in fail.message and "capacity.type: capacity-block" in fail.fix
+
+
+def test_check_reservations_describes_the_referenced_id() -> None:
+    ec2 = _client("ec2")
+    with Stubber(ec2) as stub:
+        stub.add_response("describe_capacity_reservations", {"CapacityReservations": [_reservation()]},
+                          {"CapacityReservationIds": ["cr-0123456789abcdef0"]})
+        findings = preflight.check_reservations(ec2, _res_plan(), now=NOW)
+        stub.assert_no_pending_responses()
+    assert _statuses(findings) == {PASS}
+
+
+def test_fails_when_reservation_does_not_exist() -> None:
+    ec2 = _client("ec2")
+    with Stubber(ec2) as stub:
+        stub.add_client_error("describe_capacity_reservations", "InvalidCapacityReservationId.NotFound",
+                              "The capacity reservation ID 'cr-0123456789abcdef0' does not exist")
+        findings = preflight.check_reservations(ec2, _res_plan("capacity-block"), now=NOW)
+    assert [f.status for f in findings] == [FAIL]
+    assert "Capacity Block cr-0123456789abcdef0 of node group gpu does not exist" in findings[0].message
+
+
+def test_on_demand_groups_ask_for_no_reservation() -> None:
+    ec2 = _client("ec2")
+    with Stubber(ec2):  # any call would fail: nothing is queued
+        assert preflight.check_reservations(ec2, _spec(P5), now=NOW) == []
+
+
+# --- access, credentials, throttling -------------------------------------------------------------
+
+
+def test_access_denied_is_a_failed_check_naming_the_iam_action() -> None:
+    ec2 = _client("ec2")
+    with Stubber(ec2) as stub:
+        stub.add_client_error("describe_instance_types", "UnauthorizedOperation", "You are not authorized to perform this operation.")
+        findings = preflight.check_efa_support(ec2, _spec(P5))
+    assert len(findings) == 1 and findings[0].status == FAIL
+    assert "not authorized to call ec2:DescribeInstanceTypes" in findings[0].message
+    assert "allow ec2:DescribeInstanceTypes" in findings[0].fix
+
+
+def test_rejected_credentials_abort_preflight() -> None:
+    ec2 = _client("ec2")
+    with Stubber(ec2) as stub:
+        stub.add_client_error("describe_availability_zones", "AuthFailure", "AWS was not able to validate the provided access credentials")
+        with pytest.raises(PreflightAbort) as err:
+            preflight.check_zone_offerings(ec2, _spec(P5))
+    assert err.value.exit_code == 2 and "rejected the credentials" in err.value.message
+
+
+def _no_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    for key in list(os.environ):
+        if key.startswith("AWS_"):
+            monkeypatch.delenv(key)
+    (tmp_path / "credentials").write_text("")
+    (tmp_path / "config").write_text("")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # never the internet, whatever happens
+
+
+def test_no_credentials_abort_with_a_clear_message(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    _no_credentials(monkeypatch, tmp_path)
+    with pytest.raises(PreflightAbort) as err:
+        preflight.run_preflight(_spec(P5), boto3.Session(region_name="us-west-2"))
+    assert err.value.exit_code == 2
+    assert "no AWS credentials" in err.value.message
+    assert "aws configure" in err.value.fix
+
+
+def test_unreachable_endpoint_aborts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens on the discard port
+    with pytest.raises(PreflightAbort) as err:
+        preflight.run_preflight(_spec(P5), _session(), max_attempts=1)
+    assert err.value.exit_code == 2 and "cannot reach the AWS endpoint" in err.value.message
+    assert "AWS_ENDPOINT_URL" in err.value.fix
+
+
+class _Raw:
+    def __init__(self, body: bytes):
+        self.body = body
+
+    def stream(self, **_: object):
+        yield self.body
+
+
+THROTTLED = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>RequestLimitExceeded</Code>'
+    b"<Message>Request limit exceeded.</Message></Error></Errors><RequestID>r-1</RequestID></Response>"
+)
+EFA_OK = (
+    b'<DescribeInstanceTypesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r-2</requestId>'
+    b"<instanceTypeSet><item><instanceType>p5.48xlarge</instanceType><networkInfo><efaSupported>true</efaSupported>"
+    b"<efaInfo><maximumEfaInterfaces>32</maximumEfaInterfaces></efaInfo></networkInfo></item></instanceTypeSet>"
+    b"</DescribeInstanceTypesResponse>"
+)
+
+
+def _http(ec2, responses: list[tuple[int, bytes]]) -> list[int]:
+    """Answer each HTTP request of ``ec2`` with the next response (below the retry loop)."""
+    sent: list[int] = []
+
+    def handler(request, **_):
+        status, body = responses[min(len(sent), len(responses) - 1)]
+        sent.append(status)
+        return AWSResponse(request.url, status, {}, _Raw(body))
+
+    ec2.meta.events.register("before-send.ec2", handler)
+    return sent
+
+
+@pytest.fixture
+def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    slept: list[float] = []
+    monkeypatch.setattr(botocore.endpoint, "time", SimpleNamespace(sleep=slept.append))
+    return slept
+
+
+def test_throttled_calls_are_retried_then_reported(monkeypatch: pytest.MonkeyPatch, no_sleep: list[float]) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    clients = Clients.from_session(_session(), "us-west-2", max_attempts=3)
+    sent = _http(clients.ec2, [(503, THROTTLED)])
+    findings = preflight.check_efa_support(clients.ec2, _spec(P5), max_attempts=3)
+    assert sent == [503, 503, 503]
+    assert len(no_sleep) == 2  # backoff between the attempts
+    assert findings[0].status == FAIL
+    assert "throttled ec2:DescribeInstanceTypes (RequestLimitExceeded) on all 3 attempts" in findings[0].message
+    assert "--max-attempts" in findings[0].fix
+
+
+def test_throttling_that_stops_is_invisible(monkeypatch: pytest.MonkeyPatch, no_sleep: list[float]) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    clients = Clients.from_session(_session(), "us-west-2", max_attempts=4)
+    sent = _http(clients.ec2, [(503, THROTTLED), (503, THROTTLED), (200, EFA_OK)])
+    findings = preflight.check_efa_support(clients.ec2, _spec(P5), max_attempts=4)
+    assert sent == [503, 503, 200]
+    assert [f.status for f in findings] == [PASS]
+
+
+# --- output ------------------------------------------------------------------------------------
+
+
+def test_json_form_counts_and_lists_findings() -> None:
+    findings = [Finding("quota", PASS, "ok", "", "L-1"), Finding("az-offering", FAIL, "bad [zone]", "fix it", "gpu")]
+    data = preflight.to_json(findings, _spec(P5))
+    assert data["ok"] is False and data["cluster"] == "pf" and data["region"] == "us-west-2"
+    assert data["summary"] == {"pass": 1, "warn": 0, "fail": 1}
+    assert data["findings"][1] == {"check": "az-offering", "status": "fail", "message": "bad [zone]", "fix": "fix it", "subject": "gpu"}
+
+
+def test_table_shows_every_finding_with_its_fix() -> None:
+    buf = io.StringIO()
+    findings = [Finding("az-offering", FAIL, "p5en.48xlarge is not offered in [us-west-2b]", "set availabilityZones: [us-west-2a]", "gpu")]
+    preflight.render(findings, Console(file=buf, width=200, color_system=None), _spec(P5))
+    out = buf.getvalue()
+    assert "FAIL" in out and "[us-west-2b]" in out and "availabilityZones: [us-west-2a]" in out
+    assert "0 pass, 0 warn, 1 fail" in out
+
+
+def test_exit_code_is_one_only_on_failures() -> None:
+    assert preflight.exit_code([Finding("x", WARN, "m")]) == 0
+    assert preflight.exit_code([Finding("x", PASS, "m"), Finding("y", FAIL, "m")]) == 1
