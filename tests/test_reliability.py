@@ -39,6 +39,7 @@ def both(before: str, after: str, stack: str) -> list:
         pytest.param(lambda t: t.replace("desiredCapacity: 2\n    maxSize: 3", "desiredCapacity: 3\n    maxSize: 8"), id="node-counts"),
         pytest.param(lambda t: t + BASE.split("managedNodeGroups:\n", 1)[1].replace("name: gpu", "name: gpu2").replace("p5.48xlarge", "p5en.48xlarge"), id="add-node-group"),
         pytest.param(lambda t: t.replace("p5.48xlarge", "p4d.24xlarge"), id="instance-type"),
+        pytest.param(lambda t: t + "ncclTest: {binary: all_gather_perf, maxBytes: 1G}\n", id="nccl-sweep"),
     ],
 )
 def test_frequent_changes_never_replace_the_cluster_or_network(change):
