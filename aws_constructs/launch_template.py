@@ -9,7 +9,8 @@ from a formula. Rules this construct enforces for EKS managed node groups:
   type check does not apply to it;
 - the root volume is gp3 (or the spec's type), encrypted, sized from ``volumeSize``;
 - IMDSv2 is required, with a hop limit of 1 so pods cannot reach the node role's credentials;
-- user data reserves the 2 MiB hugepages EFA pods request (:mod:`aws_constructs.user_data`);
+- user data reserves the 2 MiB hugepages EFA pods request and installs the Lustre client when the
+  cluster has FSx storage (:mod:`aws_constructs.user_data`);
 - the cluster placement group, the capacity reservation target and, for a Capacity Block for ML,
   ``MarketType: capacity-block``.
 """
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from aws_cdk import CfnTag, Fn, aws_ec2 as ec2
 from constructs import Construct
 
-from aws_constructs.user_data import efa_user_data
+from aws_constructs.user_data import node_user_data
 from spec.layout import Interface
 
 ROOT_DEVICE = "/dev/xvda"  # root device of the EKS-optimized AL2023 AMIs
@@ -43,6 +44,7 @@ class EfaLaunchTemplate(Construct):
         reservation_id: str | None = None,
         tags: dict[str, str] | None = None,
         hugepages_2mi_mib: int = 0,
+        lustre_client: bool = False,
     ) -> None:
         super().__init__(scope, id)
         if capacity not in ("on-demand", "reservation", "capacity-block"):
@@ -77,7 +79,7 @@ class EfaLaunchTemplate(Construct):
             if tags
             else None
         )
-        self.user_data = efa_user_data(hugepages_2mi_mib)
+        self.user_data = node_user_data(hugepages_2mi_mib, lustre_client)
         data = L.LaunchTemplateDataProperty(
             instance_type=instance_type,
             block_device_mappings=[

@@ -59,6 +59,7 @@ class ManagedNodeGroup(Construct):
             capacity=plan.capacity,
             reservation_id=plan.reservation_id,
             hugepages_2mi_mib=plan.hugepages_2mi_mib,
+            lustre_client=plan.lustre_client,
             tags={"efa-stack.io/node-group": plan.name, **plan.tags},
         )
         self.nodegroup = eks.Nodegroup(

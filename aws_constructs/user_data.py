@@ -3,7 +3,8 @@
 EKS managed node groups with an AL2023 AMI type accept user data only as MIME multi-part; EKS adds
 its own part (the nodeadm ``NodeConfig``). Ours is a shell script that cloud-init runs before
 ``nodeadm-run`` starts the kubelet, so the kubelet sees the 2 MiB hugepages that pods request as
-``hugepages-2Mi`` (libfabric's bounce buffers). Rendered user data is kept as golden files in
+``hugepages-2Mi`` (libfabric's bounce buffers), and, when the cluster has FSx for Lustre storage, the
+Lustre client is installed before any volume is mounted. Rendered user data is kept as golden files in
 ``tests/golden/user_data/``.
 """
 
@@ -21,18 +22,28 @@ def hugepages(mib: int) -> int:
     return -(-mib // HUGEPAGE_MIB)
 
 
-def efa_user_data(hugepages_mib: int) -> str | None:
-    """The MIME document for an EFA node, or None when nothing needs to run."""
-    if hugepages_mib <= 0:
+def node_user_data(hugepages_mib: int = 0, lustre_client: bool = False) -> str | None:
+    """The MIME document for a node, or None when nothing needs to run.
+
+    ``lustre_client`` installs the Lustre client from the Amazon Linux repository (the EKS AL2023 AMIs
+    do not ship it; the FSx CSI driver's mounts need it).
+    """
+    if hugepages_mib <= 0 and not lustre_client:
         return None
-    pages = hugepages(hugepages_mib)
-    script = "\n".join([
-        "#!/bin/bash",
-        f"# efa-stack: reserve {hugepages_mib} MiB of 2 MiB hugepages ({pages} pages) before the kubelet starts",
-        "set -euo pipefail",
-        f'echo "vm.nr_hugepages = {pages}" > {SYSCTL_FILE}',
-        f"sysctl -w vm.nr_hugepages={pages}",
-    ])
+    lines = ["#!/bin/bash", "set -euo pipefail"]
+    if hugepages_mib > 0:
+        pages = hugepages(hugepages_mib)
+        lines += [
+            f"# efa-stack: reserve {hugepages_mib} MiB of 2 MiB hugepages ({pages} pages) before the kubelet starts",
+            f'echo "vm.nr_hugepages = {pages}" > {SYSCTL_FILE}',
+            f"sysctl -w vm.nr_hugepages={pages}",
+        ]
+    if lustre_client:
+        lines += [
+            "# efa-stack: the Lustre client for FSx for Lustre volumes",
+            "dnf install -y lustre-client",
+        ]
+    script = "\n".join(lines)
     return "\n".join([
         "MIME-Version: 1.0",
         f'Content-Type: multipart/mixed; boundary="{BOUNDARY}"',

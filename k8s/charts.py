@@ -37,6 +37,7 @@ from k8s.nccl_tests import NcclTestsJob, NcclTestsJobProps
 from k8s.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginProps
 from k8s.scheduling import taints_of
 from spec.nccl import nccl_job_plan
+from spec.storage import storage_plan
 from spec.plan import ClusterPlan
 
 EFA_DEVICE_PLUGIN = "efa-device-plugin"
@@ -108,7 +109,13 @@ def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
     if job is not None:
         chart = charts[NCCL_TESTS] = _chart(app, NCCL_TESTS)
         target = plan.node_group(job.node_group)
-        NcclTestsJob(chart, "NcclTests", NcclTestsJobProps(job=job, taints=target.taints))
+        storage = storage_plan(plan)
+        NcclTestsJob(chart, "NcclTests", NcclTestsJobProps(
+            job=job,
+            taints=target.taints,
+            storage_claim=storage.claim_name if storage else None,
+            storage_mount_path=storage.mount_path if storage else "/fsx",
+        ))
         for needed in (MPI_OPERATOR_CRD, MPI_OPERATOR, NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN):
             if needed in charts and not (needed == EFA_DEVICE_PLUGIN and job.fabric != "efa"):
                 chart.add_dependency(charts[needed])

@@ -131,6 +131,9 @@ class NcclTestsJobProps:
     launcher_node_selector: dict[str, str] = field(default_factory=system_node_selector, hash=False)
     backoff_limit: int = 6
     labels: dict[str, str] = field(default_factory=dict, hash=False)
+    storage_claim: str | None = None
+    """A ReadWriteMany claim (the FSx for Lustre volume of the spec's ``storage``) to mount in workers."""
+    storage_mount_path: str = "/fsx"
 
 
 def fabric_env(props: NcclTestsJobProps) -> list[tuple[str, str]]:
@@ -255,7 +258,12 @@ class NcclTestsJob(Construct):
                         env=env,
                         resources=kplus.ResourceRequirements(limits=resources, requests=resources),
                         security_context=security,
-                        volume_mounts=[kplus.VolumeMount(name="dshm", mount_path="/dev/shm")],
+                        volume_mounts=[kplus.VolumeMount(name="dshm", mount_path="/dev/shm")]
+                        + (
+                            [kplus.VolumeMount(name="fsx", mount_path=props.storage_mount_path)]
+                            if props.storage_claim
+                            else []
+                        ),
                     )
                 ],
                 volumes=[
@@ -263,7 +271,19 @@ class NcclTestsJob(Construct):
                         name="dshm",
                         empty_dir=kplus.EmptyDirVolumeSource(medium="Memory", size_limit=mebibytes(job.shm_mib)),
                     )
-                ],
+                ]
+                + (
+                    [
+                        kplus.Volume(
+                            name="fsx",
+                            persistent_volume_claim=kplus.PersistentVolumeClaimVolumeSource(
+                                claim_name=props.storage_claim
+                            ),
+                        )
+                    ]
+                    if props.storage_claim
+                    else []
+                ),
             ),
         )
         self.spec = MpiJobSpec(

@@ -18,7 +18,9 @@ REPLACING_PROPERTIES: dict[str, tuple[str, ...]] = {
     "AWS::EC2::Subnet": ("AvailabilityZone", "CidrBlock", "VpcId", "AvailabilityZoneId"),
     "AWS::EKS::Cluster": ("Name", "RoleArn", "EncryptionConfig", "KubernetesNetworkConfig", "BootstrapSelfManagedAddons"),
     "AWS::KMS::Key": (),
-    "AWS::FSx::FileSystem": ("FileSystemType", "StorageType", "SubnetIds", "KmsKeyId", "FileSystemTypeVersion"),
+    "AWS::FSx::FileSystem": (
+        "FileSystemType", "StorageType", "SubnetIds", "SecurityGroupIds", "KmsKeyId", "FileSystemTypeVersion",
+    ),
 }
 LUSTRE_REPLACING = ("DeploymentType", "ImportPath", "ExportPath", "ImportedFileChunkSize", "DriveCacheType")
 

@@ -18,6 +18,7 @@ from spec.layout import Interface, LayoutError, describe, efa_devices, interface
 from spec.loader import load_spec
 from spec.models import KUBERNETES_VERSIONS, ClusterSpec, ManagedNodeGroup
 from spec.nccl import validate_nccl
+from spec.storage import validate_storage
 
 LABEL_PREFIX = "efa-stack.io/"
 LABEL_NODE_GROUP = LABEL_PREFIX + "node-group"
@@ -64,6 +65,8 @@ class NodeGroupPlan:
     tags: dict[str, str] = field(hash=False, default_factory=dict)
     hugepages_2mi_mib: int = 0
     """2 MiB hugepages each node reserves at boot for libfabric (EFA node groups; the pods' request)."""
+    lustre_client: bool = False
+    """Install the Lustre client at boot (accelerator node groups when the spec has FSx storage)."""
 
     @property
     def instance_type(self) -> str:
@@ -192,7 +195,12 @@ def _lookup(field_name: str, name: str, problems: list[Problem]) -> InstanceType
 
 
 def _node_group(
-    i: int, ng: ManagedNodeGroup, cluster_azs: tuple[str, ...], problems: list[Problem], hugepages_mib: int = 0
+    i: int,
+    ng: ManagedNodeGroup,
+    cluster_azs: tuple[str, ...],
+    problems: list[Problem],
+    hugepages_mib: int = 0,
+    lustre: bool = False,
 ) -> NodeGroupPlan | None:
     prefix = f"managedNodeGroups[{i}]"
     start = len(problems)
@@ -316,6 +324,7 @@ def _node_group(
         taints=tuple(taints),
         tags=dict(ng.tags),
         hugepages_2mi_mib=hugepages_mib if ng.efa_enabled else 0,
+        lustre_client=lustre and role in ("gpu", "neuron"),
     )
 
 
@@ -380,7 +389,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
                 "choose another name",
             ))
         seen.add(ng.name)
-        plan = _node_group(i, ng, azs, problems, spec.nccl_test.hugepages_mib)
+        plan = _node_group(i, ng, azs, problems, spec.nccl_test.hugepages_mib, spec.storage is not None)
         if plan is not None:
             groups.append(plan)
 
@@ -407,6 +416,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
     sys_sizes = _sizes("systemNodeGroup", sng.min_size, sng.desired_capacity, sng.max_size, problems)
 
     problems.extend(validate_nccl(spec, groups))
+    problems.extend(validate_storage(spec, groups))
     if problems:
         raise SpecError(source, problems)
 

@@ -280,9 +280,9 @@ class S3LinkPlan:
 
     @property
     def data_repository_path(self) -> str:
-        """``s3://bucket/prefix/`` (``s3://bucket`` without a prefix), as FSx writes S3 paths."""
+        """``s3://bucket/prefix/`` (``s3://bucket/`` without a prefix), the form of the FSx examples."""
         prefix = self.prefix.strip("/")
-        return f"s3://{self.bucket}/{prefix}/" if prefix else f"s3://{self.bucket}"
+        return f"s3://{self.bucket}/{prefix}/" if prefix else f"s3://{self.bucket}/"
 
     @property
     def auto_import_policy(self) -> str:

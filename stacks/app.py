@@ -8,18 +8,21 @@ from aws_cdk import App, Environment, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from spec.plan import ClusterPlan
+from spec.storage import storage_plan
 from stacks.cluster_stack import ClusterStack
 from stacks.network_stack import NetworkStack
+from stacks.storage_stack import StorageStack
 
 
 @dataclass
 class ClusterStacks:
     network: NetworkStack
     cluster: ClusterStack
+    storage: StorageStack | None = None
 
     @property
     def all(self) -> list:
-        return [self.network, self.cluster]
+        return [s for s in (self.network, self.cluster, self.storage) if s is not None]
 
 
 def build(app: App, plan: ClusterPlan, *, account: str | None = None, nag: bool = True) -> ClusterStacks:
@@ -39,8 +42,15 @@ def build(app: App, plan: ClusterPlan, *, account: str | None = None, nag: bool 
         app, f"{plan.name}-cluster", plan=plan, network=network, env=env,
         description=f"efa-stack {plan.name}: EKS cluster, add-ons and node groups",
     )
-    for stack in (network, cluster):
+    storage_spec = storage_plan(plan)
+    storage = None
+    if storage_spec is not None:
+        storage = StorageStack(
+            app, f"{plan.name}-storage", plan=plan, network=network, cluster=cluster, storage=storage_spec, env=env
+        )
+    stacks = ClusterStacks(network=network, cluster=cluster, storage=storage)
+    for stack in stacks.all:
         Tags.of(stack).add("efa-stack.io/cluster", plan.name)
         for k, v in sorted(plan.tags.items()):
             Tags.of(stack).add(k, v)
-    return ClusterStacks(network=network, cluster=cluster)
+    return stacks

@@ -287,3 +287,14 @@ def test_efa_nodes_reserve_the_hugepages_pods_request(default_synth):
     assert default_synth.plan.spec.nccl_test.hugepages_mib == 5120
     golden_check(GOLDEN / "user_data" / "efa-training-p5.mime", user_data)
     assert "UserData" not in gpu_launch_template(default_synth, "system")
+    assert "lustre" not in user_data
+
+
+def test_storage_clusters_install_the_lustre_client():
+    from tests.conftest import GOLDEN, golden_check
+
+    s = synth_spec(str(CLUSTERS / "fsx.yaml"))
+    (name,) = [n for n, g in s.stacks.cluster.node_groups.items() if g.plan.role == "gpu"]
+    user_data = s.stacks.cluster.node_groups[name].launch_template.user_data
+    assert "dnf install -y lustre-client" in user_data and "vm.nr_hugepages=2560" in user_data
+    golden_check(GOLDEN / "user_data" / f"{s.plan.name}-{name}.mime", user_data)

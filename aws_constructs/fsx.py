@@ -1,0 +1,265 @@
+"""An FSx for Lustre file system for training data, its security group and its S3 link.
+
+Defaults, as behaviour:
+
+- one SSD file system (``AWS::FSx::FileSystem``, L1 so that every Lustre property is reachable) in
+  the one subnet given, Lustre 2.15 (FSx API Reference, ``FileSystemTypeVersion``: "recommended for
+  all new file systems");
+- encrypted at rest, always: FSx for Lustre encrypts every file system; persistent types use the
+  account's AWS managed key ``aws/fsx`` unless a key is given (no key is created here, so deleting a
+  stack can never schedule the deletion of the key that the retained data needs);
+- ``DeletionPolicy`` and ``UpdateReplacePolicy`` ``Retain`` on the file system and its data repository
+  association: deleting the stack, or a change that would replace them, leaves the data in place;
+- its security group and the group's self-referencing rules are retained too (the retained file
+  system's interfaces still use them: deleting the group would fail and stop the stack's deletion,
+  deleting the rules would cut the file system's servers off from each other); the rules that let
+  the cluster's nodes in go with the stack;
+- the logical ids are pinned (``LustreFileSystem``, ``LustreSecurityGroup``,
+  ``LustreS3Association``): a construct rename must never replace a file system (its
+  ``SecurityGroupIds`` and ``SubnetIds`` are replacing properties too);
+- its own security group: Lustre traffic (TCP 988 and 1018-1023, FSx for Lustre User Guide, "File
+  system access control with Amazon VPC") with itself, as FSx requires for the file system's own
+  network interfaces, and with every client security group, both ways, and nothing else. Lustre
+  servers also open connections to clients, so each client group gets the matching ingress rule
+  from the file system's group;
+- the S3 link the deployment type supports (see :mod:`spec.storage`): a
+  ``AWS::FSx::DataRepositoryAssociation`` on PERSISTENT_2, ``LustreConfiguration.ImportPath`` (and
+  ``AutoImportPolicy``) on the other types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import RemovalPolicy, Token, aws_ec2 as ec2, aws_fsx as fsx
+from constructs import Construct
+
+from spec.storage import (
+    CAPACITY_STEP_GIB,
+    DEPLOYMENT_TYPES,
+    LUSTRE_VERSION,
+    THROUGHPUTS,
+    S3LinkPlan,
+    capacity_allowed,
+)
+
+LUSTRE_PORTS: tuple[tuple[int, int], ...] = ((988, 988), (1018, 1023))
+"""TCP port ranges of Lustre (LNet) traffic between clients and the file system."""
+
+FILE_SYSTEM_LOGICAL_ID = "LustreFileSystem"
+SECURITY_GROUP_LOGICAL_ID = "LustreSecurityGroup"
+ASSOCIATION_LOGICAL_ID = "LustreS3Association"
+SECURITY_GROUP_DESCRIPTION = "FSx for Lustre: TCP 988 and 1018-1023 with itself and the cluster nodes only"
+"""Pinned: a new description replaces the group, and a new group replaces the file system."""
+
+
+def _port(low: int, high: int) -> ec2.Port:
+    return ec2.Port.tcp(low) if low == high else ec2.Port.tcp_range(low, high)
+
+
+def _ports_text(low: int, high: int) -> str:
+    return str(low) if low == high else f"{low}-{high}"
+
+
+class LustreSecurityGroup(Construct):
+    """Lustre traffic between the file system's interfaces and the clients' groups, and nothing else.
+
+    Created with ``allow_all_outbound=False``; every egress rule is explicit (Lustre ports to itself
+    and to the clients). A client group is given as an id (it usually lives in another stack).
+    """
+
+    def __init__(
+        self, scope: Construct, id: str, *, vpc: ec2.IVpc, client_security_group_ids: Sequence[str]
+    ) -> None:
+        super().__init__(scope, id)
+        if not client_security_group_ids:
+            raise ValueError("LustreSecurityGroup needs at least one client security group id (the nodes' group)")
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            allow_all_outbound=False,
+            description=SECURITY_GROUP_DESCRIPTION,
+        )
+        sg = self.security_group
+        for low, high in LUSTRE_PORTS:
+            ports = _ports_text(low, high)
+            sg.add_ingress_rule(sg, _port(low, high), f"Lustre {ports} between file system interfaces")
+            sg.add_egress_rule(sg, _port(low, high), f"Lustre {ports} between file system interfaces")
+        for i, client in enumerate(client_security_group_ids):
+            peer = ec2.Peer.security_group_id(client)
+            for low, high in LUSTRE_PORTS:
+                ports = _ports_text(low, high)
+                sg.add_ingress_rule(peer, _port(low, high), f"Lustre {ports} from cluster nodes")
+                sg.add_egress_rule(peer, _port(low, high), f"Lustre {ports} to cluster nodes")
+                # The client's group must admit the file system's servers too.
+                ec2.CfnSecurityGroupIngress(
+                    self,
+                    f"Client{i}From{low}",
+                    group_id=client,
+                    source_security_group_id=sg.security_group_id,
+                    ip_protocol="tcp",
+                    from_port=low,
+                    to_port=high,
+                    description=f"Lustre {ports} from the FSx for Lustre file system",
+                )
+        cfn = sg.node.default_child
+        assert isinstance(cfn, ec2.CfnSecurityGroup)
+        cfn.override_logical_id(SECURITY_GROUP_LOGICAL_ID)
+        # The retained file system's interfaces keep using this group: deleting it would fail (and
+        # with it the stack's deletion), so it is retained with the file system, and so are the
+        # self-referencing rules (standalone resources) that the file system's servers talk over.
+        cfn.apply_removal_policy(RemovalPolicy.RETAIN)
+        for child in sg.node.children:
+            if isinstance(child, (ec2.CfnSecurityGroupIngress, ec2.CfnSecurityGroupEgress)):
+                child.apply_removal_policy(RemovalPolicy.RETAIN)
+
+    @property
+    def security_group_id(self) -> str:
+        return self.security_group.security_group_id
+
+
+class LustreFileSystem(Construct):
+    """An FSx for Lustre file system in one subnet, retained on stack deletion and replacement.
+
+    Props (flat, validated here when they are not tokens; the messages name the value, what is
+    allowed and the fix):
+
+    - ``subnet``: the one subnet (and so the availability zone) of the file system;
+    - ``client_security_group_ids``: groups of the instances that mount it (the EKS cluster security
+      group is on every node interface);
+    - ``deployment_type``: SCRATCH_1, SCRATCH_2, PERSISTENT_1 or PERSISTENT_2;
+    - ``storage_capacity_gib``: 1200, 2400, then multiples of 2400 (SCRATCH_1: of 3600);
+    - ``per_unit_storage_throughput``: MB/s/TiB, persistent types only (P1: 50/100/200,
+      P2: 125/250/500/1000); required by FSx for them;
+    - ``data_compression``: ``NONE`` or ``LZ4``;
+    - ``s3``: the bucket link (:class:`spec.storage.S3LinkPlan`), or None;
+    - ``lustre_version``: default 2.15.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        vpc: ec2.IVpc,
+        subnet: ec2.ISubnet,
+        client_security_group_ids: Sequence[str],
+        deployment_type: str,
+        storage_capacity_gib: int,
+        per_unit_storage_throughput: int | None = None,
+        data_compression: str = "NONE",
+        s3: S3LinkPlan | None = None,
+        lustre_version: str = LUSTRE_VERSION,
+    ) -> None:
+        super().__init__(scope, id)
+        self._validate(deployment_type, storage_capacity_gib, per_unit_storage_throughput, data_compression, s3)
+        self.deployment_type = deployment_type
+        self.security_group = LustreSecurityGroup(
+            self, "SecurityGroup", vpc=vpc, client_security_group_ids=client_security_group_ids
+        )
+        legacy = s3 is not None and s3.kind == "import-path"
+        self.file_system = fsx.CfnFileSystem(
+            self,
+            "Resource",
+            file_system_type="LUSTRE",
+            file_system_type_version=lustre_version,
+            storage_type="SSD",
+            storage_capacity=storage_capacity_gib,
+            subnet_ids=[subnet.subnet_id],
+            security_group_ids=[self.security_group.security_group_id],
+            lustre_configuration=fsx.CfnFileSystem.LustreConfigurationProperty(
+                deployment_type=deployment_type,
+                per_unit_storage_throughput=per_unit_storage_throughput,
+                data_compression_type=data_compression,
+                import_path=s3.data_repository_path if legacy else None,
+                auto_import_policy=s3.auto_import_policy if legacy else None,
+            ),
+        )
+        # Retain on delete and on replacement: the file system holds the training data.
+        self.file_system.apply_removal_policy(RemovalPolicy.RETAIN)
+        self.file_system.override_logical_id(FILE_SYSTEM_LOGICAL_ID)
+        self.association: fsx.CfnDataRepositoryAssociation | None = None
+        if s3 is not None and s3.kind == "association":
+            self.association = fsx.CfnDataRepositoryAssociation(
+                self,
+                "S3Association",
+                file_system_id=self.file_system.ref,
+                file_system_path=s3.file_system_path,
+                data_repository_path=s3.data_repository_path,
+                batch_import_meta_data_on_create=s3.import_on_create,
+                s3=fsx.CfnDataRepositoryAssociation.S3Property(
+                    auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
+                        events=list(s3.auto_import)
+                    ) if s3.auto_import else None,
+                    auto_export_policy=fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(
+                        events=list(s3.auto_export)
+                    ) if s3.auto_export else None,
+                ) if (s3.auto_import or s3.auto_export) else None,
+            )
+            self.association.apply_removal_policy(RemovalPolicy.RETAIN)
+            self.association.override_logical_id(ASSOCIATION_LOGICAL_ID)
+
+    @staticmethod
+    def _validate(
+        deployment_type: str, gib: int, throughput: int | None, compression: str, s3: S3LinkPlan | None
+    ) -> None:
+        if deployment_type not in DEPLOYMENT_TYPES:
+            raise ValueError(
+                f"LustreFileSystem: deployment_type {deployment_type!r} is not an FSx for Lustre deployment "
+                f"type; use one of {', '.join(DEPLOYMENT_TYPES)}"
+            )
+        if not Token.is_unresolved(gib) and not capacity_allowed(deployment_type, gib):
+            raise ValueError(
+                f"LustreFileSystem: storage_capacity_gib {gib} is not allowed for {deployment_type}; use "
+                f"1200, 2400 or a multiple of {CAPACITY_STEP_GIB[deployment_type]}"
+            )
+        allowed = THROUGHPUTS.get(deployment_type)
+        if throughput is not None and not Token.is_unresolved(throughput):
+            if allowed is None:
+                raise ValueError(
+                    f"LustreFileSystem: per_unit_storage_throughput {throughput} given for {deployment_type}, "
+                    f"which has none; leave it unset"
+                )
+            if throughput not in allowed:
+                raise ValueError(
+                    f"LustreFileSystem: per_unit_storage_throughput {throughput} is not allowed for "
+                    f"{deployment_type}; use one of {', '.join(map(str, allowed))}"
+                )
+        if allowed is not None and throughput is None:
+            raise ValueError(
+                f"LustreFileSystem: {deployment_type} needs per_unit_storage_throughput; use one of "
+                f"{', '.join(map(str, allowed))}"
+            )
+        if compression not in ("NONE", "LZ4"):
+            raise ValueError(f"LustreFileSystem: data_compression {compression!r}; use NONE or LZ4")
+        if s3 is not None:
+            wanted = "association" if deployment_type == "PERSISTENT_2" else "import-path"
+            if s3.kind != wanted:
+                raise ValueError(
+                    f"LustreFileSystem: {deployment_type} links S3 through "
+                    f"{'a DataRepositoryAssociation' if wanted == 'association' else 'ImportPath'}, got {s3.kind!r}"
+                )
+            if wanted == "import-path" and s3.auto_export:
+                raise ValueError(
+                    f"LustreFileSystem: automatic export needs a data repository association; {deployment_type} "
+                    f"links through ImportPath (remove auto_export)"
+                )
+
+    # --- attributes (CloudFormation tokens) -----------------------------------------------------
+
+    @property
+    def file_system_id(self) -> str:
+        return self.file_system.ref
+
+    @property
+    def dns_name(self) -> str:
+        return self.file_system.attr_dns_name
+
+    @property
+    def mount_name(self) -> str:
+        return self.file_system.attr_lustre_mount_name
+
+    @property
+    def security_group_id(self) -> str:
+        return self.security_group.security_group_id

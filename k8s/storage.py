@@ -1,0 +1,143 @@
+"""Kubernetes objects for the FSx for Lustre file system: a static volume, its claim, a StorageClass.
+
+Follows the FSx for Lustre CSI driver's examples (kubernetes-sigs/aws-fsx-csi-driver,
+``examples/kubernetes/static_provisioning`` and ``dynamic_provisioning``):
+
+* ``PersistentVolume`` ``fsx-pv``: ``csi.driver: fsx.csi.aws.com``, ``volumeHandle`` = the file
+  system id, ``volumeAttributes.dnsname`` / ``mountname`` = the file system's DNS and Lustre mount
+  names, ``ReadWriteMany``, ``persistentVolumeReclaimPolicy: Retain`` (deleting the claim never
+  deletes the data), ``storageClassName: ""`` (never provisioned dynamically), mount option ``flock``.
+* ``PersistentVolumeClaim`` ``fsx-claim`` in ``default``, bound to ``fsx-pv`` by ``volumeName``; the
+  training and NCCL jobs mount it (at ``storage.mountPath``, default ``/fsx``).
+* Optional ``StorageClass`` ``fsx-lustre`` (provisioner ``fsx.csi.aws.com``) for a new file system
+  per claim; ``subnetId`` and ``securityGroupIds`` come from the stacks, the Lustre settings from the
+  spec. Its volumes are deleted with their claims (``reclaimPolicy: Delete``).
+
+The values may be CloudFormation tokens (the file system is created in the same deploy): the
+storage stack hands :func:`storage_manifests` to ``aws_eks_v2.KubernetesManifest``, which resolves
+them. Nothing here is written to ``dist/`` because those values exist only after the deploy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cdk8s
+from cdk8s_plus_33 import k8s as kplus
+from constructs import Construct
+
+from spec.storage import CSI_DRIVER
+
+MOUNT_OPTIONS = ("flock",)
+"""``flock``: POSIX locks coherent across clients (the driver's static-provisioning example)."""
+
+COMMON_LABELS = {"app.kubernetes.io/part-of": "efa-stack", "app.kubernetes.io/component": "storage"}
+
+
+@dataclass(frozen=True)
+class StaticVolumeProps:
+    """A PV for an existing file system and the claim bound to it."""
+
+    file_system_id: str
+    dns_name: str
+    mount_name: str
+    capacity: str
+    """Kubernetes quantity, e.g. ``1200Gi`` (the file system's capacity)."""
+    volume_name: str = "fsx-pv"
+    claim_name: str = "fsx-claim"
+    claim_namespace: str = "default"
+
+
+@dataclass(frozen=True)
+class StorageClassProps:
+    """Parameters of the driver's dynamic provisioning (keys as the driver reads them)."""
+
+    subnet_id: str
+    security_group_ids: tuple[str, ...]
+    deployment_type: str
+    per_unit_storage_throughput: int | None
+    data_compression: str
+    lustre_version: str
+    name: str = "fsx-lustre"
+
+    def parameters(self) -> dict[str, str]:
+        out = {
+            "subnetId": self.subnet_id,
+            "securityGroupIds": ",".join(self.security_group_ids),
+            "deploymentType": self.deployment_type,
+            "dataCompressionType": self.data_compression,
+            "fileSystemTypeVersion": self.lustre_version,
+        }
+        if self.per_unit_storage_throughput is not None:
+            out["perUnitStorageThroughput"] = str(self.per_unit_storage_throughput)
+        return out
+
+
+class FsxStaticVolume(Construct):
+    """``PersistentVolume`` + ``PersistentVolumeClaim`` (ReadWriteMany) for one FSx for Lustre file system."""
+
+    def __init__(self, scope: Construct, id: str, props: StaticVolumeProps) -> None:
+        super().__init__(scope, id)
+        capacity = {"storage": kplus.Quantity.from_string(props.capacity)}
+        self.volume = kplus.KubePersistentVolume(
+            self,
+            "Volume",
+            metadata=kplus.ObjectMeta(name=props.volume_name, labels=dict(COMMON_LABELS)),
+            spec=kplus.PersistentVolumeSpec(
+                capacity=capacity,
+                volume_mode="Filesystem",
+                access_modes=["ReadWriteMany"],
+                mount_options=list(MOUNT_OPTIONS),
+                persistent_volume_reclaim_policy="Retain",
+                storage_class_name="",
+                csi=kplus.CsiPersistentVolumeSource(
+                    driver=CSI_DRIVER,
+                    volume_handle=props.file_system_id,
+                    volume_attributes={"dnsname": props.dns_name, "mountname": props.mount_name},
+                ),
+            ),
+        )
+        self.claim = kplus.KubePersistentVolumeClaim(
+            self,
+            "Claim",
+            metadata=kplus.ObjectMeta(
+                name=props.claim_name, namespace=props.claim_namespace, labels=dict(COMMON_LABELS)
+            ),
+            spec=kplus.PersistentVolumeClaimSpec(
+                access_modes=["ReadWriteMany"],
+                storage_class_name="",
+                volume_name=props.volume_name,
+                resources=kplus.VolumeResourceRequirements(requests=capacity),
+            ),
+        )
+
+
+class FsxStorageClass(Construct):
+    """``StorageClass`` for dynamic provisioning: one new FSx for Lustre file system per claim."""
+
+    def __init__(self, scope: Construct, id: str, props: StorageClassProps) -> None:
+        super().__init__(scope, id)
+        self.storage_class = kplus.KubeStorageClass(
+            self,
+            "Resource",
+            metadata=kplus.ObjectMeta(name=props.name, labels=dict(COMMON_LABELS)),
+            provisioner=CSI_DRIVER,
+            parameters=props.parameters(),
+            mount_options=list(MOUNT_OPTIONS),
+            reclaim_policy="Delete",
+            volume_binding_mode="Immediate",
+        )
+
+
+def storage_chart(app: Construct, volume: StaticVolumeProps, storage_class: StorageClassProps | None = None) -> cdk8s.Chart:
+    """The storage chart: the static volume and claim, and the StorageClass when asked for."""
+    chart = cdk8s.Chart(app, "storage", disable_resource_name_hashes=True)
+    FsxStaticVolume(chart, "Static", volume)
+    if storage_class is not None:
+        FsxStorageClass(chart, "Dynamic", storage_class)
+    return chart
+
+
+def storage_manifests(volume: StaticVolumeProps, storage_class: StorageClassProps | None = None) -> list[dict]:
+    """The chart's objects as plain dicts (PV, PVC, then the StorageClass), tokens left in place."""
+    return list(storage_chart(cdk8s.App(), volume, storage_class).to_json())

@@ -1,0 +1,213 @@
+"""The storage stack: FSx for Lustre for training data, the FSx CSI driver and the volume for jobs.
+
+Holds data, so it outlives the others' changes: the file system (and its S3 association) is retained
+when this stack is deleted or when a change would replace it (see aws_constructs/fsx.py).
+
+- the file system in the availability zone and private subnet of the storage node group (the GPU
+  node group by default), its security group, the S3 link;
+- the FSx CSI driver as the EKS add-on ``aws-fsx-csi-driver``; its controller's permissions go to
+  the ``fsx-csi-controller-sa`` service account through EKS Pod Identity (the cluster runs the agent);
+  its node DaemonSet tolerates the node groups' taints (``nvidia.com/gpu``);
+- a static ``PersistentVolume`` whose ``volumeHandle``/``dnsname``/``mountname`` are the file
+  system's own attributes, the ``fsx-claim`` claim (ReadWriteMany) that jobs mount, and optionally the
+  ``fsx-lustre`` StorageClass for dynamic provisioning.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack, aws_eks_v2 as eks, aws_iam as iam
+from constructs import Construct
+
+from aws_constructs.fsx import LustreFileSystem
+from aws_constructs.security import acknowledge
+from k8s.storage import StaticVolumeProps, StorageClassProps, storage_manifests
+from spec.plan import ClusterPlan
+from spec.storage import StoragePlan
+from stacks.cluster_stack import ClusterStack
+from stacks.network_stack import NetworkStack
+
+FSX_CSI_ADDON = "aws-fsx-csi-driver"
+FSX_CSI_CONTROLLER_SA = "fsx-csi-controller-sa"
+"""The controller's service account in the add-on and the driver's Helm chart (``controller.serviceAccount.name``)."""
+FSX_CSI_VOLUME_TAG = "CSIVolumeName"
+"""Tag the driver puts on every file system it creates (``pkg/cloud/cloud.go`` ``VolumeNameTagKey``)."""
+FSX_SERVICE_LINKED_ROLE = "aws-service-role/fsx.amazonaws.com/AWSServiceRoleForAmazonFSx"
+PODS_PRINCIPAL = "pods.eks.amazonaws.com"
+
+
+def csi_node_configuration(storage: StoragePlan) -> dict[str, Any]:
+    """The add-on's ``configurationValues``: the node DaemonSet tolerates the node groups' taints.
+
+    Keys follow the driver's Helm chart (``node.tolerateAllTaints``, ``node.tolerations``), from
+    which the add-on is built. ``tolerateAllTaints: false`` makes the list authoritative; the chart
+    then adds ``fsx.csi.aws.com/agent-not-ready`` itself. The ``NoExecute`` entry is the chart's
+    default (ride out a short node-not-ready without remounting).
+    """
+    tolerations: list[dict[str, Any]] = [
+        {"key": t.key, "operator": "Exists", "effect": t.effect} for t in storage.tolerations
+    ]
+    tolerations.append({"key": "CriticalAddonsOnly", "operator": "Exists"})
+    tolerations.append({"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
+    return {"node": {"tolerateAllTaints": False, "tolerations": tolerations}}
+
+
+class StorageStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        plan: ClusterPlan,
+        network: NetworkStack,
+        cluster: ClusterStack,
+        storage: StoragePlan,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault(
+            "description",
+            f"efa-stack {plan.name}: FSx for Lustre (retained on delete), FSx CSI driver, volume for jobs",
+        )
+        super().__init__(scope, id, **kwargs)
+        self.plan = plan
+        self.storage = storage
+        cluster_sg = cluster.cluster.cluster_security_group_id
+        subnet = network.private_subnet(storage.availability_zone)
+        self.lustre = LustreFileSystem(
+            self,
+            "Lustre",
+            vpc=network.vpc,
+            subnet=subnet,
+            client_security_group_ids=[cluster_sg],
+            deployment_type=storage.deployment_type,
+            storage_capacity_gib=storage.capacity_gib,
+            per_unit_storage_throughput=storage.per_unit_storage_throughput,
+            data_compression=storage.data_compression,
+            s3=storage.s3,
+            lustre_version=storage.lustre_version,
+        )
+        self.csi_role = self._csi_role()
+        self.csi_driver = eks.Addon(
+            self,
+            "FsxCsiDriver",
+            cluster=cluster.cluster,
+            addon_name=FSX_CSI_ADDON,
+            configuration_values=csi_node_configuration(storage),
+            preserve_on_delete=False,
+        )
+        cfn_addon = self.csi_driver.node.default_child
+        assert isinstance(cfn_addon, eks.CfnAddon)
+        cfn_addon.add_property_override(
+            "PodIdentityAssociations",
+            [{"RoleArn": self.csi_role.role_arn, "ServiceAccount": FSX_CSI_CONTROLLER_SA}],
+        )
+        storage_class = None
+        if storage.dynamic_provisioning:
+            storage_class = StorageClassProps(
+                subnet_id=subnet.subnet_id,
+                security_group_ids=(self.lustre.security_group_id,),
+                deployment_type=storage.deployment_type,
+                per_unit_storage_throughput=storage.per_unit_storage_throughput,
+                data_compression=storage.data_compression,
+                lustre_version=storage.lustre_version,
+                name=storage.storage_class_name,
+            )
+        self.volume_manifest = eks.KubernetesManifest(
+            self,
+            "FsxVolume",
+            cluster=cluster.cluster,
+            manifest=storage_manifests(
+                StaticVolumeProps(
+                    file_system_id=self.lustre.file_system_id,
+                    dns_name=self.lustre.dns_name,
+                    mount_name=self.lustre.mount_name,
+                    capacity=storage.capacity_quantity,
+                    volume_name=storage.volume_name,
+                    claim_name=storage.claim_name,
+                    claim_namespace=storage.claim_namespace,
+                ),
+                storage_class,
+            ),
+        )
+        self.volume_manifest.node.add_dependency(self.csi_driver)
+        if self.lustre.association is not None:
+            # Jobs that start right after the deploy see the imported listing.
+            self.volume_manifest.node.add_dependency(self.lustre.association)
+        CfnOutput(self, "FileSystemId", value=self.lustre.file_system_id, description="FSx for Lustre file system id")
+        CfnOutput(self, "MountName", value=self.lustre.mount_name, description="Lustre mount name")
+        CfnOutput(self, "DnsName", value=self.lustre.dns_name, description="File system DNS name")
+
+    @property
+    def mount_path(self) -> str:
+        """Where jobs mount the claim (``storage.mountPath``, default ``/fsx``)."""
+        return self.storage.mount_path
+
+    @property
+    def claim_name(self) -> str:
+        return self.storage.claim_name
+
+    def _nag_arn(self, arn: str) -> str:
+        """``arn`` as cdk-nag names it in a finding (pseudo parameters as ``<AWS::...>``)."""
+        resolved = self.resolve(arn)
+        if isinstance(resolved, str):
+            return resolved
+        parts = resolved["Fn::Join"][1]
+        return "".join(p if isinstance(p, str) else f"<{p['Ref']}>" for p in parts)
+
+    def _csi_role(self) -> iam.Role:
+        """The CSI controller's role, trusted by EKS Pod Identity and scoped to what the driver does.
+
+        Static provisioning only reads (``DescribeFileSystems``). Dynamic provisioning adds the
+        driver's documented permissions (kubernetes-sigs/aws-fsx-csi-driver ``docs/install.md``),
+        scoped: create and tag file systems only with the driver's ``CSIVolumeName`` tag, delete and
+        resize only file systems that carry it (so never the retained static file system), and the
+        FSx service-linked role only. The S3 and ``s3.data-source.lustre.fsx`` permissions of that
+        policy are left out: the StorageClass does not link buckets.
+        """
+        pods = iam.ServicePrincipal(PODS_PRINCIPAL)
+        role = iam.Role(
+            self,
+            "FsxCsiControllerRole",
+            assumed_by=pods,
+            description=f"FSx for Lustre CSI controller ({FSX_CSI_CONTROLLER_SA}) through EKS Pod Identity",
+        )
+        role.assume_role_policy.add_statements(iam.PolicyStatement(actions=["sts:TagSession"], principals=[pods]))
+        role.add_to_policy(iam.PolicyStatement(
+            sid="DescribeFileSystems", actions=["fsx:DescribeFileSystems"], resources=["*"],
+        ))
+        file_systems = self.format_arn(service="fsx", resource="file-system", resource_name="*")
+        if self.storage.dynamic_provisioning:
+            role.add_to_policy(iam.PolicyStatement(
+                sid="CreateDriverFileSystems",
+                actions=["fsx:CreateFileSystem", "fsx:TagResource"],
+                resources=[file_systems],
+                conditions={"Null": {f"aws:RequestTag/{FSX_CSI_VOLUME_TAG}": "false"}},
+            ))
+            role.add_to_policy(iam.PolicyStatement(
+                sid="ManageDriverFileSystems",
+                actions=["fsx:DeleteFileSystem", "fsx:UpdateFileSystem"],
+                resources=[file_systems],
+                conditions={"Null": {f"aws:ResourceTag/{FSX_CSI_VOLUME_TAG}": "false"}},
+            ))
+            role.add_to_policy(iam.PolicyStatement(
+                sid="FsxServiceLinkedRole",
+                actions=["iam:CreateServiceLinkedRole"],
+                resources=[self.format_arn(service="iam", region="", resource="role", resource_name=FSX_SERVICE_LINKED_ROLE)],
+                conditions={"StringLike": {"iam:AWSServiceName": "fsx.amazonaws.com"}},
+            ))
+        policy = role.node.find_child("DefaultPolicy")
+        acknowledge(
+            policy, "AwsSolutions-IAM5",
+            "fsx:DescribeFileSystems is a list/read action; the driver calls it with ids it learns at run "
+            "time and it grants no access to data.",
+            "Resource::*",
+        )
+        if self.storage.dynamic_provisioning:
+            acknowledge(
+                policy, "AwsSolutions-IAM5",
+                "Dynamically provisioned file systems get ids only when a claim is made; create/tag need "
+                "the driver's CSIVolumeName request tag and delete/update need it on the resource.",
+                f"Resource::{self._nag_arn(file_systems)}",
+            )
+        return role
