@@ -20,7 +20,6 @@ mount the kubelet's ``/var/lib/kubelet/device-plugins`` and the host's ``/dev/in
 
 from __future__ import annotations
 
-from policies.rules import HOST_ACCESS_REASON
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from k8s.scheduling import (
     LabelRequirement,
     mebibytes,
     millicores,
+    node_daemon_set,
     required_node_affinity,
     tolerations,
 )
@@ -121,10 +121,12 @@ class EfaDevicePlugin(Construct):
         ]
         if privileged:
             mounts.append(kplus.VolumeMount(name="neuron-tools", mount_path=NEURON_TOOLS_DIR))
-            volumes.append(kplus.Volume(
-                name="neuron-tools",
-                host_path=kplus.HostPathVolumeSource(path=NEURON_TOOLS_DIR, type="DirectoryOrCreate"),
-            ))
+            volumes.append(
+                kplus.Volume(
+                    name="neuron-tools",
+                    host_path=kplus.HostPathVolumeSource(path=NEURON_TOOLS_DIR, type="DirectoryOrCreate"),
+                )
+            )
             security = kplus.SecurityContext(
                 allow_privilege_escalation=True, privileged=True, run_as_non_root=False, run_as_user=0
             )
@@ -134,48 +136,42 @@ class EfaDevicePlugin(Construct):
                 capabilities=kplus.Capabilities(drop=["ALL"]),
                 run_as_non_root=False,
             )
-        return kplus.KubeDaemonSet(
+        return node_daemon_set(
             self,
             id,
-            metadata=kplus.ObjectMeta(
-                name=name, namespace=NAMESPACE, labels={"app.kubernetes.io/name": NAME, **p.labels},
-                annotations={HOST_ACCESS_REASON: (
-                    "registers EFA devices with the kubelet through /var/lib/kubelet/device-plugins and "
-                    "reads them from /dev/infiniband" + (
-                        "; Neuron EFA nodes also need /opt/aws/neuron and privileges to map Neuron-EFA topology"
-                        if privileged else ""
-                    )
-                )},
+            name=name,
+            namespace=NAMESPACE,
+            labels={"app.kubernetes.io/name": NAME, **p.labels},
+            selector=selector,
+            host_access_reason=(
+                "registers EFA devices with the kubelet through /var/lib/kubelet/device-plugins and "
+                "reads them from /dev/infiniband"
+                + (
+                    "; Neuron EFA nodes also need /opt/aws/neuron and privileges to map Neuron-EFA topology"
+                    if privileged
+                    else ""
+                )
             ),
-            spec=kplus.DaemonSetSpec(
-                selector=kplus.LabelSelector(match_labels=selector),
-                update_strategy=kplus.DaemonSetUpdateStrategy(type="RollingUpdate"),
-                template=kplus.PodTemplateSpec(
-                    metadata=kplus.ObjectMeta(labels=selector),
-                    spec=kplus.PodSpec(
-                        automount_service_account_token=False,
-                        host_network=True,
-                        priority_class_name=SYSTEM_NODE_CRITICAL,
-                        tolerations=tolerations(taints, critical_addons=True),
-                        affinity=required_node_affinity(
-                            LabelRequirement(LABEL_EFA, "In", ("true",)), accelerator
+            pod=kplus.PodSpec(
+                automount_service_account_token=False,
+                host_network=True,
+                priority_class_name=SYSTEM_NODE_CRITICAL,
+                tolerations=tolerations(taints, critical_addons=True),
+                affinity=required_node_affinity(LabelRequirement(LABEL_EFA, "In", ("true",)), accelerator),
+                containers=[
+                    kplus.Container(
+                        name=NAME,
+                        image=p.image,
+                        security_context=security,
+                        resources=kplus.ResourceRequirements(
+                            requests={
+                                "cpu": millicores(p.cpu_millicores),
+                                "memory": mebibytes(p.memory_mib),
+                            }
                         ),
-                        containers=[
-                            kplus.Container(
-                                name=NAME,
-                                image=p.image,
-                                security_context=security,
-                                resources=kplus.ResourceRequirements(
-                                    requests={
-                                        "cpu": millicores(p.cpu_millicores),
-                                        "memory": mebibytes(p.memory_mib),
-                                    }
-                                ),
-                                volume_mounts=mounts,
-                            )
-                        ],
-                        volumes=volumes,
-                    ),
-                ),
+                        volume_mounts=mounts,
+                    )
+                ],
+                volumes=volumes,
             ),
         )

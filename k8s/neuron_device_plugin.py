@@ -12,7 +12,6 @@ Neuron node groups get no NCCL job: nccl-tests are CUDA programs (see :mod:`spec
 
 from __future__ import annotations
 
-from policies.rules import HOST_ACCESS_REASON
 
 from dataclasses import dataclass, field
 
@@ -20,7 +19,13 @@ from cdk8s_plus_33 import k8s as kplus
 from constructs import Construct
 
 from k8s.images import NEURON_DEVICE_PLUGIN_IMAGE
-from k8s.scheduling import SYSTEM_NODE_CRITICAL, LabelRequirement, required_node_affinity, tolerations
+from k8s.scheduling import (
+    SYSTEM_NODE_CRITICAL,
+    LabelRequirement,
+    node_daemon_set,
+    required_node_affinity,
+    tolerations,
+)
 from spec.plan import LABEL_ACCELERATOR, Taint
 
 NAMESPACE = "kube-system"
@@ -68,56 +73,47 @@ class NeuronDevicePlugin(Construct):
             subjects=[kplus.Subject(kind="ServiceAccount", name=NAME, namespace=NAMESPACE)],
         )
         selector = {"name": NAME + "-ds"}
-        self.daemon_set = kplus.KubeDaemonSet(
+        self.daemon_set = node_daemon_set(
             self,
             "DaemonSet",
-            metadata=kplus.ObjectMeta(
-                name=NAME, namespace=NAMESPACE, labels=labels,
-                annotations={HOST_ACCESS_REASON: (
-                    "registers Neuron devices with the kubelet (device-plugins socket) and reads the "
-                    "device map under /run"
-                )},
+            name=NAME,
+            namespace=NAMESPACE,
+            labels=labels,
+            selector=selector,
+            host_access_reason=(
+                "registers Neuron devices with the kubelet (device-plugins socket) and reads the device map under /run"
             ),
-            spec=kplus.DaemonSetSpec(
-                selector=kplus.LabelSelector(match_labels=selector),
-                update_strategy=kplus.DaemonSetUpdateStrategy(type="RollingUpdate"),
-                template=kplus.PodTemplateSpec(
-                    metadata=kplus.ObjectMeta(labels=selector),
-                    spec=kplus.PodSpec(
-                        service_account_name=NAME,
-                        priority_class_name=SYSTEM_NODE_CRITICAL,
-                        tolerations=tolerations(props.tolerate, critical_addons=True),
-                        affinity=required_node_affinity(LabelRequirement(LABEL_ACCELERATOR, "In", ("neuron",))),
-                        containers=[
-                            kplus.Container(
-                                name=NAME,
-                                image=props.image,
-                                env=[
-                                    kplus.EnvVar(name="KUBECONFIG", value="/etc/kubernetes/kubelet.conf"),
-                                    kplus.EnvVar(
-                                        name="NODE_NAME",
-                                        value_from=kplus.EnvVarSource(
-                                            field_ref=kplus.ObjectFieldSelector(field_path="spec.nodeName")
-                                        ),
-                                    ),
-                                ],
-                                security_context=kplus.SecurityContext(
-                                    allow_privilege_escalation=False,
-                                    capabilities=kplus.Capabilities(drop=["ALL"]),
+            pod=kplus.PodSpec(
+                service_account_name=NAME,
+                priority_class_name=SYSTEM_NODE_CRITICAL,
+                tolerations=tolerations(props.tolerate, critical_addons=True),
+                affinity=required_node_affinity(LabelRequirement(LABEL_ACCELERATOR, "In", ("neuron",))),
+                containers=[
+                    kplus.Container(
+                        name=NAME,
+                        image=props.image,
+                        env=[
+                            kplus.EnvVar(name="KUBECONFIG", value="/etc/kubernetes/kubelet.conf"),
+                            kplus.EnvVar(
+                                name="NODE_NAME",
+                                value_from=kplus.EnvVarSource(
+                                    field_ref=kplus.ObjectFieldSelector(field_path="spec.nodeName")
                                 ),
-                                volume_mounts=[
-                                    kplus.VolumeMount(name="device-plugin", mount_path=DEVICE_PLUGIN_DIR),
-                                    kplus.VolumeMount(name="infa-map", mount_path="/run"),
-                                ],
-                            )
-                        ],
-                        volumes=[
-                            kplus.Volume(
-                                name="device-plugin", host_path=kplus.HostPathVolumeSource(path=DEVICE_PLUGIN_DIR)
                             ),
-                            kplus.Volume(name="infa-map", host_path=kplus.HostPathVolumeSource(path="/run")),
                         ],
-                    ),
-                ),
+                        security_context=kplus.SecurityContext(
+                            allow_privilege_escalation=False,
+                            capabilities=kplus.Capabilities(drop=["ALL"]),
+                        ),
+                        volume_mounts=[
+                            kplus.VolumeMount(name="device-plugin", mount_path=DEVICE_PLUGIN_DIR),
+                            kplus.VolumeMount(name="infa-map", mount_path="/run"),
+                        ],
+                    )
+                ],
+                volumes=[
+                    kplus.Volume(name="device-plugin", host_path=kplus.HostPathVolumeSource(path=DEVICE_PLUGIN_DIR)),
+                    kplus.Volume(name="infa-map", host_path=kplus.HostPathVolumeSource(path="/run")),
+                ],
             ),
         )

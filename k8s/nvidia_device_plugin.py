@@ -18,7 +18,6 @@ The chart renders nothing when the cluster has no NVIDIA node group.
 
 from __future__ import annotations
 
-from policies.rules import HOST_ACCESS_REASON
 
 from dataclasses import dataclass, field
 
@@ -26,7 +25,13 @@ from cdk8s_plus_33 import k8s as kplus
 from constructs import Construct
 
 from k8s.images import NVIDIA_DEVICE_PLUGIN_BROKEN, NVIDIA_DEVICE_PLUGIN_IMAGE
-from k8s.scheduling import SYSTEM_NODE_CRITICAL, LabelRequirement, required_node_affinity, tolerations
+from k8s.scheduling import (
+    SYSTEM_NODE_CRITICAL,
+    LabelRequirement,
+    node_daemon_set,
+    required_node_affinity,
+    tolerations,
+)
 from spec.plan import LABEL_ACCELERATOR, Taint
 
 NAMESPACE = "kube-system"
@@ -64,51 +69,44 @@ class NvidiaDevicePlugin(Construct):
     def __init__(self, scope: Construct, id: str, props: NvidiaDevicePluginProps) -> None:
         super().__init__(scope, id)
         selector = {"name": "nvidia-device-plugin-ds"}
-        self.daemon_set = kplus.KubeDaemonSet(
+        self.daemon_set = node_daemon_set(
             self,
             "DaemonSet",
-            metadata=kplus.ObjectMeta(
-                name=NAME, namespace=NAMESPACE,
-                labels={"app.kubernetes.io/name": "nvidia-device-plugin", **props.labels},
-                annotations={HOST_ACCESS_REASON: (
-                    "registers GPUs with the kubelet through the host's /var/lib/kubelet/device-plugins socket"
-                )},
+            name=NAME,
+            namespace=NAMESPACE,
+            labels={"app.kubernetes.io/name": "nvidia-device-plugin", **props.labels},
+            selector=selector,
+            host_access_reason=(
+                "registers GPUs with the kubelet through the host's /var/lib/kubelet/device-plugins socket"
             ),
-            spec=kplus.DaemonSetSpec(
-                selector=kplus.LabelSelector(match_labels=selector),
-                update_strategy=kplus.DaemonSetUpdateStrategy(type="RollingUpdate"),
-                template=kplus.PodTemplateSpec(
-                    metadata=kplus.ObjectMeta(labels=selector),
-                    spec=kplus.PodSpec(
-                        priority_class_name=SYSTEM_NODE_CRITICAL,
-                        automount_service_account_token=False,
-                        tolerations=tolerations(props.tolerate, critical_addons=True),
-                        affinity=required_node_affinity(LabelRequirement(LABEL_ACCELERATOR, "In", ("nvidia",))),
-                        containers=[
-                            kplus.Container(
-                                name="nvidia-device-plugin-ctr",
-                                image=props.image,
-                                env=[
-                                    kplus.EnvVar(name="FAIL_ON_INIT_ERROR", value="false"),
-                                    # never inject /dev/infiniband (MOFED) devices: EFA owns them
-                                    kplus.EnvVar(name="MOFED_ENABLED", value="false"),
-                                ],
-                                security_context=kplus.SecurityContext(
-                                    allow_privilege_escalation=False,
-                                    capabilities=kplus.Capabilities(drop=["ALL"]),
-                                ),
-                                volume_mounts=[
-                                    kplus.VolumeMount(name="kubelet-device-plugins-dir", mount_path=DEVICE_PLUGIN_DIR)
-                                ],
-                            )
+            pod=kplus.PodSpec(
+                priority_class_name=SYSTEM_NODE_CRITICAL,
+                automount_service_account_token=False,
+                tolerations=tolerations(props.tolerate, critical_addons=True),
+                affinity=required_node_affinity(LabelRequirement(LABEL_ACCELERATOR, "In", ("nvidia",))),
+                containers=[
+                    kplus.Container(
+                        name="nvidia-device-plugin-ctr",
+                        image=props.image,
+                        env=[
+                            kplus.EnvVar(name="FAIL_ON_INIT_ERROR", value="false"),
+                            # never inject /dev/infiniband (MOFED) devices: EFA owns them
+                            kplus.EnvVar(name="MOFED_ENABLED", value="false"),
                         ],
-                        volumes=[
-                            kplus.Volume(
-                                name="kubelet-device-plugins-dir",
-                                host_path=kplus.HostPathVolumeSource(path=DEVICE_PLUGIN_DIR, type="Directory"),
-                            )
+                        security_context=kplus.SecurityContext(
+                            allow_privilege_escalation=False,
+                            capabilities=kplus.Capabilities(drop=["ALL"]),
+                        ),
+                        volume_mounts=[
+                            kplus.VolumeMount(name="kubelet-device-plugins-dir", mount_path=DEVICE_PLUGIN_DIR)
                         ],
-                    ),
-                ),
+                    )
+                ],
+                volumes=[
+                    kplus.Volume(
+                        name="kubelet-device-plugins-dir",
+                        host_path=kplus.HostPathVolumeSource(path=DEVICE_PLUGIN_DIR, type="Directory"),
+                    )
+                ],
             ),
         )

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from cdk8s_plus_33 import k8s as kplus
+from constructs import Construct
+
+from policies.rules import HOST_ACCESS_REASON
 
 from spec.plan import LABEL_ROLE, SYSTEM_NODE_GROUP, NodeGroupPlan, Taint
 
@@ -45,9 +48,7 @@ def required_node_affinity(*requirements: LabelRequirement) -> kplus.Affinity:
     return kplus.Affinity(
         node_affinity=kplus.NodeAffinity(
             required_during_scheduling_ignored_during_execution=kplus.NodeSelector(
-                node_selector_terms=[
-                    kplus.NodeSelectorTerm(match_expressions=[r.to_k8s() for r in requirements])
-                ]
+                node_selector_terms=[kplus.NodeSelectorTerm(match_expressions=[r.to_k8s() for r in requirements])]
             )
         )
     )
@@ -103,3 +104,32 @@ def count(n: int) -> kplus.Quantity:
 def millicores(n: int) -> kplus.Quantity:
     """A CPU quantity of ``n`` millicores (``"10m"``)."""
     return kplus.Quantity.from_string(f"{int(n)}m")
+
+
+def node_daemon_set(
+    scope: Construct,
+    id: str,
+    *,
+    name: str,
+    namespace: str,
+    labels: Mapping[str, str],
+    selector: Mapping[str, str],
+    host_access_reason: str,
+    pod: kplus.PodSpec,
+) -> kplus.KubeDaemonSet:
+    """A rolling-update DaemonSet of a node agent (device plugins), annotated with why it needs the host."""
+    return kplus.KubeDaemonSet(
+        scope,
+        id,
+        metadata=kplus.ObjectMeta(
+            name=name,
+            namespace=namespace,
+            labels=dict(labels),
+            annotations={HOST_ACCESS_REASON: host_access_reason},
+        ),
+        spec=kplus.DaemonSetSpec(
+            selector=kplus.LabelSelector(match_labels=dict(selector)),
+            update_strategy=kplus.DaemonSetUpdateStrategy(type="RollingUpdate"),
+            template=kplus.PodTemplateSpec(metadata=kplus.ObjectMeta(labels=dict(selector)), spec=pod),
+        ),
+    )
