@@ -14,7 +14,7 @@ from aws_cdk import aws_ec2 as ec2, aws_eks_v2 as eks, aws_iam as iam
 from constructs import Construct
 
 from aws_constructs.launch_template import EfaLaunchTemplate
-from spec.plan import NodeGroupPlan
+from spec.plan import LABEL_NODE_GROUP, NodeGroupPlan
 
 _CAPACITY = {
     "on-demand": eks.CapacityType.ON_DEMAND,
@@ -42,6 +42,7 @@ class ManagedNodeGroup(Construct):
     ) -> None:
         super().__init__(scope, id)
         self.plan = plan
+        tags = {LABEL_NODE_GROUP: plan.name, **plan.tags}
         self.placement_group: ec2.PlacementGroup | None = None
         if plan.placement_group:
             self.placement_group = ec2.PlacementGroup(
@@ -60,7 +61,7 @@ class ManagedNodeGroup(Construct):
             reservation_id=plan.reservation_id,
             hugepages_2mi_mib=plan.hugepages_2mi_mib,
             lustre_client=plan.lustre_client,
-            tags={"efa-stack.io/node-group": plan.name, **plan.tags},
+            tags=tags,
         )
         self.nodegroup = eks.Nodegroup(
             self,
@@ -78,6 +79,6 @@ class ManagedNodeGroup(Construct):
             labels=dict(sorted(plan.labels.items())),
             taints=[eks.TaintSpec(key=t.key, value=t.value, effect=_EFFECT[t.effect]) for t in plan.taints]
             or None,
-            tags={"efa-stack.io/node-group": plan.name, **plan.tags},
+            tags=tags,
             node_role=node_role,
         )

@@ -7,7 +7,7 @@ and tolerate exactly the taints of the node groups they run on.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -16,7 +16,7 @@ from constructs import Construct
 
 from policies.rules import HOST_ACCESS_REASON
 
-from spec.plan import LABEL_ROLE, SYSTEM_NODE_GROUP, NodeGroupPlan, Taint
+from spec.plan import LABEL_ROLE, SYSTEM_NODE_GROUP, Taint
 
 CRITICAL_ADDONS_ONLY = "CriticalAddonsOnly"
 """The taint EKS and most clusters use for add-on-only nodes; node agents tolerate it (as upstream)."""
@@ -66,15 +66,6 @@ def one_pod_per_node(match_labels: Mapping[str, str]) -> kplus.Affinity:
             ]
         )
     )
-
-
-def taints_of(groups: Iterable[NodeGroupPlan]) -> tuple[Taint, ...]:
-    """The distinct taints of ``groups``, sorted (key, effect) so manifests are stable."""
-    seen: dict[tuple[str, str], Taint] = {}
-    for g in groups:
-        for t in g.taints:
-            seen.setdefault((t.key, t.effect), t)
-    return tuple(seen[k] for k in sorted(seen))
 
 
 def tolerations(taints: Sequence[Taint], *, critical_addons: bool = False) -> list[kplus.Toleration]:

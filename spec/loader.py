@@ -14,7 +14,6 @@ from spec.models import (
     UNSUPPORTED_EKSCTL_FIELDS,
     UNSUPPORTED_NODEGROUP_FIELDS,
     ClusterSpec,
-    ManagedNodeGroup,
 )
 
 
@@ -148,6 +147,3 @@ def _pattern_hint(name: str) -> str:
         "reservationId": " (a capacity reservation id such as cr-0123456789abcdef0)",
     }.get(name, "")
 
-
-def nodegroup_fields() -> list[str]:
-    return [f.alias or n for n, f in ManagedNodeGroup.model_fields.items()]

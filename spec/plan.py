@@ -7,6 +7,7 @@ counts all read it from a :class:`NodeGroupPlan`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -89,11 +90,6 @@ class NodeGroupPlan:
     def efa_devices_per_node(self) -> int:
         return efa_devices(self.interfaces) if self.efa_enabled else 0
 
-    @property
-    def accelerator_taint(self) -> Taint | None:
-        keys = {GPU_TAINT_KEY, NEURON_TAINT_KEY}
-        return next((t for t in self.taints if t.key in keys), None)
-
     def layout_summary(self) -> str:
         return describe(self.interfaces) if self.interfaces else "1 ENA (no EFA)"
 
@@ -155,6 +151,15 @@ class ClusterPlan:
                 + (", placement group" if n.placement_group else "")
             )
         return "\n".join(lines)
+
+
+def taints_of(groups: Iterable[NodeGroupPlan]) -> tuple[Taint, ...]:
+    """The distinct taints of ``groups``, sorted by (key, effect) so output is stable."""
+    seen: dict[tuple[str, str], Taint] = {}
+    for g in groups:
+        for t in g.taints:
+            seen.setdefault((t.key, t.effect), t)
+    return tuple(seen[k] for k in sorted(seen))
 
 
 def _ami_type(instance: InstanceType) -> str:

@@ -44,7 +44,7 @@ import ipaddress
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -328,6 +328,8 @@ def storage_plan(plan: ClusterPlan) -> StoragePlan | None:
     Validates again (cheap) so that a plan built without :func:`validate_storage` still fails here,
     before any CloudFormation is written; raises :class:`SpecError`.
     """
+    from spec.plan import taints_of  # spec.plan imports this module
+
     spec = plan.spec
     st = spec.storage if spec is not None else None
     if st is None or not st.enabled:
@@ -353,11 +355,6 @@ def storage_plan(plan: ClusterPlan) -> StoragePlan | None:
             auto_import=tuple(e for e in EVENTS if e in st.s3.auto_import),
             auto_export=tuple(e for e in EVENTS if e in st.s3.auto_export),
         )
-    seen: dict[tuple[str, str], Any] = {}
-    for g in plan.node_groups:
-        for t in g.taints:
-            seen.setdefault((t.key, t.effect), t)
-    taints = [seen[k] for k in sorted(seen)]
     return StoragePlan(
         deployment_type=st.deployment_type,
         capacity_gib=st.storage_capacity_gib,
@@ -369,5 +366,5 @@ def storage_plan(plan: ClusterPlan) -> StoragePlan | None:
         s3=link,
         mount_path=st.mount_path,
         dynamic_provisioning=st.dynamic_provisioning,
-        tolerations=tuple(taints),
+        tolerations=taints_of(plan.node_groups),
     )

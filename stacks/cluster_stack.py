@@ -11,6 +11,7 @@ from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct
 
 from aws_constructs.node_group import ManagedNodeGroup
+from aws_constructs.pod_identity import associate_with_addon, pod_identity_role
 from aws_constructs.security import acknowledge, managed_policy
 from spec.plan import ClusterPlan
 from stacks.network_stack import NetworkStack
@@ -56,7 +57,6 @@ class ClusterStack(Stack):
         *,
         plan: ClusterPlan,
         network: NetworkStack,
-        kubernetes: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
@@ -93,27 +93,17 @@ class ClusterStack(Stack):
         # Pinned logical ids: a new id would replace the cluster (and with it every workload on it).
         self.secrets_key.node.default_child.override_logical_id("ClusterSecretsKey")
         self.cluster.node.default_child.override_logical_id("EksCluster")
-        self.vpc_cni_role = iam.Role(
+        self.vpc_cni_role = pod_identity_role(
             self,
             "VpcCniRole",
-            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com"),
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonEKS_CNI_Policy")],
             description="VPC CNI (aws-node) through EKS Pod Identity",
-        )
-        self.vpc_cni_role.assume_role_policy.add_statements(
-            iam.PolicyStatement(
-                actions=["sts:TagSession"], principals=[iam.ServicePrincipal("pods.eks.amazonaws.com")]
-            )
+            managed_policies=["AmazonEKS_CNI_Policy"],
         )
         self.vpc_cni = eks.Addon(
             self, "VpcCni", cluster=self.cluster, addon_name="vpc-cni", addon_version=VPC_CNI_VERSION,
             preserve_on_delete=False,
         )
-        cfn_cni = self.vpc_cni.node.default_child
-        assert isinstance(cfn_cni, eks.CfnAddon)
-        cfn_cni.add_property_override(
-            "PodIdentityAssociations", [{"RoleArn": self.vpc_cni_role.role_arn, "ServiceAccount": "aws-node"}]
-        )
+        associate_with_addon(self.vpc_cni, self.vpc_cni_role, "aws-node")
         self.node_role = iam.Role(
             self,
             "NodeRole",
@@ -168,9 +158,7 @@ class ClusterStack(Stack):
             # The CNI must support efa-only interfaces before EFA nodes join.
             node_group.nodegroup.node.add_dependency(self.vpc_cni)
             self.node_groups[ng.name] = node_group
-        self.manifests: list[eks.KubernetesManifest] = []
-        if kubernetes:
-            self.add_kubernetes_charts()
+        self.manifests = self.add_kubernetes_charts()
 
     def add_kubernetes_charts(self) -> list[eks.KubernetesManifest]:
         """Apply the cdk8s charts of :func:`k8s.charts.build_charts` in their order (CRD, operator, jobs)."""
@@ -187,7 +175,6 @@ class ClusterStack(Stack):
             if manifests:
                 manifest.node.add_dependency(manifests[-1])
             manifests.append(manifest)
-        self.manifests = manifests
         return manifests
 
     def _acknowledge_findings(self) -> None:
@@ -242,8 +229,3 @@ class ClusterStack(Stack):
             "The custom-resource framework may invoke any version of the kubectl handler (ARN:*).",
             f"Resource::<{self.get_logical_id(handler.node.default_child)}.Arn>:*",
         )
-
-    @property
-    def node_role_arns(self) -> dict[str, str]:
-        return {n: g.nodegroup.role.role_arn for n, g in self.node_groups.items()}
-

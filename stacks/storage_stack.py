@@ -21,6 +21,7 @@ from aws_cdk import CfnOutput, Stack, aws_eks_v2 as eks, aws_iam as iam
 from constructs import Construct
 
 from aws_constructs.fsx import LustreFileSystem
+from aws_constructs.pod_identity import associate_with_addon, pod_identity_role
 from aws_constructs.security import acknowledge
 from k8s.storage import StaticVolumeProps, StorageClassProps, storage_manifests
 from spec.plan import ClusterPlan
@@ -34,7 +35,6 @@ FSX_CSI_CONTROLLER_SA = "fsx-csi-controller-sa"
 FSX_CSI_VOLUME_TAG = "CSIVolumeName"
 """Tag the driver puts on every file system it creates (``pkg/cloud/cloud.go`` ``VolumeNameTagKey``)."""
 FSX_SERVICE_LINKED_ROLE = "aws-service-role/fsx.amazonaws.com/AWSServiceRoleForAmazonFSx"
-PODS_PRINCIPAL = "pods.eks.amazonaws.com"
 
 
 def csi_node_configuration(storage: StoragePlan) -> dict[str, Any]:
@@ -96,12 +96,7 @@ class StorageStack(Stack):
             configuration_values=csi_node_configuration(storage),
             preserve_on_delete=False,
         )
-        cfn_addon = self.csi_driver.node.default_child
-        assert isinstance(cfn_addon, eks.CfnAddon)
-        cfn_addon.add_property_override(
-            "PodIdentityAssociations",
-            [{"RoleArn": self.csi_role.role_arn, "ServiceAccount": FSX_CSI_CONTROLLER_SA}],
-        )
+        associate_with_addon(self.csi_driver, self.csi_role, FSX_CSI_CONTROLLER_SA)
         storage_class = None
         if storage.dynamic_provisioning:
             storage_class = StorageClassProps(
@@ -165,14 +160,11 @@ class StorageStack(Stack):
         FSx service-linked role only. The S3 and ``s3.data-source.lustre.fsx`` permissions of that
         policy are left out: the StorageClass does not link buckets.
         """
-        pods = iam.ServicePrincipal(PODS_PRINCIPAL)
-        role = iam.Role(
+        role = pod_identity_role(
             self,
             "FsxCsiControllerRole",
-            assumed_by=pods,
             description=f"FSx for Lustre CSI controller ({FSX_CSI_CONTROLLER_SA}) through EKS Pod Identity",
         )
-        role.assume_role_policy.add_statements(iam.PolicyStatement(actions=["sts:TagSession"], principals=[pods]))
         role.add_to_policy(iam.PolicyStatement(
             sid="DescribeFileSystems", actions=["fsx:DescribeFileSystems"], resources=["*"],
         ))

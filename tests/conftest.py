@@ -87,3 +87,15 @@ def golden_check(path: Path, actual: str) -> None:
         return
     expected = path.read_text()
     assert actual == expected, f"{path.name} differs from the golden file; if intended run `make snapshots`"
+
+
+def fake_aws_credentials(monkeypatch: pytest.MonkeyPatch, region: str | None = None) -> None:
+    """Drop the caller's AWS settings and use moto's fake credentials (no IMDS, never a real account)."""
+    for key in list(os.environ):
+        if key.startswith("AWS_"):
+            monkeypatch.delenv(key, raising=False)
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.setenv(key, "testing")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    if region:
+        monkeypatch.setenv("AWS_DEFAULT_REGION", region)

@@ -9,6 +9,7 @@ import pytest
 from moto import mock_aws
 
 from spec.catalog import CATALOG_FILE, REGIONS_FILE
+from tests.conftest import fake_aws_credentials
 
 
 @pytest.fixture(scope="module")
@@ -19,8 +20,7 @@ def refreshed(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("catalog")
     mp = pytest.MonkeyPatch()
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        mp.setenv(k, v)
+    fake_aws_credentials(mp, region="us-east-1")
     with mock_aws():
         summary = refresh(
             boto3.Session(region_name="us-east-1"), region="us-east-1",

@@ -16,6 +16,8 @@ from typing import Any
 
 import moto as _moto  # noqa: F401  - before any boto3 session exists, so sessions can be mocked
 import pytest
+
+from tests.conftest import fake_aws_credentials
 from typer.testing import CliRunner
 
 from spec import catalog
@@ -34,13 +36,7 @@ def invoke(*args: str) -> Any:
 
 @pytest.fixture(autouse=True)
 def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("AWS_"):
-            monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    fake_aws_credentials(monkeypatch)
 
 
 def no_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -20,6 +20,8 @@ import boto3
 import botocore.endpoint
 import moto as _moto  # noqa: F401  - before any session exists, so every session can be mocked
 import pytest
+
+from tests.conftest import fake_aws_credentials
 from botocore.awsrequest import AWSResponse
 from botocore.stub import Stubber
 from rich.console import Console
@@ -78,14 +80,7 @@ def _statuses(findings: list[Finding]) -> set[str]:
 
 @pytest.fixture(autouse=True)
 def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("AWS_"):
-            monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    fake_aws_credentials(monkeypatch, region="us-west-2")
 
 
 @pytest.fixture(scope="class")
