@@ -21,7 +21,7 @@ help:
 	@echo "make bench      synth speed ratios and the suite's wall time"
 	@echo "make lint       cfn-lint over cdk.out/"
 	@echo "make deploy     cdk deploy --all (needs AWS credentials)"
-	@echo "make catalog    regenerate spec/data/ from moto's recorded EC2 API (offline)"
+	@echo "make catalog    regenerate efa_stack/spec/data/ from moto's recorded EC2 API (offline)"
 	@echo "make preflight  efa-stack preflight --spec SPEC (needs AWS credentials)"
 	@echo "make verify     efa-stack verify --spec SPEC (needs a kubeconfig for the cluster)"
 	@echo "make nccl       efa-stack verify --spec SPEC --run-nccl (starts the NCCL-tests job)"
@@ -64,7 +64,7 @@ lint: setup
 	$(BIN)/cfn-lint cdk.out/*.template.json
 
 catalog: setup
-	$(BIN)/python -m tools.gen_catalog_offline
+	$(BIN)/python -m efa_stack.tools.gen_catalog_offline
 
 preflight: setup
 	$(BIN)/efa-stack preflight --spec $(SPEC)

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from aws_cdk import RemovalPolicy, Token, aws_ec2 as ec2, aws_fsx as fsx
 from constructs import Construct
 
-from spec.storage import (
+from efa_stack.spec.storage import (
     CAPACITY_STEP_GIB,
     DEPLOYMENT_TYPES,
     LUSTRE_VERSION,

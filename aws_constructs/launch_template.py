@@ -23,7 +23,7 @@ from aws_cdk import CfnTag, Fn, aws_ec2 as ec2
 from constructs import Construct
 
 from aws_constructs.user_data import node_user_data
-from spec.layout import Interface
+from efa_stack.spec.layout import Interface
 
 ROOT_DEVICE = "/dev/xvda"  # root device of the EKS-optimized AL2023 AMIs
 

@@ -14,7 +14,7 @@ from aws_cdk import aws_ec2 as ec2, aws_eks_v2 as eks, aws_iam as iam
 from constructs import Construct
 
 from aws_constructs.launch_template import EfaLaunchTemplate
-from spec.plan import LABEL_NODE_GROUP, NodeGroupPlan
+from efa_stack.spec.plan import LABEL_NODE_GROUP, NodeGroupPlan
 
 _CAPACITY = {
     "on-demand": eks.CapacityType.ON_DEMAND,

@@ -35,9 +35,9 @@ from k8s.mpi_operator import MpiJobCrd, MpiOperator, MpiOperatorProps
 from k8s.neuron_device_plugin import NeuronDevicePlugin, NeuronDevicePluginProps
 from k8s.nccl_tests import NcclTestsJob, NcclTestsJobProps
 from k8s.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginProps
-from spec.nccl import nccl_job_plan
-from spec.plan import ClusterPlan, taints_of
-from spec.storage import storage_plan
+from efa_stack.spec.nccl import nccl_job_plan
+from efa_stack.spec.plan import ClusterPlan, taints_of
+from efa_stack.spec.storage import storage_plan
 
 EFA_DEVICE_PLUGIN = "efa-device-plugin"
 NVIDIA_DEVICE_PLUGIN = "nvidia-device-plugin"

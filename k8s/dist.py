@@ -25,7 +25,7 @@ import cdk8s
 import yaml
 
 from k8s.charts import build_charts, chart_file_name
-from spec.plan import ClusterPlan
+from efa_stack.spec.plan import ClusterPlan
 
 DIST_ROOT = Path("dist")
 _OURS = re.compile(r"^\d\d-[a-z0-9-]+\.yaml$")

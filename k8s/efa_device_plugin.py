@@ -37,7 +37,7 @@ from k8s.scheduling import (
     required_node_affinity,
     tolerations,
 )
-from spec.plan import LABEL_ACCELERATOR, LABEL_EFA, Taint
+from efa_stack.spec.plan import LABEL_ACCELERATOR, LABEL_EFA, Taint
 
 NAMESPACE = "kube-system"
 NAME = "aws-efa-k8s-device-plugin"

@@ -46,8 +46,8 @@ from constructs import Construct
 
 from k8s.mpijob import MpiJob, MpiJobSpec, ReplicaSpec, RunPolicy
 from k8s.scheduling import count, mebibytes, one_pod_per_node, system_node_selector, tolerations
-from spec.nccl import NcclJobPlan
-from spec.plan import LABEL_NODE_GROUP, Taint
+from efa_stack.spec.nccl import NcclJobPlan
+from efa_stack.spec.plan import LABEL_NODE_GROUP, Taint
 
 START_COMMAND = (
     "kubectl patch mpijob {name} -n {namespace} --type merge "

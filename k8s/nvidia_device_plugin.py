@@ -32,7 +32,7 @@ from k8s.scheduling import (
     required_node_affinity,
     tolerations,
 )
-from spec.plan import LABEL_ACCELERATOR, Taint
+from efa_stack.spec.plan import LABEL_ACCELERATOR, Taint
 
 NAMESPACE = "kube-system"
 NAME = "nvidia-device-plugin-daemonset"

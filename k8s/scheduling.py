@@ -14,9 +14,9 @@ from typing import Literal
 from cdk8s_plus_33 import k8s as kplus
 from constructs import Construct
 
-from policies.rules import HOST_ACCESS_REASON
+from efa_stack.policies.rules import HOST_ACCESS_REASON
 
-from spec.plan import LABEL_ROLE, SYSTEM_NODE_GROUP, Taint
+from efa_stack.spec.plan import LABEL_ROLE, SYSTEM_NODE_GROUP, Taint
 
 CRITICAL_ADDONS_ONLY = "CriticalAddonsOnly"
 """The taint EKS and most clusters use for add-on-only nodes; node agents tolerate it (as upstream)."""

@@ -26,7 +26,7 @@ import cdk8s
 from cdk8s_plus_33 import k8s as kplus
 from constructs import Construct
 
-from spec.storage import CSI_DRIVER
+from efa_stack.spec.storage import CSI_DRIVER
 
 MOUNT_OPTIONS = ("flock",)
 """``flock``: POSIX locks coherent across clients (the driver's static-provisioning example)."""

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from aws_cdk import App, Environment, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
 
-from spec.plan import ClusterPlan
-from spec.storage import storage_plan
+from efa_stack.spec.plan import ClusterPlan
+from efa_stack.spec.storage import storage_plan
 from stacks.cluster_stack import ClusterStack
 from stacks.network_stack import NetworkStack
 from stacks.storage_stack import StorageStack

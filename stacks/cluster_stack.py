@@ -13,7 +13,7 @@ from constructs import Construct
 from aws_constructs.node_group import ManagedNodeGroup
 from aws_constructs.pod_identity import associate_with_addon, pod_identity_role
 from aws_constructs.security import acknowledge, managed_policy
-from spec.plan import ClusterPlan
+from efa_stack.spec.plan import ClusterPlan
 from stacks.network_stack import NetworkStack
 
 # The kubectl in the provider's Lambda layer must match the cluster's minor version.

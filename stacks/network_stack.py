@@ -8,7 +8,7 @@ from aws_cdk import Stack, aws_ec2 as ec2
 from constructs import Construct
 
 from aws_constructs.network import EfaSecurityGroup, EfaVpc
-from spec.plan import ClusterPlan
+from efa_stack.spec.plan import ClusterPlan
 
 
 class NetworkStack(Stack):

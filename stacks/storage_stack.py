@@ -24,8 +24,8 @@ from aws_constructs.fsx import LustreFileSystem
 from aws_constructs.pod_identity import associate_with_addon, pod_identity_role
 from aws_constructs.security import acknowledge
 from k8s.storage import StaticVolumeProps, StorageClassProps, storage_manifests
-from spec.plan import ClusterPlan
-from spec.storage import StoragePlan
+from efa_stack.spec.plan import ClusterPlan
+from efa_stack.spec.storage import StoragePlan
 from stacks.cluster_stack import ClusterStack
 from stacks.network_stack import NetworkStack
 

@@ -44,7 +44,7 @@ class Synthesized:
 def synth_spec(path: str) -> Synthesized:
     from aws_cdk import App
 
-    from spec.plan import plan_from_file
+    from efa_stack.spec.plan import plan_from_file
     from stacks.app import build
 
     plan = plan_from_file(path)

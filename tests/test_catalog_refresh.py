@@ -8,7 +8,7 @@ import json
 import pytest
 from moto import mock_aws
 
-from spec.catalog import CATALOG_FILE, REGIONS_FILE
+from efa_stack.spec.catalog import CATALOG_FILE, REGIONS_FILE
 from tests.conftest import fake_aws_credentials
 
 
@@ -16,7 +16,7 @@ from tests.conftest import fake_aws_credentials
 def refreshed(tmp_path_factory):
     import boto3
 
-    from tools.catalog_refresh import refresh
+    from efa_stack.tools.catalog_refresh import refresh
 
     out = tmp_path_factory.mktemp("catalog")
     mp = pytest.MonkeyPatch()

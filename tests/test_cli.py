@@ -20,8 +20,8 @@ import pytest
 from tests.conftest import fake_aws_credentials
 from typer.testing import CliRunner
 
-from spec import catalog
-from tools import cli
+from efa_stack.spec import catalog
+from efa_stack.tools import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = str(ROOT / "clusters" / "default.yaml")
@@ -218,7 +218,7 @@ def test_catalog_show_without_efa_has_no_layout() -> None:
 
 
 def test_catalog_refresh_passes_the_options_and_prints_the_summary(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import tools.catalog_refresh as refresh_module
+    import efa_stack.tools.catalog_refresh as refresh_module
 
     seen: dict[str, Any] = {}
 
@@ -250,7 +250,7 @@ def test_catalog_refresh_without_credentials_exits_2(monkeypatch: pytest.MonkeyP
 @pytest.fixture
 def fake_report(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     calls: list[tuple] = []
-    module = types.ModuleType("tools.nccl_report")
+    module = types.ModuleType("efa_stack.tools.nccl_report")
     module.DEFAULT_THRESHOLD = 0.7  # type: ignore[attr-defined]
 
     def report_command(logs, instance_type, nodes, json_out, plot, threshold):
@@ -258,8 +258,8 @@ def fake_report(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
         return 1
 
     module.report_command = report_command  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "tools.nccl_report", module)
-    import tools
+    monkeypatch.setitem(sys.modules, "efa_stack.tools.nccl_report", module)
+    from efa_stack import tools
 
     monkeypatch.setattr(tools, "nccl_report", module, raising=False)
     return calls
@@ -278,16 +278,16 @@ def test_nccl_report_threshold_defaults_to_the_reports_own(fake_report: list) ->
 
 
 def test_nccl_report_missing_module_exits_2(monkeypatch: pytest.MonkeyPatch) -> None:
-    import tools
+    from efa_stack import tools
 
-    monkeypatch.setitem(sys.modules, "tools.nccl_report", None)  # import fails
+    monkeypatch.setitem(sys.modules, "efa_stack.tools.nccl_report", None)  # import fails
     monkeypatch.delattr(tools, "nccl_report", raising=False)
     result = invoke("nccl-report", "a.log")
     assert result.exit_code == 2 and "nccl-report is not available" in result.stderr
 
 
 def test_nccl_report_on_a_real_log() -> None:
-    pytest.importorskip("tools.nccl_report")
+    pytest.importorskip("efa_stack.tools.nccl_report")
     result = invoke("nccl-report", NCCL_LOG, "--instance-type", "p5.48xlarge", "--nodes", "2", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["exit_code"] == 0
@@ -300,7 +300,7 @@ def test_nccl_report_on_a_real_log() -> None:
 def kube(monkeypatch: pytest.MonkeyPatch):
     """Replace the kubeconfig loading with fake APIs built from the recorded responses."""
     from tests.test_verify import Clock, FakeCore, FakeCustom, nodes
-    from tools import verify
+    from efa_stack.tools import verify
 
     clock = Clock()  # the command's waits advance this clock; nothing sleeps for real
     monkeypatch.setattr(verify, "time", types.SimpleNamespace(monotonic=clock, sleep=clock.sleep))

@@ -9,10 +9,10 @@ import warnings
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from spec import catalog
-from spec.errors import SpecError
-from spec.loader import parse_spec
-from spec.plan import build_plan
+from efa_stack.spec import catalog
+from efa_stack.spec.errors import SpecError
+from efa_stack.spec.loader import parse_spec
+from efa_stack.spec.plan import build_plan
 
 BASE = {
     "apiVersion": "eksctl.io/v1alpha5",

@@ -29,7 +29,7 @@ from k8s.mpi_operator import MpiJobCrd, MpiOperator, MpiOperatorProps
 from k8s.mpijob import MpiJob, MpiJobSpec, ReplicaSpec, RunPolicy
 from k8s.neuron_device_plugin import NeuronDevicePlugin, NeuronDevicePluginProps
 from k8s.nvidia_device_plugin import BrokenNvidiaPluginVersion, NvidiaDevicePlugin, NvidiaDevicePluginProps
-from spec.plan import GPU_TAINT_KEY, LABEL_ACCELERATOR, LABEL_EFA, LABEL_ROLE, NEURON_TAINT_KEY, Taint
+from efa_stack.spec.plan import GPU_TAINT_KEY, LABEL_ACCELERATOR, LABEL_EFA, LABEL_ROLE, NEURON_TAINT_KEY, Taint
 from tests.test_k8s_support import built, built_text, spec_text
 
 GPU_TAINT = Taint(GPU_TAINT_KEY, "true", "NoSchedule")

@@ -6,11 +6,11 @@ import pytest
 
 from k8s.charts import NCCL_TESTS
 from k8s.nccl_tests import LOGS_COMMAND, START_COMMAND, logs_command, start_command
-from spec import catalog
-from spec.errors import SpecError
-from spec.loader import parse_spec
-from spec.nccl import nccl_job_plan, size_bytes, validate_nccl
-from spec.plan import LABEL_NODE_GROUP, LABEL_ROLE, build_plan
+from efa_stack.spec import catalog
+from efa_stack.spec.errors import SpecError
+from efa_stack.spec.loader import parse_spec
+from efa_stack.spec.nccl import nccl_job_plan, size_bytes, validate_nccl
+from efa_stack.spec.plan import LABEL_NODE_GROUP, LABEL_ROLE, build_plan
 from tests.test_k8s_support import (
     arg_after,
     built,

@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 from kubernetes_validate.utils import all_versions, major_minor
 
-from spec.models import KUBERNETES_VERSIONS
+from efa_stack.spec.models import KUBERNETES_VERSIONS
 from tests.test_k8s_support import (
     GOLDEN_SPECS,
     KUBECTL_HANDLER_LIMIT,

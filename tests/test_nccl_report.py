@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from spec.catalog import UnknownInstanceType
-from tools.nccl_report import (
+from efa_stack.spec.catalog import UnknownInstanceType
+from efa_stack.tools.nccl_report import (
     DEFAULT_THRESHOLD,
     REFERENCE_RUNS,
     NcclLogError,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from policies.rules import (
+from efa_stack.policies.rules import (
     HOST_ACCESS_REASON,
     Compliance,
     check_template,
@@ -146,8 +146,8 @@ def test_shipped_manifests_pass_the_kubernetes_rules(spec):
 
     from k8s.charts import HOST_ACCESS_WORKLOADS
     from k8s.dist import render_dist
-    from policies.rules import check_manifests
-    from spec.plan import plan_from_file
+    from efa_stack.policies.rules import check_manifests
+    from efa_stack.spec.plan import plan_from_file
 
     plan = plan_from_file(CLUSTERS / spec)
     charts = {name: [o for o in yaml.safe_load_all(text) if o] for name, text in render_dist(plan).items()}

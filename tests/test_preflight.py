@@ -26,10 +26,10 @@ from botocore.awsrequest import AWSResponse
 from botocore.stub import Stubber
 from rich.console import Console
 
-from spec.loader import parse_spec
-from spec.plan import ClusterPlan, build_plan
-from tools import preflight
-from tools.preflight import FAIL, PASS, WARN, Clients, Finding, PreflightAbort
+from efa_stack.spec.loader import parse_spec
+from efa_stack.spec.plan import ClusterPlan, build_plan
+from efa_stack.tools import preflight
+from efa_stack.tools.preflight import FAIL, PASS, WARN, Clients, Finding, PreflightAbort
 
 ROOT = Path(__file__).resolve().parent.parent
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
@@ -154,7 +154,7 @@ class TestOfferingsUnderMoto:
     """moto's recorded offerings are real data: p5en.48xlarge is not in us-west-2b, trn1 not in us-west-2a."""
 
     def test_default_spec_passes_efa_and_zone_checks_under_moto(self) -> None:
-        from spec.plan import plan_from_file
+        from efa_stack.spec.plan import plan_from_file
 
         plan = plan_from_file(ROOT / "clusters" / "default.yaml")
         findings = preflight.run_preflight(plan, _session(), now=NOW)

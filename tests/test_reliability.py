@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from policies.replacement import replaced_resources
+from efa_stack.policies.replacement import replaced_resources
 from tests.conftest import CLUSTERS, normalise_assets, synth_spec, synth_text
 from tests.test_spec_validation import BASE
 
@@ -66,7 +66,7 @@ def test_a_renamed_cluster_is_detected():
 def synth_files(spec: Path) -> dict[str, str]:
     from aws_cdk import App
 
-    from spec.plan import plan_from_file
+    from efa_stack.spec.plan import plan_from_file
     from stacks.app import build
 
     out = Path(tempfile.mkdtemp(prefix="efa-stack-det-"))

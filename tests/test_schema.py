@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 import yaml
 
-from spec.schema import SCHEMA_FILE, schema_text
+from efa_stack.spec.schema import SCHEMA_FILE, schema_text
 from tests.conftest import CLUSTERS, UPDATE_GOLDEN
 
 

@@ -6,9 +6,9 @@ import textwrap
 
 import pytest
 
-from spec.errors import SpecError
-from spec.loader import load_spec, parse_spec
-from spec.plan import build_plan, plan_from_file
+from efa_stack.spec.errors import SpecError
+from efa_stack.spec.loader import load_spec, parse_spec
+from efa_stack.spec.plan import build_plan, plan_from_file
 
 BASE = """
 apiVersion: eksctl.io/v1alpha5

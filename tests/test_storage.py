@@ -27,11 +27,11 @@ from aws_constructs.fsx import (
     LustreFileSystem,
 )
 from k8s.storage import StaticVolumeProps, storage_manifests
-from policies.replacement import replaced_resources
-from spec.errors import SpecError
-from spec.loader import parse_spec
-from spec.plan import build_plan
-from spec.storage import S3LinkPlan, bucket_name_problem, capacity_allowed, storage_plan, validate_storage
+from efa_stack.policies.replacement import replaced_resources
+from efa_stack.spec.errors import SpecError
+from efa_stack.spec.loader import parse_spec
+from efa_stack.spec.plan import build_plan
+from efa_stack.spec.storage import S3LinkPlan, bucket_name_problem, capacity_allowed, storage_plan, validate_storage
 from stacks.storage_stack import FSX_CSI_CONTROLLER_SA
 from tests.conftest import CLUSTERS, Synthesized, normalise_assets, synth_spec, synth_text
 from tests.test_cfn_lint import lint
@@ -83,7 +83,7 @@ def synth_storage(path: str) -> Synthesized:
     """Synthesize ``path`` with the storage stack: the session's synth once build() creates it."""
     if build_creates_storage():
         return synth_spec(path)
-    from spec.plan import plan_from_file
+    from efa_stack.spec.plan import plan_from_file
     from stacks.app import build
     from stacks.storage_stack import StorageStack
 
@@ -681,8 +681,8 @@ def test_nccl_job_mounts_the_claim_and_nodes_get_the_lustre_client():
     import yaml
 
     from k8s.dist import render_dist
-    from spec.plan import plan_from_file
-    from spec.storage import storage_plan
+    from efa_stack.spec.plan import plan_from_file
+    from efa_stack.spec.storage import storage_plan
     from tests.conftest import CLUSTERS
 
     plan = plan_from_file(CLUSTERS / "fsx.yaml")
@@ -696,7 +696,7 @@ def test_nccl_job_mounts_the_claim_and_nodes_get_the_lustre_client():
 
 
 def test_nodes_without_storage_do_not_install_lustre():
-    from spec.plan import plan_from_file
+    from efa_stack.spec.plan import plan_from_file
     from tests.conftest import CLUSTERS
 
     assert not any(n.lustre_client for n in plan_from_file(CLUSTERS / "default.yaml").all_node_groups)

@@ -22,10 +22,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from rich.console import Console
 
-from spec.loader import parse_spec
-from spec.plan import build_plan, plan_from_file
-from tools import verify
-from tools.verify import EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE, VerifyError
+from efa_stack.spec.loader import parse_spec
+from efa_stack.spec.plan import build_plan, plan_from_file
+from efa_stack.tools import verify
+from efa_stack.tools.verify import EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE, VerifyError
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "k8s_api"
@@ -373,11 +373,11 @@ def fake_report(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
             print(json.dumps({"runs": [], "exit_code": 0}))
         return 0
 
-    module = types.ModuleType("tools.nccl_report")
+    module = types.ModuleType("efa_stack.tools.nccl_report")
     module.report_command = report_command  # type: ignore[attr-defined]
     module.DEFAULT_THRESHOLD = 0.7  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "tools.nccl_report", module)
-    import tools
+    monkeypatch.setitem(sys.modules, "efa_stack.tools.nccl_report", module)
+    from efa_stack import tools
 
     monkeypatch.setattr(tools, "nccl_report", module, raising=False)
     return calls
@@ -450,7 +450,7 @@ def test_verify_exits_1_when_the_job_fails(fake_report: list) -> None:
 
 
 def test_verify_with_the_real_nccl_report() -> None:
-    pytest.importorskip("tools.nccl_report")
+    pytest.importorskip("efa_stack.tools.nccl_report")
     custom = FakeCustom([job("mpijob_succeeded.json")])
     code, _, echoed = _run(_launcher_core(), custom, timeout=0, run_nccl=True, json_out=True)
     doc = json.loads(echoed[0])

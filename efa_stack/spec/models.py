@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from spec.storage import Storage
+from efa_stack.spec.storage import Storage
 
 KUBERNETES_VERSIONS = ("1.33", "1.34", "1.35")
 """Versions with an EKS release, an ``aws_eks_v2.KubernetesVersion`` and a kubectl layer installed."""

@@ -13,7 +13,7 @@ import boto3
 import moto
 from moto import mock_aws
 
-from tools.catalog_refresh import refresh
+from efa_stack.tools.catalog_refresh import refresh
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from spec.catalog import CATALOG_FILE, REGIONS_FILE, record_from_api
+from efa_stack.spec.catalog import CATALOG_FILE, REGIONS_FILE, record_from_api
 
 
 def describe_all_instance_types(ec2: Any) -> list[dict[str, Any]]:

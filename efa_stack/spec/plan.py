@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from spec import catalog
-from spec.catalog import InstanceType, UnknownInstanceType
-from spec.errors import Problem, SpecError
-from spec.layout import Interface, LayoutError, describe, efa_devices, interface_layout
-from spec.loader import load_spec
-from spec.models import KUBERNETES_VERSIONS, ClusterSpec, ManagedNodeGroup
-from spec.nccl import validate_nccl
-from spec.storage import validate_storage
+from efa_stack.spec import catalog
+from efa_stack.spec.catalog import InstanceType, UnknownInstanceType
+from efa_stack.spec.errors import Problem, SpecError
+from efa_stack.spec.layout import Interface, LayoutError, describe, efa_devices, interface_layout
+from efa_stack.spec.loader import load_spec
+from efa_stack.spec.models import KUBERNETES_VERSIONS, ClusterSpec, ManagedNodeGroup
+from efa_stack.spec.nccl import validate_nccl
+from efa_stack.spec.storage import validate_storage
 
 LABEL_PREFIX = "efa-stack.io/"
 LABEL_NODE_GROUP = LABEL_PREFIX + "node-group"

@@ -45,9 +45,9 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
-from spec import catalog
-from spec.catalog import UnknownInstanceType
-from spec.plan import ClusterPlan, NodeGroupPlan
+from efa_stack.spec import catalog
+from efa_stack.spec.catalog import UnknownInstanceType
+from efa_stack.spec.plan import ClusterPlan, NodeGroupPlan
 
 Status = Literal["pass", "warn", "fail"]
 PASS: Status = "pass"

@@ -882,7 +882,7 @@ def expected_busbw(instance_type: str, nodes: int, threshold: float = DEFAULT_TH
     Raises ``spec.catalog.UnknownInstanceType`` (with ``.suggestions``) for names not in the
     catalog, and ValueError for ``nodes < 1`` or a threshold that is not positive.
     """
-    from spec.catalog import get  # imported here so that parsing works without the catalog
+    from efa_stack.spec.catalog import get  # imported here so that parsing works without the catalog
 
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
         raise ValueError(f"nodes must be a positive integer, got {nodes!r}")
@@ -1017,7 +1017,7 @@ def judge(
     if instance_type is None:
         return verdict("not judged", "no instance type given, so no line rate to compare with")
     if used_nodes is None:
-        from spec.catalog import get
+        from efa_stack.spec.catalog import get
 
         get(instance_type)  # still reject unknown names
         return verdict("not judged", "node count unknown (the log names no hosts): pass the node count")
@@ -1378,7 +1378,7 @@ def report_command(
         verdicts = [judge(r, None, nodes, threshold) for r in runs]
     else:
         try:
-            from spec.catalog import UnknownInstanceType, get
+            from efa_stack.spec.catalog import UnknownInstanceType, get
         except ImportError as e:
             return fail(f"the instance catalog cannot be loaded: {e}")
         try:

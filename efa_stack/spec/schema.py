@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from spec.models import ClusterSpec
+from efa_stack.spec.models import ClusterSpec
 
 SCHEMA_FILE = Path(__file__).parent / "schema" / "cluster-spec.schema.json"
 

@@ -48,11 +48,11 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from spec.errors import Problem, SpecError
+from efa_stack.spec.errors import Problem, SpecError
 
 if TYPE_CHECKING:  # spec.models imports this module; keep these imports for type checkers only
-    from spec.models import ClusterSpec
-    from spec.plan import ClusterPlan, NodeGroupPlan, Taint
+    from efa_stack.spec.models import ClusterSpec
+    from efa_stack.spec.plan import ClusterPlan, NodeGroupPlan, Taint
 
 DeploymentType = Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"]
 Compression = Literal["NONE", "LZ4"]
@@ -328,7 +328,7 @@ def storage_plan(plan: ClusterPlan) -> StoragePlan | None:
     Validates again (cheap) so that a plan built without :func:`validate_storage` still fails here,
     before any CloudFormation is written; raises :class:`SpecError`.
     """
-    from spec.plan import taints_of  # spec.plan imports this module
+    from efa_stack.spec.plan import taints_of  # spec.plan imports this module
 
     spec = plan.spec
     st = spec.storage if spec is not None else None

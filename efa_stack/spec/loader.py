@@ -9,8 +9,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from spec.errors import MISSING, Problem, SpecError
-from spec.models import (
+from efa_stack.spec.errors import MISSING, Problem, SpecError
+from efa_stack.spec.models import (
     UNSUPPORTED_EKSCTL_FIELDS,
     UNSUPPORTED_NODEGROUP_FIELDS,
     ClusterSpec,
