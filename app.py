@@ -12,9 +12,9 @@ from pathlib import Path
 
 from aws_cdk import App
 
-from k8s.dist import dist_dir, write_dist
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.plan import plan_from_file
+from k8s.dist import dist_dir, write_dist
 from stacks.app import build
 
 DEFAULT_SPEC = "clusters/default.yaml"

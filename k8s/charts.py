@@ -29,15 +29,16 @@ from __future__ import annotations
 import cdk8s
 from constructs import Construct
 
-from k8s import efa_device_plugin, neuron_device_plugin, nvidia_device_plugin
-from k8s.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginProps
-from k8s.mpi_operator import MpiJobCrd, MpiOperator, MpiOperatorProps
-from k8s.neuron_device_plugin import NeuronDevicePlugin, NeuronDevicePluginProps
-from k8s.nccl_tests import NcclTestsJob, NcclTestsJobProps
-from k8s.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginProps
+from efa_stack import contract
 from efa_stack.spec.nccl import nccl_job_plan
 from efa_stack.spec.plan import ClusterPlan, taints_of
 from efa_stack.spec.storage import storage_plan
+from k8s import efa_device_plugin, neuron_device_plugin, nvidia_device_plugin
+from k8s.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginProps
+from k8s.mpi_operator import MpiJobCrd, MpiOperator, MpiOperatorProps
+from k8s.nccl_tests import NcclTestsJob, NcclTestsJobProps
+from k8s.neuron_device_plugin import NeuronDevicePlugin, NeuronDevicePluginProps
+from k8s.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginProps
 
 EFA_DEVICE_PLUGIN = "efa-device-plugin"
 NVIDIA_DEVICE_PLUGIN = "nvidia-device-plugin"
@@ -65,7 +66,7 @@ HOST_ACCESS_WORKLOADS: tuple[str, ...] = (
 """The only workloads allowed host access (hostPath, hostNetwork, privileged); each says why in
 its ``efa-stack.io/host-access-reason`` annotation (checked by policies.rules K8S2)."""
 
-COMMON_LABELS = {"app.kubernetes.io/part-of": "efa-stack", "app.kubernetes.io/managed-by": "efa-stack"}
+COMMON_LABELS = contract.COMMON_LABELS
 """Labels on every top-level object (not on pod templates or selectors)."""
 
 

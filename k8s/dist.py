@@ -24,8 +24,8 @@ from typing import Any
 import cdk8s
 import yaml
 
-from k8s.charts import build_charts, chart_file_name
 from efa_stack.spec.plan import ClusterPlan
+from k8s.charts import build_charts, chart_file_name
 
 DIST_ROOT = Path("dist")
 _OURS = re.compile(r"^\d\d-[a-z0-9-]+\.yaml$")

@@ -20,13 +20,14 @@ mount the kubelet's ``/var/lib/kubelet/device-plugins`` and the host's ``/dev/in
 
 from __future__ import annotations
 
-
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cdk8s_plus_33 import k8s as kplus
 from constructs import Construct
 
+from efa_stack import contract
+from efa_stack.spec.plan import LABEL_ACCELERATOR, LABEL_EFA, Taint
 from k8s.images import EFA_DEVICE_PLUGIN_TAG, efa_device_plugin_image
 from k8s.scheduling import (
     SYSTEM_NODE_CRITICAL,
@@ -37,12 +38,11 @@ from k8s.scheduling import (
     required_node_affinity,
     tolerations,
 )
-from efa_stack.spec.plan import LABEL_ACCELERATOR, LABEL_EFA, Taint
 
-NAMESPACE = "kube-system"
-NAME = "aws-efa-k8s-device-plugin"
+NAMESPACE = contract.KUBE_SYSTEM
+NAME = contract.EFA_DEVICE_PLUGIN_NAME
 NEURON_NAME = NAME + "-neuron"
-RESOURCE = "vpc.amazonaws.com/efa"
+RESOURCE = contract.EFA_RESOURCE
 """The extended resource the plugin advertises (one per EFA device)."""
 
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"

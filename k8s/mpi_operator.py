@@ -24,16 +24,17 @@ import cdk8s
 from cdk8s_plus_33 import k8s as kplus
 from constructs import Construct
 
+from efa_stack import contract
 from k8s.images import MPI_OPERATOR_IMAGE
 from k8s.scheduling import mebibytes, millicores, system_node_selector
 
 CRD_FILE = Path(__file__).parent / "crds" / "mpijob.yaml"
-CRD_NAME = "mpijobs.kubeflow.org"
-API_VERSION = "kubeflow.org/v2beta1"
-KIND = "MPIJob"
+CRD_NAME = contract.MPIJOB_CRD_NAME
+API_VERSION = contract.MPIJOB_API_VERSION
+KIND = contract.MPIJOB_KIND
 
-NAMESPACE = "mpi-operator"
-NAME = "mpi-operator"
+NAMESPACE = contract.MPI_OPERATOR_NAMESPACE
+NAME = contract.MPI_OPERATOR_NAME
 LABELS = {
     "app": NAME,
     "app.kubernetes.io/name": NAME,

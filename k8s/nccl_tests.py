@@ -44,10 +44,11 @@ from dataclasses import dataclass, field
 from cdk8s_plus_33 import k8s as kplus
 from constructs import Construct
 
-from k8s.mpijob import MpiJob, MpiJobSpec, ReplicaSpec, RunPolicy
-from k8s.scheduling import count, mebibytes, one_pod_per_node, system_node_selector, tolerations
+from efa_stack import contract
 from efa_stack.spec.nccl import NcclJobPlan
 from efa_stack.spec.plan import LABEL_NODE_GROUP, Taint
+from k8s.mpijob import MpiJob, MpiJobSpec, ReplicaSpec, RunPolicy
+from k8s.scheduling import count, mebibytes, one_pod_per_node, system_node_selector, tolerations
 
 START_COMMAND = (
     "kubectl patch mpijob {name} -n {namespace} --type merge "
@@ -57,15 +58,15 @@ START_COMMAND = (
 LOGS_COMMAND = "kubectl logs -n {namespace} -f job/{name}-launcher"
 """Follow the launcher's log, where nccl-tests prints its table (the launcher Job is ``<name>-launcher``)."""
 
-LABEL_JOB = "efa-stack.io/nccl-job"
-LABEL_MPI_ROLE = "efa-stack.io/mpi-role"
-ANNOTATION_START = "efa-stack.io/start"
-ANNOTATION_LOGS = "efa-stack.io/logs"
+LABEL_JOB = contract.LABEL_NCCL_JOB
+LABEL_MPI_ROLE = contract.LABEL_MPI_ROLE
+ANNOTATION_START = contract.ANNOTATION_START
+ANNOTATION_LOGS = contract.ANNOTATION_LOGS
 
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
-GPU_RESOURCE = "nvidia.com/gpu"
-RDMA_RESOURCE = "rdma/hca"
-HUGEPAGES_RESOURCE = "hugepages-2Mi"
+EFA_RESOURCE = contract.EFA_RESOURCE
+GPU_RESOURCE = contract.GPU_RESOURCE
+RDMA_RESOURCE = contract.RDMA_RESOURCE
+HUGEPAGES_RESOURCE = contract.HUGEPAGES_2MI_RESOURCE
 
 
 def start_command(job: NcclJobPlan) -> str:

@@ -12,12 +12,13 @@ Neuron node groups get no NCCL job: nccl-tests are CUDA programs (see :mod:`spec
 
 from __future__ import annotations
 
-
 from dataclasses import dataclass, field
 
 from cdk8s_plus_33 import k8s as kplus
 from constructs import Construct
 
+from efa_stack import contract
+from efa_stack.spec.plan import LABEL_ACCELERATOR, Taint
 from k8s.images import NEURON_DEVICE_PLUGIN_IMAGE
 from k8s.scheduling import (
     SYSTEM_NODE_CRITICAL,
@@ -26,11 +27,10 @@ from k8s.scheduling import (
     required_node_affinity,
     tolerations,
 )
-from efa_stack.spec.plan import LABEL_ACCELERATOR, Taint
 
-NAMESPACE = "kube-system"
-NAME = "neuron-device-plugin"
-RESOURCE = "aws.amazon.com/neuron"
+NAMESPACE = contract.KUBE_SYSTEM
+NAME = contract.NEURON_DEVICE_PLUGIN_NAME
+RESOURCE = contract.NEURON_RESOURCE
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 
 

@@ -18,12 +18,13 @@ The chart renders nothing when the cluster has no NVIDIA node group.
 
 from __future__ import annotations
 
-
 from dataclasses import dataclass, field
 
 from cdk8s_plus_33 import k8s as kplus
 from constructs import Construct
 
+from efa_stack import contract
+from efa_stack.spec.plan import LABEL_ACCELERATOR, Taint
 from k8s.images import NVIDIA_DEVICE_PLUGIN_BROKEN, NVIDIA_DEVICE_PLUGIN_IMAGE
 from k8s.scheduling import (
     SYSTEM_NODE_CRITICAL,
@@ -32,11 +33,10 @@ from k8s.scheduling import (
     required_node_affinity,
     tolerations,
 )
-from efa_stack.spec.plan import LABEL_ACCELERATOR, Taint
 
-NAMESPACE = "kube-system"
-NAME = "nvidia-device-plugin-daemonset"
-RESOURCE = "nvidia.com/gpu"
+NAMESPACE = contract.KUBE_SYSTEM
+NAME = contract.NVIDIA_DEVICE_PLUGIN_NAME
+RESOURCE = contract.GPU_RESOURCE
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 
 

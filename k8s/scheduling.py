@@ -15,7 +15,6 @@ from cdk8s_plus_33 import k8s as kplus
 from constructs import Construct
 
 from efa_stack.policies.rules import HOST_ACCESS_REASON
-
 from efa_stack.spec.plan import LABEL_ROLE, SYSTEM_NODE_GROUP, Taint
 
 CRITICAL_ADDONS_ONLY = "CriticalAddonsOnly"

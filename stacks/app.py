@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from aws_cdk import App, Environment, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
 
+from efa_stack import contract
 from efa_stack.spec.plan import ClusterPlan
 from efa_stack.spec.storage import storage_plan
 from stacks.cluster_stack import ClusterStack
@@ -50,7 +51,7 @@ def build(app: App, plan: ClusterPlan, *, account: str | None = None, nag: bool 
         )
     stacks = ClusterStacks(network=network, cluster=cluster, storage=storage)
     for stack in stacks.all:
-        Tags.of(stack).add("efa-stack.io/cluster", plan.name)
+        Tags.of(stack).add(contract.TAG_CLUSTER, plan.name)
         for k, v in sorted(plan.tags.items()):
             Tags.of(stack).add(k, v)
     return stacks

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Stack, aws_ec2 as ec2, aws_eks_v2 as eks, aws_iam as iam, aws_kms as kms
+from aws_cdk import Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Stack, aws_ec2 as ec2
+from aws_cdk import Stack
+from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from aws_constructs.network import EfaSecurityGroup, EfaVpc

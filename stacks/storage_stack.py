@@ -17,15 +17,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack, aws_eks_v2 as eks, aws_iam as iam
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from aws_constructs.fsx import LustreFileSystem
 from aws_constructs.pod_identity import associate_with_addon, pod_identity_role
 from aws_constructs.security import acknowledge
-from k8s.storage import StaticVolumeProps, StorageClassProps, storage_manifests
 from efa_stack.spec.plan import ClusterPlan
 from efa_stack.spec.storage import StoragePlan
+from k8s.storage import StaticVolumeProps, StorageClassProps, storage_manifests
 from stacks.cluster_stack import ClusterStack
 from stacks.network_stack import NetworkStack
 

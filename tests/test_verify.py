@@ -174,7 +174,8 @@ def test_fails_node_without_efa_devices_with_the_device_plugin_and_launch_templa
     bad = _nodecheck(result, P2)
     assert bad.status == "fail" and bad.efa is None
     assert bad.problems == ("no vpc.amazonaws.com/efa in allocatable (expected 32)",)
-    assert "aws-efa-k8s-device-plugin-daemonset" in bad.fixes[0] and "launch template" in bad.fixes[0]
+    # the DaemonSet the EFA chart really renders (tests/golden/k8s/*/10-efa-device-plugin.yaml), not a guess
+    assert "get ds aws-efa-k8s-device-plugin;" in bad.fixes[0] and "launch template" in bad.fixes[0]
     p5 = _group(result, "p5")
     assert p5.status == "fail" and "only 1 of 2 nodes match" in p5.message and P2 in p5.message
     assert "EFA device plugin" in p5.fix

@@ -21,9 +21,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from efa_stack import contract
+
 KUBECTL_MANIFEST_LIMIT = 262_144
 EFA_TYPES = ("efa", "efa-only")
-HOST_ACCESS_REASON = "efa-stack.io/host-access-reason"
+HOST_ACCESS_REASON = contract.ANNOTATION_HOST_ACCESS_REASON
 
 
 class Compliance(enum.Enum):

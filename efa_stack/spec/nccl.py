@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from efa_stack import contract
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.models import ClusterSpec, NcclTest
 
@@ -24,8 +25,8 @@ if TYPE_CHECKING:  # spec.plan imports this module's caller; keep the import one
 
 Fabric = Literal["efa", "tcp", "infiniband"]
 
-NCCL_JOB_NAMESPACE = "default"
-NCCL_JOB_PREFIX = "nccl-tests-"
+NCCL_JOB_NAMESPACE = contract.NCCL_JOB_NAMESPACE
+NCCL_JOB_PREFIX = contract.NCCL_JOB_PREFIX
 
 # GPUs whose instances support GPUDirect RDMA over EFA (RDMA read/write), so libfabric may DMA
 # straight into GPU memory (FI_EFA_USE_DEVICE_RDMA=1). Per the EC2 user guide's EFA page

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
+from efa_stack import contract
 from efa_stack.spec import catalog
 from efa_stack.spec.catalog import InstanceType, UnknownInstanceType
 from efa_stack.spec.errors import Problem, SpecError
@@ -21,17 +21,17 @@ from efa_stack.spec.models import KUBERNETES_VERSIONS, ClusterSpec, ManagedNodeG
 from efa_stack.spec.nccl import validate_nccl
 from efa_stack.spec.storage import validate_storage
 
-LABEL_PREFIX = "efa-stack.io/"
-LABEL_NODE_GROUP = LABEL_PREFIX + "node-group"
-LABEL_ROLE = LABEL_PREFIX + "role"
-LABEL_EFA = LABEL_PREFIX + "efa"
-LABEL_ACCELERATOR = LABEL_PREFIX + "accelerator"
-GPU_TAINT_KEY = "nvidia.com/gpu"
-NEURON_TAINT_KEY = "aws.amazon.com/neuron"
-SYSTEM_NODE_GROUP = "system"
+LABEL_PREFIX = contract.LABEL_PREFIX
+LABEL_NODE_GROUP = contract.LABEL_NODE_GROUP
+LABEL_ROLE = contract.LABEL_ROLE
+LABEL_EFA = contract.LABEL_EFA
+LABEL_ACCELERATOR = contract.LABEL_ACCELERATOR
+GPU_TAINT_KEY = contract.GPU_TAINT_KEY
+NEURON_TAINT_KEY = contract.NEURON_TAINT_KEY
+SYSTEM_NODE_GROUP = contract.SYSTEM_NODE_GROUP
 
-Role = Literal["gpu", "neuron", "cpu", "system"]
-CapacityKind = Literal["on-demand", "reservation", "capacity-block"]
+Role = contract.Role
+CapacityKind = contract.CapacityKind
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from efa_stack import contract
 from efa_stack.spec.errors import Problem, SpecError
 
 if TYPE_CHECKING:  # spec.models imports this module; keep these imports for type checkers only
@@ -79,12 +80,12 @@ LEGACY_AUTO_IMPORT: dict[tuple[str, ...], str] = {
     ("NEW", "CHANGED", "DELETED"): "NEW_CHANGED_DELETED",
 }
 
-CSI_DRIVER = "fsx.csi.aws.com"
+CSI_DRIVER = contract.FSX_CSI_DRIVER
 DEFAULT_MOUNT_PATH = "/fsx"
-CLAIM_NAME = "fsx-claim"
-VOLUME_NAME = "fsx-pv"
-CLAIM_NAMESPACE = "default"
-STORAGE_CLASS_NAME = "fsx-lustre"
+CLAIM_NAME = contract.FSX_CLAIM_NAME
+VOLUME_NAME = contract.FSX_VOLUME_NAME
+CLAIM_NAMESPACE = contract.FSX_CLAIM_NAMESPACE
+STORAGE_CLASS_NAME = contract.FSX_STORAGE_CLASS_NAME
 
 _BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$")
 _BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")

@@ -25,6 +25,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from efa_stack import contract
 from efa_stack.spec.errors import SpecError
 
 app = typer.Typer(
@@ -325,7 +326,7 @@ def nccl_report(
         from efa_stack.tools import nccl_report as report
     except ImportError as exc:
         _fail(f"nccl-report is not available ({exc})", "reinstall efa-stack (pip install -e .)")
-    thr = threshold if threshold is not None else getattr(report, "DEFAULT_THRESHOLD", 0.7)
+    thr = threshold if threshold is not None else getattr(report, "DEFAULT_THRESHOLD", contract.NCCL_PASS_THRESHOLD)
     raise typer.Exit(report.report_command(list(logs), instance_type, nodes, json_out, plot, thr))
 
 

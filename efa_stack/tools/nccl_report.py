@@ -111,6 +111,8 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from efa_stack import contract
+
 __all__ = [
     "DEFAULT_THRESHOLD",
     "OLD_ERROR_TOLERANCE",
@@ -139,7 +141,7 @@ __all__ = [
 ]
 
 GiB = 1 << 30
-DEFAULT_THRESHOLD = 0.7
+DEFAULT_THRESHOLD = contract.NCCL_PASS_THRESHOLD
 #: An old-style float ``error`` above this marks the row wrong (see the module docstring).
 OLD_ERROR_TOLERANCE = 1e-3
 #: Sizes from here up count as "large messages" for the verdict.

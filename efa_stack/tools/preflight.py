@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from botocore.config import Config
 from botocore import exceptions as _bex
+from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,

@@ -29,26 +29,27 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from efa_stack.spec.nccl import NCCL_JOB_NAMESPACE, NCCL_JOB_PREFIX, nccl_job_plan
+from efa_stack import contract
+from efa_stack.spec.nccl import NCCL_JOB_NAMESPACE, nccl_job_plan
 from efa_stack.spec.plan import LABEL_NODE_GROUP, ClusterPlan, NodeGroupPlan
 
 Status = Literal["pass", "warn", "fail"]
 
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-GPU_RESOURCE = "nvidia.com/gpu"
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
-NEURON_RESOURCE = "aws.amazon.com/neuron"
+INSTANCE_TYPE_LABEL = contract.INSTANCE_TYPE_LABEL
+GPU_RESOURCE = contract.GPU_RESOURCE
+EFA_RESOURCE = contract.EFA_RESOURCE
+NEURON_RESOURCE = contract.NEURON_RESOURCE
 
-MPIJOB_GROUP = "kubeflow.org"
-MPIJOB_VERSION = "v2beta1"
-MPIJOB_PLURAL = "mpijobs"
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
-JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+MPIJOB_GROUP = contract.MPIJOB_GROUP
+MPIJOB_VERSION = contract.MPIJOB_VERSION
+MPIJOB_PLURAL = contract.MPIJOB_PLURAL
+JOB_NAME_LABEL = contract.JOB_NAME_LABEL
+JOB_ROLE_LABEL = contract.JOB_ROLE_LABEL
 DEFAULT_NAMESPACE = NCCL_JOB_NAMESPACE
 
 EFA_FIX = (
     "check the EFA device plugin DaemonSet runs on the node "
-    "(kubectl -n kube-system get ds aws-efa-k8s-device-plugin-daemonset; kubectl describe node {node}) "
+    "(kubectl -n kube-system get ds {ds}; kubectl describe node {node}) "
     "and that the node group's launch template declares the EFA interfaces (InterfaceType efa/efa-only "
     "on each EFA card; efa-only needs VPC CNI >= 1.18.5)"
 )
@@ -63,9 +64,7 @@ NEURON_FIX = (
 )
 
 
-def nccl_job_name(node_group: str) -> str:
-    """The NCCL-tests MPIJob the k8s charts create (suspended) for ``node_group``."""
-    return NCCL_JOB_PREFIX + node_group
+nccl_job_name = contract.nccl_job_name
 
 
 class VerifyError(Exception):
@@ -204,9 +203,9 @@ def check_node(node: Any, group: NodeGroupPlan) -> NodeCheck:
         if want <= 0:
             continue
         if have is None:
-            fail(f"no {resource} in allocatable (expected {want})", fix.format(node=name))
+            fail(f"no {resource} in allocatable (expected {want})", fix.format(node=name, ds=contract.EFA_DEVICE_PLUGIN_NAME))
         elif have < want:
-            fail(f"{have} {resource} allocatable, expected {want}", fix.format(node=name))
+            fail(f"{have} {resource} allocatable, expected {want}", fix.format(node=name, ds=contract.EFA_DEVICE_PLUGIN_NAME))
         elif have > want and status == "pass":
             status = "warn"
             problems.append(f"{have} {resource} allocatable, more than the {want} the plan expects")
@@ -514,7 +513,7 @@ def hand_to_report(
     except ImportError as exc:
         raise VerifyError(f"nccl-report is not available ({exc})", "reinstall efa-stack (pip install -e .)") from exc
 
-    thr = threshold if threshold is not None else getattr(nccl_report, "DEFAULT_THRESHOLD", 0.7)
+    thr = threshold if threshold is not None else getattr(nccl_report, "DEFAULT_THRESHOLD", contract.NCCL_PASS_THRESHOLD)
     with tempfile.TemporaryDirectory(prefix="efa-stack-nccl-") as tmp:
         path = Path(tmp) / f"{nccl_job_name(group.name)}-launcher.log"
         path.write_text(log)
