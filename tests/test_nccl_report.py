@@ -52,8 +52,10 @@ def g4dn():
 # Synthetic logs (hand-written for these tests; not real runs)
 
 NEW_HEADER = [
-    "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 1073741824 step: 2(factor) warmup iters: 5 "
-    "iters: 20 agg iters: 1 validation: 1 graph: 0",
+    (
+        "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 1073741824 step: 2(factor) warmup iters: 5 "
+        "iters: 20 agg iters: 1 validation: 1 graph: 0"
+    ),
     "#",
     "# Using devices",
     "#  Rank  0 Group  0 Pid    101 on node-a device  0 [0x10] NVIDIA A100-SXM4-40GB",
@@ -175,15 +177,15 @@ def test_p5_largest_row_exact_numbers(p5):
 
 
 def test_p5_footer(p5):
-    assert p5.avg_busbw == 79.9352
-    assert p5.out_of_bounds == 0
-    assert p5.out_of_bounds_status == "OK"
+    assert p5.footer.avg_busbw == 79.9352
+    assert p5.footer.out_of_bounds == 0
+    assert p5.footer.out_of_bounds_status == "OK"
 
 
 def test_p5_has_no_header_facts(p5):
-    assert p5.transport == "unknown"
-    assert p5.nranks is None and p5.nodes is None and p5.hostnames == ()
-    assert p5.nccl_version is None and p5.ofi_nccl_version is None
+    assert p5.facts.transport == "unknown"
+    assert p5.facts.nranks is None and p5.facts.nodes is None and p5.facts.hostnames == ()
+    assert p5.facts.nccl_version is None and p5.facts.ofi_nccl_version is None
     assert p5.check_column == "#wrong"
     assert p5.header_line == 3  # line 1 is the source's "...", line 2 the out-of-place/in-place line
 
@@ -204,29 +206,29 @@ def test_p5_row_line_numbers(p5):
 
 
 def test_g4dn_header_facts(g4dn):
-    assert g4dn.nranks == 2
-    assert g4dn.hostnames == ("test-nccl-efa-worker-0", "test-nccl-efa-worker-1")
-    assert g4dn.nodes == 2
-    assert g4dn.gpu_names == ("Tesla T4",)
-    assert (g4dn.nthread, g4dn.ngpus) == (1, 1)
-    assert (g4dn.min_bytes, g4dn.max_bytes) == (1, 1073741824)
-    assert (g4dn.iters, g4dn.warmup_iters) == (100, 5)
+    assert g4dn.facts.nranks == 2
+    assert g4dn.facts.hostnames == ("test-nccl-efa-worker-0", "test-nccl-efa-worker-1")
+    assert g4dn.facts.nodes == 2
+    assert g4dn.facts.gpu_names == ("Tesla T4",)
+    assert (g4dn.facts.nthread, g4dn.facts.ngpus) == (1, 1)
+    assert (g4dn.facts.min_bytes, g4dn.facts.max_bytes) == (1, 1073741824)
+    assert (g4dn.facts.iters, g4dn.facts.warmup_iters) == (100, 5)
 
 
 def test_g4dn_versions(g4dn):
-    assert g4dn.nccl_version == "2.12.7"
-    assert g4dn.cuda_version == "11.4"
-    assert g4dn.ofi_nccl_version == "1.5.0aws"  # as printed by aws-ofi-nccl
+    assert g4dn.facts.nccl_version == "2.12.7"
+    assert g4dn.facts.cuda_version == "11.4"
+    assert g4dn.facts.ofi_nccl_version == "1.5.0aws"  # as printed by aws-ofi-nccl
 
 
 def test_g4dn_transport_efa_with_evidence(g4dn):
-    assert g4dn.transport == "efa"
-    assert g4dn.transport_evidence is not None
-    assert "Selected Provider is efa" in g4dn.transport_evidence
+    assert g4dn.facts.transport == "efa"
+    assert len(g4dn.facts.transport_evidence) == 1
+    assert "Selected Provider is efa" in g4dn.facts.transport_evidence[0]
 
 
 def test_g4dn_devices(g4dn):
-    d0, d1 = g4dn.devices
+    d0, d1 = g4dn.facts.devices
     assert (d0.rank, d0.host, d0.pid, d0.device, d0.bus_id, d0.group) == (0, "test-nccl-efa-worker-0", 21, 0, "0x35", 0)
     assert (d1.rank, d1.bus_id) == (1, "0xf5")
 
@@ -250,8 +252,8 @@ def test_g4dn_skips_nccl_info_line_inside_table(g4dn):
 
 
 def test_g4dn_footer_after_interleaved_destroy_lines(g4dn):
-    assert g4dn.avg_busbw == 1.15327
-    assert g4dn.out_of_bounds == 0
+    assert g4dn.footer.avg_busbw == 1.15327
+    assert g4dn.footer.out_of_bounds == 0
 
 
 def test_g4dn_peak_is_not_the_last_row(g4dn):
@@ -274,7 +276,7 @@ def test_reference_g4dn_matches_fixture(g4dn):
     ref = next(r for r in REFERENCE_RUNS if r.instance_type == "g4dn.metal")
     row = next(r for r in g4dn.rows if r.size == ref.size)
     assert (ref.busbw_out_of_place, ref.busbw_in_place) == (row.out_of_place.busbw, row.in_place.busbw)
-    assert ref.ranks == g4dn.nranks
+    assert ref.ranks == g4dn.facts.nranks
 
 
 # --------------------------------------------------------------------------------------------------
@@ -410,7 +412,8 @@ def test_verdict_uses_largest_size_below_1gib(tmp_path):
 def test_verdict_notes_socket_transport(tmp_path):
     run = parse_log(write(tmp_path, "sock.log", socket_log_lines()))
     v = judge(run, "g4dn.metal")
-    assert any("TCP sockets" in n for n in v.notes)
+    assert v.status == "not EFA" and not v.ok
+    assert "TCP sockets" in v.reason and "Using network Socket" in v.reason
 
 
 # --------------------------------------------------------------------------------------------------
@@ -419,16 +422,16 @@ def test_verdict_notes_socket_transport(tmp_path):
 
 def test_socket_fallback_detected(tmp_path):
     run = parse_log(write(tmp_path, "sock.log", socket_log_lines()))
-    assert run.transport == "socket"
-    assert "Using network Socket" in (run.transport_evidence or "")
+    assert run.facts.transport == "socket"
+    assert "Using network Socket" in " ".join(run.facts.transport_evidence)
 
 
 def test_socket_wins_over_ofi_lines(tmp_path):
     lines = socket_log_lines()
     lines.insert(3, "[1,0]<stdout>:node-a:101:101 [0] NCCL INFO NET/OFI Using aws-ofi-nccl 1.7.4-aws")
     run = parse_log(write(tmp_path, "sock.log", lines))
-    assert run.transport == "socket"
-    assert run.ofi_nccl_version == "1.7.4-aws"
+    assert run.facts.transport == "socket"
+    assert run.facts.ofi_nccl_version == "1.7.4-aws"
 
 
 def test_ofi_non_efa_provider_counts_as_socket(tmp_path):
@@ -437,28 +440,28 @@ def test_ofi_non_efa_provider_counts_as_socket(tmp_path):
         "node-a:1:1 [0] NCCL INFO Using network AWS Libfabric",
     ]
     run = parse_log(write(tmp_path, "tcp.log", info + NEW_HEADER + good_rows() + FOOTER))
-    assert run.transport == "socket"
-    assert "tcp" in (run.transport_evidence or "")
+    assert run.facts.transport == "socket"
+    assert "tcp" in " ".join(run.facts.transport_evidence)
 
 
 def test_efa_detected_in_plain_log_without_mpi_tags(tmp_path):
     info = ["node-a:1:1 [0] NCCL INFO Channel 00/0 : 0[10] -> 1[10] [send] via NET/AWS Libfabric/0"]
     run = parse_log(write(tmp_path, "plain.log", NEW_HEADER + info + good_rows() + FOOTER))
-    assert run.transport == "efa"
-    assert run.nranks == 2 and run.nodes == 2
+    assert run.facts.transport == "efa"
+    assert run.facts.nranks == 2 and run.facts.nodes == 2
 
 
 def test_transport_unknown_without_nccl_debug(tmp_path):
     run = parse_log(write(tmp_path, "quiet.log", NEW_HEADER + good_rows() + FOOTER))
-    assert run.transport == "unknown" and run.transport_evidence is None
+    assert run.facts.transport == "unknown" and run.facts.transport_evidence == ()
 
 
 def test_synthetic_efa_log_facts(tmp_path):
     run = parse_log(write(tmp_path, "efa.log", efa_log_lines()))
-    assert run.transport == "efa"
-    assert (run.nccl_version, run.cuda_version) == ("2.18.5", "12.2")
-    assert run.gpu_names == ("NVIDIA A100-SXM4-40GB",)
-    assert run.iters == 20 and run.warmup_iters == 5
+    assert run.facts.transport == "efa"
+    assert (run.facts.nccl_version, run.facts.cuda_version) == ("2.18.5", "12.2")
+    assert run.facts.gpu_names == ("NVIDIA A100-SXM4-40GB",)
+    assert run.facts.iters == 20 and run.facts.warmup_iters == 5
 
 
 # --------------------------------------------------------------------------------------------------
@@ -469,7 +472,7 @@ def test_all_gather_none_redop(tmp_path):
     rows = [new_row(MiB, 5.0, redop="none"), new_row(GiB, 9.0, redop="none")]
     lines = ["# Collective test starting: all_gather_perf"] + NEW_HEADER + rows + FOOTER
     run = parse_log(write(tmp_path, "ag.log", lines))
-    assert run.collective == "all_gather"
+    assert run.facts.collective == "all_gather"
     assert run.rows[0].redop is None and run.rows[0].root == -1
     assert any("all_gather" in n for n in judge(run, "g4dn.metal", 2).notes)
 
@@ -509,7 +512,7 @@ def test_old_error_columns_large_error_is_wrong(tmp_path):
 def test_old_error_nan_is_wrong(tmp_path):
     run = parse_log(write(tmp_path, "old-nan.log", OLD_HEADER + [old_row(GiB, 12.0, error="nan")] + FOOTER))
     assert run.rows[0].failed
-    assert run.to_dict()["rows"][0]["out_of_place"]["error"] is None  # JSON has no NaN
+    assert json.loads(run.model_dump_json())["rows"][0]["out_of_place"]["error"] is None  # JSON has no NaN
 
 
 def test_na_check_columns_are_unchecked(tmp_path):
@@ -534,7 +537,7 @@ def test_mpi_prefixes_with_multi_digit_job_and_stderr_noise(tmp_path):
 def test_kubectl_timestamps_are_stripped(tmp_path):
     lines = [f"2024-05-01T10:00:00.123456789Z {ln}" for ln in efa_log_lines()]
     run = parse_log(write(tmp_path, "ts.log", lines))
-    assert len(run.rows) == 3 and run.transport == "efa"
+    assert len(run.rows) == 3 and run.facts.transport == "efa"
 
 
 def test_crlf_line_endings(tmp_path):
@@ -629,11 +632,21 @@ def test_error_truncated_reports_test_failure(tmp_path):
     assert "truncated" in e.message and "Test failure" in e.message
 
 
-def test_error_second_table(tmp_path):
+def test_fails_parse_log_on_two_runs_names_both_tables(tmp_path):
+    # GIVEN two complete runs in one log (read_runs reads both: see test_nccl_report_inputs.py)
     lines = NEW_HEADER + good_rows() + FOOTER + NEW_HEADER[6:] + good_rows() + FOOTER
+    # WHEN parse_log, which returns one run, reads it THEN it says so and where the second table is
     e = _error(tmp_path, lines)
-    assert "second nccl-tests table" in e.message
-    assert e.line == len(NEW_HEADER) + 3 + len(FOOTER) + 2
+    second = len(NEW_HEADER) + 3 + len(FOOTER) + 2
+    assert "2 runs in one log" in e.message and f"lines 8, {second}" in e.message
+    assert e.line == second
+
+
+def test_fails_on_a_second_table_before_the_first_ones_footer(tmp_path):
+    lines = NEW_HEADER + good_rows() + NEW_HEADER[6:] + good_rows() + FOOTER
+    e = _error(tmp_path, lines)
+    assert "without its footer" in e.message and "truncated" in e.message
+    assert e.line == len(NEW_HEADER) + 3 + 2
 
 
 def test_error_missing_file(tmp_path):
@@ -660,7 +673,7 @@ def test_wrong_values_detected(tmp_path):
     footer = ["# Out of bounds values : 3 FAILED", "# Avg bus bandwidth    : 8.0"]
     run = parse_log(write(tmp_path, "wrong.log", NEW_HEADER + rows + footer))
     assert run.has_wrong_values and run.wrong_total == 3
-    assert run.out_of_bounds == 3 and run.out_of_bounds_status == "FAILED"
+    assert run.footer.out_of_bounds == 3 and run.footer.out_of_bounds_status == "FAILED"
     assert [r.size for r in run.failed_rows] == [GiB]
     v = judge(run)
     assert v.correctness == "wrong values" and not v.ok
@@ -688,8 +701,8 @@ def test_wrong_values_exit_code_1(tmp_path):
 def test_compare_efa_vs_socket(tmp_path):
     efa = parse_log(write(tmp_path, "efa.log", efa_log_lines()))
     sock = parse_log(write(tmp_path, "sock.log", socket_log_lines()))
-    cmp = compare_runs(efa, sock)
-    assert (cmp.a, cmp.b) == ("efa.log", "sock.log")
+    cmp = compare_runs(sock, efa)  # the baseline first, as on the command line
+    assert (cmp.baseline, cmp.other) == ("sock.log", "efa.log")
     assert [r.size for r in cmp.rows] == [MiB, 256 * MiB, GiB]
     assert cmp.rows[0].speedup == pytest.approx(10.0)
     assert cmp.rows[-1].speedup == pytest.approx(11.0 / 1.1)
@@ -697,7 +710,7 @@ def test_compare_efa_vs_socket(tmp_path):
 
 
 def test_compare_only_common_sizes(p5, g4dn):
-    cmp = compare_runs(p5, g4dn)
+    cmp = compare_runs(g4dn, p5)
     sizes = [r.size for r in cmp.rows]
     assert sizes.count(0) == 2  # duplicate 0-byte rows are paired by order
     assert 2 * GiB not in sizes  # only in the p5 run
@@ -709,6 +722,7 @@ def test_compare_only_common_sizes(p5, g4dn):
 def test_compare_zero_busbw_gives_no_speedup(p5, g4dn):
     cmp = compare_runs(p5, g4dn)
     zero = [r for r in cmp.rows if r.size <= 256]
+    assert compare_runs(g4dn, p5).rows[-1].speedup == pytest.approx(442.13 / 3.11)
     assert zero and all(r.speedup is None for r in zero)
 
 
@@ -718,7 +732,7 @@ def test_compare_with_itself_is_one(g4dn):
 
 
 def test_render_comparison_shows_dash_for_zero(p5, g4dn):
-    text = rendered(render_comparison(compare_runs(p5, g4dn)))
+    text = rendered(render_comparison(compare_runs(g4dn, p5)))
     assert "speed-up" in text
     zero_line = next(ln.strip(" │") for ln in text.splitlines() if ln.strip(" │").startswith("0 B"))
     assert zero_line.endswith("-")
@@ -764,9 +778,8 @@ def test_render_shows_type_column_when_types_differ(tmp_path):
     assert "half sum" in text and "float sum" in text
 
 
-def test_to_dict_is_json_serialisable(p5):
-    d = p5.to_dict()
-    json.dumps(d)
+def test_model_dump_is_the_json_form(p5):
+    d = json.loads(p5.model_dump_json())
     assert d["footer"] == {"out_of_bounds": 0, "out_of_bounds_status": "OK", "avg_busbw": 79.9352}
     assert d["rows"][-1]["out_of_place"]["busbw"] == 444.31
     assert d["facts"]["transport"] == "unknown"
@@ -774,9 +787,10 @@ def test_to_dict_is_json_serialisable(p5):
 
 def test_report_dict_shape(p5, g4dn):
     doc = report_dict([p5, g4dn], [judge(p5), judge(g4dn)], [compare_runs(p5, g4dn)])
-    assert set(doc) == {"runs", "comparisons"}
+    assert set(doc) == {"runs", "comparisons", "plot", "exit_code", "error"}
     assert doc["runs"][0]["verdict"]["status"] == "not judged"
-    assert doc["comparisons"][0]["a"] == p5.label
+    assert doc["runs"][0]["run"]["label"] == p5.label
+    assert doc["comparisons"][0]["baseline"] == p5.label
     json.dumps(doc)
 
 
@@ -859,16 +873,17 @@ def test_command_json_shape(tmp_path):
     code, out, _ = run_command([P5, G4DN], instance_type="p5.48xlarge", nodes=2, json_out=True)
     doc = json.loads(out)
     assert code == 1  # the g4dn run is far below a p5 line rate
-    assert set(doc) == {"runs", "comparisons", "plot", "exit_code"}
-    assert doc["exit_code"] == 1 and doc["plot"] is None
+    assert set(doc) == {"runs", "comparisons", "plot", "exit_code", "error"}
+    assert doc["exit_code"] == 1 and doc["plot"] is None and doc["error"] is None
     first = doc["runs"][0]
-    assert set(first) >= {"source", "label", "facts", "rows", "footer", "verdict", "correctness"}
-    assert len(first["rows"]) == 32
+    assert set(first) == {"run", "verdict"}
+    assert set(first["run"]) >= {"source", "label", "facts", "rows", "footer", "correctness"}
+    assert len(first["run"]["rows"]) == 32
     assert first["verdict"]["status"] == "pass"
     assert first["verdict"]["measured_busbw"] == 444.31
     assert first["verdict"]["expectation"]["line_rate_gbytes"] == 400.0
     assert doc["runs"][1]["verdict"]["status"] == "below expectation"
-    assert len(doc["comparisons"]) == 1 and doc["comparisons"][0]["b"] == G4DN.name
+    assert len(doc["comparisons"]) == 1 and doc["comparisons"][0]["other"] == G4DN.name
 
 
 def test_command_json_single_passing_run():
@@ -893,9 +908,9 @@ def test_command_unwritable_plot_exit_2(tmp_path):
 def test_command_compares_efa_and_socket(tmp_path):
     efa = write(tmp_path, "efa.log", efa_log_lines())
     sock = write(tmp_path, "sock.log", socket_log_lines())
-    code, out, _ = run_command([efa, sock])
-    assert code == 0
-    assert "speed-up efa.log / sock.log" in out
+    code, out, _ = run_command([sock, efa])
+    assert code == 1  # the socket run is "not EFA"
+    assert "speed-up of efa.log over the baseline sock.log" in out
     assert "10.00x" in out
 
 

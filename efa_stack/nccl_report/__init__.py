@@ -1,0 +1,81 @@
+"""Read nccl-tests results and judge them against the instance's EFA line rate (``efa-stack nccl-report``).
+
+* :mod:`.model`: the pydantic result models every stage shares (and the ``--json`` document);
+* :mod:`.parse`: text output (plain, MPI/Slurm/kubectl prefixed, several runs per file) and ``-J`` JSON;
+* :mod:`.judge`: verdicts, the line rate from the catalog, comparisons;
+* :mod:`.render`: tables fitted to the terminal, the JSON document, the plot;
+* :mod:`.command`: the command and its exit codes.
+"""
+
+from efa_stack.nccl_report.command import report_command
+from efa_stack.nccl_report.judge import REFERENCE_RUNS, compare_runs, expected_busbw, is_single_rank, judge
+from efa_stack.nccl_report.model import (
+    DEFAULT_THRESHOLD,
+    LARGE_MESSAGE_BYTES,
+    OLD_ERROR_TOLERANCE,
+    Comparison,
+    Device,
+    Expectation,
+    Facts,
+    Footer,
+    IterStats,
+    NcclLogError,
+    NcclRun,
+    ReferenceRun,
+    Report,
+    Result,
+    Row,
+    SizeComparison,
+    Verdict,
+)
+from efa_stack.nccl_report.parse import (
+    MAX_INPUT_BYTES,
+    MAX_LINE_CHARS,
+    MAX_ROWS,
+    parse_json,
+    parse_log,
+    parse_text,
+    parse_text_runs,
+    read_runs,
+)
+from efa_stack.nccl_report.render import plot_busbw, render_comparison, render_run, report_dict
+from efa_stack.nccl_report.units import human_size
+
+__all__ = [
+    "DEFAULT_THRESHOLD",
+    "LARGE_MESSAGE_BYTES",
+    "MAX_INPUT_BYTES",
+    "MAX_LINE_CHARS",
+    "MAX_ROWS",
+    "OLD_ERROR_TOLERANCE",
+    "REFERENCE_RUNS",
+    "Comparison",
+    "Device",
+    "Expectation",
+    "Facts",
+    "Footer",
+    "IterStats",
+    "NcclLogError",
+    "NcclRun",
+    "ReferenceRun",
+    "Report",
+    "Result",
+    "Row",
+    "SizeComparison",
+    "Verdict",
+    "compare_runs",
+    "expected_busbw",
+    "human_size",
+    "is_single_rank",
+    "judge",
+    "parse_json",
+    "parse_log",
+    "parse_text",
+    "parse_text_runs",
+    "plot_busbw",
+    "read_runs",
+    "render_comparison",
+    "render_run",
+    "report_command",
+    "report_dict",
+]
