@@ -233,7 +233,7 @@ class _Facts:
         self.problems = (self.problems + later.problems)[:20]
 
     def transport(self) -> tuple[Transport, tuple[str, ...]]:
-        socket = tuple(e for e in self.socket if e)
+        socket = tuple(sorted((e for e in self.socket if e), key=lambda e: int(e.split(":", 1)[0][5:])))
         if socket:
             return "socket", socket
         if self.other_provider is not None:
@@ -524,9 +524,9 @@ def _bounded_lines(stream: io.TextIOBase | io.StringIO) -> Iterator[tuple[int, s
         if not chunk:
             return
         lineno += 1
-        if not chunk.endswith("\n"):
+        if not chunk.endswith(("\n", "\r")):  # cut at MAX_LINE_CHARS (or the last line): skip the rest
             rest = chunk
-            while rest and not rest.endswith("\n"):
+            while rest and not rest.endswith(("\n", "\r")):
                 rest = stream.readline(MAX_LINE_CHARS)
         yield lineno, chunk
 
@@ -557,8 +557,7 @@ def read_text_runs(lines: Iterable[tuple[int, str]], source: str) -> list[NcclRu
                 close()
                 facts, later = later, _Facts()
                 state = "before"
-            elif stream == table.stream and body.startswith("#"):  # type: ignore[union-attr]
-                _footer_line(table, body, lineno, raw)  # type: ignore[arg-type]
+            elif stream == table.stream and _footer_line(table, body, lineno, raw):  # type: ignore[union-attr,arg-type]
                 continue
             else:
                 later.feed(lineno, body)

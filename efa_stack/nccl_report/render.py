@@ -148,7 +148,8 @@ class _FittedTable:
         table = None
         for plan in _PLANS:
             table = _run_table(self.run, plan)
-            if Measurement.get(console, options, table).maximum <= options.max_width:
+            natural = Measurement.get(console, options.update_width(1 << 16), table).maximum
+            if natural <= options.max_width:
                 break
         assert table is not None
         yield table

@@ -309,7 +309,9 @@ def catalog_show(
 
 @app.command("nccl-report")
 def nccl_report(
-    logs: list[Path] = typer.Argument(..., metavar="LOG...", help="nccl-tests output or MPIJob launcher logs."),
+    logs: list[Path] = typer.Argument(
+        ..., metavar="LOG...", help="nccl-tests output (plain, MPI/srun/kubectl logs) or -J JSON results."
+    ),
     instance_type: Optional[str] = typer.Option(None, "--instance-type", help="Judge against this type's EFA line rate."),
     nodes: Optional[int] = typer.Option(None, "--nodes", help="Node count (default: read from the log)."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write a busbw-vs-size plot (PNG)."),
@@ -318,9 +320,12 @@ def nccl_report(
         None, "--threshold", help="Pass mark as a fraction of the line rate (default: the report's, 0.7)."
     ),
 ) -> None:
-    """Parse nccl-tests logs, judge busbw against the EFA line rate and compare runs.
+    """Parse nccl-tests output (text or -J JSON), judge busbw against the EFA line rate and compare runs.
 
-    With several logs every later run is compared with the first.
+    With several runs (several logs, or several runs in one log) every later run is compared with the
+    first: speed-up = later busbw / first busbw, so `nccl-report socket.log efa.log` shows how much faster
+    EFA is. Exit 0 pass or not judged, 1 a check failed (data corruption, not EFA, below the mark),
+    2 bad input; --json always prints one JSON object, errors included.
     """
     try:
         from efa_stack.tools import nccl_report as report
