@@ -31,7 +31,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import RemovalPolicy, Token, aws_ec2 as ec2, aws_fsx as fsx
+from aws_cdk import RemovalPolicy, Token
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_fsx as fsx
 from constructs import Construct
 
 from efa_stack.spec.storage import (
@@ -118,6 +120,14 @@ class LustreSecurityGroup(Construct):
     def security_group_id(self) -> str:
         return self.security_group.security_group_id
 
+    @property
+    def rules(self) -> list[ec2.CfnSecurityGroupIngress | ec2.CfnSecurityGroupEgress]:
+        """The standalone rule resources on this group (the self-referencing ones CDK renders apart)."""
+        return [
+            c for c in self.security_group.node.children
+            if isinstance(c, (ec2.CfnSecurityGroupIngress, ec2.CfnSecurityGroupEgress))
+        ]
+
 
 class LustreFileSystem(Construct):
     """An FSx for Lustre file system in one subnet, retained on stack deletion and replacement.
@@ -176,6 +186,11 @@ class LustreFileSystem(Construct):
                 auto_import_policy=s3.auto_import_policy if legacy else None,
             ),
         )
+        # FSx checks at creation that the file system's groups let it reach itself on 988 and 1018-1023
+        # (InvalidNetworkSettings otherwise). CloudFormation creates resources in parallel, so the file
+        # system waits for every rule of its group, standalone or not (aws/aws-parallelcluster#6181).
+        for rule in self.security_group.rules:
+            self.file_system.node.add_dependency(rule)
         # Retain on delete and on replacement: the file system holds the training data.
         self.file_system.apply_removal_policy(RemovalPolicy.RETAIN)
         self.file_system.override_logical_id(FILE_SYSTEM_LOGICAL_ID)

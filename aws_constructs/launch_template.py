@@ -7,7 +7,8 @@ from a formula. Rules this construct enforces for EKS managed node groups:
 - no subnet: the node group places the instances;
 - the instance type is set here, not on the node group, so the managed node group's AMI/instance
   type check does not apply to it;
-- the root volume is gp3 (or the spec's type), encrypted, sized from ``volumeSize``;
+- the root volume is gp3 (or the spec's type), encrypted, sized from ``volumeSize``, with the
+  provisioned IOPS (required for io1/io2) and gp3 throughput of ``volumeIOPS``/``volumeThroughput``;
 - IMDSv2 is required, with a hop limit of 1 so pods cannot reach the node role's credentials;
 - user data reserves the 2 MiB hugepages EFA pods request and installs the Lustre client when the
   cluster has FSx storage (:mod:`aws_constructs.user_data`);
@@ -19,7 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import CfnTag, Fn, aws_ec2 as ec2
+from aws_cdk import CfnTag, Fn
+from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from aws_constructs.user_data import node_user_data
@@ -39,6 +41,8 @@ class EfaLaunchTemplate(Construct):
         security_group_ids: Sequence[str],
         volume_size_gib: int,
         volume_type: str = "gp3",
+        volume_iops: int | None = None,
+        volume_throughput: int | None = None,
         placement_group_name: str | None = None,
         capacity: str = "on-demand",
         reservation_id: str | None = None,
@@ -51,6 +55,14 @@ class EfaLaunchTemplate(Construct):
             raise ValueError(f"capacity must be on-demand, reservation or capacity-block, got {capacity!r}")
         if capacity != "on-demand" and not reservation_id:
             raise ValueError(f"capacity {capacity!r} needs reservation_id (cr-...)")
+        # EC2 requires Iops for io1/io2 (CloudFormation "AWS::EC2::LaunchTemplate Ebs", Iops); a template
+        # without it fails at launch, not at deploy. Ranges are checked in spec.aws_limits.validate_volume.
+        if volume_type in ("io1", "io2") and volume_iops is None:
+            raise ValueError(f"volume_type {volume_type} needs volume_iops (EC2 requires Iops for io1/io2)")
+        if volume_throughput is not None and volume_type != "gp3":
+            raise ValueError(f"volume_throughput is for gp3 volumes only, got volume_type {volume_type}")
+        if volume_iops is not None and volume_type not in ("gp3", "io1", "io2"):
+            raise ValueError(f"volume_iops is for gp3, io1 and io2 volumes only, got volume_type {volume_type}")
         if not security_group_ids:
             raise ValueError("security_group_ids must list the cluster and EFA security groups")
         primaries = [i for i in interfaces if i.is_primary]
@@ -88,6 +100,8 @@ class EfaLaunchTemplate(Construct):
                     ebs=L.EbsProperty(
                         volume_size=volume_size_gib,
                         volume_type=volume_type,
+                        iops=volume_iops,
+                        throughput=volume_throughput,
                         encrypted=True,
                         delete_on_termination=True,
                     ),

@@ -11,7 +11,9 @@ Defaults, as behaviour:
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy, Tags, aws_ec2 as ec2, aws_logs as logs
+from aws_cdk import RemovalPolicy, Tags
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from aws_constructs.security import acknowledge
@@ -47,7 +49,12 @@ class EfaVpc(Construct):
         availability_zones: list[str],
         nat_gateways: int = 1,
         interface_endpoints: bool = True,
+        private_subnet_mask: int = 19,
+        public_subnet_mask: int = 24,
     ) -> None:
+        """``private_subnet_mask``/``public_subnet_mask``: one subnet of each per zone; use
+        :func:`spec.aws_limits.subnet_plan` for masks that ``cidr`` holds (private large: every ENA or
+        EFA interface of a node takes an address, and the VPC CNI gives pods addresses too)."""
         super().__init__(scope, id)
         if len(availability_zones) < 2:
             raise ValueError(
@@ -61,9 +68,11 @@ class EfaVpc(Construct):
             nat_gateways=nat_gateways,
             restrict_default_security_group=False,
             subnet_configuration=[
-                ec2.SubnetConfiguration(name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
                 ec2.SubnetConfiguration(
-                    name="Private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=19
+                    name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=public_subnet_mask
+                ),
+                ec2.SubnetConfiguration(
+                    name="Private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=private_subnet_mask
                 ),
             ],
         )

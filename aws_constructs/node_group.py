@@ -1,7 +1,7 @@
 """An EKS managed node group built from a :class:`spec.plan.NodeGroupPlan`.
 
-For an EFA node group this is the whole set the EFA switch implies: a cluster placement group (unless
-the plan runs on a Capacity Block or opts out), a launch template with one interface per EFA device
+For an EFA node group this is the whole set the EFA switch implies: a cluster placement group (on-demand
+capacity only, unless the plan opts out or names an existing group, which the launch template then uses), a launch template with one interface per EFA device
 and the security groups on every interface, and the node group itself in the single private subnet
 of its availability zone, tainted for accelerator work and labelled so the device plugins find it.
 """
@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import aws_ec2 as ec2, aws_eks_v2 as eks, aws_iam as iam
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from aws_constructs.launch_template import EfaLaunchTemplate
@@ -56,7 +58,11 @@ class ManagedNodeGroup(Construct):
             security_group_ids=security_group_ids,
             volume_size_gib=plan.volume_size_gib,
             volume_type=plan.volume_type,
-            placement_group_name=self.placement_group.placement_group_name if self.placement_group else None,
+            volume_iops=plan.volume_iops,
+            volume_throughput=plan.volume_throughput,
+            # a new group's name, or the existing group the plan names (then no group is created here)
+            placement_group_name=self.placement_group.placement_group_name if self.placement_group
+            else plan.placement_group_name,
             capacity=plan.capacity,
             reservation_id=plan.reservation_id,
             hugepages_2mi_mib=plan.hugepages_2mi_mib,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import aws_eks_v2 as eks, aws_iam as iam
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 PODS_PRINCIPAL = "pods.eks.amazonaws.com"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from aws_cdk import Stack
@@ -32,9 +34,24 @@ NODE_ROLE_POLICIES = (
     "AmazonSSMManagedInstanceCore",
 )
 
-# VPC CNI add-on: efa-only interfaces need VPC CNI >= 1.18.5. This build is listed in the EKS user
-# guide's "Amazon VPC CNI versions" table.
-VPC_CNI_VERSION = "v1.20.1-eksbuild.3"
+ADDONS_FILE = Path(__file__).resolve().parent.parent / "efa_stack" / "spec" / "data" / "addons.json"
+"""Add-on versions per Kubernetes version, with their sources (efa-only needs VPC CNI >= 1.18.5)."""
+
+
+def addon_data(name: str) -> dict[str, Any]:
+    """The entry of ``name`` in :data:`ADDONS_FILE` (versions per Kubernetes version, conflict policy)."""
+    return dict(json.loads(ADDONS_FILE.read_text())[name])
+
+
+def vpc_cni_version(kubernetes_version: str) -> str:
+    """The pinned ``vpc-cni`` add-on build for ``kubernetes_version``."""
+    versions = addon_data("vpc-cni")["versions"]
+    if kubernetes_version not in versions:
+        raise ValueError(
+            f"no vpc-cni version pinned for Kubernetes {kubernetes_version} in {ADDONS_FILE.name}; "
+            f"pinned: {', '.join(versions)}"
+        )
+    return str(versions[kubernetes_version])
 
 CONTROL_PLANE_LOGS = [
     eks.ClusterLoggingTypes.API,
@@ -103,10 +120,15 @@ class ClusterStack(Stack):
             description="VPC CNI (aws-node) through EKS Pod Identity",
             managed_policies=["AmazonEKS_CNI_Policy"],
         )
+        cni = addon_data("vpc-cni")
         self.vpc_cni = eks.Addon(
-            self, "VpcCni", cluster=self.cluster, addon_name="vpc-cni", addon_version=VPC_CNI_VERSION,
-            preserve_on_delete=False,
+            self, "VpcCni", cluster=self.cluster, addon_name="vpc-cni",
+            addon_version=vpc_cni_version(plan.kubernetes_version), preserve_on_delete=False,
         )
+        # EKS installs a self-managed aws-node with every cluster; the add-on takes it over (see the data file).
+        vpc_cni_cfn = self.vpc_cni.node.default_child
+        assert isinstance(vpc_cni_cfn, eks.CfnAddon)
+        vpc_cni_cfn.resolve_conflicts = cni["resolve_conflicts"]
         associate_with_addon(self.vpc_cni, self.vpc_cni_role, "aws-node")
         self.node_role = iam.Role(
             self,
@@ -159,8 +181,10 @@ class ClusterStack(Stack):
                 security_group_ids=groups,
                 node_role=self.node_role,
             )
-            # The CNI must support efa-only interfaces before EFA nodes join.
+            # The CNI must support efa-only interfaces before EFA nodes join, and aws-node gets its
+            # role through EKS Pod Identity, so the agent must run before the nodes need it.
             node_group.nodegroup.node.add_dependency(self.vpc_cni)
+            node_group.nodegroup.node.add_dependency(self.pod_identity_agent)
             self.node_groups[ng.name] = node_group
         self.manifests = self.add_kubernetes_charts()
 

@@ -9,6 +9,7 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from aws_constructs.network import EfaSecurityGroup, EfaVpc
+from efa_stack.spec.aws_limits import subnet_plan
 from efa_stack.spec.plan import ClusterPlan
 
 
@@ -16,6 +17,9 @@ class NetworkStack(Stack):
     def __init__(self, scope: Construct, id: str, *, plan: ClusterPlan, **kwargs: Any) -> None:
         super().__init__(scope, id, **kwargs)
         self.plan = plan
+        subnets = subnet_plan(plan.vpc_cidr, len(plan.availability_zones))
+        if subnets is None:  # build_plan reports this as a problem of vpc.cidr first
+            raise ValueError(f"VPC {plan.vpc_cidr} cannot hold subnets in {len(plan.availability_zones)} zones")
         self.network = EfaVpc(
             self,
             "Network",
@@ -23,6 +27,8 @@ class NetworkStack(Stack):
             availability_zones=list(plan.availability_zones),
             nat_gateways=plan.nat_gateways,
             interface_endpoints=plan.interface_endpoints,
+            private_subnet_mask=subnets.private_mask,
+            public_subnet_mask=subnets.public_mask,
         )
         self.efa = EfaSecurityGroup(self, "Efa", vpc=self.network.vpc)
 

@@ -7,7 +7,7 @@ when this stack is deleted or when a change would replace it (see aws_constructs
   node group by default), its security group, the S3 link;
 - the FSx CSI driver as the EKS add-on ``aws-fsx-csi-driver``; its controller's permissions go to
   the ``fsx-csi-controller-sa`` service account through EKS Pod Identity (the cluster runs the agent);
-  its node DaemonSet tolerates the node groups' taints (``nvidia.com/gpu``);
+  its node DaemonSet runs on every node (the driver chart's default tolerates all taints);
 - a static ``PersistentVolume`` whose ``volumeHandle``/``dnsname``/``mountname`` are the file
   system's own attributes, the ``fsx-claim`` claim (ReadWriteMany) that jobs mount, and optionally the
   ``fsx-lustre`` StorageClass for dynamic provisioning.
@@ -39,20 +39,12 @@ FSX_CSI_VOLUME_TAG = "CSIVolumeName"
 FSX_SERVICE_LINKED_ROLE = "aws-service-role/fsx.amazonaws.com/AWSServiceRoleForAmazonFSx"
 
 
-def csi_node_configuration(storage: StoragePlan) -> dict[str, Any]:
-    """The add-on's ``configurationValues``: the node DaemonSet tolerates the node groups' taints.
-
-    Keys follow the driver's Helm chart (``node.tolerateAllTaints``, ``node.tolerations``), from
-    which the add-on is built. ``tolerateAllTaints: false`` makes the list authoritative; the chart
-    then adds ``fsx.csi.aws.com/agent-not-ready`` itself. The ``NoExecute`` entry is the chart's
-    default (ride out a short node-not-ready without remounting).
-    """
-    tolerations: list[dict[str, Any]] = [
-        {"key": t.key, "operator": "Exists", "effect": t.effect} for t in storage.tolerations
-    ]
-    tolerations.append({"key": "CriticalAddonsOnly", "operator": "Exists"})
-    tolerations.append({"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
-    return {"node": {"tolerateAllTaints": False, "tolerations": tolerations}}
+# No configurationValues: EKS validates them against the add-on's own configuration schema
+# (`aws eks describe-addon-configuration --addon-name aws-fsx-csi-driver`), which is not published
+# with the driver. The add-on is built from the driver's Helm chart, whose node DaemonSet tolerates
+# every taint by default (kubernetes-sigs/aws-fsx-csi-driver@05bcb51 charts/aws-fsx-csi-driver/
+# values.yaml: `node.tolerateAllTaints: true`), so it runs on the tainted GPU/Neuron nodes as it is.
+FSX_CSI_CONFIGURATION: dict[str, Any] | None = None
 
 
 class StorageStack(Stack):
@@ -95,7 +87,7 @@ class StorageStack(Stack):
             "FsxCsiDriver",
             cluster=cluster.cluster,
             addon_name=FSX_CSI_ADDON,
-            configuration_values=csi_node_configuration(storage),
+            configuration_values=FSX_CSI_CONFIGURATION,
             preserve_on_delete=False,
         )
         associate_with_addon(self.csi_driver, self.csi_role, FSX_CSI_CONTROLLER_SA)

@@ -7,7 +7,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,35 @@ class Synthesized:
         return {k: v for k, v in self.template(which)["Resources"].items() if v["Type"] == type_}
 
 
-@lru_cache(maxsize=None)
+ACKNOWLEDGED_WARNINGS: dict[str, str] = {}
+"""CDK synth warnings accepted on purpose: a substring of the warning -> why it is harmless. Empty: no
+warning is accepted today, every one fails the synth that printed it."""
+
+
+def synth_warnings(outdir: Path) -> list[str]:
+    """The ``aws:cdk:warning`` metadata of every stack in the cloud assembly at ``outdir``.
+
+    These are what ``Annotations.from_stack(stack).find_warning("*", Match.any_value())`` reads
+    (aws-cdk-lib assertions): the assembly's manifest records them per construct path.
+    """
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    found: list[str] = []
+    for artifact in manifest.get("artifacts", {}).values():
+        for path, entries in artifact.get("metadata", {}).items():
+            for entry in entries:
+                if entry.get("type") == "aws:cdk:warning":
+                    found.append(f"{path}: {entry.get('data')}")
+    return found
+
+
+def fail_on_warnings(outdir: Path) -> None:
+    """Synth warnings are errors (an io1 volume without IOPS is only a warning in CDK, then a failed launch)."""
+    unexpected = [w for w in synth_warnings(outdir) if not any(k in w for k in ACKNOWLEDGED_WARNINGS)]
+    if unexpected:
+        raise AssertionError("CDK synth printed warnings (treated as errors):\n" + "\n".join(unexpected))
+
+
+@cache
 def synth_spec(path: str) -> Synthesized:
     from aws_cdk import App
 
@@ -52,13 +80,14 @@ def synth_spec(path: str) -> Synthesized:
     app = App(outdir=str(outdir))
     stacks = build(app, plan)
     app.synth()
+    fail_on_warnings(outdir)
     templates = {
         p.name.removesuffix(".template.json"): json.loads(p.read_text()) for p in outdir.glob("*.template.json")
     }
     return Synthesized(plan=plan, stacks=stacks, templates=templates, outdir=outdir)
 
 
-@lru_cache(maxsize=None)
+@cache
 def synth_text(text: str) -> Synthesized:
     """Synthesize a spec given as YAML text (written to a temporary file)."""
     f = Path(tempfile.mkdtemp(prefix="efa-stack-spec-")) / "spec.yaml"

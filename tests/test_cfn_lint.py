@@ -12,7 +12,8 @@ SPECS = sorted(p.name for p in CLUSTERS.glob("*.yaml"))
 
 
 def lint(template: dict, region: str) -> list:
-    from cfnlint.api import ManualArgs, lint as cfn_lint
+    from cfnlint.api import ManualArgs
+    from cfnlint.api import lint as cfn_lint
 
     return cfn_lint(json.dumps(template), config=ManualArgs(regions=[region]))
 
@@ -32,3 +33,17 @@ def test_cfn_lint_catches_a_broken_launch_template(default_synth):
     lt = next(v for k, v in template["Resources"].items() if k.startswith("NodeGroupp5LaunchTemplate"))
     lt["Properties"]["LaunchTemplateData"]["BlockDeviceMappings"][0]["Ebs"]["VolumeType"] = "gp9"
     assert any(m.rule.id.startswith("E") for m in lint(template, "us-west-2"))
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_cluster_stack_fits_the_resource_count_the_limit_check_assumes(spec):
+    """spec.aws_limits counts the cluster stack's resources from the plan before CloudFormation: its
+    bound must hold for every shipped spec, exactly per node group, within the fixed part."""
+    from efa_stack.spec.aws_limits import CLUSTER_STACK_FIXED_RESOURCES, count_cluster_resources
+
+    s = synth_spec(str(CLUSTERS / spec))
+    actual = len(s.template("cluster")["Resources"])
+    groups = [g.placement_group for g in s.plan.all_node_groups]
+    per_groups = count_cluster_resources(groups) - CLUSTER_STACK_FIXED_RESOURCES
+    assert actual - per_groups <= CLUSTER_STACK_FIXED_RESOURCES
+    assert actual <= count_cluster_resources(groups)

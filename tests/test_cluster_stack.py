@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from aws_cdk import App, Stack, aws_ec2 as ec2, aws_eks_v2 as eks
+from aws_cdk import App, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.assertions import Match
 
-from stacks.cluster_stack import VPC_CNI_VERSION
+from efa_stack.spec.models import KUBERNETES_VERSIONS
+from stacks.cluster_stack import addon_data, vpc_cni_version
 from tests.conftest import CLUSTERS, synth_spec, synth_text
 from tests.test_spec_validation import BASE
 
@@ -51,18 +54,40 @@ def test_cluster_in_private_subnets(default_synth):
     assert "PrivateSubnet1" in subnets and "PrivateSubnet2" in subnets and "Public" not in subnets
 
 
-def test_vpc_cni_addon_supports_efa_only(default_synth):
+def version_tuple(v: str) -> tuple[int, int, int]:
+    major, minor, patch = (int(x) for x in v.lstrip("v").split("-")[0].split("."))
+    return major, minor, patch
+
+
+def test_vpc_cni_addon_is_pinned_for_the_clusters_version_and_takes_over_aws_node(default_synth):
     default_synth.assertions("cluster").has_resource_properties(
-        "AWS::EKS::Addon", {"AddonName": "vpc-cni", "AddonVersion": VPC_CNI_VERSION}
+        "AWS::EKS::Addon",
+        {"AddonName": "vpc-cni", "AddonVersion": vpc_cni_version("1.34"), "ResolveConflicts": "OVERWRITE"},
     )
-    major, minor, patch = (int(x) for x in VPC_CNI_VERSION.lstrip("v").split("-")[0].split("."))
-    assert (major, minor, patch) >= (1, 18, 5)
+
+
+def test_every_pinned_vpc_cni_supports_efa_only_and_every_kubernetes_version_has_one():
+    data = addon_data("vpc-cni")
+    assert set(data["versions"]) == set(KUBERNETES_VERSIONS)
+    assert data["source"] and data["minimum_source"] and data["resolve_conflicts_source"]
+    for k8s, version in data["versions"].items():
+        assert version_tuple(version) >= version_tuple(data["minimum"]) >= (1, 18, 5), k8s
+    # CloudFormation AWS::EKS::Addon ResolveConflicts: NONE | OVERWRITE | PRESERVE (PRESERVE: update only).
+    assert data["resolve_conflicts"] in ("NONE", "OVERWRITE")
 
 
 def test_gpu_node_group_waits_for_vpc_cni(default_synth):
     ngs = default_synth.resources("cluster", "AWS::EKS::Nodegroup")
     (ng,) = [v for k, v in ngs.items() if k.startswith("NodeGroupp5")]
     assert any(d.startswith("VpcCni") for d in ng["DependsOn"])
+
+
+def test_every_node_group_waits_for_the_pod_identity_agent(default_synth):
+    """aws-node gets its role through EKS Pod Identity: the agent add-on exists before nodes join."""
+    addons = default_synth.resources("cluster", "AWS::EKS::Addon")
+    (agent,) = [k for k, v in addons.items() if v["Properties"]["AddonName"] == "eks-pod-identity-agent"]
+    for name, ng in default_synth.resources("cluster", "AWS::EKS::Nodegroup").items():
+        assert agent in ng["DependsOn"], name
 
 
 def test_kubectl_layer_matches_cluster_version(default_synth):
@@ -298,3 +323,156 @@ def test_storage_clusters_install_the_lustre_client():
     user_data = s.stacks.cluster.node_groups[name].launch_template.user_data
     assert "dnf install -y lustre-client" in user_data and "vm.nr_hugepages=2560" in user_data
     golden_check(GOLDEN / "user_data" / f"{s.plan.name}-{name}.mime", user_data)
+
+
+# --- Root volume IOPS and throughput (eksctl volumeIOPS / volumeThroughput) -------------------------
+
+
+def node_group_spec(extra: str, capacity: str = "") -> str:
+    return BASE.rstrip("\n") + "\n" + "".join(f"    {line}\n" for line in extra.splitlines()) + capacity
+
+
+def plan_problems(text: str) -> list:
+    from efa_stack.spec.errors import SpecError
+    from efa_stack.spec.loader import parse_spec
+    from efa_stack.spec.plan import build_plan
+
+    with pytest.raises(SpecError) as info:
+        build_plan(parse_spec(text, source="t.yaml"), source="t.yaml")
+    return info.value.problems
+
+
+def plan_of(text: str):
+    from efa_stack.spec.loader import parse_spec
+    from efa_stack.spec.plan import build_plan
+
+    return build_plan(parse_spec(text, source="t.yaml"), source="t.yaml")
+
+
+def test_fails_io1_without_iops():
+    """EC2 requires Iops for io1/io2 (CloudFormation AWS::EC2::LaunchTemplate Ebs, Iops)."""
+    (p,) = plan_problems(node_group_spec("volumeType: io1"))
+    assert p.field == "managedNodeGroups[0].volumeIOPS" and "volumeIOPS" in p.fix
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "words"),
+    [
+        ("volumeType: io2\nvolumeIOPS: 50", "volumeIOPS", "between 100 and 256000"),
+        ("volumeType: io1\nvolumeSize: 100\nvolumeIOPS: 6000", "volumeIOPS", "50 IOPS per GiB"),
+        ("volumeType: gp3\nvolumeIOPS: 20000", "volumeIOPS", "between 3000 and 16000"),
+        ("volumeType: gp2\nvolumeIOPS: 3000", "volumeIOPS", "take no provisioned IOPS"),
+        ("volumeType: io2\nvolumeIOPS: 3000\nvolumeThroughput: 500", "volumeThroughput", "no provisioned throughput"),
+        ("volumeThroughput: 1200", "volumeThroughput", "125-1000"),
+        ("volumeThroughput: 1000", "volumeThroughput", "0.25 MiB/s per provisioned IOPS"),
+    ],
+)
+def test_fails_volume_settings_ebs_does_not_take(extra, field, words):
+    problems = plan_problems(node_group_spec(extra))
+    assert [p.field for p in problems] == [f"managedNodeGroups[0].{field}"], [p.render() for p in problems]
+    assert words in problems[0].message
+
+
+def test_io2_and_gp3_settings_reach_the_launch_template():
+    plan = plan_of(node_group_spec("volumeType: io2\nvolumeIOPS: 16000"))
+    assert (plan.node_groups[0].volume_iops, plan.node_groups[0].volume_throughput) == (16000, None)
+    gp3 = plan_of(node_group_spec("volumeIOPS: 6000\nvolumeThroughput: 500")).node_groups[0]
+    assert (gp3.volume_type, gp3.volume_iops, gp3.volume_throughput) == ("gp3", 6000, 500)
+
+
+def test_launch_template_sets_iops_and_throughput():
+    from aws_cdk import App, Stack
+
+    from aws_constructs.launch_template import EfaLaunchTemplate
+
+    stack = Stack(App(), "Lt")
+    lt = EfaLaunchTemplate(
+        stack, "Lt", instance_type="m7i.xlarge", interfaces=(), security_group_ids=["sg-1"],
+        volume_size_gib=100, volume_type="io2", volume_iops=5000,
+    )
+    ebs = stack.resolve(lt.launch_template.launch_template_data)["blockDeviceMappings"][0]["ebs"]
+    assert (ebs["volumeType"], ebs["iops"]) == ("io2", 5000)
+    with pytest.raises(ValueError, match="needs volume_iops"):
+        EfaLaunchTemplate(
+            stack, "Bad", instance_type="m7i.xlarge", interfaces=(), security_group_ids=["sg-1"],
+            volume_size_gib=100, volume_type="io1",
+        )
+
+
+# --- Placement groups and capacity reservations ----------------------------------------------------
+
+RESERVATION = "    capacity: {type: reservation, reservationId: cr-0123456789abcdef0}\n"
+
+
+def test_reservation_node_group_gets_no_new_placement_group():
+    """A reservation's capacity is in a placement group only if it was created there (eksctl #7949)."""
+    ng = plan_of(node_group_spec("", RESERVATION)).node_groups[0]
+    assert (ng.placement_group, ng.placement_group_name) == (False, None)
+
+
+def test_fails_new_placement_group_on_a_reservation():
+    (p,) = plan_problems(node_group_spec("placementGroup: true", RESERVATION))
+    assert p.field == "managedNodeGroups[0].placementGroup" and "placementGroup: <name>" in p.fix
+
+
+@pytest.mark.parametrize("spelling", ["placementGroup: pg-reserved", "placement: {groupName: pg-reserved}"])
+def test_reservation_uses_the_named_existing_placement_group(spelling):
+    ng = plan_of(node_group_spec(spelling, RESERVATION)).node_groups[0]
+    assert (ng.placement_group, ng.placement_group_name) == (False, "pg-reserved")
+
+
+def test_fails_two_different_placement_group_names():
+    problems = plan_problems(node_group_spec("placementGroup: pg-a\nplacement: {groupName: pg-b}"))
+    assert [p.field for p in problems] == ["managedNodeGroups[0].placement.groupName"]
+
+
+@pytest.fixture(scope="module")
+def named_group():
+    return synth_text(node_group_spec("placementGroup: pg-reserved\nvolumeType: io2\nvolumeIOPS: 4000", RESERVATION))
+
+
+def test_named_placement_group_is_referenced_not_created(named_group):
+    assert not named_group.resources("cluster", "AWS::EC2::PlacementGroup")
+    data = gpu_launch_template(named_group, "gpu")
+    assert data["Placement"] == {"GroupName": "pg-reserved"}
+    assert data["BlockDeviceMappings"][0]["Ebs"]["Iops"] == 4000
+
+
+# --- AWS limits known before CloudFormation --------------------------------------------------------
+
+
+def many_groups(n: int) -> str:
+    groups = "".join(
+        f"  - {{name: g{i}, instanceType: p5.48xlarge, availabilityZones: [us-west-2a], efaEnabled: true}}\n"
+        for i in range(n)
+    )
+    return BASE.split("managedNodeGroups:")[0] + "managedNodeGroups:\n" + groups
+
+
+def test_fails_too_many_resources_for_one_stack_with_the_count_and_the_limit():
+    """180 EFA node groups: 3 resources each; CloudFormation allows 500 per stack (quotas page)."""
+    from efa_stack.spec.aws_limits import CFN_MAX_RESOURCES, count_cluster_resources
+
+    problems = plan_problems(many_groups(180))
+    (cfn,) = [p for p in problems if "CloudFormation" in p.message]
+    assert str(count_cluster_resources([False] + [True] * 180)) in cfn.message
+    assert str(CFN_MAX_RESOURCES) in cfn.message
+    (eks_quota,) = [p for p in problems if "EKS allows" in p.message]
+    assert "adjustable" in eks_quota.fix
+
+
+def test_fails_more_node_groups_than_the_eks_default_quota():
+    (p,) = plan_problems(many_groups(30))  # 30 + the system group
+    assert p.field == "managedNodeGroups" and "31" in str(p.value) and "Service Quotas" in p.fix
+
+
+def test_resources_per_node_group_match_the_synthesized_node_group(default_synth):
+    """The counts the limit check uses are what the constructs synthesize, per node group."""
+    from efa_stack.spec.aws_limits import RESOURCES_PER_NEW_PLACEMENT_GROUP, RESOURCES_PER_NODE_GROUP
+
+    resources = default_synth.template("cluster")["Resources"]
+    for ng in default_synth.plan.all_node_groups:
+        prefix = "NodeGroup" + ng.name.replace("-", "")
+        own = [k for k in resources if k.startswith(prefix)]
+        expected = RESOURCES_PER_NODE_GROUP + (RESOURCES_PER_NEW_PLACEMENT_GROUP if ng.placement_group else 0)
+        assert len(own) == expected, (ng.name, own)

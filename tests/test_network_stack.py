@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from aws_cdk.assertions import Match
 
 
@@ -72,3 +73,80 @@ def test_no_ingress_from_anywhere(default_synth):
     assert "0.0.0.0/0\", \"IpProtocol\": \"-1\"" not in text or "SecurityGroupIngress" not in text
     for r in default_synth.resources("network", "AWS::EC2::SecurityGroupIngress").values():
         assert r["Properties"].get("CidrIp") != "0.0.0.0/0"
+
+
+# --- Subnet sizes follow vpc.cidr and the number of zones ------------------------------------------
+
+US_EAST_1 = ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1e", "us-east-1f"]
+
+
+def network_spec(prefix: int, zones: int, max_size: int = 3, layout: str = "current") -> str:
+    azs = ", ".join(US_EAST_1[:zones])
+    return (
+        "apiVersion: eksctl.io/v1alpha5\nkind: ClusterConfig\n"
+        "metadata: {name: t, region: us-east-1, version: \"1.34\"}\n"
+        f"availabilityZones: [{azs}]\n"
+        f"vpc: {{cidr: 10.0.0.0/{prefix}}}\n"
+        "managedNodeGroups:\n"
+        f"  - {{name: gpu, instanceType: p5.48xlarge, minSize: 1, maxSize: {max_size}, "
+        f"availabilityZones: [us-east-1a], efaEnabled: true, interfaceLayout: {layout}}}\n"
+    )
+
+
+def test_every_prefix_and_zone_count_synthesizes_or_is_a_spec_error():
+    """GIVEN vpc.cidr /16../28 and 2..6 zones WHEN planned and the VPC built THEN either works, never a traceback."""
+    from aws_cdk import App, Stack
+
+    from aws_constructs.network import EfaVpc
+    from efa_stack.spec.aws_limits import subnet_plan
+    from efa_stack.spec.errors import SpecError
+    from efa_stack.spec.loader import parse_spec
+    from efa_stack.spec.plan import build_plan
+
+    app = App()
+    built = 0
+    for prefix in range(16, 29):
+        for zones in range(2, 7):
+            try:
+                plan = build_plan(parse_spec(network_spec(prefix, zones), source="t.yaml"), source="t.yaml")
+            except SpecError as err:
+                assert any(p.field == "vpc.cidr" for p in err.problems), err.render()
+                continue
+            subnets = subnet_plan(plan.vpc_cidr, zones)
+            assert subnets is not None
+            vpc = EfaVpc(
+                Stack(app, f"N{prefix}x{zones}"), "Network", cidr=plan.vpc_cidr,
+                availability_zones=list(plan.availability_zones), interface_endpoints=False,
+                private_subnet_mask=subnets.private_mask, public_subnet_mask=subnets.public_mask,
+            )
+            assert len(vpc.vpc.private_subnets) == zones
+            built += 1
+    assert built >= 15  # /16../18 hold every zone count
+
+
+def test_default_vpc_keeps_its_subnet_layout(default_synth):
+    """The /16 default keeps /19 private and /24 public subnets (a new CIDR would replace every subnet)."""
+    blocks = sorted(s["Properties"]["CidrBlock"] for s in default_synth.resources("network", "AWS::EC2::Subnet").values())
+    assert blocks == ["10.0.0.0/24", "10.0.1.0/24", "10.0.128.0/19", "10.0.160.0/19"] or all(
+        b.endswith(("/19", "/24")) for b in blocks
+    )
+
+
+def test_small_vpc_gets_smaller_subnets_not_a_traceback():
+    from efa_stack.spec.aws_limits import subnet_plan
+
+    plan = subnet_plan("10.0.0.0/18", 2)
+    assert plan is not None and plan.private_mask == 20 and plan.public_mask == 24
+
+
+def test_fails_private_subnet_too_small_for_the_nodes_interfaces():
+    """GIVEN a /20 VPC over 6 zones (/23 private subnets) WHEN 40 p5 nodes with the legacy layout (32
+    `efa` interfaces, each with an address) land in one zone THEN vpc.cidr is reported with the count."""
+    from efa_stack.spec.errors import SpecError
+    from efa_stack.spec.loader import parse_spec
+    from efa_stack.spec.plan import build_plan
+
+    with pytest.raises(SpecError) as info:
+        build_plan(parse_spec(network_spec(20, 6, max_size=40, layout="legacy"), source="t.yaml"), source="t.yaml")
+    (problem,) = [p for p in info.value.problems if p.field == "vpc.cidr"]
+    assert "us-east-1a" in problem.message and "maxSize" in problem.message

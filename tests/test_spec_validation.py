@@ -162,7 +162,7 @@ def test_fails_unknown_field_with_did_you_mean():
     ("snippet", "field", "fix"),
     [
         ("    spot: true\n", "managedNodeGroups[0].spot", "capacity.type"),
-        ("    placement: {groupName: pg}\n", "managedNodeGroups[0].placement", "placementGroup"),
+        ("    volumeKmsKeyID: alias/k\n", "managedNodeGroups[0].volumeKmsKeyID", "remove it"),
         ("    instanceTypes: [p5.48xlarge]\n", "managedNodeGroups[0].instanceTypes", "instanceType"),
     ],
 )

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import tempfile
 import textwrap
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
-from aws_cdk import App, Environment, Stack, Tags, aws_ec2 as ec2
+from aws_cdk import App, Environment, Stack, Tags
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Match, Template
 
 from aws_constructs.fsx import (
@@ -26,14 +27,14 @@ from aws_constructs.fsx import (
     SECURITY_GROUP_LOGICAL_ID,
     LustreFileSystem,
 )
-from k8s.storage import StaticVolumeProps, storage_manifests
 from efa_stack.policies.replacement import replaced_resources
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import parse_spec
 from efa_stack.spec.plan import build_plan
 from efa_stack.spec.storage import S3LinkPlan, bucket_name_problem, capacity_allowed, storage_plan, validate_storage
+from k8s.storage import StaticVolumeProps, storage_manifests
 from stacks.storage_stack import FSX_CSI_CONTROLLER_SA
-from tests.conftest import CLUSTERS, Synthesized, normalise_assets, synth_spec, synth_text
+from tests.conftest import CLUSTERS, Synthesized, fail_on_warnings, normalise_assets, synth_spec, synth_text
 from tests.test_cfn_lint import lint
 from tests.test_spec_validation import BASE
 
@@ -78,7 +79,7 @@ def build_creates_storage() -> bool:
     return "storage" in getattr(ClusterStacks, "__dataclass_fields__", {})
 
 
-@lru_cache(maxsize=None)
+@cache
 def synth_storage(path: str) -> Synthesized:
     """Synthesize ``path`` with the storage stack: the session's synth once build() creates it."""
     if build_creates_storage():
@@ -101,13 +102,14 @@ def synth_storage(path: str) -> Synthesized:
             Tags.of(stack).add(k, v)
         stacks.storage = stack
     app.synth()
+    fail_on_warnings(outdir)
     templates = {
         p.name.removesuffix(".template.json"): json.loads(p.read_text()) for p in outdir.glob("*.template.json")
     }
     return Synthesized(plan=plan, stacks=stacks, templates=templates, outdir=outdir)
 
 
-@lru_cache(maxsize=None)
+@cache
 def synth_storage_text(text: str) -> Synthesized:
     if build_creates_storage():
         return synth_text(text)
@@ -575,11 +577,25 @@ def test_csi_driver_addon_with_pod_identity(fsx):
     }
 
 
-def test_csi_node_daemonset_tolerates_the_gpu_taint(fsx):
+def test_csi_driver_addon_sends_no_configuration_nobody_checked(fsx):
+    """EKS validates configurationValues against the add-on's schema, which is not published: send
+    none; the driver chart's node DaemonSet tolerates all taints by default (values.yaml)."""
     _, addon = only(fsx, "AWS::EKS::Addon")
-    node = json.loads(addon["Properties"]["ConfigurationValues"])["node"]
-    assert node["tolerateAllTaints"] is False
-    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in node["tolerations"]
+    assert "ConfigurationValues" not in addon["Properties"]
+
+
+def test_file_system_waits_for_the_rules_that_let_it_reach_itself(fsx):
+    """FSx checks its groups at creation (InvalidNetworkSettings on 988): every rule of the file
+    system's own group is created first (aws/aws-parallelcluster#6181)."""
+    fs_id, fs = only(fsx, "AWS::FSx::FileSystem")
+    sg_ref = {"Fn::GetAtt": ["LustreSecurityGroup", "GroupId"]}
+    rules = {
+        k for k, v in fsx.template("storage")["Resources"].items()
+        if v["Type"] in ("AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress")
+        and v["Properties"]["GroupId"] == sg_ref
+    }
+    assert len(rules) == 4  # 988 and 1018-1023, in and out, with itself
+    assert rules <= set(fs.get("DependsOn", [])), fs_id
 
 
 def statements(s: Synthesized) -> dict[str, dict]:
@@ -680,9 +696,9 @@ def test_nccl_job_mounts_the_claim_and_nodes_get_the_lustre_client():
     """The storage section reaches the NCCL job and the GPU nodes' user data, from one spec."""
     import yaml
 
-    from k8s.dist import render_dist
     from efa_stack.spec.plan import plan_from_file
     from efa_stack.spec.storage import storage_plan
+    from k8s.dist import render_dist
     from tests.conftest import CLUSTERS
 
     plan = plan_from_file(CLUSTERS / "fsx.yaml")
@@ -693,6 +709,21 @@ def test_nccl_job_mounts_the_claim_and_nodes_get_the_lustre_client():
     assert {"mountPath": sp.mount_path, "name": "fsx"} in worker["containers"][0]["volumeMounts"]
     gpu = [n for n in plan.node_groups if n.role == "gpu"]
     assert gpu and all(n.lustre_client for n in gpu) and not plan.system.lustre_client
+
+
+def test_every_node_group_that_can_mount_the_claim_gets_the_lustre_client():
+    """The claim is ReadWriteMany and the CSI node plugin runs on every node: CPU node groups mount it
+    too, so they install the client as well (not only GPU/Neuron groups)."""
+    from efa_stack.spec.loader import parse_spec
+    from efa_stack.spec.plan import build_plan
+    from tests.test_spec_validation import BASE
+
+    text = BASE + (
+        "  - {name: cpu, instanceType: m7i.xlarge, availabilityZones: [us-west-2a]}\n"
+        "storage: {}\n"
+    )
+    plan = build_plan(parse_spec(text, source="t.yaml"), source="t.yaml")
+    assert {n.name: n.lustre_client for n in plan.node_groups} == {"gpu": True, "cpu": True}
 
 
 def test_nodes_without_storage_do_not_install_lustre():

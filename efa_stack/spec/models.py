@@ -9,7 +9,7 @@ Every model forbids unknown fields; :mod:`spec.loader` turns pydantic's errors i
 from __future__ import annotations
 
 import ipaddress
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -89,6 +89,16 @@ class Capacity(_Model):
     reservation_id: str | None = Field(None, alias="reservationId", pattern=r"^cr-[0-9a-f]{8,17}$")
 
 
+# EC2 CreatePlacementGroup: a group name is up to 255 ASCII characters, unique in the account and region.
+PlacementGroupName = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[\x21-\x7e]+$")]
+
+
+class Placement(_Model):
+    """eksctl ``placement`` on a managed node group: the launch template uses this existing group."""
+
+    group_name: PlacementGroupName = Field(alias="groupName")
+
+
 class AccessScope(_Model):
     type: Literal["cluster", "namespace"] = "cluster"
     namespaces: list[str] = Field(default_factory=list)
@@ -121,6 +131,10 @@ class ManagedNodeGroup(_Model):
     availability_zones: list[str] | None = Field(None, alias="availabilityZones")
     volume_size: int = Field(200, alias="volumeSize", ge=20, le=16384)
     volume_type: Literal["gp3", "gp2", "io1", "io2"] = Field("gp3", alias="volumeType")
+    # eksctl@99984ad pkg/apis/eksctl.io/v1alpha5/types.go NodeGroupBase: `volumeIOPS`, `volumeThroughput`
+    # (MiB/s); ranges per volume type are checked in spec.plan (EBS limits, with sources).
+    volume_iops: int | None = Field(None, alias="volumeIOPS", ge=1)
+    volume_throughput: int | None = Field(None, alias="volumeThroughput", ge=1)
     private_networking: bool | None = Field(None, alias="privateNetworking")
     efa_enabled: bool = Field(False, alias="efaEnabled")
     labels: dict[str, str] = Field(default_factory=dict)
@@ -129,7 +143,10 @@ class ManagedNodeGroup(_Model):
     # --- extensions ----------------------------------------------------------------------------
     interface_layout: Literal["current", "legacy"] = Field("current", alias="interfaceLayout")
     ena_on_efa_cards: bool = Field(False, alias="enaOnEfaCards")
-    placement_group: bool | None = Field(None, alias="placementGroup")
+    placement_group: bool | PlacementGroupName | None = Field(None, alias="placementGroup")
+    """true: a new cluster placement group; false: none; a name: an existing group (not created here)."""
+    placement: Placement | None = None
+    """eksctl's spelling of an existing group (``placement.groupName``, eksctl types.go ``Placement``)."""
     capacity: Capacity = Capacity()
 
 
@@ -241,7 +258,6 @@ UNSUPPORTED_NODEGROUP_FIELDS: dict[str, str] = {
     "instanceSelector": "use instanceType",
     "spot": "use capacity.type (on-demand, reservation or capacity-block)",
     "capacityReservation": "use capacity: {type: reservation, reservationId: cr-...}",
-    "placement": "use placementGroup: true|false",
     "launchTemplate": "remove it; efa-stack writes the launch template from the instance catalog",
     "securityGroups": "remove it; the cluster and EFA security groups are attached to every interface",
     "subnets": "use availabilityZones; the node group goes in that zone's private subnet",
@@ -251,8 +267,6 @@ UNSUPPORTED_NODEGROUP_FIELDS: dict[str, str] = {
     "disablePodIMDS": "remove it; the launch template sets a hop limit of 1",
     "volumeEncrypted": "remove it; volumes are always encrypted",
     "volumeKmsKeyID": "remove it",
-    "volumeIOPS": "remove it",
-    "volumeThroughput": "remove it",
     "preBootstrapCommands": "remove it",
     "overrideBootstrapCommand": "remove it",
     "maxPodsPerNode": "remove it",

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from efa_stack import contract
 from efa_stack.spec import catalog
+from efa_stack.spec.aws_limits import validate_plan_limits, validate_volume
 from efa_stack.spec.catalog import InstanceType, UnknownInstanceType
 from efa_stack.spec.errors import Problem, SpecError
 from efa_stack.spec.layout import Interface, LayoutError, describe, efa_devices, interface_layout
@@ -67,7 +68,13 @@ class NodeGroupPlan:
     hugepages_2mi_mib: int = 0
     """2 MiB hugepages each node reserves at boot for libfabric (EFA node groups; the pods' request)."""
     lustre_client: bool = False
-    """Install the Lustre client at boot (accelerator node groups when the spec has FSx storage)."""
+    """Install the Lustre client at boot (every managed node group, the ones that mount the FSx claim)."""
+    volume_iops: int | None = None
+    """Provisioned IOPS of the root volume (gp3, io1, io2; required for io1/io2)."""
+    volume_throughput: int | None = None
+    """Provisioned throughput of a gp3 root volume, MiB/s."""
+    placement_group_name: str | None = None
+    """An existing placement group the launch template uses (no group is created for it)."""
 
     @property
     def instance_type(self) -> str:
@@ -199,6 +206,57 @@ def _lookup(field_name: str, name: str, problems: list[Problem]) -> InstanceType
         return None
 
 
+def _placement(prefix: str, ng: ManagedNodeGroup, problems: list[Problem]) -> tuple[bool, str | None]:
+    """(use a placement group, the existing group's name or None) for ``placementGroup``/``placement``.
+
+    Default: a new cluster placement group for on-demand EFA node groups only. A capacity
+    reservation's instances are in a placement group only if the reservation was created in it (EC2
+    User Guide, "Capacity Reservations in cluster placement groups", cr-cpg), and a new group on a
+    reservation node group finds no capacity (eksctl-io/eksctl#7949; eksctl@99984ad
+    pkg/cfn/builder/managed_launch_template.go creates none when a capacity reservation is set).
+    """
+    cap = ng.capacity
+    wanted = ng.placement_group
+    named = ng.placement.group_name if ng.placement is not None else None
+    if isinstance(wanted, str):
+        if named is not None and named != wanted:
+            problems.append(Problem(
+                f"{prefix}.placement.groupName", named, f"placementGroup already names the group {wanted!r}",
+                "keep one of placementGroup: <name> and placement.groupName",
+            ))
+        named = wanted
+    elif named is not None and wanted is not None:
+        problems.append(Problem(
+            f"{prefix}.placementGroup", wanted, "placement.groupName already names an existing placement group",
+            "remove placementGroup (placement.groupName is the group the nodes use)",
+        ))
+    field_name = f"{prefix}.placementGroup" if isinstance(ng.placement_group, str) or ng.placement is None \
+        else f"{prefix}.placement.groupName"
+    shown = named if named is not None else wanted
+    if (named is not None or wanted is True) and cap.type == "capacity-block":
+        problems.append(Problem(
+            field_name, shown, "Capacity Blocks are already co-located; a placement group conflicts with the block",
+            "remove placementGroup (or set it to false)",
+        ))
+    if (named is not None or wanted is True) and not ng.efa_enabled:
+        problems.append(Problem(
+            field_name, shown, "a cluster placement group is only used by EFA node groups",
+            "set efaEnabled: true or remove placementGroup",
+        ))
+    if wanted is True and cap.type == "reservation":
+        problems.append(Problem(
+            f"{prefix}.placementGroup", True,
+            "a capacity reservation's instances are in a placement group only if the reservation was created "
+            "in it; a new group would find no reserved capacity",
+            "name the group the reservation was created in (placementGroup: <name>) or remove placementGroup",
+        ))
+    if named is not None:
+        return True, named
+    if wanted is None:
+        return ng.efa_enabled and cap.type == "on-demand", None
+    return bool(wanted), None
+
+
 def _node_group(
     i: int,
     ng: ManagedNodeGroup,
@@ -249,20 +307,8 @@ def _node_group(
             "a reservation id is only used with capacity type 'reservation' or 'capacity-block'",
             "set capacity.type: reservation (or capacity-block), or remove reservationId",
         ))
-    placement = ng.placement_group
-    if placement and cap.type == "capacity-block":
-        problems.append(Problem(
-            f"{prefix}.placementGroup", True,
-            "Capacity Blocks are already co-located; a placement group conflicts with the block",
-            "remove placementGroup (or set it to false)",
-        ))
-    if placement and not ng.efa_enabled:
-        problems.append(Problem(
-            f"{prefix}.placementGroup", True, "a cluster placement group is only made for EFA node groups",
-            "set efaEnabled: true or remove placementGroup",
-        ))
-    if placement is None:
-        placement = ng.efa_enabled and cap.type != "capacity-block"
+    problems.extend(validate_volume(prefix, ng.volume_type, ng.volume_size, ng.volume_iops, ng.volume_throughput))
+    placement, existing_group = _placement(prefix, ng, problems)
     if ng.ena_on_efa_cards and ng.interface_layout != "current":
         problems.append(Problem(
             f"{prefix}.enaOnEfaCards", True, "extra ENA interfaces are part of the current layout only",
@@ -321,7 +367,10 @@ def _node_group(
         efa_enabled=ng.efa_enabled,
         interface_layout=ng.interface_layout,
         interfaces=interfaces,
-        placement_group=bool(placement),
+        placement_group=bool(placement) and existing_group is None,
+        placement_group_name=existing_group,
+        volume_iops=ng.volume_iops,
+        volume_throughput=ng.volume_throughput,
         capacity=cap.type,
         reservation_id=cap.reservation_id,
         ami_type=_ami_type(instance),
@@ -329,7 +378,9 @@ def _node_group(
         taints=tuple(taints),
         tags=dict(ng.tags),
         hugepages_2mi_mib=hugepages_mib if ng.efa_enabled else 0,
-        lustre_client=lustre and role in ("gpu", "neuron"),
+        # Every managed node group can run pods that mount the claim (the storage plan's tolerations
+        # cover all of them), so every one gets the client.
+        lustre_client=lustre,
     )
 
 
@@ -422,6 +473,8 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
 
     problems.extend(validate_nccl(spec, groups))
     problems.extend(validate_storage(spec, groups))
+    if len(set(azs)) >= 2:
+        problems.extend(validate_plan_limits(groups, spec.vpc.cidr, azs, sys_sizes[2]))
     if problems:
         raise SpecError(source, problems)
 

@@ -1,0 +1,253 @@
+"""AWS limits a cluster spec must fit, checked before any CloudFormation exists.
+
+Each check returns :class:`spec.errors.Problem` objects naming the field, the value and the fix. The
+figures come from AWS documentation, cited next to each; the numbers that depend on efa-stack's own
+constructs (resources per node group) are checked against a synthesized template by the tests.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from efa_stack.spec.errors import Problem
+
+# --- EBS root volumes -------------------------------------------------------------------------------
+# CloudFormation "AWS::EC2::LaunchTemplate Ebs" (aws-properties-ec2-launchtemplate-ebs), `Iops`:
+# gp3 3,000-16,000, io1 100-64,000, io2 100-256,000; "required for io1 and io2"; `Throughput`: gp3
+# only, 125-1,000 MiB/s. The same ranges are eksctl's (v1alpha5/validation.go MinGP3Iops..MaxIO2Iops).
+# Ratios and sizes: Amazon EBS User Guide, "General Purpose SSD volumes" (gp3: at most 500 IOPS per
+# GiB, at most 0.25 MiB/s per provisioned IOPS) and "Provisioned IOPS SSD volumes" (io1: at most 50
+# IOPS per GiB, 4 GiB-16 TiB; io2 Block Express: at most 1,000 IOPS per GiB, 4 GiB-64 TiB).
+
+
+@dataclass(frozen=True)
+class VolumeLimits:
+    iops: tuple[int, int] | None
+    """Allowed provisioned IOPS, or None: the type takes no ``Iops``."""
+    iops_required: bool
+    iops_per_gib: int | None
+    throughput: tuple[int, int] | None
+    """Allowed MiB/s, or None: the type takes no ``Throughput``."""
+    min_size_gib: int = 1
+
+
+VOLUME_LIMITS: dict[str, VolumeLimits] = {
+    "gp3": VolumeLimits(iops=(3000, 16000), iops_required=False, iops_per_gib=500, throughput=(125, 1000)),
+    "gp2": VolumeLimits(iops=None, iops_required=False, iops_per_gib=None, throughput=None),
+    "io1": VolumeLimits(iops=(100, 64000), iops_required=True, iops_per_gib=50, throughput=None, min_size_gib=4),
+    "io2": VolumeLimits(iops=(100, 256000), iops_required=True, iops_per_gib=1000, throughput=None, min_size_gib=4),
+}
+GP3_MIB_PER_IOPS = 0.25
+GP3_BASELINE_IOPS = 3000
+
+
+def validate_volume(
+    prefix: str, volume_type: str, size_gib: int, iops: int | None, throughput: int | None
+) -> list[Problem]:
+    """Problems of a root volume's ``volumeType``/``volumeSize``/``volumeIOPS``/``volumeThroughput``."""
+    limits = VOLUME_LIMITS[volume_type]
+    problems: list[Problem] = []
+    if iops is None and limits.iops_required:
+        low = max(limits.iops[0], 1) if limits.iops else 0
+        problems.append(Problem(
+            f"{prefix}.volumeIOPS", None, f"{volume_type} volumes need provisioned IOPS (EC2 requires Iops for io1/io2)",
+            f"add volumeIOPS: {low} or more (at most {limits.iops_per_gib} per GiB of volumeSize)",
+        ))
+    if iops is not None:
+        if limits.iops is None:
+            problems.append(Problem(
+                f"{prefix}.volumeIOPS", iops, f"{volume_type} volumes take no provisioned IOPS",
+                "remove volumeIOPS, or use volumeType gp3, io1 or io2",
+            ))
+        else:
+            low, high = limits.iops
+            if not low <= iops <= high:
+                problems.append(Problem(
+                    f"{prefix}.volumeIOPS", iops, f"{volume_type} IOPS must be between {low} and {high}",
+                    f"set volumeIOPS between {low} and {high}",
+                ))
+            elif limits.iops_per_gib and iops > limits.iops_per_gib * size_gib:
+                problems.append(Problem(
+                    f"{prefix}.volumeIOPS", iops,
+                    f"{volume_type} allows at most {limits.iops_per_gib} IOPS per GiB "
+                    f"({limits.iops_per_gib * size_gib} for volumeSize {size_gib})",
+                    f"lower volumeIOPS or raise volumeSize to at least {-(-iops // limits.iops_per_gib)}",
+                ))
+    if size_gib < limits.min_size_gib:
+        problems.append(Problem(
+            f"{prefix}.volumeSize", size_gib, f"{volume_type} volumes are at least {limits.min_size_gib} GiB",
+            f"set volumeSize to {limits.min_size_gib} or more",
+        ))
+    if throughput is not None:
+        if limits.throughput is None:
+            problems.append(Problem(
+                f"{prefix}.volumeThroughput", throughput, f"{volume_type} volumes take no provisioned throughput",
+                "remove volumeThroughput, or use volumeType gp3",
+            ))
+        else:
+            low, high = limits.throughput
+            cap = int((iops or GP3_BASELINE_IOPS) * GP3_MIB_PER_IOPS)
+            if not low <= throughput <= high:
+                problems.append(Problem(
+                    f"{prefix}.volumeThroughput", throughput, f"{volume_type} throughput must be {low}-{high} MiB/s",
+                    f"set volumeThroughput between {low} and {high}",
+                ))
+            elif throughput > cap:
+                problems.append(Problem(
+                    f"{prefix}.volumeThroughput", throughput,
+                    f"gp3 allows at most {GP3_MIB_PER_IOPS} MiB/s per provisioned IOPS ({cap} MiB/s at "
+                    f"{iops or GP3_BASELINE_IOPS} IOPS)",
+                    f"raise volumeIOPS to at least {int(throughput / GP3_MIB_PER_IOPS)} or lower volumeThroughput",
+                ))
+    return problems
+
+
+# --- VPC subnets -----------------------------------------------------------------------------------
+# Amazon VPC User Guide, "Subnet CIDR blocks": a subnet is /16 to /28, and AWS reserves 5 addresses in
+# each (network, router, DNS, future use, broadcast).
+SUBNET_MIN_MASK, SUBNET_MAX_MASK = 16, 28
+AWS_RESERVED_PER_SUBNET = 5
+PRIVATE_MAX_SIZE_MASK = 19
+"""Private subnets are at most /19 (8,187 usable addresses; the VPC default /16 keeps its layout)."""
+PUBLIC_MAX_SIZE_MASK = 24
+"""Public subnets hold only NAT gateways and load balancers: at most /24."""
+
+
+@dataclass(frozen=True)
+class SubnetPlan:
+    private_mask: int
+    public_mask: int
+
+    @property
+    def private_usable(self) -> int:
+        return 2 ** (32 - self.private_mask) - AWS_RESERVED_PER_SUBNET
+
+
+def _fits(prefix: int, zones: int, public_mask: int, private_mask: int) -> bool:
+    """Whether CDK's allocation fits: public subnets first, then private, each aligned to its size."""
+    offset = 0
+    for mask, count in ((public_mask, zones), (private_mask, zones)):
+        size = 2 ** (32 - mask)
+        offset = -(-offset // size) * size + size * count
+    return offset <= 2 ** (32 - prefix)
+
+
+def subnet_plan(cidr: str, zones: int) -> SubnetPlan | None:
+    """The largest private subnets (then the largest public ones, up to /24) that ``cidr`` holds.
+
+    One public and one private subnet per zone, allocated as CDK's ``ec2.Vpc`` does (in the order of
+    its subnet configuration, each subnet aligned to its own size). None: the VPC cannot hold them.
+    """
+    prefix = ipaddress.ip_network(cidr, strict=False).prefixlen
+    for private in range(max(prefix, PRIVATE_MAX_SIZE_MASK), SUBNET_MAX_MASK + 1):
+        for public in range(max(private, PUBLIC_MAX_SIZE_MASK), SUBNET_MAX_MASK + 1):
+            if _fits(prefix, zones, public, private):
+                return SubnetPlan(private_mask=private, public_mask=public)
+    return None
+
+
+def validate_network(cidr: str, zones: int, addresses_per_zone: dict[str, int]) -> list[Problem]:
+    """``vpc.cidr`` holds a public and a private subnet per zone, and each private subnet its nodes.
+
+    ``addresses_per_zone``: addresses the node groups' nodes take in each zone's private subnet at
+    their ``maxSize`` (a floor: pods take more through the VPC CNI).
+    """
+    plan = subnet_plan(cidr, zones)
+    if plan is None:
+        return [Problem(
+            "vpc.cidr", cidr,
+            f"too small for a public and a private subnet in each of {zones} availability zones "
+            f"(subnets are at least /{SUBNET_MAX_MASK})",
+            "use a larger VPC CIDR such as 10.0.0.0/16, or list fewer availabilityZones",
+        )]
+    problems = []
+    for zone, needed in sorted(addresses_per_zone.items()):
+        if needed > plan.private_usable:
+            problems.append(Problem(
+                "vpc.cidr", cidr,
+                f"its private subnet in {zone} (/{plan.private_mask}, {plan.private_usable} usable addresses) "
+                f"cannot hold the {needed} addresses the node groups there take at maxSize",
+                "use a larger VPC CIDR (a /16 gives /19 private subnets) or lower maxSize",
+            ))
+    return problems
+
+
+# --- CloudFormation and EKS quotas -----------------------------------------------------------------
+# AWS CloudFormation User Guide, "Understand CloudFormation quotas": 500 resources per stack (hard).
+CFN_MAX_RESOURCES = 500
+# Amazon EKS User Guide, "Amazon EKS service quotas": managed node groups per cluster, 30 by default
+# (adjustable through Service Quotas).
+EKS_MAX_NODE_GROUPS = 30
+# Amazon EC2 User Guide, "Amazon VPC quotas": security groups per network interface, 5 by default
+# (adjustable up to 16).
+MAX_SECURITY_GROUPS_PER_ENI = 5
+
+
+def validate_quotas(
+    node_groups: Sequence[str], cluster_stack_resources: int, security_groups_per_interface: Iterable[int]
+) -> list[Problem]:
+    """Problems with the CloudFormation, EKS and VPC limits a plan would hit at deploy.
+
+    ``node_groups``: the managed node group names (system group included);
+    ``cluster_stack_resources``: resources the cluster stack would hold (:func:`count_cluster_resources`).
+    """
+    problems: list[Problem] = []
+    if cluster_stack_resources > CFN_MAX_RESOURCES:
+        problems.append(Problem(
+            "managedNodeGroups", f"{len(node_groups)} node groups",
+            f"the cluster stack would hold {cluster_stack_resources} resources; CloudFormation allows "
+            f"{CFN_MAX_RESOURCES} per stack",
+            "use fewer node groups (larger maxSize on each) or split the cluster into several specs",
+        ))
+    if len(node_groups) > EKS_MAX_NODE_GROUPS:
+        problems.append(Problem(
+            "managedNodeGroups", f"{len(node_groups)} node groups (with the system group)",
+            f"EKS allows {EKS_MAX_NODE_GROUPS} managed node groups per cluster by default",
+            "use fewer node groups, or raise the 'Managed node groups per cluster' quota in Service Quotas "
+            "first (it is adjustable)",
+        ))
+    worst = max(security_groups_per_interface, default=0)
+    if worst > MAX_SECURITY_GROUPS_PER_ENI:
+        problems.append(Problem(
+            "managedNodeGroups", f"{worst} security groups per interface",
+            f"a network interface takes {MAX_SECURITY_GROUPS_PER_ENI} security groups by default",
+            "attach fewer security groups or raise the VPC quota 'Security groups per network interface'",
+        ))
+    return problems
+
+
+# Resources each managed node group adds to the cluster stack (aws_constructs/node_group.py): its
+# launch template and node group, and its placement group when it creates one. Checked against a
+# synthesized template in tests/test_cluster_stack.py.
+RESOURCES_PER_NODE_GROUP = 2
+RESOURCES_PER_NEW_PLACEMENT_GROUP = 1
+CLUSTER_STACK_FIXED_RESOURCES = 40
+"""An upper bound of the cluster stack's resources besides the node groups (cluster, key, roles,
+add-ons, kubectl provider, manifests); the tests check it against every shipped spec."""
+
+
+def count_cluster_resources(new_placement_groups: Iterable[bool]) -> int:
+    """Resources of the cluster stack, at most, for node groups that do or do not create a placement group."""
+    return CLUSTER_STACK_FIXED_RESOURCES + sum(
+        RESOURCES_PER_NODE_GROUP + (RESOURCES_PER_NEW_PLACEMENT_GROUP if new else 0) for new in new_placement_groups
+    )
+
+
+def validate_plan_limits(plan_groups: Sequence, cidr: str, zones: Sequence[str], system_max_size: int) -> list[Problem]:
+    """The checks above for planned node groups (:class:`spec.plan.NodeGroupPlan`) plus the system group."""
+    per_zone: dict[str, int] = {z: 0 for z in zones}
+    for g in plan_groups:
+        ips_per_node = sum(1 for i in g.interfaces if i.interface_type != "efa-only") if g.interfaces else 1
+        azs = [z for z in g.availability_zones if z in per_zone]
+        for z in azs:
+            per_zone[z] += -(-g.max_size // len(azs)) * ips_per_node
+    for z in zones:
+        per_zone[z] += -(-system_max_size // max(len(zones), 1))
+    problems = validate_network(cidr, len(zones), per_zone)
+    names = ["system", *(g.name for g in plan_groups)]
+    resources = count_cluster_resources([False, *(g.placement_group for g in plan_groups)])
+    sgs = [2 if g.efa_enabled else 1 for g in plan_groups]
+    problems.extend(validate_quotas(names, resources, sgs))
+    return problems
