@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from efa_stack import contract
+from efa_stack import contract, names
 from efa_stack.spec import catalog
 from efa_stack.spec.catalog import InstanceType, UnknownInstanceType
 from efa_stack.spec.errors import Problem, SpecError
@@ -274,6 +274,9 @@ def _node_group(
                 f"{prefix}.labels", key, f"labels under {LABEL_PREFIX} are set by efa-stack",
                 "choose another label key",
             ))
+    problems.extend(names.node_group_problems(
+        prefix, ng.name, ng.labels, [(t.key, t.value, t.effect) for t in ng.taints], ng.tags,
+    ))
 
     interfaces: tuple[Interface, ...] = ()
     if instance is not None and ng.efa_enabled:
@@ -302,7 +305,7 @@ def _node_group(
         taints.append(Taint(auto_key, "true", "NoSchedule"))
     labels = dict(ng.labels)
     labels.update({
-        LABEL_NODE_GROUP: ng.name,
+        LABEL_NODE_GROUP: names.node_group_label_value(ng.name),
         LABEL_ROLE: role,
         LABEL_EFA: "true" if ng.efa_enabled else "false",
     })
@@ -342,6 +345,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
             "metadata.version", md.version, "Kubernetes version not supported",
             f"use one of {', '.join(KUBERNETES_VERSIONS)}, quoted (version: \"{KUBERNETES_VERSIONS[-2]}\")",
         ))
+    problems.extend(names.cluster_problems(md.name, md.tags))
     region_azs = catalog.regions().get(md.region)
     if region_azs is None:
         problems.append(Problem(
