@@ -285,7 +285,7 @@ def _check_tags(prefix: str, tags: Mapping[str, str], problems: list[Problem], *
         why = tag_violation(key, value, stack_tag=stack_tags)
         if why:
             problems.append(Problem(
-                f"{prefix}.tags[{key!r}]", value, f"invalid AWS tag: {why}",
+                f"{prefix}.tags", {key: value}, f"invalid AWS tag: {why}",
                 "use a key of 1-128 and a value of up to 256 letters, digits, spaces or _.:/=+-@, "
                 "neither starting with 'aws:'" + ("; give the tag a value" if stack_tags else ""),
             ))

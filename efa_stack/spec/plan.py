@@ -192,11 +192,28 @@ def _sizes(prefix: str, min_size: int, desired: int | None, max_size: int | None
 
 def _lookup(field_name: str, name: str, problems: list[Problem]) -> InstanceType | None:
     try:
-        return catalog.get(name)
+        instance = catalog.get(name)
     except UnknownInstanceType as exc:
-        hint = f"did you mean {', '.join(exc.suggestions)}?" if exc.suggestions else "use an instance type from spec/data/instance_catalog.json"
+        if exc.suggestions:
+            hint = f"did you mean {' or '.join(exc.suggestions)}?"
+        else:
+            hint = (
+                f"if EC2 sells {name}, run `efa-stack catalog refresh` with AWS credentials to add it to the "
+                f"catalog ({catalog.source().get('source', 'instance_catalog.json')}); "
+                "`efa-stack catalog list` shows the known types"
+            )
         problems.append(Problem(field_name, name, "unknown instance type", hint))
         return None
+    unsupported = instance.unsupported_accelerator
+    if unsupported is not None:
+        problems.append(Problem(
+            field_name, name,
+            f"{name} carries {unsupported} accelerators, which efa-stack does not support (no device plugin)",
+            "use an NVIDIA GPU type (e.g. p5.48xlarge, p4d.24xlarge, g6e.48xlarge), an AWS Trainium or "
+            "Inferentia type (trn2.48xlarge, inf2.48xlarge), or a CPU type",
+        ))
+        return None
+    return instance
 
 
 def _node_group(
