@@ -95,6 +95,8 @@ def test_fails_unknown_type_advises_a_catalog_refresh_not_a_near_miss():
 def test_fails_another_family_one_letter_away_is_not_suggested():
     assert catalog.typo_suggestions("c5.xlarge", ["c5a.xlarge", "c5d.xlarge"]) == []
     assert catalog.typo_suggestions("p4.24xlarge", ["p4d.24xlarge"]) == []
+    assert catalog.typo_suggestions("c5.", ["c5.large", "c5.xlarge"]) == []
+    assert catalog.typo_suggestions("p5.48xl", ["p5.48xlarge", "p5e.48xlarge"]) == ["p5.48xlarge"]
 
 
 def test_fails_clear_typo_suggests_the_known_type():

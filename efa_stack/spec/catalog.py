@@ -155,7 +155,8 @@ def _within_one_edit(a: str, b: str) -> bool:
 
 def typo_suggestions(name: str, known: list[str] | None = None) -> list[str]:
     """Known types that ``name`` is clearly a typo of: the same name in another case, or one edit away
-    within the same family (``p5.48xlarg`` -> ``p5.48xlarge``). A different family one letter away
+    within the same family (``p5.48xlarg`` -> ``p5.48xlarge``), or the only size of the family that
+    starts with it (``p5.48xl``). A different family one letter away
     (``c5.xlarge`` -> ``c5a.xlarge``) is another machine, not a typo, and is not suggested."""
     known = names() if known is None else known
     lowered = name.strip().lower()
@@ -163,7 +164,13 @@ def typo_suggestions(name: str, known: list[str] | None = None) -> list[str]:
     if exact:
         return exact
     family = lowered.split(".", 1)[0]
-    return [k for k in known if k.split(".", 1)[0] == family and _within_one_edit(lowered, k)][:3]
+    same_family = [k for k in known if k.split(".", 1)[0] == family]
+    close = [k for k in same_family if _within_one_edit(lowered, k)]
+    if close:
+        return close[:3]
+    # a size cut short (p5.48xl): a suggestion only when exactly one size starts with it
+    started = [k for k in same_family if "." in lowered and k.startswith(lowered)]
+    return started if len(started) == 1 else []
 
 
 @lru_cache(maxsize=1)
