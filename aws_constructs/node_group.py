@@ -16,6 +16,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from aws_constructs.launch_template import EfaLaunchTemplate
+from efa_stack import names
 from efa_stack.spec.plan import LABEL_NODE_GROUP, NodeGroupPlan
 
 _CAPACITY = {
@@ -44,7 +45,7 @@ class ManagedNodeGroup(Construct):
     ) -> None:
         super().__init__(scope, id)
         self.plan = plan
-        tags = {LABEL_NODE_GROUP: plan.name, **plan.tags}
+        tags = {LABEL_NODE_GROUP: names.node_group_label_value(plan.name), **plan.tags}
         self.placement_group: ec2.PlacementGroup | None = None
         if plan.placement_group:
             self.placement_group = ec2.PlacementGroup(
@@ -73,6 +74,8 @@ class ManagedNodeGroup(Construct):
             self,
             "NodeGroup",
             cluster=cluster,
+            # Named as in the spec (as eksctl does), so `aws eks list-nodegroups` shows what the user wrote.
+            nodegroup_name=names.eks_nodegroup_name(plan.name),
             ami_type=getattr(eks.NodegroupAmiType, plan.ami_type),
             capacity_type=_CAPACITY[plan.capacity],
             min_size=plan.min_size,

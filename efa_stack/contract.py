@@ -84,5 +84,7 @@ NCCL_PASS_THRESHOLD: Final = 0.7
 
 
 def nccl_job_name(node_group: str) -> str:
-    """The NCCL-tests MPIJob of ``node_group`` (the chart renders it, verify starts it)."""
-    return f"{NCCL_JOB_PREFIX}{node_group}"
+    """The NCCL-tests MPIJob of ``node_group`` (the chart renders it, verify starts it); see efa_stack.names."""
+    from efa_stack import names
+
+    return names.nccl_job_name(node_group)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from aws_cdk import App, Environment, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
 
-from efa_stack import contract
+from efa_stack import contract, names
 from efa_stack.spec.plan import ClusterPlan
 from efa_stack.spec.storage import storage_plan
 from stacks.cluster_stack import ClusterStack
@@ -36,18 +36,19 @@ def build(app: App, plan: ClusterPlan, *, account: str | None = None, nag: bool 
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     env = Environment(account=account, region=plan.region)
     network = NetworkStack(
-        app, f"{plan.name}-network", plan=plan, env=env,
+        app, names.stack_name(plan.name, "network"), plan=plan, env=env,
         description=f"efa-stack {plan.name}: VPC, subnets, endpoints and the EFA security group",
     )
     cluster = ClusterStack(
-        app, f"{plan.name}-cluster", plan=plan, network=network, env=env,
+        app, names.stack_name(plan.name, "cluster"), plan=plan, network=network, env=env,
         description=f"efa-stack {plan.name}: EKS cluster, add-ons and node groups",
     )
     storage_spec = storage_plan(plan)
     storage = None
     if storage_spec is not None:
         storage = StorageStack(
-            app, f"{plan.name}-storage", plan=plan, network=network, cluster=cluster, storage=storage_spec, env=env
+            app, names.stack_name(plan.name, "storage"), plan=plan, network=network, cluster=cluster,
+            storage=storage_spec, env=env,
         )
     stacks = ClusterStacks(network=network, cluster=cluster, storage=storage)
     for stack in stacks.all:

@@ -19,6 +19,7 @@ from constructs import Construct
 from aws_constructs.node_group import ManagedNodeGroup
 from aws_constructs.pod_identity import associate_with_addon, pod_identity_role
 from aws_constructs.security import acknowledge, managed_policy
+from efa_stack import names
 from efa_stack.spec.plan import ClusterPlan
 from stacks.network_stack import NetworkStack
 
@@ -94,7 +95,7 @@ class ClusterStack(Stack):
         self.cluster = eks.Cluster(
             self,
             "Cluster",
-            cluster_name=plan.name,
+            cluster_name=names.eks_cluster_name(plan.name),
             version=eks.KubernetesVersion.of(plan.kubernetes_version),
             vpc=network.vpc,
             vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],

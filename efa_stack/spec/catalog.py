@@ -8,7 +8,7 @@ devices, GPUs, Neuron devices, network card layout, bandwidth) is read from here
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict
 DATA_DIR = Path(__file__).parent / "data"
 CATALOG_FILE = DATA_DIR / "instance_catalog.json"
 REGIONS_FILE = DATA_DIR / "regions.json"
+SUPPLEMENT_FILE = DATA_DIR / "instance_supplement.json"
+"""Types EC2 sells that moto's recording lacks, from the EC2 documentation; a live refresh's own answer wins."""
 
 InterfaceType = Literal["interface", "efa", "efa-only"]
 
@@ -53,6 +55,16 @@ class NeuronInfo(_Record):
     memory_mib: int
 
 
+class OtherAccelerator(_Record):
+    """An accelerator efa-stack has no device plugin for (``InferenceAcceleratorInfo`` without Neuron,
+    ``FpgaInfo``, ``MediaAcceleratorInfo``)."""
+
+    kind: Literal["inference", "fpga", "media"]
+    count: int
+    name: str
+    manufacturer: str
+
+
 class InstanceType(_Record):
     """What the project needs to know about one EC2 instance type."""
 
@@ -69,6 +81,7 @@ class InstanceType(_Record):
     placement_strategies: tuple[str, ...] = ()
     gpu: GpuInfo | None = None
     neuron: NeuronInfo | None = None
+    other_accelerator: OtherAccelerator | None = None
 
     @property
     def family(self) -> str:
@@ -85,6 +98,20 @@ class InstanceType(_Record):
         if self.neuron is not None:
             return "neuron"
         return None
+
+    @property
+    def unsupported_accelerator(self) -> str | None:
+        """``"8 x Habana Gaudi HL-205"`` when the type carries accelerators efa-stack has no device plugin
+        for (anything but NVIDIA GPUs and AWS Neuron devices), else None."""
+        found: tuple[str, str] | None = None
+        if self.gpu is not None and self.accelerator != "nvidia":
+            found = (self.gpu.manufacturer, self.gpu.name)
+        elif self.other_accelerator is not None and self.neuron is None:
+            found = (self.other_accelerator.manufacturer, self.other_accelerator.name)
+        if found is None:
+            return None
+        maker, model = found
+        return model if model.lower().startswith(maker.lower()) else f"{maker} {model}"
 
     @property
     def gpus(self) -> int:
@@ -106,10 +133,44 @@ class InstanceType(_Record):
 
 
 class UnknownInstanceType(KeyError):
+    """``name`` is not in the catalog; ``suggestions`` holds only clear typos of known types."""
+
     def __init__(self, name: str, suggestions: list[str]):
         super().__init__(name)
         self.name = name
         self.suggestions = suggestions
+
+
+def _within_one_edit(a: str, b: str) -> bool:
+    """True when ``a`` becomes ``b`` by one insertion, deletion, substitution or adjacent swap."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return a == b
+    i = 0
+    while i < min(len(a), len(b)) and a[i] == b[i]:
+        i += 1
+    if len(a) == len(b):
+        return a[i + 1:] == b[i + 1:] or (a[i + 2:] == b[i + 2:] and a[i:i + 2] == b[i:i + 2][::-1])
+    return a[i + 1:] == b[i:] if len(a) > len(b) else a[i:] == b[i + 1:]
+
+
+def typo_suggestions(name: str, known: list[str] | None = None) -> list[str]:
+    """Known types that ``name`` is clearly a typo of: the same name in another case, or one edit away
+    within the same family (``p5.48xlarg`` -> ``p5.48xlarge``), or the only size of the family that
+    starts with it (``p5.48xl``). A different family one letter away
+    (``c5.xlarge`` -> ``c5a.xlarge``) is another machine, not a typo, and is not suggested."""
+    known = names() if known is None else known
+    lowered = name.strip().lower()
+    exact = [k for k in known if k == lowered]
+    if exact:
+        return exact
+    family = lowered.split(".", 1)[0]
+    same_family = [k for k in known if k.split(".", 1)[0] == family]
+    close = [k for k in same_family if _within_one_edit(lowered, k)]
+    if close:
+        return close[:3]
+    # a size cut short (p5.48xl): a suggestion only when exactly one size starts with it
+    started = [k for k in same_family if "." in lowered and k.startswith(lowered)]
+    return started if len(started) == 1 else []
 
 
 @lru_cache(maxsize=1)
@@ -117,14 +178,12 @@ def _raw() -> dict[str, Any]:
     return json.loads(CATALOG_FILE.read_text())
 
 
-@lru_cache(maxsize=None)
+@cache
 def get(name: str) -> InstanceType:
     """The record for ``name``; raises :class:`UnknownInstanceType` with close matches."""
     records = _raw()["instance_types"]
     if name not in records:
-        import difflib
-
-        raise UnknownInstanceType(name, difflib.get_close_matches(name, records.keys(), n=3))
+        raise UnknownInstanceType(name, typo_suggestions(name, list(records)))
     return InstanceType.model_validate(records[name])
 
 
@@ -183,6 +242,17 @@ def record_from_api(item: dict[str, Any]) -> dict[str, Any]:
             "name": g["Name"],
             "manufacturer": g["Manufacturer"],
             "memory_mib": g.get("MemoryInfo", {}).get("SizeInMiB", 0),
+        }
+    other = (
+        [("inference", a) for a in item.get("InferenceAcceleratorInfo", {}).get("Accelerators") or []]
+        + [("fpga", a) for a in item.get("FpgaInfo", {}).get("Fpgas") or []]
+        + [("media", a) for a in item.get("MediaAcceleratorInfo", {}).get("Accelerators") or []]
+    )
+    if other:
+        kind, a = other[0]
+        record["other_accelerator"] = {
+            "kind": kind, "count": sum(x["Count"] for k, x in other if k == kind),
+            "name": a["Name"], "manufacturer": a["Manufacturer"],
         }
     neuron = item.get("NeuronInfo", {}).get("NeuronDevices") or []
     if neuron:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from efa_stack import contract
+from efa_stack.names import nccl_job_name, nccl_job_problems
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.models import ClusterSpec, NcclTest
 
@@ -144,7 +145,7 @@ def nccl_job_plan(plan: ClusterPlan) -> NcclJobPlan | None:
     assert ng.instance.gpu is not None
     gpu_name = ng.instance.gpu.name
     return NcclJobPlan(
-        name=NCCL_JOB_PREFIX + ng.name,
+        name=nccl_job_name(ng.name),
         namespace=NCCL_JOB_NAMESPACE,
         node_group=ng.name,
         instance_type=ng.instance_type,
@@ -235,6 +236,7 @@ def validate_nccl(spec: ClusterSpec, node_groups: tuple[NodeGroupPlan, ...] | li
             ))
 
     if target is not None:
+        problems.extend(nccl_job_problems(target.name, target.desired_size))
         if explicit and target.desired_size < 1:
             problems.append(Problem(
                 f"ncclTest.nodeGroup ({target.name}).desiredCapacity", target.desired_size,

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from efa_stack import contract
+from efa_stack import contract, names
 from efa_stack.spec import catalog
 from efa_stack.spec.aws_limits import validate_plan_limits, validate_volume
 from efa_stack.spec.catalog import InstanceType, UnknownInstanceType
@@ -199,11 +199,28 @@ def _sizes(prefix: str, min_size: int, desired: int | None, max_size: int | None
 
 def _lookup(field_name: str, name: str, problems: list[Problem]) -> InstanceType | None:
     try:
-        return catalog.get(name)
+        instance = catalog.get(name)
     except UnknownInstanceType as exc:
-        hint = f"did you mean {', '.join(exc.suggestions)}?" if exc.suggestions else "use an instance type from spec/data/instance_catalog.json"
+        if exc.suggestions:
+            hint = f"did you mean {' or '.join(exc.suggestions)}?"
+        else:
+            hint = (
+                f"if EC2 sells {name}, run `efa-stack catalog refresh` with AWS credentials to add it to the "
+                f"catalog ({catalog.source().get('source', 'instance_catalog.json')}); "
+                "`efa-stack catalog list` shows the known types"
+            )
         problems.append(Problem(field_name, name, "unknown instance type", hint))
         return None
+    unsupported = instance.unsupported_accelerator
+    if unsupported is not None:
+        problems.append(Problem(
+            field_name, name,
+            f"{name} carries {unsupported} accelerators, which efa-stack does not support (no device plugin)",
+            "use an NVIDIA GPU type (e.g. p5.48xlarge, p4d.24xlarge, g6e.48xlarge), an AWS Trainium or "
+            "Inferentia type (trn2.48xlarge, inf2.48xlarge), or a CPU type",
+        ))
+        return None
+    return instance
 
 
 def _placement(prefix: str, ng: ManagedNodeGroup, problems: list[Problem]) -> tuple[bool, str | None]:
@@ -320,6 +337,9 @@ def _node_group(
                 f"{prefix}.labels", key, f"labels under {LABEL_PREFIX} are set by efa-stack",
                 "choose another label key",
             ))
+    problems.extend(names.node_group_problems(
+        prefix, ng.name, ng.labels, [(t.key, t.value, t.effect) for t in ng.taints], ng.tags,
+    ))
 
     interfaces: tuple[Interface, ...] = ()
     if instance is not None and ng.efa_enabled:
@@ -348,7 +368,7 @@ def _node_group(
         taints.append(Taint(auto_key, "true", "NoSchedule"))
     labels = dict(ng.labels)
     labels.update({
-        LABEL_NODE_GROUP: ng.name,
+        LABEL_NODE_GROUP: names.node_group_label_value(ng.name),
         LABEL_ROLE: role,
         LABEL_EFA: "true" if ng.efa_enabled else "false",
     })
@@ -393,6 +413,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
             "metadata.version", md.version, "Kubernetes version not supported",
             f"use one of {', '.join(KUBERNETES_VERSIONS)}, quoted (version: \"{KUBERNETES_VERSIONS[-2]}\")",
         ))
+    problems.extend(names.cluster_problems(md.name, md.tags))
     region_azs = catalog.regions().get(md.region)
     if region_azs is None:
         problems.append(Problem(

@@ -11,7 +11,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from efa_stack.spec.catalog import CATALOG_FILE, REGIONS_FILE, record_from_api
+from efa_stack.spec.catalog import CATALOG_FILE, REGIONS_FILE, SUPPLEMENT_FILE, InstanceType, record_from_api
 
 
 def describe_all_instance_types(ec2: Any) -> list[dict[str, Any]]:
@@ -21,16 +21,26 @@ def describe_all_instance_types(ec2: Any) -> list[dict[str, Any]]:
     return items
 
 
-def build_catalog(ec2: Any, *, source: str, generated: str | None = None) -> dict[str, Any]:
-    """Every current-generation, EFA-capable or accelerated instance type, keyed by name, sorted."""
-    records = {
-        item["InstanceType"]: record_from_api(item)
-        for item in describe_all_instance_types(ec2)
-        if item.get("CurrentGeneration", True)
-        or item.get("NetworkInfo", {}).get("EfaSupported")
-        or item.get("GpuInfo")
-        or item.get("NeuronInfo")
-    }
+def supplement(path: Path = SUPPLEMENT_FILE) -> dict[str, dict[str, Any]]:
+    """The cited records of types EC2 sells that an API answer may lack (validated like the rest)."""
+    records = json.loads(path.read_text())["instance_types"]
+    for record in records.values():
+        InstanceType.model_validate(record)
+    return records
+
+
+def build_catalog(
+    ec2: Any, *, source: str, generated: str | None = None, extra: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """Every instance type the API returns, keyed by name and sorted, plus the supplement's types it lacks.
+
+    No filter on ``CurrentGeneration``: EC2 (and moto's recording of it) marks types it still sells,
+    c5, m5 and r5 among them, as previous generation, and they are the system node groups of most
+    eksctl configs (m5.large is eksctl's default).
+    """
+    records = {item["InstanceType"]: record_from_api(item) for item in describe_all_instance_types(ec2)}
+    for name, record in (supplement() if extra is None else extra).items():
+        records.setdefault(name, record)
     return {
         "source": source,
         "generated": generated or date.today().isoformat(),
