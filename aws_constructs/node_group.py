@@ -10,10 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import aws_ec2 as ec2, aws_eks_v2 as eks, aws_iam as iam
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from aws_constructs.launch_template import EfaLaunchTemplate
+from aws_constructs.security import acknowledge
+from efa_stack import contract
+from efa_stack.policies.nag_pack import PACK_NAME
 from efa_stack.spec.plan import LABEL_NODE_GROUP, NodeGroupPlan
 
 _CAPACITY = {
@@ -63,6 +68,12 @@ class ManagedNodeGroup(Construct):
             lustre_client=plan.lustre_client,
             tags=tags,
         )
+        if plan.efa_enabled and not plan.placement_group and plan.capacity == contract.ON_DEMAND:
+            acknowledge(
+                self.launch_template, "EfaStack-EFA3",
+                "placementGroup: false in the spec: the node group opts out of its cluster placement group",
+                pack=PACK_NAME,
+            )
         self.nodegroup = eks.Nodegroup(
             self,
             "NodeGroup",

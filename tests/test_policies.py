@@ -175,8 +175,9 @@ def _launch_template(stack, id_, groups, **data):
 
 
 def synth_with_pack(build) -> dict[str, list[str]]:
-    """Synthesize a small app checked by EfaStackChecks only: {rule id: [construct paths]} it reports."""
-    from aws_cdk import App as CdkApp, Validations
+    """Synthesize a small app (with violations) checked by EfaStackChecks only: {rule id: [construct paths]}."""
+    from aws_cdk import App as CdkApp
+    from aws_cdk import Validations
 
     from efa_stack.policies.nag_pack import EfaStackChecks
 
@@ -184,10 +185,8 @@ def synth_with_pack(build) -> dict[str, list[str]]:
     app = CdkApp(outdir=str(outdir))
     build(app)
     Validations.of(app).add_plugins(EfaStackChecks(app, host_access_workloads=["efa-device-plugin"]))
-    try:
+    with pytest.raises(Exception, match="Validation failed"):  # the report is written before the synth fails
         app.synth()
-    except Exception as exc:  # the report is written before the synth fails
-        assert "ValidationFailed" in str(exc) or "Validation failed" in str(exc), exc
     report = json.loads((outdir / "validation-report.json").read_text())
     return {
         v["ruleName"]: sorted(c["constructPath"] for c in v["violatingConstructs"])
@@ -201,7 +200,8 @@ def pack_findings():
     from another stack, as the cluster stack imports it from the network stack."""
 
     def build(app):
-        from aws_cdk import Stack, aws_ec2 as ec2
+        from aws_cdk import Stack
+        from aws_cdk import aws_ec2 as ec2
 
         from aws_constructs.network import EfaSecurityGroup
         from aws_constructs.security import acknowledge
@@ -240,7 +240,9 @@ def test_pack_reports_each_rule_on_the_non_compliant_resource_only(pack_findings
 
 
 def test_cdk_nag_runs_on_every_synth_and_fails_on_a_finding():
-    from aws_cdk import App as CdkApp, Stack, Validations, aws_ec2 as ec2
+    from aws_cdk import App as CdkApp
+    from aws_cdk import Stack, Validations
+    from aws_cdk import aws_ec2 as ec2
     from cdk_nag import AwsSolutionsChecks
 
     app = CdkApp()
@@ -258,8 +260,10 @@ def test_cdk_nag_runs_on_every_synth_and_fails_on_a_finding():
 def _tiny_stacks(monkeypatch):
     """Replace the network and cluster stacks with tiny ones that break an AwsSolutions rule (EC23:
     SSH from anywhere) and a project rule (EFA1), so build() is exercised without a full synth."""
+    from aws_cdk import Stack
+    from aws_cdk import aws_ec2 as ec2
+
     import stacks.app as app_module
-    from aws_cdk import Stack, aws_ec2 as ec2
 
     def network(scope, id_, *, plan, env, description=None):
         stack = Stack(scope, id_, env=env)
@@ -337,3 +341,16 @@ def test_shipped_manifests_pass_the_kubernetes_rules(spec):
     assert check_manifests(charts, HOST_ACCESS_WORKLOADS) == []
     host = [o["metadata"]["name"] for objs in charts.values() for o in objs if host_access_is_justified(o, HOST_ACCESS_WORKLOADS) is C]
     assert host and set(host) <= set(HOST_ACCESS_WORKLOADS)
+
+
+def test_an_efa_node_group_may_opt_out_of_its_placement_group():
+    # GIVEN an on-demand EFA node group with placementGroup: false (the fix the spec validation itself
+    # suggests for instance types without cluster placement support)
+    from tests.conftest import synth_text
+    from tests.test_spec_validation import BASE
+
+    # WHEN it is synthesized (EfaStackChecks runs), THEN the explicit opt-out is acknowledged, not an error
+    s = synth_text(BASE + "    placementGroup: false\n")
+    lts = s.resources("cluster", "AWS::EC2::LaunchTemplate").values()
+    efa = [lt for lt in lts if lt["Properties"]["LaunchTemplateData"].get("NetworkInterfaces")]
+    assert efa and all("Placement" not in lt["Properties"]["LaunchTemplateData"] for lt in efa)

@@ -157,23 +157,23 @@ class EfaStackChecks(NagPack):
     def _rules(self) -> dict[str, list[tuple[str, Callable[[CfnResource], RuleResult], str]]]:
         return {
             R.EC2_LAUNCH_TEMPLATE: [
-                ("EFA1", self._efa1, "put the EFA security group (aws_constructs.network.EfaSecurityGroup) on every "
-                                     "efa and efa-only interface of the launch template"),
-                ("EFA3", self._efa3, "set placementGroup: true on the node group, or run it on a capacity "
+                ("EFA1", self._efa1, ("put the EFA security group (aws_constructs.network.EfaSecurityGroup) on every "
+                                     "efa and efa-only interface of the launch template")),
+                ("EFA3", self._efa3, ("set placementGroup: true on the node group, or run it on a capacity "
                                      "reservation; an intended opt-out is acknowledged on the node group "
-                                     "(aws_constructs.security.acknowledge)"),
+                                     "(aws_constructs.security.acknowledge)")),
                 ("EFA4", self._efa4, "set privateNetworking: true; nodes reach the internet through NAT"),
             ],
             R.EC2_SECURITY_GROUP: [
-                ("EFA2", self._efa2, "keep only the group's self-referencing all-traffic rules and an explicit "
-                                     "egress list (EfaSecurityGroup does both); use another group for other peers"),
+                ("EFA2", self._efa2, ("keep only the group's self-referencing all-traffic rules and an explicit "
+                                     "egress list (EfaSecurityGroup does both); use another group for other peers")),
             ],
             R.KUBERNETES_MANIFEST: [
-                ("K8S1", self._k8s1, "split the chart or shrink the object (the MPIJob CRD is kept structural "
-                                     "for this)"),
-                ("K8S2", self._k8s2, "remove hostPath/hostNetwork/hostPID/hostIPC/privileged, or add the workload "
+                ("K8S1", self._k8s1, ("split the chart or shrink the object (the MPIJob CRD is kept structural "
+                                     "for this)")),
+                ("K8S2", self._k8s2, ("remove hostPath/hostNetwork/hostPID/hostIPC/privileged, or add the workload "
                                      "to k8s.charts.HOST_ACCESS_WORKLOADS with an efa-stack.io/host-access-reason "
-                                     "annotation"),
+                                     "annotation")),
             ],
         }
 
