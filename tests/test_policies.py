@@ -185,7 +185,7 @@ def synth_with_pack(build) -> dict[str, list[str]]:
     app = CdkApp(outdir=str(outdir))
     build(app)
     Validations.of(app).add_plugins(EfaStackChecks(app, host_access_workloads=["efa-device-plugin"]))
-    with pytest.raises(Exception, match="Validation failed"):  # the report is written before the synth fails
+    with pytest.raises(Exception, match="ValidationFailed"):  # the report is written before the synth fails
         app.synth()
     report = json.loads((outdir / "validation-report.json").read_text())
     return {
