@@ -192,8 +192,9 @@ def efa_launch_template_placed_or_reserved(launch_template: Resource) -> Complia
 # --- EFA4 ------------------------------------------------------------------------------------------
 
 def efa_nodes_get_no_public_ip(launch_template: Resource) -> Compliance:
-    """Instances with several network interfaces cannot get a public IPv4 address (EC2 user guide,
-    "Amazon EC2 instance IP addressing": auto-assign works only with one network interface)."""
+    """EFA nodes have several interfaces and must not ask for a public IPv4 address (EC2 API reference,
+    InstanceNetworkInterfaceSpecification.AssociatePublicIpAddress: only for eth0, and "You cannot
+    specify more than one network interface in the request")."""
     if not _efa_interfaces(launch_template):
         return NA
     nics = launch_template["Properties"]["LaunchTemplateData"]["NetworkInterfaces"]
@@ -203,7 +204,11 @@ def efa_nodes_get_no_public_ip(launch_template: Resource) -> Compliance:
 # --- K8S1 ------------------------------------------------------------------------------------------
 
 def manifest_fits_kubectl_handler(objects: list[dict[str, Any]]) -> Compliance:
-    """The kubectl handler keeps the applied manifest (a JSON list) in an annotation of at most 256 KiB."""
+    """The kubectl handler applies client-side (aws-cdk-lib@2.275.0 custom-resource-handlers/dist/aws-eks-v2/
+    kubectl-handler/apply/__init__.py: ``kubectl create --save-config`` / ``kubectl apply``), which keeps each
+    object in its last-applied-configuration annotation; an object's annotations may total 262,144 bytes
+    (k8s.io/apimachinery pkg/api/validation/objectmeta.go, TotalAnnotationSizeLimitB). The whole list must
+    fit, a stricter bound than each object."""
     if not objects:
         return NA
     return C if len(json.dumps(objects)) < KUBECTL_MANIFEST_LIMIT else N
