@@ -16,7 +16,9 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from aws_constructs.launch_template import EfaLaunchTemplate
-from efa_stack import names
+from aws_constructs.security import acknowledge
+from efa_stack import contract, names
+from efa_stack.policies.nag_pack import PACK_NAME
 from efa_stack.spec.plan import LABEL_NODE_GROUP, NodeGroupPlan
 
 _CAPACITY = {
@@ -70,6 +72,12 @@ class ManagedNodeGroup(Construct):
             lustre_client=plan.lustre_client,
             tags=tags,
         )
+        if plan.efa_enabled and not plan.placement_group and plan.capacity == contract.ON_DEMAND:
+            acknowledge(
+                self.launch_template, "EfaStack-EFA3",
+                "placementGroup: false in the spec: the node group opts out of its cluster placement group",
+                pack=PACK_NAME,
+            )
         self.nodegroup = eks.Nodegroup(
             self,
             "NodeGroup",

@@ -13,15 +13,17 @@ from constructs import IConstruct
 PACK = "AwsSolutions"
 
 
-def acknowledge(construct: IConstruct, rule: str, reason: str, finding: str | None = None) -> None:
+def acknowledge(construct: IConstruct, rule: str, reason: str, finding: str | None = None, *, pack: str = PACK) -> None:
     """Acknowledge ``rule`` (e.g. ``AwsSolutions-IAM4``) on ``construct`` only.
 
     ``finding`` narrows it to one finding of the rule, e.g. ``Policy::arn:<AWS::Partition>:iam::aws:policy/X``.
+    ``pack`` is the cdk-nag pack that reports the rule: CDK matches an acknowledgement to a violation by
+    ``<plugin name>::<rule id>`` (``EfaStack`` for the project's own rules, efa_stack/policies/nag_pack.py).
     """
     if len(reason) < 20:
         raise ValueError(f"acknowledging {rule} needs a reason a reviewer can check, got {reason!r}")
     rule_id = f"{rule}[{finding}]" if finding else rule
-    Validations.of(construct).acknowledge(Acknowledgment(id=f"{PACK}::{rule_id}", reason=reason))
+    Validations.of(construct).acknowledge(Acknowledgment(id=f"{pack}::{rule_id}", reason=reason))
 
 
 def managed_policy(name: str) -> str:

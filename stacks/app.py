@@ -8,6 +8,7 @@ from aws_cdk import App, Environment, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from efa_stack import contract, names
+from efa_stack.policies.nag_pack import EfaStackChecks
 from efa_stack.spec.plan import ClusterPlan
 from efa_stack.spec.storage import storage_plan
 from stacks.cluster_stack import ClusterStack
@@ -29,11 +30,12 @@ class ClusterStacks:
 def build(app: App, plan: ClusterPlan, *, account: str | None = None, nag: bool = True) -> ClusterStacks:
     """Add the stacks for ``plan`` to ``app``. The region comes from the spec; synth needs no account.
 
-    With ``nag`` (the default) the cdk-nag AwsSolutions pack checks every synth: an unacknowledged
-    finding fails the synth (see aws_constructs/security.py for the acknowledged ones).
+    With ``nag`` (the default) the cdk-nag AwsSolutions pack and the project's EfaStack pack
+    (efa_stack/policies/nag_pack.py) check every synth: an unacknowledged finding fails the synth
+    (see aws_constructs/security.py for the acknowledged ones).
     """
     if nag:
-        Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+        Validations.of(app).add_plugins(AwsSolutionsChecks(app), EfaStackChecks(app))
     env = Environment(account=account, region=plan.region)
     network = NetworkStack(
         app, names.stack_name(plan.name, "network"), plan=plan, env=env,

@@ -1,26 +1,58 @@
-"""efa-stack's own rules: a compliant and a non-compliant case each, then the whole app."""
+"""efa-stack's own rules: a compliant and a non-compliant case each (as pure functions, then through the
+EfaStack cdk-nag pack on small constructed stacks), both packs wired into the app, then the shipped specs."""
 
 from __future__ import annotations
 
 import copy
 import json
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from efa_stack.policies.rules import (
     HOST_ACCESS_REASON,
+    KUBERNETES_MANIFEST,
+    App,
     Compliance,
-    check_template,
+    check_templates,
     efa_group_all_traffic_only_to_itself,
     efa_interfaces_carry_efa_group,
     efa_launch_template_placed_or_reserved,
     efa_nodes_get_no_public_ip,
     host_access_is_justified,
     manifest_fits_kubectl_handler,
+    manifest_objects,
 )
+from k8s.charts import HOST_ACCESS_WORKLOADS
 from tests.conftest import CLUSTERS, synth_spec
 
 C, N, NA = Compliance.COMPLIANT, Compliance.NON_COMPLIANT, Compliance.NOT_APPLICABLE
+
+# --- pure functions over hand-written templates ----------------------------------------------------
+
+SG = {"Fn::GetAtt": ["Efa", "GroupId"]}
+DISALLOW = {"CidrIp": "255.255.255.255", "Description": "Disallow all traffic", "IpProtocol": "icmp"}
+
+
+def network(extra_rule=None, inline_egress=True, inline_self_rules=False):
+    """A network stack with an EFA group; its self rules separate (as CDK renders them) or inline."""
+    group: dict = {"GroupDescription": "x"}
+    res: dict = {"Efa": {"Type": "AWS::EC2::SecurityGroup", "Properties": group}}
+    if inline_self_rules:
+        group["SecurityGroupIngress"] = [{"IpProtocol": "-1", "SourceSecurityGroupId": SG}]
+        group["SecurityGroupEgress"] = [{"IpProtocol": "-1", "DestinationSecurityGroupId": SG}]
+    else:
+        res["In"] = {"Type": "AWS::EC2::SecurityGroupIngress",
+                     "Properties": {"GroupId": SG, "IpProtocol": "-1", "SourceSecurityGroupId": SG}}
+        res["Out"] = {"Type": "AWS::EC2::SecurityGroupEgress",
+                      "Properties": {"GroupId": SG, "IpProtocol": "-1", "DestinationSecurityGroupId": SG}}
+        if inline_egress:
+            group["SecurityGroupEgress"] = [DISALLOW]
+    if extra_rule:
+        res["Extra"] = {"Type": "AWS::EC2::SecurityGroupIngress", "Properties": {"GroupId": SG, **extra_rule}}
+    outputs = {"EfaId": {"Value": SG, "Export": {"Name": "net:EfaId"}}}
+    return {"Resources": res, "Outputs": outputs}
 
 
 def lt(nics=None, **data):
@@ -30,35 +62,44 @@ def lt(nics=None, **data):
     return {"Type": "AWS::EC2::LaunchTemplate", "Properties": {"LaunchTemplateData": body}}
 
 
-EFA_NIC = {"InterfaceType": "efa-only", "Groups": ["sg-cluster", {"Fn::ImportValue": "net:EfaSecurityGroupX"}]}
+EFA_NIC = {"InterfaceType": "efa-only", "Groups": ["sg-cluster", {"Fn::ImportValue": "net:EfaId"}]}
 
 
-def test_efa1():
-    assert efa_interfaces_carry_efa_group(lt([EFA_NIC]), "EfaSecurityGroup") is C
-    assert efa_interfaces_carry_efa_group(lt([{**EFA_NIC, "Groups": ["sg-cluster"]}]), "EfaSecurityGroup") is N
-    assert efa_interfaces_carry_efa_group(lt([{"InterfaceType": "interface"}]), "EfaSecurityGroup") is NA
+def app_with(launch_template=None, **net):
+    cluster = {"Resources": {"Lt": launch_template or lt([EFA_NIC])}}
+    return App({"net": network(**net), "cluster": cluster})
 
 
-def sg_template(extra_rule=None, inline_egress=True):
-    ref = {"Fn::GetAtt": ["EfaSecurityGroupAB", "GroupId"]}
-    group = {"GroupDescription": "x"}
-    if inline_egress:
-        group["SecurityGroupEgress"] = [{"CidrIp": "255.255.255.255", "Description": "Disallow all traffic", "IpProtocol": "icmp"}]
-    res = {
-        "EfaSecurityGroupAB": {"Type": "AWS::EC2::SecurityGroup", "Properties": group},
-        "In": {"Type": "AWS::EC2::SecurityGroupIngress", "Properties": {"GroupId": ref, "IpProtocol": "-1", "SourceSecurityGroupId": ref}},
-        "Out": {"Type": "AWS::EC2::SecurityGroupEgress", "Properties": {"GroupId": ref, "IpProtocol": "-1", "DestinationSecurityGroupId": ref}},
-    }
-    if extra_rule:
-        res["Extra"] = {"Type": "AWS::EC2::SecurityGroupIngress", "Properties": {"GroupId": ref, **extra_rule}}
-    return {"Resources": res}
+def test_efa1_follows_the_import_to_a_group_open_to_itself():
+    # GIVEN an EFA interface naming the network stack's EFA group through an export
+    assert efa_interfaces_carry_efa_group(lt([EFA_NIC]), "cluster", app_with()) is C
+    # inline self rules count as well as separate Ingress/Egress resources
+    assert efa_interfaces_carry_efa_group(lt([EFA_NIC]), "cluster", app_with(inline_self_rules=True)) is C
+    assert efa_interfaces_carry_efa_group(lt([{"InterfaceType": "interface"}]), "cluster", app_with()) is NA
+
+
+def test_fails_efa1_when_an_efa_interface_lacks_the_group():
+    # only the cluster's own group (not one of the app's, not open to itself)
+    assert efa_interfaces_carry_efa_group(lt([{**EFA_NIC, "Groups": ["sg-cluster"]}]), "cluster", app_with()) is N
+    # a group named whatever, but without its self-referencing egress rule, is not an EFA group
+    app = app_with()
+    del app.templates["net"]["Resources"]["Out"]
+    assert efa_interfaces_carry_efa_group(lt([EFA_NIC]), "cluster", app) is N
 
 
 def test_efa2():
-    assert efa_group_all_traffic_only_to_itself("EfaSecurityGroupAB", sg_template()) is C
-    assert efa_group_all_traffic_only_to_itself("EfaSecurityGroupAB", sg_template({"IpProtocol": "-1", "CidrIp": "0.0.0.0/0"})) is N
+    assert efa_group_all_traffic_only_to_itself(("net", "Efa"), app_with()) is C
+    assert efa_group_all_traffic_only_to_itself(("net", "Efa"), app_with(inline_self_rules=True)) is C
+    plain = App({"net": {"Resources": {"Web": {"Type": "AWS::EC2::SecurityGroup", "Properties": {
+        "SecurityGroupEgress": [{"CidrIp": "0.0.0.0/0", "IpProtocol": "-1"}]}}}}})
+    assert efa_group_all_traffic_only_to_itself(("net", "Web"), plain) is NA
+
+
+def test_fails_efa2_when_the_group_is_open_to_others_or_keeps_default_egress():
+    open_rule = {"IpProtocol": "-1", "CidrIp": "0.0.0.0/0"}
+    assert efa_group_all_traffic_only_to_itself(("net", "Efa"), app_with(extra_rule=open_rule)) is N
     # without an inline egress list EC2 keeps its default allow-all egress rule
-    assert efa_group_all_traffic_only_to_itself("EfaSecurityGroupAB", sg_template(inline_egress=False)) is N
+    assert efa_group_all_traffic_only_to_itself(("net", "Efa"), app_with(inline_egress=False)) is N
 
 
 def test_efa3():
@@ -81,6 +122,15 @@ def test_k8s1():
     assert manifest_fits_kubectl_handler([]) is NA
 
 
+def test_manifest_objects_reads_a_joined_manifest_with_deploy_time_values():
+    ref = {"Ref": "LustreFileSystem"}
+    joined = {"Fn::Join": ["", ['[{"kind":"PersistentVolume","spec":{"volumeHandle":"', ref, '"}}]']]}
+    (pv,) = manifest_objects(joined)
+    assert pv["spec"]["volumeHandle"] == "?" * len(json.dumps(ref))
+    with pytest.raises(TypeError):
+        manifest_objects({"Fn::GetAtt": ["X", "Manifest"]})
+
+
 def daemonset(name, reason=None, host=True):
     pod = {"containers": [{"name": "c"}]}
     if host:
@@ -101,36 +151,101 @@ def test_k8s2():
     assert host_access_is_justified(mpijob, []) is N
 
 
-@pytest.mark.parametrize("spec", sorted(p.name for p in CLUSTERS.glob("*.yaml")))
-def test_every_shipped_spec_passes_the_project_rules(spec):
-    s = synth_spec(str(CLUSTERS / spec))
-    for name, template in s.templates.items():
-        assert check_template(template, name) == []
+# --- the EfaStack pack on small constructed stacks -----------------------------------------------
+
+WHY = "advertises EFA devices to the kubelet"
 
 
-def test_project_rules_catch_a_missing_efa_group(default_synth):
-    template = copy.deepcopy(default_synth.template("cluster"))
-    lt_id = next(k for k in template["Resources"] if k.startswith("NodeGroupp5LaunchTemplate"))
-    nics = template["Resources"][lt_id]["Properties"]["LaunchTemplateData"]["NetworkInterfaces"]
-    nics[3]["Groups"] = nics[3]["Groups"][:1]
-    del template["Resources"][lt_id]["Properties"]["LaunchTemplateData"]["Placement"]
-    rules = sorted(f.rule for f in check_template(template))
-    assert rules == ["EFA1", "EFA3"]
-    assert json.dumps(template)  # still a template
+def _manifest(stack, id_, objects):
+    from aws_cdk import CfnResource
+
+    return CfnResource(stack, id_, type=KUBERNETES_MANIFEST,
+                       properties={"ClusterName": "c", "Manifest": json.dumps(objects)})
 
 
-def test_project_rules_catch_an_open_efa_group(default_synth):
-    template = copy.deepcopy(default_synth.template("network"))
-    sg = next(k for k in template["Resources"] if k.startswith("EfaSecurityGroup") and template["Resources"][k]["Type"] == "AWS::EC2::SecurityGroup")
-    template["Resources"][sg]["Properties"]["SecurityGroupIngress"] = [{"CidrIp": "0.0.0.0/0", "IpProtocol": "-1"}]
-    assert [f.rule for f in check_template(template)] == ["EFA2"]
+def _launch_template(stack, id_, groups, **data):
+    from aws_cdk import aws_ec2 as ec2
+
+    nic = ec2.CfnLaunchTemplate.NetworkInterfaceProperty(
+        device_index=0, network_card_index=0, interface_type="efa", groups=groups,
+        associate_public_ip_address=data.pop("public_ip", None),
+    )
+    return ec2.CfnLaunchTemplate(stack, id_, launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
+        network_interfaces=[nic], **data))
+
+
+def synth_with_pack(build) -> dict[str, list[str]]:
+    """Synthesize a small app (with violations) checked by EfaStackChecks only: {rule id: [construct paths]}."""
+    from aws_cdk import App as CdkApp
+    from aws_cdk import Validations
+
+    from efa_stack.policies.nag_pack import EfaStackChecks
+
+    outdir = Path(tempfile.mkdtemp(prefix="efa-stack-nag-"))
+    app = CdkApp(outdir=str(outdir))
+    build(app)
+    Validations.of(app).add_plugins(EfaStackChecks(app, host_access_workloads=["efa-device-plugin"]))
+    with pytest.raises(Exception, match="ValidationFailed"):  # the report is written before the synth fails
+        app.synth()
+    report = json.loads((outdir / "validation-report.json").read_text())
+    return {
+        v["ruleName"]: sorted(c["constructPath"] for c in v["violatingConstructs"])
+        for p in report["pluginReports"] if p["pluginName"] == "EfaStack" for v in p["violations"]
+    }
+
+
+@pytest.fixture(scope="module")
+def pack_findings():
+    """One app with a compliant and a non-compliant resource for every rule; the EFA group is imported
+    from another stack, as the cluster stack imports it from the network stack."""
+
+    def build(app):
+        from aws_cdk import Stack
+        from aws_cdk import aws_ec2 as ec2
+
+        from aws_constructs.network import EfaSecurityGroup
+        from aws_constructs.security import acknowledge
+        from efa_stack.policies.nag_pack import PACK_NAME
+
+        net = Stack(app, "net")
+        vpc = ec2.Vpc(net, "Vpc", availability_zones=["us-west-2a"], nat_gateways=0, subnet_configuration=[
+            ec2.SubnetConfiguration(name="p", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)])
+        efa = EfaSecurityGroup(net, "Efa", vpc=vpc).security_group
+        opened = EfaSecurityGroup(net, "Opened", vpc=vpc).security_group
+        opened.add_ingress_rule(ec2.Peer.ipv4("10.0.0.0/8"), ec2.Port.all_traffic())
+        cluster = Stack(app, "cluster")
+        placed = {"placement": ec2.CfnLaunchTemplate.PlacementProperty(group_name="pg")}
+        _launch_template(cluster, "Good", [efa.security_group_id], **placed)
+        _launch_template(cluster, "NoEfaGroup", ["sg-0123456789abcdef0"], **placed)
+        _launch_template(cluster, "NotPlaced", [efa.security_group_id])
+        waived = _launch_template(cluster, "NotPlacedOnPurpose", [efa.security_group_id])
+        acknowledge(waived, "EfaStack-EFA3", "placementGroup: false in the spec, on purpose", pack=PACK_NAME)
+        _launch_template(cluster, "Public", [efa.security_group_id], public_ip=True, **placed)
+        _manifest(cluster, "Plugin", [daemonset("efa-device-plugin", WHY)])
+        _manifest(cluster, "Sneaky", [daemonset("sneaky", WHY), daemonset("plain", host=False)])
+        _manifest(cluster, "Huge", [{"kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"a": "x" * 262_144}}])
+
+    return synth_with_pack(build)
+
+
+def test_pack_reports_each_rule_on_the_non_compliant_resource_only(pack_findings):
+    assert pack_findings == {
+        "EfaStack-EFA1": ["cluster/NoEfaGroup"],
+        "EfaStack-EFA2": ["net/Opened/SecurityGroup/Resource"],
+        "EfaStack-EFA3": ["cluster/NotPlaced"],
+        "EfaStack-EFA4": ["cluster/Public"],
+        "EfaStack-K8S1": ["cluster/Huge"],
+        "EfaStack-K8S2[DaemonSet/sneaky]": ["cluster/Sneaky"],
+    }
 
 
 def test_cdk_nag_runs_on_every_synth_and_fails_on_a_finding():
-    from aws_cdk import App, Stack, Validations, aws_ec2 as ec2
+    from aws_cdk import App as CdkApp
+    from aws_cdk import Stack, Validations
+    from aws_cdk import aws_ec2 as ec2
     from cdk_nag import AwsSolutionsChecks
 
-    app = App()
+    app = CdkApp()
     stack = Stack(app, "Open")
     vpc = ec2.Vpc(stack, "Vpc", availability_zones=["us-west-2a", "us-west-2b"], nat_gateways=0)
     sg = ec2.SecurityGroup(stack, "Sg", vpc=vpc)
@@ -140,17 +255,102 @@ def test_cdk_nag_runs_on_every_synth_and_fails_on_a_finding():
         app.synth()
 
 
+# --- both packs are wired into the app stacks/app.py builds -----------------------------------------
+
+def _tiny_stacks(monkeypatch):
+    """Replace the network and cluster stacks with tiny ones that break an AwsSolutions rule (EC23:
+    SSH from anywhere) and a project rule (EFA1), so build() is exercised without a full synth."""
+    from aws_cdk import Stack
+    from aws_cdk import aws_ec2 as ec2
+
+    import stacks.app as app_module
+
+    def network(scope, id_, *, plan, env, description=None):
+        stack = Stack(scope, id_, env=env)
+        vpc = ec2.Vpc(stack, "Vpc", availability_zones=list(plan.availability_zones), nat_gateways=0,
+                      subnet_configuration=[ec2.SubnetConfiguration(name="p", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)])
+        ec2.SecurityGroup(stack, "Ssh", vpc=vpc).add_ingress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(22))
+        return stack
+
+    def cluster(scope, id_, *, plan, network, env, description=None):
+        stack = Stack(scope, id_, env=env)
+        _launch_template(stack, "Lt", ["sg-0123456789abcdef0"], placement=ec2.CfnLaunchTemplate.PlacementProperty(group_name="pg"))
+        return stack
+
+    monkeypatch.setattr(app_module, "NetworkStack", network)
+    monkeypatch.setattr(app_module, "ClusterStack", cluster)
+
+
+@pytest.mark.parametrize("nag", [True, False])
+def test_build_checks_every_synth_with_both_packs(monkeypatch, nag):
+    from aws_cdk import App as CdkApp
+
+    from efa_stack.spec.plan import plan_from_file
+    from stacks.app import build
+
+    _tiny_stacks(monkeypatch)
+    app = CdkApp(outdir=tempfile.mkdtemp(prefix="efa-stack-build-"))
+    build(app, plan_from_file(CLUSTERS / "default.yaml"), nag=nag)
+    if not nag:
+        app.synth()  # the switch turns both packs off
+        return
+    with pytest.raises(Exception) as info:
+        app.synth()
+    assert "AwsSolutions-EC23" in str(info.value)
+    assert "EfaStack-EFA1" in str(info.value)
+
+
+# --- the shipped specs -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("spec", sorted(p.name for p in CLUSTERS.glob("*.yaml")))
+def test_every_shipped_spec_passes_the_project_rules(spec):
+    s = synth_spec(str(CLUSTERS / spec))  # the synth ran EfaStackChecks already; the runner agrees
+    assert check_templates(s.templates, HOST_ACCESS_WORKLOADS) == []
+
+
+def test_project_rules_catch_a_missing_efa_group(default_synth):
+    templates = copy.deepcopy(default_synth.templates)
+    template = templates[f"{default_synth.plan.name}-cluster"]
+    lt_id = next(k for k, v in template["Resources"].items()
+                 if v["Type"] == "AWS::EC2::LaunchTemplate" and v["Properties"]["LaunchTemplateData"].get("NetworkInterfaces"))
+    data = template["Resources"][lt_id]["Properties"]["LaunchTemplateData"]
+    data["NetworkInterfaces"][3]["Groups"] = data["NetworkInterfaces"][3]["Groups"][:1]
+    del data["Placement"]
+    assert sorted(f.rule for f in check_templates(templates, HOST_ACCESS_WORKLOADS)) == ["EFA1", "EFA3"]
+
+
+def test_project_rules_catch_an_open_efa_group(default_synth):
+    templates = copy.deepcopy(default_synth.templates)
+    resources = templates[f"{default_synth.plan.name}-network"]["Resources"]
+    sg = next(k for k, v in resources.items() if v["Type"] == "AWS::EC2::SecurityGroup"
+              and v["Properties"].get("GroupDescription", "").startswith("EFA"))
+    resources[sg]["Properties"]["SecurityGroupIngress"] = [{"CidrIp": "0.0.0.0/0", "IpProtocol": "-1"}]
+    assert [f.rule for f in check_templates(templates, HOST_ACCESS_WORKLOADS)] == ["EFA2"]
+
+
 @pytest.mark.parametrize("spec", ["default.yaml", "trn2.yaml", "p4d.yaml"])
 def test_shipped_manifests_pass_the_kubernetes_rules(spec):
     import yaml
 
-    from k8s.charts import HOST_ACCESS_WORKLOADS
-    from k8s.dist import render_dist
     from efa_stack.policies.rules import check_manifests
     from efa_stack.spec.plan import plan_from_file
+    from k8s.dist import render_dist
 
     plan = plan_from_file(CLUSTERS / spec)
     charts = {name: [o for o in yaml.safe_load_all(text) if o] for name, text in render_dist(plan).items()}
     assert check_manifests(charts, HOST_ACCESS_WORKLOADS) == []
     host = [o["metadata"]["name"] for objs in charts.values() for o in objs if host_access_is_justified(o, HOST_ACCESS_WORKLOADS) is C]
     assert host and set(host) <= set(HOST_ACCESS_WORKLOADS)
+
+
+def test_an_efa_node_group_may_opt_out_of_its_placement_group():
+    # GIVEN an on-demand EFA node group with placementGroup: false (the fix the spec validation itself
+    # suggests for instance types without cluster placement support)
+    from tests.conftest import synth_text
+    from tests.test_spec_validation import BASE
+
+    # WHEN it is synthesized (EfaStackChecks runs), THEN the explicit opt-out is acknowledged, not an error
+    s = synth_text(BASE + "    placementGroup: false\n")
+    lts = s.resources("cluster", "AWS::EC2::LaunchTemplate").values()
+    efa = [lt for lt in lts if lt["Properties"]["LaunchTemplateData"].get("NetworkInterfaces")]
+    assert efa and all("Placement" not in lt["Properties"]["LaunchTemplateData"] for lt in efa)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import re
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from efa_stack.policies.replacement import replaced_resources
+from efa_stack.policies.replacement import UnknownResourceType, replaced_resources, replacing_properties
 from tests.conftest import CLUSTERS, normalise_assets, synth_spec, synth_text
 from tests.test_spec_validation import BASE
 
@@ -61,6 +62,76 @@ def test_a_replacing_change_is_detected():
 def test_a_renamed_cluster_is_detected():
     found = both(BASE, BASE.replace("name: t,", "name: t2,"), "cluster")
     assert ("EksCluster", "Name changed") in {(r.logical_id, r.why) for r in found}
+
+
+def test_flipping_the_creator_admin_bootstrap_replaces_the_cluster():
+    # CloudFormation AWS::EKS::Cluster AccessConfig.BootstrapClusterCreatorAdminPermissions:
+    # "Update requires: Replacement" (a createOnlyProperty of the resource schema)
+    found = both(BASE, BASE + "accessConfig: {bootstrapClusterCreatorAdminPermissions: false}\n", "cluster")
+    assert ("EksCluster", "AccessConfig.BootstrapClusterCreatorAdminPermissions changed") in {
+        (r.logical_id, r.why) for r in found
+    }
+
+
+def cluster(**props):
+    return {"Resources": {"EksCluster": {"Type": "AWS::EKS::Cluster", "Properties": {"Version": "1.34", **props}}}}
+
+
+def test_replacing_properties_come_from_the_resource_schema():
+    always, _ = replacing_properties("AWS::EKS::Cluster")
+    assert "/properties/AccessConfig/BootstrapClusterCreatorAdminPermissions" in always
+    assert "/properties/Version" not in always  # an upgrade is an in-place update
+    # the FSx schema lacks the LustreConfiguration ones the CloudFormation reference documents
+    assert "/properties/LustreConfiguration/DeploymentType" in replacing_properties("AWS::FSx::FileSystem")[0]
+
+
+def test_nested_create_only_properties_are_compared_where_they_are():
+    auth = {"AuthenticationMode": "API", "BootstrapClusterCreatorAdminPermissions": True}
+    # changing a sibling of the create-only property is an update
+    assert replaced_resources(cluster(AccessConfig=auth), cluster(AccessConfig={**auth, "AuthenticationMode": "API_AND_CONFIG_MAP"})) == []
+    assert replaced_resources(cluster(Version="1.33"), cluster(Version="1.34")) == []
+    # a create-only property that appears is a change too
+    found = replaced_resources(cluster(), cluster(KubernetesNetworkConfig={"ServiceIpv4Cidr": "172.20.0.0/16"}))
+    assert [r.why for r in found] == ["KubernetesNetworkConfig.ServiceIpv4Cidr changed"]
+    lustre = {"Type": "AWS::FSx::FileSystem", "Properties": {"LustreConfiguration": {"DeploymentType": "PERSISTENT_2"}}}
+    moved = copy.deepcopy(lustre)
+    moved["Properties"]["LustreConfiguration"]["DeploymentType"] = "SCRATCH_2"
+    assert [r.why for r in replaced_resources({"Resources": {"Fs": lustre}}, {"Resources": {"Fs": moved}})] == [
+        "LustreConfiguration.DeploymentType changed"
+    ]
+
+
+def test_a_conditionally_replacing_property_is_reported_as_such():
+    vpc = {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.0.0.0/16", "InstanceTenancy": "default"}}
+    dedicated = copy.deepcopy(vpc)
+    dedicated["Properties"]["InstanceTenancy"] = "dedicated"
+    found = replaced_resources({"Resources": {"Vpc": vpc}}, {"Resources": {"Vpc": dedicated}})
+    assert [r.why for r in found] == ["InstanceTenancy changed (may replace)"]
+
+
+def test_a_logical_id_that_disappears_is_a_replacement_and_names_its_successor():
+    before = cluster()
+    after = {"Resources": {"EksCluster2": before["Resources"]["EksCluster"]}}
+    (found,) = replaced_resources(before, after)
+    assert found.logical_id == "EksCluster" and "EksCluster2" in found.why
+    # a resource that only appears replaces nothing
+    assert replaced_resources({"Resources": {}}, before) == []
+
+
+def test_custom_resources_have_no_schema_and_only_their_removal_counts():
+    manifest = {"Type": "Custom::AWSCDK-EKS-KubernetesResource", "Properties": {"Manifest": "[]"}}
+    changed = {**manifest, "Properties": {"Manifest": "[{}]"}}
+    custom = ["Custom::AWSCDK-EKS-KubernetesResource"]
+    assert replaced_resources({"Resources": {"M": manifest}}, {"Resources": {"M": changed}}, types=custom) == []
+    assert [r.why for r in replaced_resources({"Resources": {"M": manifest}}, {"Resources": {}}, types=custom)] == [
+        "logical id removed or renamed"
+    ]
+
+
+def test_fails_on_a_type_without_a_schema():
+    res = {"Type": "AWS::Nope::Thing", "Properties": {"A": 1}}
+    with pytest.raises(UnknownResourceType, match="AWS::Nope::Thing"):
+        replaced_resources({"Resources": {"X": res}}, {"Resources": {"X": {**res, "Properties": {"A": 2}}}}, types=None)
 
 
 def synth_files(spec: Path) -> dict[str, str]:

@@ -1,28 +1,51 @@
 """Which long-lived resources a template change would replace.
 
-CloudFormation replaces a resource when its logical id disappears or when a property marked
-"Update requires: Replacement" changes. This module knows those properties for the resources whose
-replacement destroys state (VPC and subnets, the EKS cluster, the secrets key, file systems) and
-compares two synthesized templates. Node groups, launch templates and Kubernetes manifests are left
-out on purpose: they are meant to change.
+CloudFormation replaces a resource when its logical id disappears (it deletes the old one and creates
+whatever appears under a new id) or when a property it cannot update in place changes. Which properties
+those are comes from CloudFormation's own resource schemas: ``createOnlyProperties`` (JSON pointers such
+as ``/properties/AccessConfig/BootstrapClusterCreatorAdminPermissions``), as cfn-lint ships them
+(``cfnlint.schema.PROVIDER_SCHEMA_MANAGER``, the provider schemas under cfnlint/data/schemas/). A
+``conditionalCreateOnlyProperties`` entry replaces on some changes and is reported as one that may.
+:data:`DOCUMENTED_REPLACING` adds the few properties the CloudFormation reference documents as
+"Update requires: Replacement" that a schema does not list.
+
+Only :data:`STATEFUL_TYPES` are compared by default, whose replacement destroys state: the VPC and its
+subnets, the EKS cluster, the secrets key, the file system and its S3 link. Node groups, launch templates
+and Kubernetes manifests are left out on purpose: they are meant to change. ``Custom::`` resources have
+no schema (their handler decides), so only their removal is reported.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-# Properties whose change replaces the resource (CloudFormation resource reference, "Update requires").
-REPLACING_PROPERTIES: dict[str, tuple[str, ...]] = {
-    "AWS::EC2::VPC": ("CidrBlock", "InstanceTenancy", "Ipv4IpamPoolId"),
-    "AWS::EC2::Subnet": ("AvailabilityZone", "CidrBlock", "VpcId", "AvailabilityZoneId"),
-    "AWS::EKS::Cluster": ("Name", "RoleArn", "EncryptionConfig", "KubernetesNetworkConfig", "BootstrapSelfManagedAddons"),
-    "AWS::KMS::Key": (),
+STATEFUL_TYPES: frozenset[str] = frozenset({
+    "AWS::EC2::VPC",
+    "AWS::EC2::Subnet",
+    "AWS::EKS::Cluster",
+    "AWS::KMS::Key",
+    "AWS::FSx::FileSystem",
+    "AWS::FSx::DataRepositoryAssociation",
+})
+
+# "Update requires: Replacement" in the CloudFormation template reference, missing from the schema's
+# createOnlyProperties (the AWS::FSx::FileSystem schema is not a registry schema and lists only five):
+# awsdocs/aws-cloudformation-user-guide doc_source/aws-resource-fsx-filesystem.md (StorageType) and
+# doc_source/aws-properties-fsx-filesystem-lustreconfiguration.md (DeploymentType, DriveCacheType,
+# ExportPath, ImportPath, ImportedFileChunkSize).
+DOCUMENTED_REPLACING: dict[str, tuple[str, ...]] = {
     "AWS::FSx::FileSystem": (
-        "FileSystemType", "StorageType", "SubnetIds", "SecurityGroupIds", "KmsKeyId", "FileSystemTypeVersion",
+        "/properties/StorageType",
+        "/properties/LustreConfiguration/DeploymentType",
+        "/properties/LustreConfiguration/DriveCacheType",
+        "/properties/LustreConfiguration/ExportPath",
+        "/properties/LustreConfiguration/ImportPath",
+        "/properties/LustreConfiguration/ImportedFileChunkSize",
     ),
 }
-LUSTRE_REPLACING = ("DeploymentType", "ImportPath", "ExportPath", "ImportedFileChunkSize", "DriveCacheType")
 
 
 @dataclass(frozen=True)
@@ -32,24 +55,77 @@ class Replacement:
     why: str
 
 
-def replaced_resources(before: dict[str, Any], after: dict[str, Any]) -> list[Replacement]:
+class UnknownResourceType(LookupError):
+    """A resource type with no CloudFormation schema in the installed cfn-lint."""
+
+
+@cache
+def replacing_properties(type_: str, region: str = "us-east-1") -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(replacing, conditionally replacing) property paths of ``type_``, e.g. ``("AccessConfig",
+    "BootstrapClusterCreatorAdminPermissions")``, from the schema plus :data:`DOCUMENTED_REPLACING`."""
+    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER, ResourceNotFoundError
+
+    try:
+        schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema(region, type_).schema
+    except ResourceNotFoundError as exc:
+        raise UnknownResourceType(
+            f"no CloudFormation schema for {type_} in {region} (cfn-lint's schemas); "
+            "fix: upgrade cfn-lint, or leave the type out of `types`"
+        ) from exc
+    always = [*schema.get("createOnlyProperties", []), *DOCUMENTED_REPLACING.get(type_, ())]
+    return tuple(dict.fromkeys(always)), tuple(schema.get("conditionalCreateOnlyProperties", []))
+
+
+def _path(pointer: str) -> tuple[str, ...]:
+    parts = pointer.split("/")
+    if parts[:2] != ["", "properties"]:
+        raise ValueError(f"not a property pointer: {pointer!r}")
+    return tuple(parts[2:])
+
+
+_MISSING = object()
+
+
+def _at(props: dict[str, Any], path: tuple[str, ...]) -> Any:
+    """The value at ``path``; a list on the way (e.g. of ``EncryptionConfig``) is walked element-wise."""
+    value: Any = props
+    for i, key in enumerate(path):
+        if isinstance(value, list):
+            return [_at(v, path[i:]) if isinstance(v, dict) else _MISSING for v in value]
+        if not isinstance(value, dict) or key not in value:
+            return _MISSING
+        value = value[key]
+    return value
+
+
+def replaced_resources(
+    before: dict[str, Any], after: dict[str, Any], *, types: Iterable[str] | None = STATEFUL_TYPES,
+    region: str = "us-east-1",
+) -> list[Replacement]:
+    """What deploying ``after`` over ``before`` (two templates of one stack) replaces, among ``types``
+    (``None``: every type)."""
+    wanted = None if types is None else frozenset(types)
     out: list[Replacement] = []
-    res_after = after.get("Resources", {})
-    for lid, res in before.get("Resources", {}).items():
+    res_before, res_after = before.get("Resources", {}), after.get("Resources", {})
+    appeared = {lid: r.get("Type") for lid, r in res_after.items() if lid not in res_before}
+    for lid, res in res_before.items():
         type_ = res.get("Type")
-        if type_ not in REPLACING_PROPERTIES:
+        if wanted is not None and type_ not in wanted:
             continue
         new = res_after.get(lid)
-        if new is None:
-            out.append(Replacement(lid, type_, "logical id removed or renamed"))
+        if new is None or new.get("Type") != type_:
+            successors = sorted(k for k, t in appeared.items() if t == type_)
+            why = f"logical id removed; CloudFormation creates {', '.join(successors)} and deletes it" if successors \
+                else "logical id removed or renamed"
+            out.append(Replacement(lid, type_, why if new is None else f"type changed to {new.get('Type')}"))
             continue
-        old_p, new_p = res.get("Properties", {}), new.get("Properties", {})
-        for prop in REPLACING_PROPERTIES[type_]:
-            if old_p.get(prop) != new_p.get(prop):
-                out.append(Replacement(lid, type_, f"{prop} changed"))
-        if type_ == "AWS::FSx::FileSystem":
-            old_l, new_l = old_p.get("LustreConfiguration", {}), new_p.get("LustreConfiguration", {})
-            for prop in LUSTRE_REPLACING:
-                if old_l.get(prop) != new_l.get(prop):
-                    out.append(Replacement(lid, type_, f"LustreConfiguration.{prop} changed"))
+        if type_.startswith("Custom::"):
+            continue
+        always, conditional = replacing_properties(type_, region)
+        old_p, new_p = res.get("Properties") or {}, new.get("Properties") or {}
+        for pointers, verb in ((always, "changed"), (conditional, "changed (may replace)")):
+            for pointer in pointers:
+                path = _path(pointer)
+                if _at(old_p, path) != _at(new_p, path):
+                    out.append(Replacement(lid, type_, f"{'.'.join(path)} {verb}"))
     return out

@@ -1,5 +1,7 @@
-"""efa-stack's own rules, in the cdk-nag style: each is a pure function of one resource (and the
-template it sits in, or one manifest) returning COMPLIANT, NON_COMPLIANT or NOT_APPLICABLE.
+"""efa-stack's own rules, in the cdk-nag style: each is a pure function of one resource (with the
+synthesized templates of its app, :class:`App`, where it must follow a reference) or of one Kubernetes
+object, returning COMPLIANT, NON_COMPLIANT or NOT_APPLICABLE. They read what CloudFormation receives:
+resolved properties, never logical-id patterns.
 
 They cover what the AwsSolutions pack cannot know about EFA clusters:
 
@@ -10,14 +12,16 @@ They cover what the AwsSolutions pack cannot know about EFA clusters:
 - ``K8S1`` every manifest fits the kubectl handler's 262,144-byte limit;
 - ``K8S2`` only the device plugins run with host access, and each says why.
 
-:func:`check_template` and :func:`check_manifests` apply them and return the findings.
+:class:`efa_stack.policies.nag_pack.EfaStackChecks` runs them on every synth (a violation fails it);
+:func:`check_templates` and :func:`check_manifests` apply them to templates or to ``dist/`` manifests
+and return the findings.
 """
 
 from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,76 +51,138 @@ class Finding:
     message: str
 
 
-# --- helpers ---------------------------------------------------------------------------------------
+# --- the synthesized app: templates by stack, security groups and their rules ----------------------
 
-def _resources(template: Template, type_: str) -> dict[str, Resource]:
-    return {k: v for k, v in template.get("Resources", {}).items() if v.get("Type") == type_}
+EC2_SECURITY_GROUP = "AWS::EC2::SecurityGroup"
+EC2_SECURITY_GROUP_INGRESS = "AWS::EC2::SecurityGroupIngress"
+EC2_SECURITY_GROUP_EGRESS = "AWS::EC2::SecurityGroupEgress"
+EC2_LAUNCH_TEMPLATE = "AWS::EC2::LaunchTemplate"
+# aws-cdk-lib@2.275.0 aws-eks-v2/lib/k8s-manifest.js: KubernetesManifest.RESOURCE_TYPE; its ``Manifest``
+# property is the JSON list of objects the kubectl handler applies.
+KUBERNETES_MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"
+# EC2 API reference, IpPermission.IpProtocol: "Use -1 to specify all protocols".
+ALL_TRAFFIC = "-1"
+
+GroupRef = tuple[str, str]
+"""A security group of the app: (stack, logical id)."""
 
 
-def _refers_to(value: Any, logical_id_prefix: str) -> bool:
-    return logical_id_prefix in json.dumps(value)
+@dataclass(frozen=True)
+class Rule:
+    """One security-group rule, inline or a separate Ingress/Egress resource."""
+
+    direction: str  # "ingress" | "egress"
+    protocol: str
+    peer: GroupRef | None  # the peer group when it is one of the app's groups
+    peer_value: Any  # the peer as written (group reference, CIDR or prefix list)
 
 
-def efa_security_group_ids(template: Template) -> list[str]:
-    """Logical ids (or import names) of EFA security groups: groups with a self-referencing rule."""
-    ids = [
-        json.dumps({"Fn::GetAtt": [k, "GroupId"]})
-        for k in _resources(template, "AWS::EC2::SecurityGroup")
-        if k.startswith("EfaSecurityGroup")
-    ]
-    for kind, peer_key in (("AWS::EC2::SecurityGroupIngress", "SourceSecurityGroupId"),
-                           ("AWS::EC2::SecurityGroupEgress", "DestinationSecurityGroupId")):
-        for res in _resources(template, kind).values():
-            p = res["Properties"]
-            if p.get(peer_key) is not None and p.get(peer_key) == p.get("GroupId"):
-                ids.append(json.dumps(p["GroupId"]))
-    return sorted(set(ids))
+@dataclass(frozen=True)
+class App:
+    """The synthesized templates of one app, by stack name: what CloudFormation receives.
+
+    References between stacks (``Fn::ImportValue`` of an export) are followed, so a rule can ask
+    which security group an interface of the cluster stack's launch template names.
+    """
+
+    templates: Mapping[str, Template]
+
+    def resources(self, type_: str) -> Iterable[tuple[str, str, Resource]]:
+        for stack, template in sorted(self.templates.items()):
+            for lid, res in (template.get("Resources") or {}).items():
+                if res.get("Type") == type_:
+                    yield stack, lid, res
+
+    def resolve_group(self, value: Any, stack: str) -> GroupRef | None:
+        """The app's security group ``value`` (as written in ``stack``) refers to, if any."""
+        if isinstance(value, dict) and len(value) == 1:
+            (fn, arg), = value.items()
+            if fn == "Fn::ImportValue" and isinstance(arg, str):
+                for other, template in self.templates.items():
+                    for output in (template.get("Outputs") or {}).values():
+                        if (output.get("Export") or {}).get("Name") == arg:
+                            return self.resolve_group(output.get("Value"), other)
+                return None
+            lid = arg if fn == "Ref" else arg[0] if fn == "Fn::GetAtt" and arg[1:] == ["GroupId"] else None
+            res = (self.templates.get(stack, {}).get("Resources") or {}).get(lid) if isinstance(lid, str) else None
+            if res is not None and res.get("Type") == EC2_SECURITY_GROUP:
+                return stack, lid
+        return None
+
+    def group(self, ref: GroupRef) -> Resource:
+        return self.templates[ref[0]]["Resources"][ref[1]]
+
+    def rules_of(self, ref: GroupRef) -> list[Rule]:
+        """Every rule of the group: inline ones and separate Ingress/Egress resources anywhere in the app."""
+        stack = ref[0]
+        props = self.group(ref).get("Properties") or {}
+        rules = [self._rule("ingress", r, "SourceSecurityGroupId", stack) for r in props.get("SecurityGroupIngress") or []]
+        rules += [self._rule("egress", r, "DestinationSecurityGroupId", stack) for r in props.get("SecurityGroupEgress") or []]
+        for type_, direction, peer_key in ((EC2_SECURITY_GROUP_INGRESS, "ingress", "SourceSecurityGroupId"),
+                                           (EC2_SECURITY_GROUP_EGRESS, "egress", "DestinationSecurityGroupId")):
+            for other, _, res in self.resources(type_):
+                p = res.get("Properties") or {}
+                if self.resolve_group(p.get("GroupId"), other) == ref:
+                    rules.append(self._rule(direction, p, peer_key, other))
+        return rules
+
+    def _rule(self, direction: str, props: dict[str, Any], peer_key: str, stack: str) -> Rule:
+        peer_value = next(
+            (props[k] for k in (peer_key, "CidrIp", "CidrIpv6", "SourcePrefixListId", "DestinationPrefixListId")
+             if props.get(k) is not None),
+            None,
+        )
+        peer = self.resolve_group(props[peer_key], stack) if props.get(peer_key) is not None else None
+        return Rule(direction, str(props.get("IpProtocol")), peer, peer_value)
+
+    def is_efa_group(self, ref: GroupRef) -> bool:
+        """EFA needs a group that allows all traffic from and to itself (EC2 user guide, "Get started with
+        EFA and NCCL", step "Prepare an EFA-enabled security group": all inbound and all outbound traffic
+        to and from the security group itself)."""
+        self_rules = {r.direction for r in self.rules_of(ref) if r.protocol == ALL_TRAFFIC and r.peer == ref}
+        return self_rules == {"ingress", "egress"}
+
+
+def _efa_interfaces(launch_template: Resource) -> list[dict[str, Any]]:
+    data = (launch_template.get("Properties") or {}).get("LaunchTemplateData") or {}
+    return [n for n in data.get("NetworkInterfaces") or [] if n.get("InterfaceType") in EFA_TYPES]
 
 
 # --- EFA1 ------------------------------------------------------------------------------------------
 
-def efa_interfaces_carry_efa_group(launch_template: Resource, efa_group_marker: str) -> Compliance:
-    """Every efa/efa-only interface lists a group whose reference contains ``efa_group_marker``."""
-    nics = launch_template.get("Properties", {}).get("LaunchTemplateData", {}).get("NetworkInterfaces") or []
-    efa = [n for n in nics if n.get("InterfaceType") in EFA_TYPES]
+def efa_interfaces_carry_efa_group(launch_template: Resource, stack: str, app: App) -> Compliance:
+    """Every efa/efa-only interface lists a security group that allows all traffic to and from itself."""
+    efa = _efa_interfaces(launch_template)
     if not efa:
         return NA
-    return C if all(_refers_to(n.get("Groups", []), efa_group_marker) for n in efa) else N
+    for nic in efa:
+        groups = [app.resolve_group(g, stack) for g in nic.get("Groups") or []]
+        if not any(ref is not None and app.is_efa_group(ref) for ref in groups):
+            return N
+    return C
 
 
 # --- EFA2 ------------------------------------------------------------------------------------------
 
-def efa_group_all_traffic_only_to_itself(group_id: str, template: Template) -> Compliance:
-    """All-protocol rules of the group have the group itself as the only peer."""
-    rules = []
-    for kind, peer_key in (("AWS::EC2::SecurityGroupIngress", "SourceSecurityGroupId"),
-                           ("AWS::EC2::SecurityGroupEgress", "DestinationSecurityGroupId")):
-        for res in _resources(template, kind).values():
-            p = res["Properties"]
-            if p.get("GroupId") == {"Fn::GetAtt": [group_id, "GroupId"]}:
-                rules.append((p.get("IpProtocol"), p.get(peer_key), p.get("CidrIp") or p.get("CidrIpv6")))
-    group = template["Resources"][group_id]["Properties"]
-    for r in group.get("SecurityGroupIngress", []) + group.get("SecurityGroupEgress", []):
-        if r.get("Description") == "Disallow all traffic":
-            continue
-        rules.append((str(r.get("IpProtocol")), r.get("SourceSecurityGroupId") or r.get("DestinationSecurityGroupId"),
-                      r.get("CidrIp") or r.get("CidrIpv6")))
-    all_traffic = [r for r in rules if str(r[0]) == "-1"]
-    if not all_traffic:
+def efa_group_all_traffic_only_to_itself(group: GroupRef, app: App) -> Compliance:
+    """A group with a self-referencing all-traffic rule (an EFA group) has no other all-traffic peer,
+    and lists its egress rules (EC2 gives a group without any its default allow-all egress rule)."""
+    all_traffic = [r for r in app.rules_of(group) if r.protocol == ALL_TRAFFIC]
+    if not any(r.peer == group for r in all_traffic):
         return NA
-    self_ref = {"Fn::GetAtt": [group_id, "GroupId"]}
-    if "SecurityGroupEgress" not in group:
-        return N  # EC2 would add its default allow-all egress rule
-    return C if all(peer == self_ref and cidr is None for _, peer, cidr in all_traffic) else N
+    if "SecurityGroupEgress" not in (app.group(group).get("Properties") or {}):
+        return N
+    return C if all(r.peer == group for r in all_traffic) else N
 
 
 # --- EFA3 ------------------------------------------------------------------------------------------
 
 def efa_launch_template_placed_or_reserved(launch_template: Resource) -> Compliance:
-    data = launch_template.get("Properties", {}).get("LaunchTemplateData", {})
-    nics = data.get("NetworkInterfaces") or []
-    if not any(n.get("InterfaceType") in EFA_TYPES for n in nics):
+    """EFA nodes sit in a cluster placement group, or in a capacity reservation (whose instances are
+    placed as the reservation was made; a new placement group would lose its capacity)."""
+    if not _efa_interfaces(launch_template):
         return NA
+    data = launch_template["Properties"]["LaunchTemplateData"]
     if data.get("Placement", {}).get("GroupName"):
         return C
     target = data.get("CapacityReservationSpecification", {}).get("CapacityReservationTarget", {})
@@ -126,17 +192,23 @@ def efa_launch_template_placed_or_reserved(launch_template: Resource) -> Complia
 # --- EFA4 ------------------------------------------------------------------------------------------
 
 def efa_nodes_get_no_public_ip(launch_template: Resource) -> Compliance:
-    data = launch_template.get("Properties", {}).get("LaunchTemplateData", {})
-    nics = data.get("NetworkInterfaces") or []
-    if not any(n.get("InterfaceType") in EFA_TYPES for n in nics):
+    """EFA nodes have several interfaces and must not ask for a public IPv4 address (EC2 API reference,
+    InstanceNetworkInterfaceSpecification.AssociatePublicIpAddress: only for eth0, and "You cannot
+    specify more than one network interface in the request")."""
+    if not _efa_interfaces(launch_template):
         return NA
-    return N if any(n.get("AssociatePublicIpAddress") for n in nics) else C
+    nics = launch_template["Properties"]["LaunchTemplateData"]["NetworkInterfaces"]
+    return N if any(n.get("AssociatePublicIpAddress") is True for n in nics) else C
 
 
 # --- K8S1 ------------------------------------------------------------------------------------------
 
 def manifest_fits_kubectl_handler(objects: list[dict[str, Any]]) -> Compliance:
-    """The kubectl handler keeps the applied manifest (a JSON list) in an annotation of at most 256 KiB."""
+    """The kubectl handler applies client-side (aws-cdk-lib@2.275.0 custom-resource-handlers/dist/aws-eks-v2/
+    kubectl-handler/apply/__init__.py: ``kubectl create --save-config`` / ``kubectl apply``), which keeps each
+    object in its last-applied-configuration annotation; an object's annotations may total 262,144 bytes
+    (k8s.io/apimachinery pkg/api/validation/objectmeta.go, TotalAnnotationSizeLimitB). The whole list must
+    fit, a stricter bound than each object."""
     if not objects:
         return NA
     return C if len(json.dumps(objects)) < KUBECTL_MANIFEST_LIMIT else N
@@ -180,26 +252,60 @@ def host_access_is_justified(obj: dict[str, Any], allowed_names: Iterable[str]) 
     return C if name in set(allowed_names) and len(reason) >= 20 else N
 
 
+# --- manifests the cluster's kubectl handler applies -------------------------------------------------
+
+def manifest_objects(manifest: Any) -> list[dict[str, Any]]:
+    """The objects of a kubectl-handler resource's ``Manifest`` property.
+
+    The property is a JSON list, as a string, or as an ``Fn::Join`` when an object embeds a value known
+    only at deploy time (a file system id). Such a value is replaced by a placeholder as long as its
+    CloudFormation expression, so sizes stay comparable. Anything else raises an error.
+    """
+    if isinstance(manifest, dict) and set(manifest) == {"Fn::Join"}:
+        sep, parts = manifest["Fn::Join"]
+        manifest = sep.join(p if isinstance(p, str) else "?" * len(json.dumps(p)) for p in parts)
+    if not isinstance(manifest, str):
+        raise TypeError(f"Manifest is neither a JSON string nor an Fn::Join of one: {json.dumps(manifest)[:200]}")
+    objects = json.loads(manifest)
+    if not isinstance(objects, list) or not all(isinstance(o, dict) for o in objects):
+        raise ValueError("Manifest is not a JSON list of Kubernetes objects")
+    return objects
+
+
+def object_name(obj: dict[str, Any]) -> str:
+    return f"{obj.get('kind')}/{(obj.get('metadata') or {}).get('name')}"
+
+
 # --- runners ---------------------------------------------------------------------------------------
 
-def check_template(template: Template, stack: str = "stack") -> list[Finding]:
+MESSAGES = {
+    "EFA1": "EFA interfaces must carry the EFA security group (all traffic to and from itself)",
+    "EFA2": "an EFA security group's all-traffic rules must point only at the group itself, with egress listed",
+    "EFA3": "EFA nodes need a cluster placement group or a capacity reservation",
+    "EFA4": "EFA nodes must not get public IPs",
+    "K8S1": f"a manifest must fit the kubectl handler's {KUBECTL_MANIFEST_LIMIT}-byte annotation",
+    "K8S2": "host access only for the allowed workloads, each with a reason",
+}
+
+
+def check_templates(templates: Mapping[str, Template], allowed_host_access: Iterable[str] = ()) -> list[Finding]:
+    """Every rule over the synthesized templates of one app (``stack name -> template``)."""
+    app = App(dict(templates))
     findings: list[Finding] = []
-    groups = efa_security_group_ids(template)
-    for gid_json in groups:
-        gid = json.loads(gid_json)
-        if isinstance(gid, dict) and "Fn::GetAtt" in gid:
-            logical = gid["Fn::GetAtt"][0]
-            if efa_group_all_traffic_only_to_itself(logical, template) is N:
-                findings.append(Finding("EFA2", f"{stack}/{logical}", "all-traffic rules must point only at the group itself"))
-    for lid, lt in _resources(template, "AWS::EC2::LaunchTemplate").items():
-        checks: list[tuple[str, Callable[[], Compliance], str]] = [
-            ("EFA1", lambda: efa_interfaces_carry_efa_group(lt, "EfaSecurityGroup"), "EFA interfaces must carry the EFA security group"),
-            ("EFA3", lambda: efa_launch_template_placed_or_reserved(lt), "EFA nodes need a placement group or a reservation"),
-            ("EFA4", lambda: efa_nodes_get_no_public_ip(lt), "EFA nodes must not get public IPs"),
-        ]
-        for rule, fn, message in checks:
-            if fn() is N:
-                findings.append(Finding(rule, f"{stack}/{lid}", message))
+    for stack, lid, _ in app.resources(EC2_SECURITY_GROUP):
+        if efa_group_all_traffic_only_to_itself((stack, lid), app) is N:
+            findings.append(Finding("EFA2", f"{stack}/{lid}", MESSAGES["EFA2"]))
+    for stack, lid, lt in app.resources(EC2_LAUNCH_TEMPLATE):
+        for rule, result in (("EFA1", efa_interfaces_carry_efa_group(lt, stack, app)),
+                             ("EFA3", efa_launch_template_placed_or_reserved(lt)),
+                             ("EFA4", efa_nodes_get_no_public_ip(lt))):
+            if result is N:
+                findings.append(Finding(rule, f"{stack}/{lid}", MESSAGES[rule]))
+    allowed = list(allowed_host_access)
+    for stack, lid, res in app.resources(KUBERNETES_MANIFEST):
+        objects = manifest_objects((res.get("Properties") or {}).get("Manifest"))
+        findings += [Finding(f.rule, f"{stack}/{lid}/{f.where}", f.message)
+                     for f in check_manifests({"": objects}, allowed)]
     return findings
 
 
@@ -211,6 +317,6 @@ def check_manifests(charts: dict[str, list[dict[str, Any]]], allowed_host_access
             findings.append(Finding("K8S1", chart, f"manifest is {len(json.dumps(objects))} bytes, over {KUBECTL_MANIFEST_LIMIT}"))
         for obj in objects:
             if host_access_is_justified(obj, allowed) is N:
-                name = obj.get("metadata", {}).get("name")
-                findings.append(Finding("K8S2", f"{chart}/{obj.get('kind')}/{name}", "host access without an allowed reason"))
+                where = f"{chart}/{object_name(obj)}" if chart else object_name(obj)
+                findings.append(Finding("K8S2", where, "host access without an allowed reason"))
     return findings
