@@ -23,7 +23,7 @@ Start it and read the result with (also on the MPIJob as annotations)::
     kubectl logs -n default -f job/nccl-tests-<node group>-launcher
 
 A finished MPIJob does not run again: delete it (``kubectl delete mpijob ...``) and let the next
-deploy, or ``kubectl apply -f dist/<cluster>/40-nccl-tests.yaml``, create it again.
+deploy, or ``kubectl apply -f dist/<cluster>/after-crds/``, create it again.
 
 Fabrics (``ncclTest.fabric``) render the same job three ways:
 
