@@ -59,7 +59,6 @@ CHART_ORDER: dict[str, int] = {
 
 HOST_ACCESS_WORKLOADS: tuple[str, ...] = (
     efa_device_plugin.NAME,
-    efa_device_plugin.NEURON_NAME,
     nvidia_device_plugin.NAME,
     neuron_device_plugin.NAME,
 )
@@ -84,14 +83,7 @@ def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
 
     if efa_groups:
         chart = charts[EFA_DEVICE_PLUGIN] = _chart(app, EFA_DEVICE_PLUGIN)
-        efa_neuron = [g for g in efa_groups if g.instance.accelerator == "neuron"]
-        efa_other = [g for g in efa_groups if g.instance.accelerator != "neuron"]
-        EfaDevicePlugin(chart, "EfaDevicePlugin", EfaDevicePluginProps(
-            region=plan.region,
-            standard=bool(efa_other),
-            tolerate=taints_of(efa_other),
-            neuron_tolerate=taints_of(efa_neuron) if efa_neuron else None,
-        ))
+        EfaDevicePlugin(chart, "EfaDevicePlugin", EfaDevicePluginProps(region=plan.region, tolerate=taints_of(efa_groups)))
     if nvidia_groups:
         chart = charts[NVIDIA_DEVICE_PLUGIN] = _chart(app, NVIDIA_DEVICE_PLUGIN)
         NvidiaDevicePlugin(chart, "NvidiaDevicePlugin", NvidiaDevicePluginProps(tolerate=taints_of(nvidia_groups)))

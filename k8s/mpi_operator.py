@@ -86,7 +86,7 @@ class MpiOperator(Construct):
     def __init__(self, scope: Construct, id: str, props: MpiOperatorProps | None = None) -> None:
         super().__init__(scope, id)
         props = props or MpiOperatorProps()
-        meta = dict(labels=dict(LABELS))
+        meta = {"labels": dict(LABELS)}
         self.namespace = kplus.KubeNamespace(self, "Namespace", metadata=kplus.ObjectMeta(name=NAMESPACE, **meta))
         self.service_account = kplus.KubeServiceAccount(
             self, "ServiceAccount", metadata=kplus.ObjectMeta(name=NAME, namespace=NAMESPACE, **meta)

@@ -10,7 +10,7 @@ MPIJob efa-stack renders against it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import cdk8s
 from cdk8s_plus_33 import k8s as kplus
@@ -18,10 +18,19 @@ from constructs import Construct
 
 from k8s.mpi_operator import API_VERSION, KIND
 
+# What the operator accepts, from kubeflow/mpi-operator@v0.8.2 (branch release-0.8):
+# pkg/apis/kubeflow/validation/validation.go allows only Never and OnFailure as a replica's
+# restartPolicy (validRestartPolicies, checked for the Launcher and the Worker alike; the v2beta1 types
+# also name Always and ExitCode, which the controller rejects) and None, Running, All as
+# cleanPodPolicy (validCleanPolicies). k8s/crds/mpijob.yaml enums the same values (tested).
 CleanPodPolicy = Literal["None", "Running", "All"]
-RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
+RestartPolicy = Literal["OnFailure", "Never"]
 LauncherCreationPolicy = Literal["AtStartup", "WaitForWorkersReady"]
 MpiImplementation = Literal["OpenMPI", "Intel", "MPICH"]
+CLEAN_POD_POLICIES: tuple[str, ...] = get_args(CleanPodPolicy)
+RESTART_POLICIES: tuple[str, ...] = get_args(RestartPolicy)
+LAUNCHER_CREATION_POLICIES: tuple[str, ...] = get_args(LauncherCreationPolicy)
+MPI_IMPLEMENTATIONS: tuple[str, ...] = get_args(MpiImplementation)
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,12 @@ class ReplicaSpec:
     template: kplus.PodTemplateSpec
     restart_policy: RestartPolicy | None = None
 
+    def __post_init__(self) -> None:
+        if self.restart_policy is not None and self.restart_policy not in RESTART_POLICIES:
+            raise ValueError(
+                f"restartPolicy {self.restart_policy!r} is rejected by the MPI operator; use one of {RESTART_POLICIES}"
+            )
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"replicas": self.replicas}
         if self.restart_policy is not None:
@@ -83,8 +98,9 @@ class MpiJobSpec:
             raise ValueError(f"an MPIJob has exactly one launcher (got replicas={self.launcher.replicas})")
         if self.slots_per_worker < 1:
             raise ValueError(f"slotsPerWorker must be at least 1 (got {self.slots_per_worker})")
-        if self.worker is not None and self.worker.replicas < 0:
-            raise ValueError(f"worker replicas cannot be negative (got {self.worker.replicas})")
+        if self.worker is not None and self.worker.replicas < 1:
+            # the operator rejects Worker replicas <= 0 (validation.go, validateWorkerReplicaSpec)
+            raise ValueError(f"worker replicas must be at least 1 (got {self.worker.replicas}); omit the Worker instead")
 
     def to_json(self) -> dict[str, Any]:
         replicas = {"Launcher": self.launcher.to_json()}

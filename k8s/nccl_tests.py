@@ -9,13 +9,21 @@ request/limit (Kubernetes requires one with hugepages) and mount a memory-backed
 created once every worker is ready (``launcherCreationPolicy: WaitForWorkersReady``).
 
 The job is created with ``runPolicy.suspend: true`` so that a deploy does not burn GPU hours.
+``WaitForWorkersReady`` does not hold the launcher back for a job created suspended: the MPI operator
+(kubeflow/mpi-operator@v0.8.2, ``pkg/controller/mpi_job_controller.go`` ``syncHandler``) lists and
+creates worker pods only while the job is not suspended, then creates the launcher Job once
+``countReadyWorkerPods(worker) == len(worker)``, which holds at 0 == 0 for a suspended job; on resume
+it un-suspends that launcher Job in the same pass that creates the workers (mpi-operator issue #615).
+So the launcher's command gates mpirun itself (:func:`launcher_command`): it waits until every host
+of the operator's hostfile resolves and accepts ssh, for at most ``worker_wait_seconds``, then execs
+mpirun; past the limit it exits 1 with a message naming the worker that is missing.
 Start it and read the result with (also on the MPIJob as annotations)::
 
     kubectl patch mpijob nccl-tests-<node group> -n default --type merge -p '{"spec":{"runPolicy":{"suspend":false}}}'
     kubectl logs -n default -f job/nccl-tests-<node group>-launcher
 
 A finished MPIJob does not run again: delete it (``kubectl delete mpijob ...``) and let the next
-deploy, or ``kubectl apply -f dist/<cluster>/40-nccl-tests.yaml``, create it again.
+deploy, or ``kubectl apply -f dist/<cluster>/after-crds/``, create it again.
 
 Fabrics (``ncclTest.fabric``) render the same job three ways:
 
@@ -57,6 +65,14 @@ START_COMMAND = (
 """Start the suspended job (format with ``name`` and ``namespace``)."""
 LOGS_COMMAND = "kubectl logs -n {namespace} -f job/{name}-launcher"
 """Follow the launcher's log, where nccl-tests prints its table (the launcher Job is ``<name>-launcher``)."""
+
+# Where the operator mounts the hostfile in the launcher's first container and the variable that names
+# it for Open MPI (mpi-operator@v0.8.2 mpi_job_controller.go: configMountPath "/etc/mpi", hostfileName
+# "hostfile", OMPI_MCA_orte_default_hostfile); one line per worker, "<pod>.<job>.<ns>.svc slots=N".
+HOSTFILE = "/etc/mpi/hostfile"
+HOSTFILE_ENV = "OMPI_MCA_orte_default_hostfile"
+GATE_NAME = "wait-for-workers"
+"""``$0`` of the launcher's gate script (bash -c SCRIPT NAME mpirun ...)."""
 
 LABEL_JOB = contract.LABEL_NCCL_JOB
 LABEL_MPI_ROLE = contract.LABEL_MPI_ROLE
@@ -135,6 +151,17 @@ class NcclTestsJobProps:
     storage_claim: str | None = None
     """A ReadWriteMany claim (the FSx for Lustre volume of the spec's ``storage``) to mount in workers."""
     storage_mount_path: str = "/fsx"
+    worker_wait_seconds: int = 900
+    """How long the launcher waits for every worker to resolve and accept ssh before mpirun (the
+    workers pull a multi-GB image on first start); past it the launcher fails with a clear message."""
+    worker_wait_interval_seconds: int = 5
+
+    def __post_init__(self) -> None:
+        if self.worker_wait_seconds < 0 or self.worker_wait_interval_seconds < 1:
+            raise ValueError(
+                "worker_wait_seconds must be >= 0 and worker_wait_interval_seconds >= 1 "
+                f"(got {self.worker_wait_seconds}, {self.worker_wait_interval_seconds})"
+            )
 
 
 def fabric_env(props: NcclTestsJobProps) -> list[tuple[str, str]]:
@@ -194,6 +221,47 @@ def mpirun_command(props: NcclTestsJobProps) -> list[str]:
     return cmd
 
 
+def wait_for_workers_script(props: NcclTestsJobProps) -> str:
+    """The bash gate run before mpirun: every hostfile host must resolve and accept ssh.
+
+    Run as ``bash -c SCRIPT wait-for-workers mpirun ...``; on success it execs its arguments.
+    Uses only bash, ``getent`` and ``ssh`` (both in the image: mpirun itself starts ranks over ssh).
+    """
+    job = props.job
+    limit, every = props.worker_wait_seconds, props.worker_wait_interval_seconds
+    selector = f"{LABEL_JOB}={job.name},{LABEL_MPI_ROLE}=worker"
+    return "\n".join([
+        "set -u",
+        f'hostfile="${{{HOSTFILE_ENV}:-{HOSTFILE}}}"',
+        "hosts=()",
+        'while read -r host _; do [ -n "$host" ] && hosts+=("$host"); done < "$hostfile"',
+        'if [ "${#hosts[@]}" -eq 0 ]; then echo "efa-stack: no workers in $hostfile" >&2; exit 1; fi',
+        f"deadline=$((SECONDS + {limit}))",
+        'for host in "${hosts[@]}"; do',
+        (
+            '  until getent hosts "$host" >/dev/null 2>&1 && ssh -n -o BatchMode=yes -o ConnectTimeout=5 '
+            '-o StrictHostKeyChecking=no "$host" true >/dev/null 2>&1; do'
+        ),
+        '    if [ "$SECONDS" -ge "$deadline" ]; then',
+        (
+            f'      echo "efa-stack: worker $host did not resolve and accept ssh within {limit} s, so mpirun was '
+            f'not started. Check the workers: kubectl get pods -n {job.namespace} -l {selector}" >&2'
+        ),
+        "      exit 1",
+        "    fi",
+        f"    sleep {every}",
+        "  done",
+        "done",
+        'echo "efa-stack: all ${#hosts[@]} workers resolve and accept ssh; starting mpirun"',
+        'exec "$@"',
+    ])
+
+
+def launcher_command(props: NcclTestsJobProps) -> list[str]:
+    """``bash -c <wait-for-workers gate> wait-for-workers <mpirun ...>`` (see the module docstring)."""
+    return ["/bin/bash", "-c", wait_for_workers_script(props), GATE_NAME, *mpirun_command(props)]
+
+
 def worker_resources(props: NcclTestsJobProps) -> dict[str, kplus.Quantity]:
     """Requests = limits for a worker (extended resources must match; Guaranteed-style memory)."""
     job = props.job
@@ -230,7 +298,7 @@ class NcclTestsJob(Construct):
                         name="launcher",
                         image=job.image,
                         image_pull_policy="IfNotPresent",
-                        command=mpirun_command(props),
+                        command=launcher_command(props),
                         env=env,
                         resources=kplus.ResourceRequirements(
                             requests={"cpu": kplus.Quantity.from_string("500m"), "memory": mebibytes(512)}

@@ -3,8 +3,11 @@
 Follows aws-neuron/neuron-helm-charts (``templates/device-plugin``): a ServiceAccount with a
 ClusterRole the plugin needs to read nodes, annotate pods with their device allocation and patch
 the node status, and a ``kube-system`` DaemonSet with ``system-node-critical``, no privilege
-escalation and all capabilities dropped, mounting the kubelet's device-plugin directory and the
-host's ``/run``. Scheduled only on ``efa-stack.io/accelerator=neuron`` nodes, tolerating their taints
+escalation and all capabilities dropped, mounting the kubelet's device-plugin directory, the
+host's ``/run`` and, read-only, the host's ``/opt/aws`` (the chart's ``aws-config`` volume:
+aws-neuron/neuron-helm-charts@14049c2 ``charts/neuron-helm-chart/values.yaml``,
+``devicePlugin.volumeMounts``/``volumes``, the newest chart in the index; the chart that pins
+:data:`k8s.images.NEURON_DEVICE_PLUGIN_IMAGE` keeps the same mounts). Scheduled only on ``efa-stack.io/accelerator=neuron`` nodes, tolerating their taints
 (``aws.amazon.com/neuron``) and ``CriticalAddonsOnly``.
 
 Neuron node groups get no NCCL job: nccl-tests are CUDA programs (see :mod:`spec.nccl`).
@@ -32,6 +35,8 @@ NAMESPACE = contract.KUBE_SYSTEM
 NAME = contract.NEURON_DEVICE_PLUGIN_NAME
 RESOURCE = contract.NEURON_RESOURCE
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+RUN_DIR = "/run"
+AWS_CONFIG_DIR = "/opt/aws"
 
 
 @dataclass(frozen=True)
@@ -81,7 +86,8 @@ class NeuronDevicePlugin(Construct):
             labels=labels,
             selector=selector,
             host_access_reason=(
-                "registers Neuron devices with the kubelet (device-plugins socket) and reads the device map under /run"
+                f"registers Neuron devices with the kubelet through {DEVICE_PLUGIN_DIR}, reads the device map under "
+                f"{RUN_DIR} and the Neuron tools' configuration under {AWS_CONFIG_DIR} (read-only)"
             ),
             pod=kplus.PodSpec(
                 service_account_name=NAME,
@@ -107,13 +113,15 @@ class NeuronDevicePlugin(Construct):
                         ),
                         volume_mounts=[
                             kplus.VolumeMount(name="device-plugin", mount_path=DEVICE_PLUGIN_DIR),
-                            kplus.VolumeMount(name="infa-map", mount_path="/run"),
+                            kplus.VolumeMount(name="infa-map", mount_path=RUN_DIR),
+                            kplus.VolumeMount(name="aws-config", mount_path=AWS_CONFIG_DIR, read_only=True),
                         ],
                     )
                 ],
                 volumes=[
                     kplus.Volume(name="device-plugin", host_path=kplus.HostPathVolumeSource(path=DEVICE_PLUGIN_DIR)),
-                    kplus.Volume(name="infa-map", host_path=kplus.HostPathVolumeSource(path="/run")),
+                    kplus.Volume(name="infa-map", host_path=kplus.HostPathVolumeSource(path=RUN_DIR)),
+                    kplus.Volume(name="aws-config", host_path=kplus.HostPathVolumeSource(path=AWS_CONFIG_DIR)),
                 ],
             ),
         )

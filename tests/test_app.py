@@ -40,7 +40,7 @@ def test_app_synthesizes_spec_from_context_and_prints_summary(tmp_path):
     assert "my-efa-ng: p5.48xlarge in us-west-2a, 1/2/3 nodes" in proc.stderr
     assert "8 GPU + 32 EFA per node" in proc.stderr
     assert "1 ENA + 32 efa-only on 32 cards" in proc.stderr
-    dist = sorted(p.name for p in (tmp_path / "dist" / "my-efa-cluster").glob("*.yaml"))
+    dist = sorted(p.name for p in (tmp_path / "dist" / "my-efa-cluster").rglob("*.yaml"))
     assert dist == [
         "10-efa-device-plugin.yaml", "11-nvidia-device-plugin.yaml", "20-mpi-operator-crd.yaml",
         "30-mpi-operator.yaml", "40-nccl-tests.yaml",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from cdk8s import Testing as K8sTesting
 
+from efa_stack.contract import ANNOTATION_HOST_ACCESS_REASON
+from efa_stack.spec.plan import GPU_TAINT_KEY, LABEL_ACCELERATOR, LABEL_EFA, LABEL_ROLE, NEURON_TAINT_KEY, Taint
 from k8s.charts import (
     CHART_ORDER,
     EFA_DEVICE_PLUGIN,
@@ -16,7 +18,6 @@ from k8s.charts import (
     chart_file_name,
 )
 from k8s.efa_device_plugin import NAME as EFA_NAME
-from k8s.efa_device_plugin import NEURON_NAME as EFA_NEURON_NAME
 from k8s.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginProps
 from k8s.images import (
     EFA_DEVICE_PLUGIN_TAG,
@@ -29,7 +30,6 @@ from k8s.mpi_operator import MpiJobCrd, MpiOperator, MpiOperatorProps
 from k8s.mpijob import MpiJob, MpiJobSpec, ReplicaSpec, RunPolicy
 from k8s.neuron_device_plugin import NeuronDevicePlugin, NeuronDevicePluginProps
 from k8s.nvidia_device_plugin import BrokenNvidiaPluginVersion, NvidiaDevicePlugin, NvidiaDevicePluginProps
-from efa_stack.spec.plan import GPU_TAINT_KEY, LABEL_ACCELERATOR, LABEL_EFA, LABEL_ROLE, NEURON_TAINT_KEY, Taint
 from tests.test_k8s_support import built, built_text, spec_text
 
 GPU_TAINT = Taint(GPU_TAINT_KEY, "true", "NoSchedule")
@@ -77,47 +77,43 @@ def test_images_are_pinned():
 
 # --- EFA device plugin ----------------------------------------------------------------------------
 
-def test_efa_device_plugin_runs_on_efa_labelled_nodes_unprivileged():
+def test_efa_device_plugin_runs_on_efa_labelled_nodes_as_the_released_chart():
     # GIVEN a GPU EFA node group's taint WHEN the plugin is synthesized
     (ds,) = synth(lambda c: EfaDevicePlugin(c, "Efa", EfaDevicePluginProps(region="us-west-2", tolerate=(GPU_TAINT,))))
     # THEN it is one DaemonSet in kube-system, placed by the efa-stack label, not an instance list
     assert ds["kind"] == "DaemonSet" and ds["metadata"]["namespace"] == "kube-system"
     assert ds["metadata"]["name"] == EFA_NAME
-    exprs = match_expressions(ds)
-    assert {"key": LABEL_EFA, "operator": "In", "values": ["true"]} in exprs
-    assert {"key": LABEL_ACCELERATOR, "operator": "NotIn", "values": ["neuron"]} in exprs
+    assert match_expressions(ds) == [{"key": LABEL_EFA, "operator": "In", "values": ["true"]}]
     assert "node.kubernetes.io/instance-type" not in str(ds)
     spec = pod_spec(ds)
     assert spec["priorityClassName"] == "system-node-critical"
+    assert spec["hostNetwork"] is True
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
     assert {"key": "CriticalAddonsOnly", "operator": "Exists"} in spec["tolerations"]
     (container,) = spec["containers"]
     assert container["image"] == (
         f"602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin:{EFA_DEVICE_PLUGIN_TAG}"
     )
+    # AND it runs with the released chart's security context on GPU nodes too: aws/eks-charts
+    # stable/aws-efa-k8s-device-plugin/values.yaml since PR #1245 (c64d880), unchanged at 5239609
     assert container["securityContext"] == {
-        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": False,
+        "allowPrivilegeEscalation": True, "privileged": True, "runAsNonRoot": False, "runAsUser": 0,
     }
-    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/var/lib/kubelet/device-plugins", "/dev/infiniband"}
-    assert {v["hostPath"]["path"] for v in spec["volumes"]} == {"/var/lib/kubelet/device-plugins", "/dev/infiniband"}
+    # AND the chart's three host mounts (templates/daemonset.yaml), /opt/aws/neuron DirectoryOrCreate
+    assert {m["mountPath"] for m in container["volumeMounts"]} == {
+        "/var/lib/kubelet/device-plugins", "/dev/infiniband", "/opt/aws/neuron",
+    }
+    host = {v["hostPath"]["path"]: v["hostPath"].get("type") for v in spec["volumes"]}
+    assert host == {"/var/lib/kubelet/device-plugins": None, "/dev/infiniband": None, "/opt/aws/neuron": "DirectoryOrCreate"}
     assert spec["automountServiceAccountToken"] is False
 
 
-def test_efa_device_plugin_neuron_daemonset_only_when_asked():
-    # GIVEN Neuron EFA nodes WHEN synthesized THEN a second, privileged DaemonSet serves them
-    std, neuron = synth(lambda c: EfaDevicePlugin(c, "Efa", EfaDevicePluginProps(
-        region="us-east-2", tolerate=(), neuron_tolerate=(NEURON_TAINT,))))
-    assert std["metadata"]["name"] == EFA_NAME and neuron["metadata"]["name"] == EFA_NEURON_NAME
-    assert {"key": LABEL_ACCELERATOR, "operator": "In", "values": ["neuron"]} in match_expressions(neuron)
-    assert pod_spec(neuron)["containers"][0]["securityContext"]["privileged"] is True
-    assert "privileged" not in pod_spec(std)["containers"][0]["securityContext"]
-    assert {"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"} in pod_spec(neuron)["tolerations"]
-    assert std["spec"]["selector"] != neuron["spec"]["selector"]
-
-
-def test_fails_efa_device_plugin_with_nothing_to_render():
-    with pytest.raises(ValueError, match="would render nothing"):
-        synth(lambda c: EfaDevicePlugin(c, "Efa", EfaDevicePluginProps(region="us-east-2", standard=False)))
+def test_efa_device_plugin_is_one_daemonset_for_gpu_and_neuron_nodes():
+    # GIVEN GPU and Neuron EFA taints WHEN synthesized THEN one DaemonSet tolerates both (the chart has one)
+    (ds,) = synth(lambda c: EfaDevicePlugin(c, "Efa", EfaDevicePluginProps(
+        region="us-east-2", tolerate=(GPU_TAINT, NEURON_TAINT))))
+    keys = [t.get("key") for t in pod_spec(ds)["tolerations"]]
+    assert keys == ["CriticalAddonsOnly", GPU_TAINT_KEY, NEURON_TAINT_KEY]
 
 
 def test_efa_device_plugin_image_from_the_cluster_region():
@@ -155,6 +151,35 @@ def test_neuron_device_plugin_with_rbac():
     binding = objs[2]
     assert binding["roleRef"]["name"] == objs[1]["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "neuron-device-plugin", "namespace": "kube-system"}]
+    # the chart's read-only /opt/aws host mount (aws-neuron/neuron-helm-charts values.yaml, aws-config)
+    (container,) = pod_spec(ds)["containers"]
+    assert {"name": "aws-config", "mountPath": "/opt/aws", "readOnly": True} in container["volumeMounts"]
+    assert {"name": "aws-config", "hostPath": {"path": "/opt/aws"}} in pod_spec(ds)["volumes"]
+
+
+HOST_ACCESS_STEMS = ("default", "trn2")
+
+
+@pytest.mark.parametrize("stem", HOST_ACCESS_STEMS)
+def test_host_access_reason_names_every_host_access_the_pod_has(stem):
+    # class check over every workload with host access: its annotation names each host path it
+    # mounts, and says so when it runs privileged or on the host network
+    checked = 0
+    for _, obj in built(stem).objects():
+        if obj["kind"] != "DaemonSet":
+            continue
+        spec = pod_spec(obj)
+        reason = obj["metadata"].get("annotations", {}).get(ANNOTATION_HOST_ACCESS_REASON, "")
+        host_paths = [v["hostPath"]["path"] for v in spec.get("volumes", []) if "hostPath" in v]
+        privileged = any(c.get("securityContext", {}).get("privileged") for c in spec["containers"])
+        if not (host_paths or privileged or spec.get("hostNetwork")):
+            continue
+        checked += 1
+        for path in host_paths:
+            assert path.rstrip("/") in reason, f"{obj['metadata']['name']}: reason does not name {path}: {reason!r}"
+        assert ("privileged" in reason) == privileged, f"{obj['metadata']['name']}: {reason!r}"
+        assert ("host network" in reason) == bool(spec.get("hostNetwork")), f"{obj['metadata']['name']}: {reason!r}"
+    assert checked >= 2
 
 
 # --- MPI operator ---------------------------------------------------------------------------------
@@ -244,9 +269,10 @@ def test_chart_dependencies_point_backwards():
 def test_trainium_cluster_gets_neuron_plugin_and_no_nccl_job():
     b = built("trn2")
     assert b.chart_ids == [EFA_DEVICE_PLUGIN, NEURON_DEVICE_PLUGIN, MPI_OPERATOR_CRD, MPI_OPERATOR]
-    # only Neuron EFA nodes: only the (privileged) Neuron DaemonSet of the EFA plugin
-    names = [o["metadata"]["name"] for o in b.manifests[EFA_DEVICE_PLUGIN]]
-    assert names == [EFA_NEURON_NAME]
+    # Neuron EFA nodes get the same (single) EFA plugin DaemonSet, tolerating the Neuron taint
+    (ds,) = b.manifests[EFA_DEVICE_PLUGIN]
+    assert ds["metadata"]["name"] == EFA_NAME
+    assert NEURON_TAINT_KEY in [t.get("key") for t in pod_spec(ds)["tolerations"]]
     # no NVIDIA node group: no NVIDIA device plugin at all
     assert NVIDIA_DEVICE_PLUGIN not in b.manifests
 
@@ -271,7 +297,6 @@ def test_mixed_gpu_and_trainium_cluster():
     assert b.chart_ids == [
         EFA_DEVICE_PLUGIN, NVIDIA_DEVICE_PLUGIN, NEURON_DEVICE_PLUGIN, MPI_OPERATOR_CRD, MPI_OPERATOR, NCCL_TESTS,
     ]
-    std, neuron = b.manifests[EFA_DEVICE_PLUGIN]
-    assert [t.get("key") for t in pod_spec(std)["tolerations"]] == ["CriticalAddonsOnly", GPU_TAINT_KEY]
-    assert [t.get("key") for t in pod_spec(neuron)["tolerations"]] == ["CriticalAddonsOnly", NEURON_TAINT_KEY]
+    (ds,) = b.manifests[EFA_DEVICE_PLUGIN]
+    assert [t.get("key") for t in pod_spec(ds)["tolerations"]] == ["CriticalAddonsOnly", NEURON_TAINT_KEY, GPU_TAINT_KEY]
     assert b.mpijob()["metadata"]["name"] == "nccl-tests-gpu"

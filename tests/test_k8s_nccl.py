@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from k8s.charts import NCCL_TESTS
-from k8s.nccl_tests import LOGS_COMMAND, START_COMMAND, logs_command, start_command
 from efa_stack.spec import catalog
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import parse_spec
-from efa_stack.spec.nccl import nccl_job_plan, size_bytes, validate_nccl
+from efa_stack.spec.models import NcclTest
+from efa_stack.spec.nccl import nccl_job_plan, node_allocatable_memory_mib, size_bytes, validate_nccl, worker_memory
 from efa_stack.spec.plan import LABEL_NODE_GROUP, LABEL_ROLE, build_plan
+from k8s.charts import NCCL_TESTS
+from k8s.nccl_tests import LOGS_COMMAND, START_COMMAND, logs_command, start_command
 from tests.test_k8s_support import (
     arg_after,
     built,
@@ -55,7 +56,8 @@ def test_derived_numbers_per_instance_type(stem, instance_type, nodes):
     assert res["limits"] == res["requests"]
     assert res["limits"]["nvidia.com/gpu"] == gpus
     assert res["limits"]["vpc.amazonaws.com/efa"] == efa
-    assert res["limits"]["hugepages-2Mi"] == "5120Mi" and res["limits"]["memory"] == "8000Mi"
+    # sized per GPU: 4000 MiB working memory + 1024 MiB /dev/shm per rank (see spec.nccl.worker_memory)
+    assert res["limits"]["hugepages-2Mi"] == "5120Mi" and res["limits"]["memory"] == f"{gpus * (4000 + 1024)}Mi"
     assert env_of(worker_container(job))["FI_EFA_USE_DEVICE_RDMA"] == "1"  # A100/H100/H200/B200
 
 
@@ -121,7 +123,7 @@ def test_job_shape_launcher_workers_and_suspension():
     assert term["topologyKey"] == "kubernetes.io/hostname"
     assert term["labelSelector"]["matchLabels"] == worker(job)["template"]["metadata"]["labels"]
     (shm,) = wspec["volumes"]
-    assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": "2048Mi"}
+    assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": "8192Mi"}  # 1 GiB for each of 8 ranks
     assert worker_container(job)["volumeMounts"] == [{"mountPath": "/dev/shm", "name": "dshm"}]
     # no command: the operator runs sshd in workers
     assert "command" not in worker_container(job) and "args" not in worker_container(job)
@@ -249,16 +251,66 @@ def test_fails_shm_larger_than_memory():
 
 def test_fails_worker_that_does_not_fit_the_node():
     (p,) = problems(spec_text("p4d.24xlarge", extra="ncclTest:\n  memoryMiB: 2000000\n  shmSizeMiB: 1024\n"))
-    assert p.field == "ncclTest.memoryMiB/hugepagesMiB" and "p4d.24xlarge" in p.message
+    assert p.field == "ncclTest.memoryMiB" and "p4d.24xlarge" in p.message
+    assert p.value == {"memoryMiB": 2000000, "hugepagesMiB": 5120}
 
 
-def test_fails_explicit_nccl_test_on_a_trainium_only_cluster():
-    (p,) = problems(spec_text("trn2.48xlarge", extra="ncclTest:\n  maxBytes: 1G\n"))
-    assert p.field == "ncclTest" and "NVIDIA" in p.message
+# --- worker memory sized from the node ----------------------------------------------------------------
+
+def _allocatable_from_the_source(memory_mib: int, enis: int, ipv4_per_eni: int) -> int:
+    # awslabs/amazon-eks-ami nodeadm internal/kubelet: kubeReserved memory 11 * maxPods + 255,
+    # maxPods = ENIs * (IPv4 per ENI - 1) + 2, evictionHard memory.available 100Mi
+    max_pods = enis * (ipv4_per_eni - 1) + 2
+    return memory_mib - (11 * max_pods + 255) - 100
 
 
-def test_fails_bad_values_at_parse_time():
-    with pytest.raises(SpecError) as exc:
-        parse_spec(spec_text(extra="ncclTest:\n  binary: allreduce\n  fabric: roce\n  maxBytes: 16GB\n"))
-    fields = {p.field for p in exc.value.problems}
-    assert fields == {"ncclTest.binary", "ncclTest.fabric", "ncclTest.maxBytes"}
+def test_node_allocatable_follows_nodeadm_with_the_largest_ipv4_per_eni():
+    p5 = catalog.get("p5.48xlarge")
+    # p5.48xlarge: 2 ENIs on the default card (catalog), nodeadm's largest IPv4-per-ENI figure 64
+    assert node_allocatable_memory_mib(p5) == _allocatable_from_the_source(p5.memory_mib, 2, 64)
+    # an upper bound on the reservation: never more allocatable than with p5's real 50 addresses per ENI
+    assert node_allocatable_memory_mib(p5) <= _allocatable_from_the_source(p5.memory_mib, 2, 50)
+
+
+def test_defaults_are_sized_from_the_gpus():
+    # GIVEN no memory fields WHEN planned for 8 GPUs THEN 8 x 1 GiB /dev/shm and 8 x 4000 MiB + shm memory
+    job = nccl_job_plan(build_plan(parse_spec(spec_text())))
+    assert (job.shm_mib, job.memory_mib, job.hugepages_mib) == (8192, 8 * 4000 + 8192, 5120)
+
+
+def test_explicit_values_are_kept():
+    job = nccl_job_plan(build_plan(parse_spec(spec_text(extra="ncclTest:\n  memoryMiB: 64000\n  shmSizeMiB: 4096\n"))))
+    assert (job.memory_mib, job.shm_mib) == (64000, 4096)
+
+
+def test_explicit_memory_keeps_the_sized_shm():
+    job = nccl_job_plan(build_plan(parse_spec(spec_text(extra="ncclTest:\n  memoryMiB: 64000\n"))))
+    assert (job.memory_mib, job.shm_mib) == (64000, 8192)
+
+
+def test_fails_explicit_memory_with_no_room_for_the_sized_shm():
+    (p,) = problems(spec_text(extra="ncclTest:\n  memoryMiB: 8000\n"))
+    assert p.field == "ncclTest.memoryMiB" and "8192 MiB, sized for 8 GPUs" in p.message
+
+
+def test_fails_hugepages_that_do_not_fit_the_node():
+    (p,) = problems(spec_text(extra="ncclTest:\n  hugepagesMiB: 1048576\n  memoryMiB: 1048576\n"))
+    assert p.field == "ncclTest.hugepagesMiB/memoryMiB" and "p5.48xlarge" in p.message
+    assert "keep memoryMiB + hugepagesMiB at or below" in p.fix
+
+
+def test_sized_defaults_fit_every_efa_nvidia_instance_type_of_the_catalog():
+    # class check: for every EFA NVIDIA type the catalog knows, the default EFA worker fits its node;
+    # a smaller non-EFA GPU type (tcp fabric) either fits or gets one clear problem naming it
+    cfg = NcclTest()
+    checked = 0
+    for inst in (catalog.get(n) for n in catalog.names()):
+        if inst.accelerator != "nvidia" or inst.gpus < 1:
+            continue
+        checked += 1
+        if inst.efa_supported:
+            assert worker_memory(cfg, inst, "efa").problems(inst.name, inst.gpus) == [], inst.name
+        else:
+            found = worker_memory(cfg, inst, "tcp").problems(inst.name, inst.gpus)
+            assert found == [] or (len(found) == 1 and inst.name in found[0].message and found[0].field == "ncclTest")
+    assert checked > 10

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from k8s.charts import CHART_ORDER
-from k8s.dist import dist_dir, render_chart, render_dist, write_dist
+from k8s.dist import APPLY_SCRIPT, dist_dir, render_chart, render_dist, write_dist
 from tests.conftest import golden_check
 from tests.test_k8s_support import GOLDEN_K8S, GOLDEN_SPECS, built
 
@@ -38,12 +38,13 @@ def test_chart_snapshot(stem, chart_id, snapshot):
 @pytest.mark.parametrize("stem", GOLDEN_SPECS)
 def test_dist_matches_golden_files(stem, tmp_path):
     plan = built(stem).plan
-    written = write_dist(plan, dist_dir(plan, tmp_path))
+    out = dist_dir(plan, tmp_path)
+    written = write_dist(plan, out)
     golden = GOLDEN_K8S / plan.name
-    assert [p.parent for p in written] == [tmp_path / plan.name] * len(written)
-    for path in written:
-        golden_check(golden / path.name, path.read_text())
-    stale = {p.name for p in golden.glob("*.yaml")} - {p.name for p in written}
+    rels = [p.relative_to(out).as_posix() for p in written] + [APPLY_SCRIPT]
+    for rel in rels:
+        golden_check(golden / rel, (out / rel).read_text())
+    stale = {p.relative_to(golden).as_posix() for p in golden.rglob("*.yaml")} - set(rels)
     assert not stale, f"golden files for charts no longer rendered: {sorted(stale)}; run `make snapshots`"
 
 
@@ -61,4 +62,15 @@ def test_write_dist_removes_only_stale_chart_files(tmp_path):
     written = write_dist(plan, tmp_path)
     assert not (tmp_path / "12-neuron-device-plugin.yaml").exists()
     assert (tmp_path / "README.md").read_text() == "keep"
-    assert sorted(p.name for p in tmp_path.glob("*.yaml")) == [p.name for p in written]
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.yaml")) == sorted(
+        p.relative_to(tmp_path).as_posix() for p in written
+    )
+
+
+def test_write_dist_moves_a_chart_out_of_the_first_step(tmp_path):
+    # GIVEN an earlier flat dist/ with the MPIJob next to its CRD WHEN written again THEN it moved
+    plan = built("default").plan
+    (tmp_path / "40-nccl-tests.yaml").write_text("old")
+    write_dist(plan, tmp_path)
+    assert not (tmp_path / "40-nccl-tests.yaml").exists()
+    assert (tmp_path / "after-crds" / "40-nccl-tests.yaml").is_file()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +61,7 @@ def _build(plan: Any) -> Built:
     return Built(plan=plan, charts=charts, manifests=manifests)
 
 
-@lru_cache(maxsize=None)
+@cache
 def built(spec_stem: str) -> Built:
     """Charts of ``clusters/<spec_stem>.yaml``."""
     from efa_stack.spec.plan import plan_from_file
@@ -69,7 +69,7 @@ def built(spec_stem: str) -> Built:
     return _build(plan_from_file(CLUSTERS / f"{spec_stem}.yaml"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def built_text(text: str) -> Built:
     """Charts of a spec given as YAML text."""
     from efa_stack.spec.loader import parse_spec
@@ -111,8 +111,14 @@ def crd_schema() -> dict[str, Any]:
     return version["schema"]["openAPIV3Schema"]
 
 
-def mpirun_args(mpijob: dict[str, Any]) -> list[str]:
+def launcher_command(mpijob: dict[str, Any]) -> list[str]:
     return mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+
+
+def mpirun_args(mpijob: dict[str, Any]) -> list[str]:
+    """The mpirun command line inside the launcher's command (after the wait-for-workers gate)."""
+    command = launcher_command(mpijob)
+    return command[command.index("/opt/amazon/openmpi/bin/mpirun"):]
 
 
 def arg_after(args: list[str], flag: str) -> str:

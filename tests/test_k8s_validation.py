@@ -13,6 +13,7 @@ import pytest
 from kubernetes_validate.utils import all_versions, major_minor
 
 from efa_stack.spec.models import KUBERNETES_VERSIONS
+from k8s.mpijob import CLEAN_POD_POLICIES, LAUNCHER_CREATION_POLICIES, MPI_IMPLEMENTATIONS, RESTART_POLICIES
 from tests.test_k8s_support import (
     GOLDEN_SPECS,
     KUBECTL_HANDLER_LIMIT,
@@ -24,6 +25,10 @@ from tests.test_k8s_support import (
 )
 
 FABRICS = ("efa", "tcp", "infiniband")
+# kubeflow/mpi-operator@v0.8.2 pkg/apis/kubeflow/validation/validation.go (validRestartPolicies,
+# validCleanPolicies), typed here from the source rather than imported from the code under test
+OPERATOR_RESTART_POLICIES = ("Never", "OnFailure")
+OPERATOR_CLEAN_POD_POLICIES = ("None", "Running", "All")
 
 
 def _validate_k8s(obj: dict[str, Any], version: str) -> None:
@@ -149,3 +154,65 @@ def test_fails_the_validator_is_not_vacuous():
     del job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["name"]
     with pytest.raises(kubernetes_validate.ValidationError):
         _validate_k8s(job, "1.34")
+
+
+# --- what the operator accepts ------------------------------------------------------------------------
+# kubeflow/mpi-operator@v0.8.2 (branch release-0.8, "Prepare v0.8.2"):
+# pkg/apis/kubeflow/validation/validation.go: validRestartPolicies = {Never, OnFailure} for the
+# Launcher and the Worker replica spec alike (validateReplicaSpec), validCleanPolicies = {None,
+# Running, All}, Worker replicas "must be greater than or equal to 1". The controller drops a job
+# that fails these checks with only an event (syncHandler: "Found validation errors ... Do not
+# requeue"), so the CRD must refuse it at `kubectl apply` time.
+
+
+def _with(mutate: Any) -> dict[str, Any]:
+    job = copy.deepcopy(built("default").mpijob())
+    mutate(job["spec"])
+    return job
+
+
+@pytest.mark.parametrize("role", ["Launcher", "Worker"])
+@pytest.mark.parametrize("policy", OPERATOR_RESTART_POLICIES)
+def test_crd_accepts_every_restart_policy_the_operator_accepts(role, policy):
+    # GIVEN the rendered job WHEN a replica uses an allowed restart policy THEN the CRD accepts it
+    jsonschema.validate(_with(lambda s: s["mpiReplicaSpecs"][role].__setitem__("restartPolicy", policy)), crd_schema())
+
+
+@pytest.mark.parametrize("policy", OPERATOR_CLEAN_POD_POLICIES)
+def test_crd_accepts_every_clean_pod_policy_the_operator_accepts(policy):
+    jsonschema.validate(_with(lambda s: s["runPolicy"].__setitem__("cleanPodPolicy", policy)), crd_schema())
+
+
+@pytest.mark.parametrize("role", ["Launcher", "Worker"])
+@pytest.mark.parametrize("policy", ["Always", "ExitCode", "never"])
+def test_fails_restart_policy_the_operator_rejects(role, policy):
+    with pytest.raises(jsonschema.ValidationError) as exc:
+        jsonschema.validate(_with(lambda s: s["mpiReplicaSpecs"][role].__setitem__("restartPolicy", policy)), crd_schema())
+    assert exc.value.validator == "enum"
+
+
+def test_fails_zero_workers_the_operator_rejects():
+    with pytest.raises(jsonschema.ValidationError) as exc:
+        jsonschema.validate(_with(lambda s: s["mpiReplicaSpecs"]["Worker"].__setitem__("replicas", 0)), crd_schema())
+    assert exc.value.validator == "minimum"
+
+
+def test_crd_enums_are_the_typed_models_enums():
+    # class check: the CRD, the typed MPIJob model and the operator's sets say the same thing
+    spec = crd_schema()["properties"]["spec"]["properties"]
+    for role in ("Launcher", "Worker"):
+        assert spec["mpiReplicaSpecs"]["properties"][role]["properties"]["restartPolicy"]["enum"] == list(RESTART_POLICIES)
+    assert spec["runPolicy"]["properties"]["cleanPodPolicy"]["enum"] == list(CLEAN_POD_POLICIES)
+    assert spec["launcherCreationPolicy"]["enum"] == list(LAUNCHER_CREATION_POLICIES)
+    assert spec["mpiImplementation"]["enum"] == list(MPI_IMPLEMENTATIONS)
+    assert set(RESTART_POLICIES) == set(OPERATOR_RESTART_POLICIES)
+    assert set(CLEAN_POD_POLICIES) == set(OPERATOR_CLEAN_POD_POLICIES)
+
+
+def test_fails_typed_model_refuses_a_restart_policy_the_operator_rejects():
+    from cdk8s_plus_33 import k8s as kplus
+
+    from k8s.mpijob import ReplicaSpec
+
+    with pytest.raises(ValueError, match="restartPolicy"):
+        ReplicaSpec(replicas=1, restart_policy="Always", template=kplus.PodTemplateSpec())  # type: ignore[arg-type]

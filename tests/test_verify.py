@@ -345,7 +345,7 @@ def test_job_that_never_finishes_times_out() -> None:
 def test_missing_job_is_reported_as_not_found() -> None:
     custom = FakeCustom([ApiException(status=404, reason="Not Found")])
     outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), timeout=60, interval=20)
-    assert outcome.state == "NotFound" and "kubectl apply" in outcome.message
+    assert outcome.state == "NotFound" and "dist/<cluster>/apply.sh" in outcome.message
 
 
 def test_the_charts_target_group_is_tested_by_default_and_unknown_groups_are_refused() -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal
 
 from efa_stack import contract
 from efa_stack.names import nccl_job_name, nccl_job_problems
+from efa_stack.spec.catalog import InstanceType
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.models import ClusterSpec, NcclTest
 
@@ -35,9 +36,101 @@ NCCL_JOB_PREFIX = contract.NCCL_JOB_PREFIX
 # p6-b200 (B200), p6-b300 (B300), p6e-gb200 (GB200). Matched against the catalog's GPU name.
 GPUDIRECT_RDMA_GPUS = frozenset({"A100", "H100", "H200", "B200", "B300", "GB200", "GB300"})
 
-# Headroom left on a node for the kubelet, the OS and the device plugins when checking that the
-# worker's memory and hugepages fit (EKS reserves memory for the kubelet; 10 % is conservative).
-NODE_MEMORY_HEADROOM = 0.10
+# --- worker memory: what one nccl-tests worker asks for, sized from the node (see worker_memory) ---
+# Working memory per rank (one rank per GPU): the AWS nccl-tests MPIJob gives a p5.48xlarge worker
+# (8 GPUs) 32000Mi (aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/kubernetes/
+# nccl-tests.yaml, limits.memory), i.e. 4000 MiB per GPU.
+MEMORY_PER_GPU_MIB = 4000
+# /dev/shm per rank: NVIDIA's NCCL user guide (Troubleshooting, "Runtime and MPI issues", Shared
+# memory) has containers raise /dev/shm to 1 GiB (--shm-size=1g); NCCL fails to initialise when it
+# cannot extend its /dev/shm segments. efa-stack gives each of the worker's ranks that much. The
+# memory-backed emptyDir counts against the container's memory limit (Kubernetes docs, Volumes,
+# emptyDir: files written to a tmpfs emptyDir count against the memory limit), so it is added to it.
+SHM_PER_GPU_MIB = 1024
+# Node allocatable memory on the EKS AL2023 AMIs (awslabs/amazon-eks-ami nodeadm, internal/kubelet/
+# config.go): kubeReserved memory = 11 * maxPods + 255 MiB (getMemoryMebibytesToReserve), evictionHard
+# memory.available = 100Mi, no systemReserved memory; maxPods = ENIs of the default network card *
+# (IPv4 addresses per ENI - 1) + 2 (eni_max_pods.go, calculateStandardMaxPods). The catalog has the
+# ENIs of card 0 but not the IPv4 addresses per ENI, so the largest figure in nodeadm's
+# instance-info.jsonl (64) bounds it: the reservation is never under-estimated.
+KUBE_RESERVED_MIB_PER_POD = 11
+KUBE_RESERVED_MIB_BASE = 255
+EVICTION_HARD_MEMORY_MIB = 100
+MAX_IPV4_PER_ENI = 64
+# efa-stack's own margin for the requests of the node's DaemonSets (VPC CNI, kube-proxy, device
+# plugins, FSx CSI node, Pod Identity agent), which the scheduler also counts against allocatable.
+DAEMONSET_MEMORY_MIB = 1024
+
+
+def node_allocatable_memory_mib(instance: InstanceType) -> int:
+    """The memory an EKS AL2023 node of ``instance`` can give pods (upper bound on maxPods)."""
+    enis = instance.network_cards[0].max_interfaces if instance.network_cards else instance.max_network_interfaces
+    max_pods = enis * (MAX_IPV4_PER_ENI - 1) + 2
+    kube_reserved = KUBE_RESERVED_MIB_PER_POD * max_pods + KUBE_RESERVED_MIB_BASE
+    return instance.memory_mib - kube_reserved - EVICTION_HARD_MEMORY_MIB
+
+
+@dataclass(frozen=True)
+class WorkerMemory:
+    """Memory, ``/dev/shm`` and hugepages of one worker, and what the node has for it."""
+
+    memory_mib: int
+    shm_mib: int
+    hugepages_mib: int
+    available_mib: int
+    """Node allocatable memory less :data:`DAEMONSET_MEMORY_MIB`."""
+    explicit: frozenset[str]
+    """Spec fields the user set (``memoryMiB``, ``shmSizeMiB``, ``hugepagesMiB``); the rest were sized."""
+
+    def problems(self, instance_type: str, gpus: int) -> list[Problem]:
+        out: list[Problem] = []
+        sized = f"sized for {gpus} GPUs"
+        if self.shm_mib >= self.memory_mib:
+            field = "ncclTest.shmSizeMiB" if "shmSizeMiB" in self.explicit else "ncclTest.memoryMiB"
+            value = self.shm_mib if "shmSizeMiB" in self.explicit else self.memory_mib
+            shm = f"/dev/shm ({self.shm_mib} MiB" + ("" if "shmSizeMiB" in self.explicit else f", {sized}") + ")"
+            out.append(Problem(
+                field, value,
+                f"the memory-backed {shm} counts against the worker's memory limit ({self.memory_mib} MiB)",
+                "lower shmSizeMiB or raise memoryMiB",
+            ))
+        need = self.memory_mib + self.hugepages_mib
+        if need > self.available_mib:
+            set_fields = sorted(self.explicit & {"memoryMiB", "hugepagesMiB"})
+            field = "ncclTest." + "/".join(set_fields) if set_fields else "ncclTest"
+            out.append(Problem(
+                field, {"memoryMiB": self.memory_mib, "hugepagesMiB": self.hugepages_mib},
+                f"a worker needs {need} MiB of memory and hugepages but a {instance_type} node has about "
+                f"{self.available_mib} MiB for it (allocatable memory less kubelet reservation and DaemonSets)"
+                + ("" if set_fields else f"; the defaults are {sized}"),
+                f"keep memoryMiB + hugepagesMiB at or below {self.available_mib}"
+                + ("" if set_fields else ", or use an instance type with more memory"),
+            ))
+        return out
+
+
+def worker_memory(cfg: NcclTest, instance: InstanceType, fabric: str) -> WorkerMemory:
+    """THE sizing rule of a worker's memory, ``/dev/shm`` and hugepages on ``instance``.
+
+    ``/dev/shm`` = :data:`SHM_PER_GPU_MIB` per GPU unless ``shmSizeMiB`` is set; memory =
+    :data:`MEMORY_PER_GPU_MIB` per GPU plus the ``/dev/shm`` unless ``memoryMiB`` is set; hugepages =
+    ``hugepagesMiB`` for EFA (0 otherwise). 8 GPUs: 8192 MiB ``/dev/shm``, 40192 MiB memory.
+    """
+    gpus = instance.gpus
+    explicit = frozenset(
+        alias for name, alias in (("memory_mib", "memoryMiB"), ("shm_mib", "shmSizeMiB"), ("hugepages_mib", "hugepagesMiB"))
+        if name in cfg.model_fields_set
+    )
+    shm = cfg.shm_mib if "shmSizeMiB" in explicit else SHM_PER_GPU_MIB * gpus
+    memory = cfg.memory_mib if "memoryMiB" in explicit else MEMORY_PER_GPU_MIB * gpus + shm
+    return WorkerMemory(
+        memory_mib=memory,
+        shm_mib=shm,
+        hugepages_mib=cfg.hugepages_mib if fabric == "efa" else 0,
+        available_mib=node_allocatable_memory_mib(instance) - DAEMONSET_MEMORY_MIB,
+        explicit=explicit,
+    )
+
 
 _SIZE = re.compile(r"^([1-9][0-9]*)([KMG]?)$")
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
@@ -144,6 +237,7 @@ def nccl_job_plan(plan: ClusterPlan) -> NcclJobPlan | None:
     efa = cfg.fabric == "efa"
     assert ng.instance.gpu is not None
     gpu_name = ng.instance.gpu.name
+    sized = worker_memory(cfg, ng.instance, cfg.fabric)
     return NcclJobPlan(
         name=nccl_job_name(ng.name),
         namespace=NCCL_JOB_NAMESPACE,
@@ -154,9 +248,9 @@ def nccl_job_plan(plan: ClusterPlan) -> NcclJobPlan | None:
         slots_per_worker=ng.gpus_per_node,
         gpus_per_worker=ng.gpus_per_node,
         efa_per_worker=ng.efa_devices_per_node if efa else 0,
-        hugepages_mib=cfg.hugepages_mib if efa else 0,
-        memory_mib=cfg.memory_mib,
-        shm_mib=cfg.shm_mib,
+        hugepages_mib=sized.hugepages_mib,
+        memory_mib=sized.memory_mib,
+        shm_mib=sized.shm_mib,
         fabric=cfg.fabric,
         gpudirect_rdma=efa and gpu_name in GPUDIRECT_RDMA_GPUS,
         arm64=ng.instance.arm64,
@@ -191,12 +285,6 @@ def validate_nccl(spec: ClusterSpec, node_groups: tuple[NodeGroupPlan, ...] | li
         problems.append(Problem(
             "ncclTest.minBytes/maxBytes", {"minBytes": cfg.min_bytes, "maxBytes": cfg.max_bytes},
             "the sweep starts above where it ends", "make minBytes smaller than or equal to maxBytes",
-        ))
-    if cfg.shm_mib >= cfg.memory_mib:
-        problems.append(Problem(
-            "ncclTest.shmSizeMiB", cfg.shm_mib,
-            f"the memory-backed /dev/shm counts against the worker's memory limit ({cfg.memory_mib} MiB)",
-            "lower shmSizeMiB or raise memoryMiB",
         ))
 
     target: NodeGroupPlan | None = None
@@ -242,13 +330,5 @@ def validate_nccl(spec: ClusterSpec, node_groups: tuple[NodeGroupPlan, ...] | li
                 f"ncclTest.nodeGroup ({target.name}).desiredCapacity", target.desired_size,
                 "the job needs at least one worker node", "raise desiredCapacity to 1 or more",
             ))
-        hugepages = cfg.hugepages_mib if cfg.fabric == "efa" else 0
-        usable = int(target.instance.memory_mib * (1 - NODE_MEMORY_HEADROOM))
-        if cfg.memory_mib + hugepages > usable:
-            problems.append(Problem(
-                "ncclTest.memoryMiB/hugepagesMiB", {"memoryMiB": cfg.memory_mib, "hugepagesMiB": hugepages},
-                f"a worker would not fit on {target.instance_type} ({target.instance.memory_mib} MiB, "
-                f"about {usable} MiB allocatable)",
-                f"keep memoryMiB + hugepagesMiB below {usable}",
-            ))
+        problems += worker_memory(cfg, target.instance, cfg.fabric).problems(target.instance_type, target.gpus_per_node)
     return problems

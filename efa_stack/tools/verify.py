@@ -472,7 +472,7 @@ def run_nccl_job(
         return JobOutcome(
             name, namespace, "NotFound",
             f"MPIJob {namespace}/{name} not found; deploy the cluster's Kubernetes objects first "
-            "(cdk deploy, or kubectl apply -f dist/<cluster>/)",
+            "(cdk deploy, or sh dist/<cluster>/apply.sh)",
         )
     started = False
     state, _ = job_state(obj)
@@ -486,7 +486,7 @@ def run_nccl_job(
     if state is not None:
         outcome.message += (
             " (it had finished before this run; a finished MPIJob does not run again: delete it and "
-            "re-apply dist/<cluster>/ or redeploy to run a fresh test)"
+            "kubectl apply -f dist/<cluster>/after-crds/, or redeploy, to run a fresh test)"
         )
     if outcome.state in ("Succeeded", "Failed"):
         try:

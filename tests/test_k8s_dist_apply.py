@@ -1,0 +1,131 @@
+"""``kubectl apply`` of what ``k8s/dist.py`` writes works on a fresh cluster, first time.
+
+kubectl maps every object's kind to an API resource before applying it; a kind served by a CRD that
+the same invocation creates is unknown to it and fails with "resource mapping not found for name
+... no matches for kind ... ensure CRDs are installed first" (the error kubectl prints; e.g.
+servicebinding/runtime issue #159, fixed there by two apply invocations). ``kubectl apply -f DIR``
+reads the .yaml/.yml/.json files directly in DIR; ``-R`` would recurse. The simulator below keeps
+exactly that model: a fresh cluster knows the built-in kinds, learns a CRD's kind only once a
+``kubectl wait --for=condition=established crd/NAME`` of an earlier step returned.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from k8s.dist import AFTER_CRDS_DIR, APPLY_SCRIPT, crd_kinds, dist_dir, render_dist, write_dist
+from tests.test_k8s_support import GOLDEN_SPECS, built
+
+
+class KubectlError(Exception):
+    pass
+
+
+def _group_kind(obj: dict) -> tuple[str, str]:
+    api = obj["apiVersion"]
+    return (api.rsplit("/", 1)[0] if "/" in api else "", obj["kind"])
+
+
+def _files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.iterdir() if p.is_file() and p.suffix in {".yaml", ".yml", ".json"})
+
+
+class FreshCluster:
+    """What matters of a fresh API server and of kubectl for ordering: known kinds and CRDs."""
+
+    def __init__(self, crd_defined: dict[tuple[str, str], str]):
+        self.crd_defined = crd_defined
+        self.crds: set[str] = set()
+        self.established: set[str] = set()
+        self.applied: list[tuple[str, str]] = []
+
+    def apply(self, directory: Path) -> None:
+        objs = [o for f in _files(directory) for o in yaml.safe_load_all(f.read_text()) if o]
+        for obj in objs:  # kubectl maps every object of the invocation
+            gk = _group_kind(obj)
+            if gk in self.crd_defined and self.crd_defined[gk] not in self.established:
+                raise KubectlError(
+                    f'resource mapping not found for name: "{obj["metadata"]["name"]}": no matches for kind '
+                    f'"{gk[1]}" in version "{obj["apiVersion"]}"; ensure CRDs are installed first'
+                )
+        for obj in objs:
+            self.applied.append((obj["kind"], obj["metadata"]["name"]))
+            if obj["kind"] == "CustomResourceDefinition":
+                self.crds.add(obj["metadata"]["name"])
+
+    def wait_established(self, name: str) -> None:
+        if name not in self.crds:
+            raise KubectlError(f'customresourcedefinitions.apiextensions.k8s.io "{name}" not found')
+        self.established.add(name)
+
+
+def run_script(script: Path, cluster: FreshCluster) -> None:
+    """Run the kubectl lines of ``apply.sh`` (relative to its directory) against ``cluster``."""
+    for line in script.read_text().splitlines():
+        words = shlex.split(line, comments=True)
+        if not words or words[0] != "kubectl":
+            continue
+        if words[1] == "apply":
+            assert words[2] == "-f" and "-R" not in words and "--recursive" not in words, line
+            cluster.apply(script.parent / words[3])
+        elif words[1] == "wait":
+            assert "--for=condition=established" in words, line
+            (target,) = [w for w in words if w.startswith("crd/")]
+            cluster.wait_established(target.removeprefix("crd/"))
+        else:
+            raise AssertionError(f"unexpected kubectl command in {script.name}: {line}")
+
+
+def _objects(texts: dict[str, str]) -> list[tuple[str, str]]:
+    return [(o["kind"], o["metadata"]["name"]) for t in texts.values() for o in yaml.safe_load_all(t) if o]
+
+
+@pytest.mark.parametrize("stem", GOLDEN_SPECS)
+def test_apply_script_applies_everything_first_time_on_a_fresh_cluster(stem, tmp_path):
+    # GIVEN the files dist writes WHEN apply.sh's steps run against a fresh cluster
+    plan = built(stem).plan
+    out = dist_dir(plan, tmp_path)
+    write_dist(plan, out)
+    charts = render_dist(plan)
+    cluster = FreshCluster(crd_kinds(charts))
+    run_script(out / APPLY_SCRIPT, cluster)
+    # THEN every object of every chart was applied, exactly once
+    assert sorted(cluster.applied) == sorted(_objects(charts))
+
+
+@pytest.mark.parametrize("stem", GOLDEN_SPECS)
+def test_documented_first_command_alone_never_fails(stem, tmp_path):
+    # `kubectl apply -f dist/<cluster>/` by hand: it must not hold an object of a CRD it creates
+    plan = built(stem).plan
+    out = dist_dir(plan, tmp_path)
+    write_dist(plan, out)
+    FreshCluster(crd_kinds(render_dist(plan))).apply(out)
+
+
+def test_mpijob_waits_for_its_crd():
+    b = built("default")
+    files = render_dist(b.plan)
+    assert crd_kinds(files) == {("kubeflow.org", "MPIJob"): "mpijobs.kubeflow.org"}
+
+
+def test_fails_one_invocation_with_the_crd_and_its_mpijob(tmp_path):
+    # the simulator is not vacuous: the flat layout (all charts in one directory) fails
+    plan = built("default").plan
+    charts = render_dist(plan)
+    for name, text in charts.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(KubectlError, match='no matches for kind "MPIJob"'):
+        FreshCluster(crd_kinds(charts)).apply(tmp_path)
+
+
+def test_trainium_cluster_has_a_single_step(tmp_path):
+    plan = built("trn2").plan
+    out = dist_dir(plan, tmp_path)
+    write_dist(plan, out)
+    assert not (out / AFTER_CRDS_DIR).exists()
+    commands = [ln for ln in (out / APPLY_SCRIPT).read_text().splitlines() if ln.startswith("kubectl")]
+    assert commands == ["kubectl apply -f ."]
