@@ -9,7 +9,6 @@ from cdk_nag import AwsSolutionsChecks
 
 from efa_stack import contract
 from efa_stack.spec.plan import ClusterPlan
-from efa_stack.spec.storage import storage_plan
 from stacks.cluster_stack import ClusterStack
 from stacks.network_stack import NetworkStack
 from stacks.storage_stack import StorageStack
@@ -43,11 +42,10 @@ def build(app: App, plan: ClusterPlan, *, account: str | None = None, nag: bool 
         app, f"{plan.name}-cluster", plan=plan, network=network, env=env,
         description=f"efa-stack {plan.name}: EKS cluster, add-ons and node groups",
     )
-    storage_spec = storage_plan(plan)
     storage = None
-    if storage_spec is not None:
+    if plan.storage is not None:
         storage = StorageStack(
-            app, f"{plan.name}-storage", plan=plan, network=network, cluster=cluster, storage=storage_spec, env=env
+            app, f"{plan.name}-storage", plan=plan, network=network, cluster=cluster, storage=plan.storage, env=env
         )
     stacks = ClusterStacks(network=network, cluster=cluster, storage=storage)
     for stack in stacks.all:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from k8s.charts import NCCL_TESTS
-from k8s.nccl_tests import LOGS_COMMAND, START_COMMAND, logs_command, start_command
 from efa_stack.spec import catalog
 from efa_stack.spec.errors import SpecError
-from efa_stack.spec.loader import parse_spec
-from efa_stack.spec.nccl import nccl_job_plan, size_bytes, validate_nccl
+from efa_stack.spec.loader import load_spec, parse_spec
+from efa_stack.spec.nccl import size_bytes, validate_nccl
 from efa_stack.spec.plan import LABEL_NODE_GROUP, LABEL_ROLE, build_plan
+from k8s.charts import NCCL_TESTS
+from k8s.nccl_tests import LOGS_COMMAND, START_COMMAND, logs_command, start_command
+from tests.conftest import CLUSTERS
 from tests.test_k8s_support import (
     arg_after,
     built,
@@ -128,7 +129,7 @@ def test_job_shape_launcher_workers_and_suspension():
 
 
 def test_start_and_logs_commands():
-    job = nccl_job_plan(built("default").plan)
+    job = built("default").plan.nccl_job
     assert start_command(job) == (
         "kubectl patch mpijob nccl-tests-p5 -n default --type merge "
         "-p '{\"spec\":{\"runPolicy\":{\"suspend\":false}}}'"
@@ -198,7 +199,7 @@ ncclTest:
     assert arg_after(mpirun_args(job), "-np") == "24"
     assert worker_container(job)["resources"]["limits"]["vpc.amazonaws.com/efa"] == 16
     trn = built("trn2")
-    assert nccl_job_plan(trn.plan) is None and NCCL_TESTS not in trn.manifests
+    assert trn.plan.nccl_job is None and NCCL_TESTS not in trn.manifests
 
 
 def test_size_bytes():
@@ -219,7 +220,7 @@ def problems(text: str) -> list:
 def test_default_specs_have_no_nccl_problems():
     for stem in ("default", "p4d", "p5en", "p6-b200", "trn2", "eksctl-efa-cluster"):
         b = built(stem)
-        assert validate_nccl(b.plan.spec, b.plan.node_groups) == []
+        assert validate_nccl(load_spec(CLUSTERS / f"{stem}.yaml"), b.plan.node_groups) == []
 
 
 def test_fails_sweep_that_starts_above_its_end():
