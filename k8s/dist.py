@@ -1,7 +1,8 @@
 """Write the cluster's Kubernetes objects as plain YAML, one file per chart, for GitOps and kubectl.
 
-``write_dist(plan, outdir)`` synthesizes a standalone cdk8s App with the same charts the cluster
-stack deploys (:func:`k8s.charts.build_charts`) and writes ``outdir/<NN>-<chart id>.yaml``, e.g.::
+``write_dist(plan, outdir, charts)`` renders the chart objects the cluster stack deploys (built once per
+synth by :func:`k8s.charts.build_charts`; built here when not given) and writes
+``outdir/<NN>-<chart id>.yaml``, e.g.::
 
     dist/efa-training/10-efa-device-plugin.yaml
     dist/efa-training/11-nvidia-device-plugin.yaml
@@ -18,6 +19,7 @@ keys as cdk8s emits them (sorted), no timestamps or paths, so the files can be c
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,13 +58,18 @@ def render_chart(plan: ClusterPlan, chart: cdk8s.Chart) -> str:
     return header + body
 
 
-def render_dist(plan: ClusterPlan) -> dict[str, str]:
-    """File name -> YAML text for every chart of ``plan``, in apply order."""
-    app = cdk8s.App()
-    return {chart_file_name(c.node.id): render_chart(plan, c) for c in build_charts(plan, app)}
+def render_dist(plan: ClusterPlan, charts: Sequence[cdk8s.Chart] | None = None) -> dict[str, str]:
+    """File name -> YAML text for every chart of ``plan``, in apply order.
+
+    ``charts`` are the ones :func:`k8s.charts.build_charts` made for ``plan`` (the same objects the
+    cluster stack applies); without them they are built here.
+    """
+    if charts is None:
+        charts = build_charts(plan, cdk8s.App())
+    return {chart_file_name(c.node.id): render_chart(plan, c) for c in charts}
 
 
-def write_dist(plan: ClusterPlan, outdir: Path) -> list[Path]:
+def write_dist(plan: ClusterPlan, outdir: Path, charts: Sequence[cdk8s.Chart] | None = None) -> list[Path]:
     """Write one YAML file per chart into ``outdir`` and return the paths in apply order.
 
     Chart files from an earlier run that this plan no longer produces (``NN-name.yaml``) are
@@ -70,7 +77,7 @@ def write_dist(plan: ClusterPlan, outdir: Path) -> list[Path]:
     """
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    files = render_dist(plan)
+    files = render_dist(plan, charts)
     for stale in outdir.iterdir():
         if stale.is_file() and _OURS.match(stale.name) and stale.name not in files:
             stale.unlink()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
@@ -19,6 +20,9 @@ from aws_constructs.pod_identity import associate_with_addon, pod_identity_role
 from aws_constructs.security import acknowledge, managed_policy
 from efa_stack.spec.plan import ClusterPlan
 from stacks.network_stack import NetworkStack
+
+if TYPE_CHECKING:
+    import cdk8s
 
 # The kubectl in the provider's Lambda layer must match the cluster's minor version.
 KUBECTL_LAYERS = {"1.33": KubectlV33Layer, "1.34": KubectlV34Layer, "1.35": KubectlV35Layer}
@@ -61,6 +65,7 @@ class ClusterStack(Stack):
         *,
         plan: ClusterPlan,
         network: NetworkStack,
+        charts: Sequence[cdk8s.Chart] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
@@ -162,16 +167,22 @@ class ClusterStack(Stack):
             # The CNI must support efa-only interfaces before EFA nodes join.
             node_group.nodegroup.node.add_dependency(self.vpc_cni)
             self.node_groups[ng.name] = node_group
-        self.manifests = self.add_kubernetes_charts()
+        self.manifests = self.add_kubernetes_charts(charts)
 
-    def add_kubernetes_charts(self) -> list[eks.KubernetesManifest]:
-        """Apply the cdk8s charts of :func:`k8s.charts.build_charts` in their order (CRD, operator, jobs)."""
-        import cdk8s
+    def add_kubernetes_charts(self, charts: Sequence[cdk8s.Chart] | None = None) -> list[eks.KubernetesManifest]:
+        """Apply the cdk8s charts of :func:`k8s.charts.build_charts` in their order (CRD, operator, jobs).
 
-        from k8s.charts import build_charts
+        ``charts`` are the plan's charts built once by the caller (app.py also writes them to ``dist/``);
+        without them they are built here.
+        """
+        if charts is None:
+            import cdk8s
 
+            from k8s.charts import build_charts
+
+            charts = build_charts(self.plan, cdk8s.App())
         manifests: list[eks.KubernetesManifest] = []
-        for chart in build_charts(self.plan, cdk8s.App()):
+        for chart in charts:
             manifest = self.cluster.add_cdk8s_chart(chart.node.id, chart)
             # Device plugins schedule on nodes: wait for the node groups, then keep the order.
             for group in self.node_groups.values():
