@@ -15,10 +15,10 @@ from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct
 
-from aws_constructs.node_group import ManagedNodeGroup
+from aws_constructs.node_group import ManagedNodeGroup, ManagedNodeGroupProps
 from aws_constructs.pod_identity import associate_with_addon, pod_identity_role
 from aws_constructs.security import acknowledge, managed_policy
-from efa_stack.spec.plan import ClusterPlan
+from efa_stack.spec.plan import ClusterPlan, NodeGroupPlan
 from stacks.network_stack import NetworkStack
 
 if TYPE_CHECKING:
@@ -47,6 +47,29 @@ CONTROL_PLANE_LOGS = [
     eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
     eks.ClusterLoggingTypes.SCHEDULER,
 ]
+
+
+def node_group_props(ng: NodeGroupPlan) -> ManagedNodeGroupProps:
+    """The plan of one node group as the props of :class:`aws_constructs.node_group.ManagedNodeGroup`."""
+    return ManagedNodeGroupProps(
+        name=ng.name,
+        instance_type=ng.instance_type,
+        ami_type=ng.ami_type,
+        min_size=ng.min_size,
+        desired_size=ng.desired_size,
+        max_size=ng.max_size,
+        interfaces=ng.interfaces,
+        volume_size_gib=ng.volume_size_gib,
+        volume_type=ng.volume_type,
+        placement_group=ng.placement_group,
+        capacity=ng.capacity,
+        reservation_id=ng.reservation_id,
+        labels=ng.labels,
+        taints=ng.taints,
+        tags=ng.tags,
+        hugepages_2mi_mib=ng.hugepages_2mi_mib,
+        lustre_client=ng.lustre_client,
+    )
 
 
 def endpoint_access(plan: ClusterPlan) -> eks.EndpointAccess:
@@ -159,7 +182,7 @@ class ClusterStack(Stack):
                 self,
                 f"NodeGroup-{ng.name}",
                 cluster=self.cluster,
-                plan=ng,
+                props=node_group_props(ng),
                 subnets=subnets,
                 security_group_ids=groups,
                 node_role=self.node_role,

@@ -15,7 +15,7 @@ def run_app(tmp_path, context: dict) -> subprocess.CompletedProcess:
     env["CDK_OUTDIR"] = str(tmp_path / "out")
     env["CDK_CONTEXT_JSON"] = json.dumps(context)
     return subprocess.run(
-        [sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
     )
 
 

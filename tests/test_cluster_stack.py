@@ -294,7 +294,7 @@ def test_storage_clusters_install_the_lustre_client():
     from tests.conftest import GOLDEN, golden_check
 
     s = synth_spec(str(CLUSTERS / "fsx.yaml"))
-    (name,) = [n for n, g in s.stacks.cluster.node_groups.items() if g.plan.role == "gpu"]
+    (name,) = [n for n in s.stacks.cluster.node_groups if s.plan.node_group(n).role == "gpu"]
     user_data = s.stacks.cluster.node_groups[name].launch_template.user_data
     assert "dnf install -y lustre-client" in user_data and "vm.nr_hugepages=2560" in user_data
     golden_check(GOLDEN / "user_data" / f"{s.plan.name}-{name}.mime", user_data)
