@@ -10,9 +10,6 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
-from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
-from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct
 
 from aws_constructs.node_group import ManagedNodeGroup, ManagedNodeGroupProps
@@ -24,8 +21,22 @@ from stacks.network_stack import NetworkStack
 if TYPE_CHECKING:
     import cdk8s
 
-# The kubectl in the provider's Lambda layer must match the cluster's minor version.
-KUBECTL_LAYERS = {"1.33": KubectlV33Layer, "1.34": KubectlV34Layer, "1.35": KubectlV35Layer}
+# The kubectl in the provider's Lambda layer must match the cluster's minor version: the module and
+# class of each layer. Only the cluster's own layer is imported (each is a separate jsii assembly with
+# a large asset, so loading all three would triple that cost on every synth).
+KUBECTL_LAYERS = {
+    "1.33": ("aws_cdk.lambda_layer_kubectl_v33", "KubectlV33Layer"),
+    "1.34": ("aws_cdk.lambda_layer_kubectl_v34", "KubectlV34Layer"),
+    "1.35": ("aws_cdk.lambda_layer_kubectl_v35", "KubectlV35Layer"),
+}
+
+
+def kubectl_layer(scope: Construct, id: str, kubernetes_version: str) -> Any:
+    """The kubectl Lambda layer construct for ``kubernetes_version`` (imported on first use)."""
+    import importlib
+
+    module, cls = KUBECTL_LAYERS[kubernetes_version]
+    return getattr(importlib.import_module(module), cls)(scope, id)
 
 # What nodes themselves need: join the cluster and pull images. The VPC CNI's permissions go to its
 # own service account through EKS Pod Identity, not to the node role; SSM lets operators reach nodes
@@ -112,7 +123,7 @@ class ClusterStack(Stack):
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             default_capacity=0,
             kubectl_provider_options=eks.KubectlProviderOptions(
-                kubectl_layer=KUBECTL_LAYERS[plan.kubernetes_version](self, "KubectlLayer"),
+                kubectl_layer=kubectl_layer(self, "KubectlLayer", plan.kubernetes_version),
                 # with a private-only endpoint the kubectl Lambda must run inside the VPC
                 private_subnets=network.vpc.private_subnets if not plan.endpoint_public else None,
             ),
