@@ -10,28 +10,33 @@ import os
 import sys
 from pathlib import Path
 
+import cdk8s
 from aws_cdk import App
 
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.plan import plan_from_file
+from k8s.charts import build_charts
 from k8s.dist import dist_dir, write_dist
 from stacks.app import build
 
 DEFAULT_SPEC = "clusters/default.yaml"
 
 
-def main() -> None:
-    app = App()
+def main(app: App | None = None) -> None:
+    """Synthesize ``app`` (a new :class:`aws_cdk.App` reading ``CDK_OUTDIR``/``CDK_CONTEXT_JSON`` by default)."""
+    app = app or App()
     spec_path = app.node.try_get_context("spec") or DEFAULT_SPEC
     try:
         plan = plan_from_file(spec_path)
     except SpecError as exc:
         print(exc.render(), file=sys.stderr)
         sys.exit(1)
-    build(app, plan, account=os.environ.get("CDK_DEFAULT_ACCOUNT"))
+    # The cdk8s charts are built once: the cluster stack applies them and dist/ gets the same objects.
+    charts = build_charts(plan, cdk8s.App())
+    build(app, plan, account=os.environ.get("CDK_DEFAULT_ACCOUNT"), charts=charts)
     assembly = app.synth()
     out = dist_dir(plan, Path(app.node.try_get_context("dist") or "dist"))
-    written = write_dist(plan, out)
+    written = write_dist(plan, out, charts)
     print(plan.summary(), file=sys.stderr)
     print(f"templates: {assembly.directory}", file=sys.stderr)
     print(f"manifests: {out}/ ({len(written)} files, `kubectl apply -f` in file order)", file=sys.stderr)

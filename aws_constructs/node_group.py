@@ -1,4 +1,8 @@
-"""An EKS managed node group built from a :class:`spec.plan.NodeGroupPlan`.
+"""An EKS managed node group with an EFA-ready launch template, from its own props.
+
+:class:`ManagedNodeGroupProps` says everything the construct needs, so it composes into any CDK app;
+efa-stack's cluster stack maps each :class:`spec.plan.NodeGroupPlan` to props
+(``stacks.cluster_stack.node_group_props``).
 
 For an EFA node group this is the whole set the EFA switch implies: a cluster placement group (on-demand
 capacity only, unless the plan opts out or names an existing group, which the launch template then uses), a launch template with one interface per EFA device
@@ -8,7 +12,8 @@ of its availability zone, tainted for accelerator work and labelled so the devic
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
@@ -19,7 +24,57 @@ from aws_constructs.launch_template import EfaLaunchTemplate
 from aws_constructs.security import acknowledge
 from efa_stack import contract, names
 from efa_stack.policies.nag_pack import PACK_NAME
-from efa_stack.spec.plan import LABEL_NODE_GROUP, NodeGroupPlan
+from efa_stack.spec.layout import Interface
+from efa_stack.spec.plan import LABEL_NODE_GROUP, Taint
+
+
+@dataclass(frozen=True)
+class ManagedNodeGroupProps:
+    """Props of :class:`ManagedNodeGroup`; every default is what happens when the prop is left out."""
+
+    instance_type: str
+    """EC2 instance type, set in the launch template (e.g. ``p5.48xlarge``)."""
+    name: str | None = None
+    """Node group name for the ``efa-stack.io/node-group`` tag on instances, volumes and the node group;
+    no tag when None."""
+    ami_type: str = "AL2023_X86_64_STANDARD"
+    """Member name of ``aws_eks_v2.NodegroupAmiType`` (``AL2023_X86_64_NVIDIA`` for GPU nodes)."""
+    min_size: int = 1
+    desired_size: int = 1
+    max_size: int = 1
+    interfaces: Sequence[Interface] = ()
+    """Network interfaces of the launch template (:func:`spec.layout.interface_layout`); none: the
+    instance's default ENA interface and template-level security groups."""
+    volume_size_gib: int = 200
+    """Root volume (encrypted) size in GiB."""
+    volume_type: str = "gp3"
+    volume_iops: int | None = None
+    """Provisioned IOPS of the root volume (required for io1/io2; gp3 default 3000 when None)."""
+    volume_throughput: int | None = None
+    """gp3 throughput in MiB/s (125 when None)."""
+    placement_group: bool = False
+    """Create a new cluster placement group for the nodes."""
+    placement_group_name: str | None = None
+    """An existing placement group the launch template uses instead (then leave ``placement_group`` False)."""
+    capacity: str = "on-demand"
+    """``on-demand``, ``reservation`` (a targeted capacity reservation) or ``capacity-block``."""
+    reservation_id: str | None = None
+    """The ``cr-...`` id; required unless ``capacity`` is on-demand."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Kubernetes node labels."""
+    taints: Sequence[Taint] = ()
+    """Kubernetes node taints (none by default)."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """Extra tags on the instances, volumes and node group."""
+    hugepages_2mi_mib: int = 0
+    """MiB of 2 MiB hugepages each node reserves at boot (user data); 0 reserves none."""
+    lustre_client: bool = False
+    """Install the Lustre client at boot (for FSx for Lustre volumes)."""
+
+    @property
+    def efa_enabled(self) -> bool:
+        """True when the launch template declares EFA interfaces."""
+        return any(i.is_efa for i in self.interfaces)
 
 _CAPACITY = {
     "on-demand": eks.CapacityType.ON_DEMAND,
@@ -40,14 +95,14 @@ class ManagedNodeGroup(Construct):
         id: str,
         *,
         cluster: eks.ICluster,
-        plan: NodeGroupPlan,
+        props: ManagedNodeGroupProps,
         subnets: Sequence[ec2.ISubnet],
         security_group_ids: Sequence[str],
         node_role: iam.IRole | None = None,
     ) -> None:
         super().__init__(scope, id)
-        self.plan = plan
-        tags = {LABEL_NODE_GROUP: names.node_group_label_value(plan.name), **plan.tags}
+        self.props = plan = props
+        tags = {**({LABEL_NODE_GROUP: names.node_group_label_value(plan.name)} if plan.name else {}), **plan.tags}
         self.placement_group: ec2.PlacementGroup | None = None
         if plan.placement_group:
             self.placement_group = ec2.PlacementGroup(
@@ -72,7 +127,8 @@ class ManagedNodeGroup(Construct):
             lustre_client=plan.lustre_client,
             tags=tags,
         )
-        if plan.efa_enabled and not plan.placement_group and plan.capacity == contract.ON_DEMAND:
+        if plan.efa_enabled and not plan.placement_group and plan.placement_group_name is None \
+                and plan.capacity == contract.ON_DEMAND:
             acknowledge(
                 self.launch_template, "EfaStack-EFA3",
                 "placementGroup: false in the spec: the node group opts out of its cluster placement group",

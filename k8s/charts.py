@@ -30,9 +30,7 @@ import cdk8s
 from constructs import Construct
 
 from efa_stack import contract
-from efa_stack.spec.nccl import nccl_job_plan
 from efa_stack.spec.plan import ClusterPlan, taints_of
-from efa_stack.spec.storage import storage_plan
 from k8s import efa_device_plugin, neuron_device_plugin, nvidia_device_plugin
 from k8s.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginProps
 from k8s.mpi_operator import MpiJobCrd, MpiOperator, MpiOperatorProps
@@ -97,11 +95,11 @@ def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
     MpiOperator(operator_chart, "MpiOperator", MpiOperatorProps())
     operator_chart.add_dependency(crd_chart)
 
-    job = nccl_job_plan(plan)
+    job = plan.nccl_job
     if job is not None:
         chart = charts[NCCL_TESTS] = _chart(app, NCCL_TESTS)
         target = plan.node_group(job.node_group)
-        storage = storage_plan(plan)
+        storage = plan.storage
         NcclTestsJob(chart, "NcclTests", NcclTestsJobProps(
             job=job,
             taints=target.taints,

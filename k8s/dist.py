@@ -1,7 +1,8 @@
 """Write the cluster's Kubernetes objects as plain YAML, one file per chart, for GitOps and kubectl.
 
-``write_dist(plan, outdir)`` synthesizes a standalone cdk8s App with the same charts the cluster
-stack deploys (:func:`k8s.charts.build_charts`) and writes ``outdir/<NN>-<chart id>.yaml``, e.g.::
+``write_dist(plan, outdir, charts)`` renders the chart objects the cluster stack deploys (built once per
+synth by :func:`k8s.charts.build_charts`; built here when not given) and writes
+``outdir/<NN>-<chart id>.yaml``, e.g.::
 
     dist/efa-training/10-efa-device-plugin.yaml
     dist/efa-training/11-nvidia-device-plugin.yaml
@@ -33,6 +34,7 @@ keys as cdk8s emits them (sorted), no timestamps or paths, so the files can be c
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +77,15 @@ def render_chart(plan: ClusterPlan, chart: cdk8s.Chart) -> str:
     return header + body
 
 
-def render_dist(plan: ClusterPlan) -> dict[str, str]:
-    """File name -> YAML text for every chart of ``plan``, in apply order."""
-    app = cdk8s.App()
-    return {chart_file_name(c.node.id): render_chart(plan, c) for c in build_charts(plan, app)}
+def render_dist(plan: ClusterPlan, charts: Sequence[cdk8s.Chart] | None = None) -> dict[str, str]:
+    """File name -> YAML text for every chart of ``plan``, in apply order.
+
+    ``charts`` are the ones :func:`k8s.charts.build_charts` made for ``plan`` (the same objects the
+    cluster stack applies); without them they are built here.
+    """
+    if charts is None:
+        charts = build_charts(plan, cdk8s.App())
+    return {chart_file_name(c.node.id): render_chart(plan, c) for c in charts}
 
 
 def _group_kind(obj: dict[str, Any]) -> tuple[str, str]:
@@ -119,15 +126,16 @@ def apply_script(plan: ClusterPlan, waits: list[str], second_step: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def dist_files(plan: ClusterPlan) -> dict[str, str]:
+def dist_files(plan: ClusterPlan, charts: Sequence[cdk8s.Chart] | None = None) -> dict[str, str]:
     """Relative path -> text of everything :func:`write_dist` writes, manifests in apply order, then
-    ``apply.sh``. Charts that use a kind defined by a CRD of the output go under ``after-crds/``."""
-    charts = render_dist(plan)
-    kinds = crd_kinds(charts)
+    ``apply.sh``. Charts that use a kind defined by a CRD of the output go under ``after-crds/``.
+    ``charts`` as for :func:`render_dist`."""
+    rendered = render_dist(plan, charts)
+    kinds = crd_kinds(rendered)
     first: dict[str, str] = {}
     second: dict[str, str] = {}
     waits: set[str] = set()
-    for name, text in charts.items():
+    for name, text in rendered.items():
         needed = needs_crds(text, kinds)
         if needed:
             second[f"{AFTER_CRDS_DIR}/{name}"] = text
@@ -137,15 +145,16 @@ def dist_files(plan: ClusterPlan) -> dict[str, str]:
     return {**first, **second, APPLY_SCRIPT: apply_script(plan, sorted(waits), bool(second))}
 
 
-def write_dist(plan: ClusterPlan, outdir: Path) -> list[Path]:
+def write_dist(plan: ClusterPlan, outdir: Path, charts: Sequence[cdk8s.Chart] | None = None) -> list[Path]:
     """Write the manifests (and ``apply.sh``) into ``outdir``; return the manifest paths in apply order.
+    ``charts`` as for :func:`render_dist` (app.py passes the charts the cluster stack applies).
 
     Chart files from an earlier run that this plan no longer produces (``NN-name.yaml`` in
     ``outdir`` or ``outdir/after-crds``) are removed, so a dropped or moved chart does not linger;
     other files are left alone.
     """
     outdir = Path(outdir)
-    files = dist_files(plan)
+    files = dist_files(plan, charts)
     for folder in (outdir, outdir / AFTER_CRDS_DIR):
         if not folder.is_dir():
             continue

@@ -3,28 +3,43 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
-from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
-from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct
 
-from aws_constructs.node_group import ManagedNodeGroup
+from aws_constructs.node_group import ManagedNodeGroup, ManagedNodeGroupProps
 from aws_constructs.pod_identity import associate_with_addon, pod_identity_role
 from aws_constructs.security import acknowledge, managed_policy
 from efa_stack import names
-from efa_stack.spec.plan import ClusterPlan
+from efa_stack.spec.plan import ClusterPlan, NodeGroupPlan
 from stacks.network_stack import NetworkStack
 
-# The kubectl in the provider's Lambda layer must match the cluster's minor version.
-KUBECTL_LAYERS = {"1.33": KubectlV33Layer, "1.34": KubectlV34Layer, "1.35": KubectlV35Layer}
+if TYPE_CHECKING:
+    import cdk8s
+
+# The kubectl in the provider's Lambda layer must match the cluster's minor version: the module and
+# class of each layer. Only the cluster's own layer is imported (each is a separate jsii assembly with
+# a large asset, so loading all three would triple that cost on every synth).
+KUBECTL_LAYERS = {
+    "1.33": ("aws_cdk.lambda_layer_kubectl_v33", "KubectlV33Layer"),
+    "1.34": ("aws_cdk.lambda_layer_kubectl_v34", "KubectlV34Layer"),
+    "1.35": ("aws_cdk.lambda_layer_kubectl_v35", "KubectlV35Layer"),
+}
+
+
+def kubectl_layer(scope: Construct, id: str, kubernetes_version: str) -> Any:
+    """The kubectl Lambda layer construct for ``kubernetes_version`` (imported on first use)."""
+    import importlib
+
+    module, cls = KUBECTL_LAYERS[kubernetes_version]
+    return getattr(importlib.import_module(module), cls)(scope, id)
 
 # What nodes themselves need: join the cluster and pull images. The VPC CNI's permissions go to its
 # own service account through EKS Pod Identity, not to the node role; SSM lets operators reach nodes
@@ -63,6 +78,32 @@ CONTROL_PLANE_LOGS = [
 ]
 
 
+def node_group_props(ng: NodeGroupPlan) -> ManagedNodeGroupProps:
+    """The plan of one node group as the props of :class:`aws_constructs.node_group.ManagedNodeGroup`."""
+    return ManagedNodeGroupProps(
+        name=ng.name,
+        instance_type=ng.instance_type,
+        ami_type=ng.ami_type,
+        min_size=ng.min_size,
+        desired_size=ng.desired_size,
+        max_size=ng.max_size,
+        interfaces=ng.interfaces,
+        volume_size_gib=ng.volume_size_gib,
+        volume_type=ng.volume_type,
+        volume_iops=ng.volume_iops,
+        volume_throughput=ng.volume_throughput,
+        placement_group=ng.placement_group,
+        placement_group_name=ng.placement_group_name,
+        capacity=ng.capacity,
+        reservation_id=ng.reservation_id,
+        labels=ng.labels,
+        taints=ng.taints,
+        tags=ng.tags,
+        hugepages_2mi_mib=ng.hugepages_2mi_mib,
+        lustre_client=ng.lustre_client,
+    )
+
+
 def endpoint_access(plan: ClusterPlan) -> eks.EndpointAccess:
     """eksctl's vpc.clusterEndpoints and vpc.publicAccessCIDRs as an EKS endpoint setting."""
     if not plan.endpoint_public:
@@ -79,6 +120,7 @@ class ClusterStack(Stack):
         *,
         plan: ClusterPlan,
         network: NetworkStack,
+        charts: Sequence[cdk8s.Chart] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
@@ -102,7 +144,7 @@ class ClusterStack(Stack):
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             default_capacity=0,
             kubectl_provider_options=eks.KubectlProviderOptions(
-                kubectl_layer=KUBECTL_LAYERS[plan.kubernetes_version](self, "KubectlLayer"),
+                kubectl_layer=kubectl_layer(self, "KubectlLayer", plan.kubernetes_version),
                 # with a private-only endpoint the kubectl Lambda must run inside the VPC
                 private_subnets=network.vpc.private_subnets if not plan.endpoint_public else None,
             ),
@@ -177,7 +219,7 @@ class ClusterStack(Stack):
                 self,
                 f"NodeGroup-{ng.name}",
                 cluster=self.cluster,
-                plan=ng,
+                props=node_group_props(ng),
                 subnets=subnets,
                 security_group_ids=groups,
                 node_role=self.node_role,
@@ -187,16 +229,22 @@ class ClusterStack(Stack):
             node_group.nodegroup.node.add_dependency(self.vpc_cni)
             node_group.nodegroup.node.add_dependency(self.pod_identity_agent)
             self.node_groups[ng.name] = node_group
-        self.manifests = self.add_kubernetes_charts()
+        self.manifests = self.add_kubernetes_charts(charts)
 
-    def add_kubernetes_charts(self) -> list[eks.KubernetesManifest]:
-        """Apply the cdk8s charts of :func:`k8s.charts.build_charts` in their order (CRD, operator, jobs)."""
-        import cdk8s
+    def add_kubernetes_charts(self, charts: Sequence[cdk8s.Chart] | None = None) -> list[eks.KubernetesManifest]:
+        """Apply the cdk8s charts of :func:`k8s.charts.build_charts` in their order (CRD, operator, jobs).
 
-        from k8s.charts import build_charts
+        ``charts`` are the plan's charts built once by the caller (app.py also writes them to ``dist/``);
+        without them they are built here.
+        """
+        if charts is None:
+            import cdk8s
 
+            from k8s.charts import build_charts
+
+            charts = build_charts(self.plan, cdk8s.App())
         manifests: list[eks.KubernetesManifest] = []
-        for chart in build_charts(self.plan, cdk8s.App()):
+        for chart in charts:
             manifest = self.cluster.add_cdk8s_chart(chart.node.id, chart)
             # Device plugins schedule on nodes: wait for the node groups, then keep the order.
             for group in self.node_groups.values():

@@ -309,7 +309,7 @@ def test_efa_nodes_reserve_the_hugepages_pods_request(default_synth):
     user_data = default_synth.stacks.cluster.node_groups["p5"].launch_template.user_data
     assert data["UserData"] == {"Fn::Base64": user_data}  # CloudFormation encodes it
     assert "vm.nr_hugepages=2560" in user_data and SYSCTL_FILE in user_data
-    assert default_synth.plan.spec.nccl_test.hugepages_mib == 5120
+    assert default_synth.plan.node_group("p5").hugepages_2mi_mib == 5120 == default_synth.plan.nccl_job.hugepages_mib
     golden_check(GOLDEN / "user_data" / "efa-training-p5.mime", user_data)
     assert "UserData" not in gpu_launch_template(default_synth, "system")
     assert "lustre" not in user_data
@@ -319,7 +319,7 @@ def test_storage_clusters_install_the_lustre_client():
     from tests.conftest import GOLDEN, golden_check
 
     s = synth_spec(str(CLUSTERS / "fsx.yaml"))
-    (name,) = [n for n, g in s.stacks.cluster.node_groups.items() if g.plan.role == "gpu"]
+    (name,) = [n for n in s.stacks.cluster.node_groups if s.plan.node_group(n).role == "gpu"]
     user_data = s.stacks.cluster.node_groups[name].launch_template.user_data
     assert "dnf install -y lustre-client" in user_data and "vm.nr_hugepages=2560" in user_data
     golden_check(GOLDEN / "user_data" / f"{s.plan.name}-{name}.mime", user_data)

@@ -6,12 +6,13 @@ import pytest
 
 from efa_stack.spec import catalog
 from efa_stack.spec.errors import SpecError
-from efa_stack.spec.loader import parse_spec
+from efa_stack.spec.loader import load_spec, parse_spec
 from efa_stack.spec.models import NcclTest
-from efa_stack.spec.nccl import nccl_job_plan, node_allocatable_memory_mib, size_bytes, validate_nccl, worker_memory
+from efa_stack.spec.nccl import node_allocatable_memory_mib, size_bytes, validate_nccl, worker_memory
 from efa_stack.spec.plan import LABEL_NODE_GROUP, LABEL_ROLE, build_plan
 from k8s.charts import NCCL_TESTS
 from k8s.nccl_tests import LOGS_COMMAND, START_COMMAND, logs_command, start_command
+from tests.conftest import CLUSTERS
 from tests.test_k8s_support import (
     arg_after,
     built,
@@ -130,7 +131,7 @@ def test_job_shape_launcher_workers_and_suspension():
 
 
 def test_start_and_logs_commands():
-    job = nccl_job_plan(built("default").plan)
+    job = built("default").plan.nccl_job
     assert start_command(job) == (
         "kubectl patch mpijob nccl-tests-p5 -n default --type merge "
         "-p '{\"spec\":{\"runPolicy\":{\"suspend\":false}}}'"
@@ -200,7 +201,7 @@ ncclTest:
     assert arg_after(mpirun_args(job), "-np") == "24"
     assert worker_container(job)["resources"]["limits"]["vpc.amazonaws.com/efa"] == 16
     trn = built("trn2")
-    assert nccl_job_plan(trn.plan) is None and NCCL_TESTS not in trn.manifests
+    assert trn.plan.nccl_job is None and NCCL_TESTS not in trn.manifests
 
 
 def test_size_bytes():
@@ -221,7 +222,7 @@ def problems(text: str) -> list:
 def test_default_specs_have_no_nccl_problems():
     for stem in ("default", "p4d", "p5en", "p6-b200", "trn2", "eksctl-efa-cluster"):
         b = built(stem)
-        assert validate_nccl(b.plan.spec, b.plan.node_groups) == []
+        assert validate_nccl(load_spec(CLUSTERS / f"{stem}.yaml"), b.plan.node_groups) == []
 
 
 def test_fails_sweep_that_starts_above_its_end():
@@ -274,17 +275,17 @@ def test_node_allocatable_follows_nodeadm_with_the_largest_ipv4_per_eni():
 
 def test_defaults_are_sized_from_the_gpus():
     # GIVEN no memory fields WHEN planned for 8 GPUs THEN 8 x 1 GiB /dev/shm and 8 x 4000 MiB + shm memory
-    job = nccl_job_plan(build_plan(parse_spec(spec_text())))
+    job = build_plan(parse_spec(spec_text())).nccl_job
     assert (job.shm_mib, job.memory_mib, job.hugepages_mib) == (8192, 8 * 4000 + 8192, 5120)
 
 
 def test_explicit_values_are_kept():
-    job = nccl_job_plan(build_plan(parse_spec(spec_text(extra="ncclTest:\n  memoryMiB: 64000\n  shmSizeMiB: 4096\n"))))
+    job = build_plan(parse_spec(spec_text(extra="ncclTest:\n  memoryMiB: 64000\n  shmSizeMiB: 4096\n"))).nccl_job
     assert (job.memory_mib, job.shm_mib) == (64000, 4096)
 
 
 def test_explicit_memory_keeps_the_sized_shm():
-    job = nccl_job_plan(build_plan(parse_spec(spec_text(extra="ncclTest:\n  memoryMiB: 64000\n"))))
+    job = build_plan(parse_spec(spec_text(extra="ncclTest:\n  memoryMiB: 64000\n"))).nccl_job
     assert (job.memory_mib, job.shm_mib) == (64000, 8192)
 
 
@@ -309,8 +310,8 @@ def test_sized_defaults_fit_every_efa_nvidia_instance_type_of_the_catalog():
             continue
         checked += 1
         if inst.efa_supported:
-            assert worker_memory(cfg, inst, "efa").problems(inst.name, inst.gpus) == [], inst.name
+            assert worker_memory(cfg, inst, cfg.hugepages_mib).problems(inst.name, inst.gpus) == [], inst.name
         else:
-            found = worker_memory(cfg, inst, "tcp").problems(inst.name, inst.gpus)
+            found = worker_memory(cfg, inst, 0).problems(inst.name, inst.gpus)
             assert found == [] or (len(found) == 1 and inst.name in found[0].message and found[0].field == "ncclTest")
     assert checked > 10

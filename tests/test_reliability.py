@@ -26,7 +26,7 @@ PINNED = {
 def test_pinned_logical_ids(spec):
     s = synth_spec(str(CLUSTERS / spec))
     for stack, ids in PINNED.items():
-        if stack == "storage" and s.plan.spec.storage is None:
+        if stack == "storage" and s.plan.storage is None:
             continue
         resources = s.template(stack)["Resources"]
         for lid, type_ in ids.items():

@@ -31,7 +31,7 @@ from efa_stack.policies.replacement import replaced_resources
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import parse_spec
 from efa_stack.spec.plan import build_plan
-from efa_stack.spec.storage import S3LinkPlan, bucket_name_problem, capacity_allowed, storage_plan, validate_storage
+from efa_stack.spec.storage import S3LinkPlan, bucket_name_problem, capacity_allowed, validate_storage
 from k8s.storage import StaticVolumeProps, storage_manifests
 from stacks.storage_stack import FSX_CSI_CONTROLLER_SA
 from tests.conftest import CLUSTERS, Synthesized, fail_on_warnings, normalise_assets, synth_spec, synth_text
@@ -95,7 +95,7 @@ def synth_storage(path: str) -> Synthesized:
     if getattr(stacks, "storage", None) is None:
         stack = StorageStack(
             app, f"{plan.name}-storage", plan=plan, network=stacks.network, cluster=stacks.cluster,
-            storage=storage_plan(plan), env=Environment(region=plan.region),
+            storage=plan.storage, env=Environment(region=plan.region),
         )
         Tags.of(stack).add("efa-stack.io/cluster", plan.name)
         for k, v in sorted(plan.tags.items()):
@@ -160,14 +160,13 @@ def by_kind(objects: list[dict], kind: str) -> dict:
 
 
 def test_storage_is_off_by_default(default_synth):
-    assert default_synth.plan.spec.storage is None
-    assert storage_plan(default_synth.plan) is None
+    assert default_synth.plan.storage is None
     assert not any(name.endswith("-storage") for name in default_synth.templates)
 
 
 def test_enabled_false_keeps_the_section_but_creates_nothing():
     plan = build_plan(parse_spec(with_storage("enabled: false\nstorageCapacityGiB: 3000\n")))
-    assert storage_plan(plan) is None
+    assert plan.storage is None
 
 
 def test_defaults_follow_the_gpu_node_group():
@@ -175,7 +174,7 @@ def test_defaults_follow_the_gpu_node_group():
     text = BASE.replace("managedNodeGroups:\n", "managedNodeGroups:\n  - {name: cpu, instanceType: m7i.xlarge}\n")
     # WHEN storage is turned on with defaults
     plan = build_plan(parse_spec(text + "storage: {}\n"))
-    sp = storage_plan(plan)
+    sp = plan.storage
     # THEN the file system sits in the GPU group's zone, as PERSISTENT_2 at the lowest throughput
     assert (sp.node_group, sp.availability_zone) == ("gpu", "us-west-2a")
     assert (sp.deployment_type, sp.capacity_gib, sp.per_unit_storage_throughput) == ("PERSISTENT_2", 1200, 125)
@@ -185,13 +184,13 @@ def test_defaults_follow_the_gpu_node_group():
 
 
 def test_scratch_link_uses_import_path_and_association_only_on_persistent_2():
-    sp = storage_plan(build_plan(parse_spec(SCRATCH)))
+    sp = build_plan(parse_spec(SCRATCH)).storage
     assert sp.s3.kind == "import-path" and not sp.uses_association
     assert sp.s3.data_repository_path == "s3://training-data.example/tfrecords/"
     assert sp.s3.auto_import_policy == "NEW_CHANGED"
     assert S3LinkPlan("b1b", "", "import-path", "/", True, (), ()).data_repository_path == "s3://b1b/"
     assert sp.per_unit_storage_throughput is None
-    p2 = storage_plan(build_plan(parse_spec(SCRATCH.replace("SCRATCH_2", "PERSISTENT_2"))))
+    p2 = build_plan(parse_spec(SCRATCH.replace("SCRATCH_2", "PERSISTENT_2"))).storage
     assert p2.s3.kind == "association" and p2.uses_association
 
 
@@ -319,16 +318,11 @@ def test_fails_malformed_storage_section_before_planning(section, field, fix):
     assert p.field == field and fix in p.fix
 
 
-def test_fails_bad_storage_before_any_cloudformation_even_without_build_plan():
-    """storage_plan validates again, so the storage stack can never be built from a bad section."""
+def test_fails_bad_storage_before_any_cloudformation():
+    """The storage plan exists only inside a plan, and build_plan validates the section first."""
     spec = parse_spec(with_storage("storageCapacityGiB: 3000\n"))
-    try:
-        plan = build_plan(spec)
-    except SpecError as exc:  # build_plan runs validate_storage itself
-        assert [p.field for p in exc.problems] == ["storage.storageCapacityGiB"]
-        return
     with pytest.raises(SpecError) as info:
-        storage_plan(plan)
+        build_plan(spec)
     assert [p.field for p in info.value.problems] == ["storage.storageCapacityGiB"]
 
 
@@ -697,12 +691,11 @@ def test_nccl_job_mounts_the_claim_and_nodes_get_the_lustre_client():
     import yaml
 
     from efa_stack.spec.plan import plan_from_file
-    from efa_stack.spec.storage import storage_plan
     from k8s.dist import render_dist
     from tests.conftest import CLUSTERS
 
     plan = plan_from_file(CLUSTERS / "fsx.yaml")
-    sp = storage_plan(plan)
+    sp = plan.storage
     (job,) = [o for o in yaml.safe_load_all(render_dist(plan)["40-nccl-tests.yaml"]) if o and o["kind"] == "MPIJob"]
     worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
     assert {"name": "fsx", "persistentVolumeClaim": {"claimName": sp.claim_name}} in worker["volumes"]

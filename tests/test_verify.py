@@ -354,6 +354,33 @@ def test_the_charts_target_group_is_tested_by_default_and_unknown_groups_are_ref
         verify.pick_node_group(PLAN, "nope")
 
 
+def _two_gpu_groups_plan() -> Any:
+    """The default spec plus a second EFA GPU group: the charts render the NCCL job for p5 only."""
+    text = (ROOT / "clusters" / "default.yaml").read_text().replace(
+        "systemNodeGroup:",
+        "  - {name: spare, instanceType: p5.48xlarge, minSize: 1, desiredCapacity: 1, maxSize: 1,\n"
+        "     availabilityZones: [us-west-2a], efaEnabled: true}\n\nsystemNodeGroup:",
+    )
+    return build_plan(parse_spec(text))
+
+
+def test_fails_run_nccl_on_a_group_without_a_rendered_job() -> None:
+    # GIVEN two EFA GPU groups, of which only p5 has an NCCL-tests MPIJob
+    plan = _two_gpu_groups_plan()
+    assert [j.node_group for j in plan.nccl_jobs] == ["p5"]
+    # WHEN verify is asked to run the NCCL test on the other group
+    with pytest.raises(VerifyError) as info:
+        verify.pick_node_group(plan, "spare")
+    # THEN it refuses, naming the groups that have a job
+    assert "'spare' has no NCCL-tests MPIJob" in info.value.message and "--node-group p5" in info.value.fix
+    assert verify.pick_node_group(plan, "p5").name == "p5"
+
+
+def test_fails_run_nccl_on_the_system_group() -> None:
+    with pytest.raises(VerifyError, match="has no NCCL-tests MPIJob"):
+        verify.pick_node_group(PLAN, "system")
+
+
 def test_a_spec_without_an_nccl_job_is_refused() -> None:
     with pytest.raises(VerifyError, match="makes no NCCL-tests MPIJob"):
         verify.pick_node_group(_trn_plan(), None)

@@ -13,6 +13,7 @@ collectives and its own ``nccom-test``), so :func:`nccl_job_plan` only picks NVI
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -22,8 +23,8 @@ from efa_stack.spec.catalog import InstanceType
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.models import ClusterSpec, NcclTest
 
-if TYPE_CHECKING:  # spec.plan imports this module's caller; keep the import one-way at runtime
-    from efa_stack.spec.plan import ClusterPlan, NodeGroupPlan
+if TYPE_CHECKING:  # spec.plan imports this module; keep the import one-way at runtime
+    from efa_stack.spec.plan import NodeGroupPlan
 
 Fabric = Literal["efa", "tcp", "infiniband"]
 
@@ -109,12 +110,13 @@ class WorkerMemory:
         return out
 
 
-def worker_memory(cfg: NcclTest, instance: InstanceType, fabric: str) -> WorkerMemory:
+def worker_memory(cfg: NcclTest, instance: InstanceType, hugepages_mib: int) -> WorkerMemory:
     """THE sizing rule of a worker's memory, ``/dev/shm`` and hugepages on ``instance``.
 
     ``/dev/shm`` = :data:`SHM_PER_GPU_MIB` per GPU unless ``shmSizeMiB`` is set; memory =
     :data:`MEMORY_PER_GPU_MIB` per GPU plus the ``/dev/shm`` unless ``memoryMiB`` is set; hugepages =
-    ``hugepagesMiB`` for EFA (0 otherwise). 8 GPUs: 8192 MiB ``/dev/shm``, 40192 MiB memory.
+    ``hugepages_mib``, what the worker's node reserves (:func:`node_hugepages_mib`) when the job runs
+    over EFA, 0 otherwise. 8 GPUs: 8192 MiB ``/dev/shm``, 40192 MiB memory.
     """
     gpus = instance.gpus
     explicit = frozenset(
@@ -126,7 +128,7 @@ def worker_memory(cfg: NcclTest, instance: InstanceType, fabric: str) -> WorkerM
     return WorkerMemory(
         memory_mib=memory,
         shm_mib=shm,
-        hugepages_mib=cfg.hugepages_mib if fabric == "efa" else 0,
+        hugepages_mib=hugepages_mib,
         available_mib=node_allocatable_memory_mib(instance) - DAEMONSET_MEMORY_MIB,
         explicit=explicit,
     )
@@ -161,7 +163,8 @@ class NcclJobPlan:
     efa_per_worker: int
     """``vpc.amazonaws.com/efa`` per worker: every EFA device of the node (0 unless fabric is efa)."""
     hugepages_mib: int
-    """``hugepages-2Mi`` per worker (EFA only: libfabric's bounce buffers; 0 otherwise)."""
+    """``hugepages-2Mi`` per worker: what its node reserves (``NodeGroupPlan.hugepages_2mi_mib``) when the
+    fabric is efa, 0 otherwise; never set anywhere else."""
     memory_mib: int
     shm_mib: int
     fabric: Fabric
@@ -204,16 +207,33 @@ def _is_nccl_candidate(ng: NodeGroupPlan) -> bool:
     return ng.instance.accelerator == "nvidia" and ng.gpus_per_node > 0
 
 
-def target_node_group(plan: ClusterPlan) -> NodeGroupPlan | None:
+def node_hugepages_mib(role: str, efa_enabled: bool, cfg: NcclTest) -> int:
+    """The 2 MiB hugepages (MiB) a node of a group reserves at boot: the one rule, read by the launch
+    template's user data and by the NCCL-tests workers' ``hugepages-2Mi`` request.
+
+    A node reserves what the pods efa-stack runs on it request: ``ncclTest.hugepagesMiB`` on EFA node
+    groups with NVIDIA GPUs (where NCCL runs over aws-ofi-nccl and libfabric), nothing elsewhere.
+    Hugepages are an optimisation for libfabric, not a requirement: its EFA provider allocates its
+    internal buffer pools from hugepages when it can and falls back to regular pages when it cannot
+    (ofiwg/libfabric prov/util/src/util_buf.c ``ofi_bufpool_grow``: "If we can't allocate huge pages,
+    fall back to normal allocations"; ``FI_EFA_USE_HUGE_PAGE``, default on, in fi_efa(7)). In
+    Kubernetes a container may only use the node's hugepages through a ``hugepages-2Mi`` request
+    (kubernetes.io "Manage HugePages"), and reserved pages leave the node's allocatable memory. So a
+    Trainium/Inferentia node, whose pods efa-stack does not render (no NCCL job: nccl-tests are
+    CUDA), reserves none rather than 5 GiB that no pod could use.
+    """
+    return cfg.hugepages_mib if efa_enabled and role == "gpu" else 0
+
+
+def target_node_group(node_groups: Sequence[NodeGroupPlan], cfg: NcclTest) -> NodeGroupPlan | None:
     """The node group the job runs on: ``ncclTest.nodeGroup``, else the first EFA NVIDIA group.
 
     With ``fabric`` tcp or infiniband and no EFA GPU group, the first NVIDIA group is used.
     """
-    cfg = _config(plan.spec)
     if cfg.node_group is not None:
-        ng = next((n for n in plan.node_groups if n.name == cfg.node_group), None)
+        ng = next((n for n in node_groups if n.name == cfg.node_group), None)
         return ng if ng is not None and _is_nccl_candidate(ng) else None
-    gpu_groups = [n for n in plan.node_groups if _is_nccl_candidate(n)]
+    gpu_groups = [n for n in node_groups if _is_nccl_candidate(n)]
     efa_groups = [n for n in gpu_groups if n.efa_enabled]
     if efa_groups:
         return efa_groups[0]
@@ -222,14 +242,14 @@ def target_node_group(plan: ClusterPlan) -> NodeGroupPlan | None:
     return None
 
 
-def nccl_job_plan(plan: ClusterPlan) -> NcclJobPlan | None:
-    """The nccl-tests job for ``plan``, or None when there is nothing to run it on.
+def nccl_job_plan(node_groups: Sequence[NodeGroupPlan], cfg: NcclTest) -> NcclJobPlan | None:
+    """The nccl-tests job over ``node_groups`` (planned, valid), or None when there is nothing to run it on.
 
+    Called once, by :func:`spec.plan.build_plan`; everyone else reads ``ClusterPlan.nccl_job``.
     None when the cluster has no NVIDIA GPU node group (e.g. Trainium only: nccl-tests are CUDA),
     when the default target has no EFA and the fabric is efa, or when the target's desired size is 0.
     """
-    cfg = _config(plan.spec)
-    ng = target_node_group(plan)
+    ng = target_node_group(node_groups, cfg)
     if ng is None or ng.desired_size < 1:
         return None
     if cfg.fabric == "efa" and not ng.efa_enabled:
@@ -237,7 +257,7 @@ def nccl_job_plan(plan: ClusterPlan) -> NcclJobPlan | None:
     efa = cfg.fabric == "efa"
     assert ng.instance.gpu is not None
     gpu_name = ng.instance.gpu.name
-    sized = worker_memory(cfg, ng.instance, cfg.fabric)
+    sized = worker_memory(cfg, ng.instance, ng.hugepages_2mi_mib if efa else 0)
     return NcclJobPlan(
         name=nccl_job_name(ng.name),
         namespace=NCCL_JOB_NAMESPACE,
@@ -263,10 +283,6 @@ def nccl_job_plan(plan: ClusterPlan) -> NcclJobPlan | None:
         image=cfg.image,
         suspend=cfg.suspend,
     )
-
-
-def _config(spec: ClusterSpec | None) -> NcclTest:
-    return spec.nccl_test if spec is not None else NcclTest()
 
 
 def validate_nccl(spec: ClusterSpec, node_groups: tuple[NodeGroupPlan, ...] | list[NodeGroupPlan]) -> list[Problem]:
@@ -330,5 +346,6 @@ def validate_nccl(spec: ClusterSpec, node_groups: tuple[NodeGroupPlan, ...] | li
                 f"ncclTest.nodeGroup ({target.name}).desiredCapacity", target.desired_size,
                 "the job needs at least one worker node", "raise desiredCapacity to 1 or more",
             ))
-        problems += worker_memory(cfg, target.instance, cfg.fabric).problems(target.instance_type, target.gpus_per_node)
+        hugepages = target.hugepages_2mi_mib if cfg.fabric == "efa" else 0
+        problems += worker_memory(cfg, target.instance, hugepages).problems(target.instance_type, target.gpus_per_node)
     return problems

@@ -18,9 +18,9 @@ from efa_stack.spec.catalog import InstanceType, UnknownInstanceType
 from efa_stack.spec.errors import Problem, SpecError
 from efa_stack.spec.layout import Interface, LayoutError, describe, efa_devices, interface_layout
 from efa_stack.spec.loader import load_spec
-from efa_stack.spec.models import KUBERNETES_VERSIONS, ClusterSpec, ManagedNodeGroup
-from efa_stack.spec.nccl import validate_nccl
-from efa_stack.spec.storage import validate_storage
+from efa_stack.spec.models import KUBERNETES_VERSIONS, ClusterSpec, ManagedNodeGroup, NcclTest
+from efa_stack.spec.nccl import NcclJobPlan, nccl_job_plan, node_hugepages_mib, validate_nccl
+from efa_stack.spec.storage import StoragePlan, storage_plan, validate_storage
 
 LABEL_PREFIX = contract.LABEL_PREFIX
 LABEL_NODE_GROUP = contract.LABEL_NODE_GROUP
@@ -66,7 +66,8 @@ class NodeGroupPlan:
     taints: tuple[Taint, ...]
     tags: dict[str, str] = field(hash=False, default_factory=dict)
     hugepages_2mi_mib: int = 0
-    """2 MiB hugepages each node reserves at boot for libfabric (EFA node groups; the pods' request)."""
+    """MiB of 2 MiB hugepages each node reserves at boot (:func:`spec.nccl.node_hugepages_mib`, the one
+    rule); the launch template's user data reserves them and the NCCL-tests workers request them."""
     lustre_client: bool = False
     """Install the Lustre client at boot (every managed node group, the ones that mount the FSx claim)."""
     volume_iops: int | None = None
@@ -124,7 +125,10 @@ class ClusterPlan:
     node_groups: tuple[NodeGroupPlan, ...]
     system: NodeGroupPlan
     tags: dict[str, str] = field(hash=False, default_factory=dict)
-    spec: ClusterSpec | None = field(default=None, hash=False, compare=False, repr=False)
+    nccl_job: NcclJobPlan | None = None
+    """The NCCL-tests MPIJob (:func:`spec.nccl.nccl_job_plan`), or None when no node group can run it."""
+    storage: StoragePlan | None = None
+    """FSx for Lustre storage (:func:`spec.storage.storage_plan`), or None without a ``storage`` section."""
 
     @property
     def all_node_groups(self) -> tuple[NodeGroupPlan, ...]:
@@ -133,6 +137,11 @@ class ClusterPlan:
     @property
     def efa_node_groups(self) -> tuple[NodeGroupPlan, ...]:
         return tuple(n for n in self.node_groups if n.efa_enabled)
+
+    @property
+    def nccl_jobs(self) -> tuple[NcclJobPlan, ...]:
+        """Every NCCL-tests job the charts render (zero or one today), for consumers that iterate."""
+        return (self.nccl_job,) if self.nccl_job is not None else ()
 
     def node_group(self, name: str) -> NodeGroupPlan:
         for n in self.all_node_groups:
@@ -279,7 +288,7 @@ def _node_group(
     ng: ManagedNodeGroup,
     cluster_azs: tuple[str, ...],
     problems: list[Problem],
-    hugepages_mib: int = 0,
+    nccl: NcclTest | None = None,
     lustre: bool = False,
 ) -> NodeGroupPlan | None:
     prefix = f"managedNodeGroups[{i}]"
@@ -397,7 +406,7 @@ def _node_group(
         labels=labels,
         taints=tuple(taints),
         tags=dict(ng.tags),
-        hugepages_2mi_mib=hugepages_mib if ng.efa_enabled else 0,
+        hugepages_2mi_mib=node_hugepages_mib(role, ng.efa_enabled, nccl or NcclTest()),
         # Every managed node group can run pods that mount the claim (the storage plan's tolerations
         # cover all of them), so every one gets the client.
         lustre_client=lustre,
@@ -466,7 +475,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
                 "choose another name",
             ))
         seen.add(ng.name)
-        plan = _node_group(i, ng, azs, problems, spec.nccl_test.hugepages_mib, spec.storage is not None)
+        plan = _node_group(i, ng, azs, problems, spec.nccl_test, spec.storage is not None)
         if plan is not None:
             groups.append(plan)
 
@@ -544,7 +553,8 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         node_groups=tuple(groups),
         system=system,
         tags=dict(md.tags),
-        spec=spec,
+        nccl_job=nccl_job_plan(groups, spec.nccl_test),
+        storage=storage_plan(spec.storage, groups, system),
     )
 
 

@@ -49,11 +49,11 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from efa_stack import contract
-from efa_stack.spec.errors import Problem, SpecError
+from efa_stack.spec.errors import Problem
 
 if TYPE_CHECKING:  # spec.models imports this module; keep these imports for type checkers only
     from efa_stack.spec.models import ClusterSpec
-    from efa_stack.spec.plan import ClusterPlan, NodeGroupPlan, Taint
+    from efa_stack.spec.plan import NodeGroupPlan, Taint
 
 DeploymentType = Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"]
 Compression = Literal["NONE", "LZ4"]
@@ -323,25 +323,21 @@ class StoragePlan:
         return f"{self.capacity_gib}Gi"
 
 
-def storage_plan(plan: ClusterPlan) -> StoragePlan | None:
-    """The storage plan of ``plan`` (None when the spec has no enabled ``storage`` section).
+def storage_plan(
+    st: Storage | None, node_groups: Sequence[NodeGroupPlan], system: NodeGroupPlan
+) -> StoragePlan | None:
+    """The storage plan of a validated spec section (None when absent or ``enabled: false``).
 
-    Validates again (cheap) so that a plan built without :func:`validate_storage` still fails here,
-    before any CloudFormation is written; raises :class:`SpecError`.
+    Called once, by :func:`spec.plan.build_plan`, after :func:`validate_storage` found no problem;
+    everyone else reads ``ClusterPlan.storage``. ``node_groups`` are the planned managed node groups.
     """
     from efa_stack.spec.plan import taints_of  # spec.plan imports this module
 
-    spec = plan.spec
-    st = spec.storage if spec is not None else None
     if st is None or not st.enabled:
         return None
-    problems = validate_storage(spec, plan.node_groups)
-    if problems:
-        raise SpecError(plan.name, problems)
-    if st.node_group is not None:
-        group = plan.node_group(st.node_group)
-    else:
-        group = _default_node_group(plan.node_groups) or plan.system
+    group = next((g for g in node_groups if g.name == st.node_group), None) if st.node_group is not None else None
+    if group is None:
+        group = _default_node_group(node_groups) or system
     tp = st.per_unit_storage_throughput
     if tp is None and st.deployment_type in THROUGHPUTS:
         tp = THROUGHPUTS[st.deployment_type][0]
@@ -367,5 +363,5 @@ def storage_plan(plan: ClusterPlan) -> StoragePlan | None:
         s3=link,
         mount_path=st.mount_path,
         dynamic_provisioning=st.dynamic_provisioning,
-        tolerations=taints_of(plan.node_groups),
+        tolerations=taints_of(node_groups),
     )

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from efa_stack import contract
-from efa_stack.spec.nccl import NCCL_JOB_NAMESPACE, nccl_job_plan
+from efa_stack.spec.nccl import NCCL_JOB_NAMESPACE
 from efa_stack.spec.plan import LABEL_NODE_GROUP, ClusterPlan, NodeGroupPlan
 
 Status = Literal["pass", "warn", "fail"]
@@ -426,29 +426,35 @@ def launcher_log(core: Any, job: str, namespace: str = DEFAULT_NAMESPACE) -> str
 
 def pick_node_group(plan: ClusterPlan, name: str | None) -> NodeGroupPlan:
     """The node group whose NCCL test to run: ``name``, or the one the k8s charts made the job for
-    (:func:`spec.nccl.nccl_job_plan`: ``ncclTest.nodeGroup``, else the first EFA NVIDIA group)."""
+    (``plan.nccl_job``: ``ncclTest.nodeGroup``, else the first EFA NVIDIA group).
+
+    Only a group with a rendered MPIJob can be run; any other name is refused with the groups that have one.
+    """
+    with_job = [job.node_group for job in plan.nccl_jobs]
     if name is not None:
-        for g in plan.node_groups:
-            if g.name == name:
-                return g
+        if name in with_job:
+            return plan.node_group(name)
+        known = any(g.name == name for g in plan.all_node_groups)
         raise VerifyError(
-            f"node group {name!r} is not in the spec",
-            f"use one of {', '.join(g.name for g in plan.node_groups) or '(none)'}",
+            f"node group {name!r} " + ("has no NCCL-tests MPIJob" if known else "is not in the spec"),
+            f"use --node-group {' or '.join(with_job)} (the node groups with an NCCL-tests MPIJob), "
+            "or set ncclTest.nodeGroup in the spec and deploy again"
+            if with_job else
+            "the spec makes no NCCL-tests MPIJob; drop --run-nccl, or add an NVIDIA GPU node group",
         )
-    job = nccl_job_plan(plan)
-    if job is None:
+    if not with_job:
         raise VerifyError(
             "the spec makes no NCCL-tests MPIJob (it needs an NVIDIA GPU node group with desiredCapacity >= 1, "
             "with EFA unless ncclTest.fabric says otherwise; nccl-tests are CUDA programs)",
             "drop --run-nccl, or add such a node group",
         )
-    return plan.node_group(job.node_group)
+    return plan.node_group(with_job[0])
 
 
 def _judged_instance_type(plan: ClusterPlan, group: NodeGroupPlan) -> str | None:
     """Judge the run against the EFA line rate only when the job runs over EFA (not the tcp baseline)."""
-    job = nccl_job_plan(plan)
-    if job is not None and job.node_group == group.name and job.fabric != "efa":
+    job = next((j for j in plan.nccl_jobs if j.node_group == group.name), None)
+    if job is not None and job.fabric != "efa":
         return None
     return group.instance_type
 
