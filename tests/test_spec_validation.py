@@ -274,7 +274,7 @@ def test_fails_unreadable_file(tmp_path):
     f.write_bytes(b"\xff\xfe\x00\x01garbage")
     with pytest.raises(SpecError) as info:
         load_spec(f)
-    assert "cannot be read" in info.value.problems[0].message
+    assert "not UTF-8 text" in info.value.problems[0].message
 
 
 def test_render_names_field_value_and_fix():
