@@ -194,7 +194,8 @@ def _lookup(field_name: str, name: str, problems: list[Problem]) -> InstanceType
     try:
         return catalog.get(name)
     except UnknownInstanceType as exc:
-        hint = f"did you mean {', '.join(exc.suggestions)}?" if exc.suggestions else "use an instance type from spec/data/instance_catalog.json"
+        hint = (f"did you mean {', '.join(exc.suggestions)}?" if exc.suggestions
+                else "use an instance type that `efa-stack catalog list` shows")
         problems.append(Problem(field_name, name, "unknown instance type", hint))
         return None
 
@@ -208,7 +209,6 @@ def _node_group(
     lustre: bool = False,
 ) -> NodeGroupPlan | None:
     prefix = f"managedNodeGroups[{i}]"
-    start = len(problems)
     instance = _lookup(f"{prefix}.instanceType", ng.instance_type, problems)
     sizes = _sizes(prefix, ng.min_size, ng.desired_capacity, ng.max_size, problems)
 
@@ -292,8 +292,10 @@ def _node_group(
             f"{prefix}.placementGroup", True, f"{instance.name} does not support cluster placement groups",
             "set placementGroup: false",
         ))
-    if len(problems) > start or instance is None:
+    if instance is None or (ng.efa_enabled and not interfaces):
         return None
+    # A group with problems of its own still plans (build_plan raises before the plan is used), so
+    # that the ncclTest and storage checks judge it too and every problem is reported at once.
 
     role: Role = "gpu" if instance.accelerator == "nvidia" else "neuron" if instance.accelerator == "neuron" else "cpu"
     taints = [Taint(t.key, t.value, t.effect) for t in ng.taints]
@@ -346,7 +348,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
     if region_azs is None:
         problems.append(Problem(
             "metadata.region", md.region, "unknown AWS region",
-            "use a region such as us-east-1, us-west-2 or eu-west-1 (see spec/data/regions.json)",
+            f"use one of {', '.join(sorted(catalog.regions()))}",
         ))
         region_azs = []
 
