@@ -122,13 +122,17 @@ class Storage(_Model):
     """Extension: an FSx for Lustre file system shared by the training jobs (see README "Storage")."""
 
     enabled: bool = True
+    """Create the file system (``false`` keeps the section but builds nothing)."""
     deployment_type: DeploymentType = Field("PERSISTENT_2", alias="deploymentType")
+    """FSx for Lustre deployment type."""
     storage_capacity_gib: int = Field(1200, alias="storageCapacityGiB", gt=0, le=FSX_MAX_STORAGE_CAPACITY)
     """GiB: 1200, 2400 or a multiple of 2400 (3600 for SCRATCH_1)."""
     per_unit_storage_throughput: int | None = Field(None, alias="perUnitStorageThroughput", gt=0)
     """MB/s/TiB for persistent types; default the lowest (PERSISTENT_1: 50, PERSISTENT_2: 125)."""
     data_compression: Compression = Field("NONE", alias="dataCompression")
+    """``NONE`` or ``LZ4`` compression of the file system's data."""
     s3: S3Link | None = None
+    """An S3 bucket linked to the file system (absent: none)."""
     mount_path: str = Field(DEFAULT_MOUNT_PATH, alias="mountPath", pattern=r"^/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$")
     """Where the NCCL/training job containers see the file system."""
     node_group: str | None = Field(None, alias="nodeGroup", pattern=r"^[a-zA-Z][-a-zA-Z0-9]*$")
