@@ -378,7 +378,7 @@ def _problem(err: Any, data: dict[str, Any]) -> Problem:
         )
         return Problem(field, value, "unknown field", fix)
     if kind == "missing":
-        return Problem(field, MISSING, "required field is missing", f"add '{name}' (see clusters/default.yaml)")
+        return Problem(field, MISSING, "required field is missing", f"add '{name}'{_described(loc)}")
     if kind == "literal_error":
         return Problem(field, value, "value not allowed", f"use one of {ctx.get('expected', '')}")
     if kind == "string_pattern_mismatch":
@@ -402,11 +402,22 @@ def _problem(err: Any, data: dict[str, Any]) -> Problem:
     if kind == "bool_type":
         return Problem(field, value, "not true or false", f"write {name}: true or {name}: false, without quotes")
     if kind.startswith(("bool_", "string_", "dict_", "list_", "model_", "float_")):
-        return Problem(field, value, err["msg"], f"give '{name}' a value of the right type (see clusters/default.yaml)")
+        return Problem(field, value, err["msg"], f"give '{name}' a value of the right type{_described(loc)}")
     cause = ctx.get("error")
     if isinstance(cause, FixError):
         return Problem(field, value, cause.message, cause.fix)
     return Problem(field, value, err["msg"].removeprefix("Value error, "), "correct the value")
+
+
+def _described(loc: tuple[Any, ...]) -> str:
+    """``: <the field's description>`` from the model (the schema's text), or nothing."""
+    model = _model_at(loc)
+    name = loc[-1] if loc else None
+    if model is None or not isinstance(name, str):
+        return ""
+    field = next((f for n, f in model.model_fields.items() if (f.alias or n) == name), None)
+    text = " ".join((field.description or "").split()) if field is not None else ""
+    return f": {text}" if text else ""
 
 
 def _show_len(value: Any) -> Any:
