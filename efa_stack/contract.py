@@ -78,6 +78,12 @@ FSX_VOLUME_NAME: Final = "fsx-pv"
 FSX_CLAIM_NAMESPACE: Final = "default"
 FSX_STORAGE_CLASS_NAME: Final = "fsx-lustre"
 
+# --- VPC layout ---------------------------------------------------------------------------------
+# Subnet sizes of the VPC construct, one public and one private subnet per availability zone; the
+# spec check that vpc.cidr can hold them reads the same numbers.
+PUBLIC_SUBNET_MASK: Final = 24
+PRIVATE_SUBNET_MASK: Final = 19
+
 # --- Judging NCCL results -------------------------------------------------------------------------
 # A run passes when its large-message bus bandwidth reaches this fraction of the EFA line rate.
 NCCL_PASS_THRESHOLD: Final = 0.7

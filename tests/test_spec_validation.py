@@ -388,3 +388,17 @@ def test_fails_too_many_node_groups():
 def test_fails_storage_capacity_beyond_fsx_limit():
     (p,) = structural_problems(BASE + "storage: {storageCapacityGiB: 1000000000000000}\n")
     assert p.field == "storage.storageCapacityGiB"
+
+
+def test_fails_vpc_range_too_small_for_the_subnets():
+    # GIVEN a /18 range: found by the fuzz test, where the VPC construct failed in synth with
+    # "1 of /19 exceeds remaining space of 10.20.0.0/18" (a jsii traceback instead of a spec error)
+    (p,) = problems_of(BASE + "vpc: {cidr: 10.20.0.0/18}\n")
+    assert p.field == "vpc.cidr" and p.value == "10.20.0.0/18"
+    assert "a /24 public and a /19 private subnet in each of the 2 availability zones" in p.message
+    assert "/17 or larger" in p.fix
+
+
+def test_vpc_range_that_holds_the_subnets_is_accepted():
+    text = BASE.replace("[us-west-2a, us-west-2b]", "[us-west-2a, us-west-2b, us-west-2c]") + "vpc: {cidr: 10.20.0.0/17}\n"
+    assert build_plan(parse_spec(text)).vpc_cidr == "10.20.0.0/17"

@@ -7,6 +7,7 @@ counts all read it from a :class:`NodeGroupPlan`.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -335,6 +336,26 @@ def _node_group(
     )
 
 
+def _subnets_end(zones: int) -> int:
+    """Addresses used by the VPC's subnets: the public ones first, then the private ones, each aligned."""
+    public = 1 << (32 - contract.PUBLIC_SUBNET_MASK)
+    private = 1 << (32 - contract.PRIVATE_SUBNET_MASK)
+    return -(-zones * public // private) * private + zones * private
+
+
+def _vpc_range_problems(cidr: str, zones: int) -> list[Problem]:
+    size = ipaddress.ip_network(cidr).num_addresses
+    if zones < 1 or _subnets_end(zones) <= size:
+        return []
+    prefix = next((p for p in range(32, 0, -1) if _subnets_end(zones) <= 1 << (32 - p)), 16)
+    return [Problem(
+        "vpc.cidr", cidr,
+        f"the range cannot hold a /{contract.PUBLIC_SUBNET_MASK} public and a /{contract.PRIVATE_SUBNET_MASK} "
+        f"private subnet in each of the {zones} availability zones",
+        f"use a /{prefix} or larger range (e.g. 10.0.0.0/16), or fewer availabilityZones",
+    )]
+
+
 def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
     """Validate ``spec`` against the catalog and derive the plan; raises :class:`SpecError`."""
     problems: list[Problem] = []
@@ -385,6 +406,8 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
                     "managedNodeGroups[].availabilityZones", az, f"zone is not in region {md.region}",
                     f"use zones of {md.region}: {', '.join(region_azs)}",
                 ))
+
+    problems.extend(_vpc_range_problems(spec.vpc.cidr, len(azs)))
 
     seen: set[str] = set()
     groups: list[NodeGroupPlan] = []
