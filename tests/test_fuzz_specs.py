@@ -116,7 +116,7 @@ def test_mutated_specs_end_in_a_plan_or_a_clear_error():
 EFA_TYPES = [t.name for t in catalog.efa_capable() if t.accelerator]
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.sampled_from(EFA_TYPES),
     st.integers(0, 4),
@@ -141,3 +141,56 @@ def test_generated_specs_synthesize_or_fail_clearly(instance_type, nodes, layout
     nics = [n for v in lts.values() for n in v["Properties"]["LaunchTemplateData"].get("NetworkInterfaces", [])]
     efa = [n for n in nics if n["InterfaceType"] in ("efa", "efa-only")]
     assert len(efa) == catalog.get(instance_type).max_efa_interfaces
+
+
+# Plausible values per path: mutations that mostly keep the spec valid, so that the valid ones
+# go on through synth (cdk-nag on) and a crash in a construct is found like a crash in the loader.
+PLAUSIBLE = {
+    ("managedNodeGroups", 0, "instanceType"): st.sampled_from(EFA_TYPES),
+    ("managedNodeGroups", 0, "minSize"): st.integers(0, 2),
+    ("managedNodeGroups", 0, "desiredCapacity"): st.integers(0, 3),
+    ("managedNodeGroups", 0, "maxSize"): st.integers(1, 450),
+    ("managedNodeGroups", 0, "volumeSize"): st.sampled_from([20, 200, 16384]),
+    ("managedNodeGroups", 0, "volumeType"): st.sampled_from(["gp3", "gp2"]),
+    ("managedNodeGroups", 0, "interfaceLayout"): st.sampled_from(["current", "legacy"]),
+    ("managedNodeGroups", 0, "enaOnEfaCards"): st.booleans(),
+    ("managedNodeGroups", 0, "placementGroup"): st.booleans(),
+    ("managedNodeGroups", 0, "capacity"): st.sampled_from([
+        {"type": "on-demand"}, {"type": "reservation", "reservationId": "cr-0123456789abcdef0"},
+        {"type": "capacity-block", "reservationId": "cr-0123456789abcdef0"}]),
+    ("managedNodeGroups", 0, "labels"): st.dictionaries(st.sampled_from(["team", "tier", "app"]),
+                                                         st.sampled_from(["ml", "a-b", "x1"]), max_size=2),
+    ("managedNodeGroups", 0, "taints"): st.lists(st.fixed_dictionaries({
+        "key": st.sampled_from(["dedicated", "example.com/pool"]), "value": st.sampled_from(["", "ml"]),
+        "effect": st.sampled_from(["NoSchedule", "PreferNoSchedule", "NoExecute"])}), max_size=2),
+    ("systemNodeGroup",): st.fixed_dictionaries({"minSize": st.integers(1, 3), "volumeSize": st.integers(20, 100)}),
+    ("vpc",): st.fixed_dictionaries({"cidr": st.sampled_from(["10.0.0.0/16", "10.20.0.0/18"]),
+                                     "interfaceEndpoints": st.booleans(),
+                                     "nat": st.fixed_dictionaries({"gateway": st.sampled_from(["Single", "HighlyAvailable"])})}),
+    ("ncclTest",): st.fixed_dictionaries({"fabric": st.sampled_from(["efa", "tcp"]), "iterations": st.integers(1, 50)}),
+    ("metadata", "version"): st.sampled_from(["1.33", "1.34", "1.35"]),
+}
+plausible_mutation = st.sampled_from(sorted(PLAUSIBLE, key=str)).flatmap(
+    lambda path: st.tuples(st.just(path), PLAUSIBLE[path])
+)
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(plausible_mutation, min_size=2, max_size=5))
+def test_mutated_specs_that_plan_also_synthesize(mutations):
+    # GIVEN a mutated spec; WHEN it is planned and, if valid, synthesized with cdk-nag on;
+    # THEN the only exception is a SpecError before synth, and a valid spec gives templates
+    from tests.conftest import synth_text
+
+    doc = copy.deepcopy(BASE)
+    for path, value in mutations:
+        set_path(doc, path, value)
+    text = yaml.safe_dump(doc)
+    try:
+        s = synth_text(text)
+    except SpecError as exc:
+        assert exc.problems
+        return
+    groups = s.resources("cluster", "AWS::EKS::Nodegroup")
+    assert len(groups) == 2, text  # the spec's group and the system group
+    assert s.template("network")["Resources"], text

@@ -274,7 +274,7 @@ def test_fails_unreadable_file(tmp_path):
     f.write_bytes(b"\xff\xfe\x00\x01garbage")
     with pytest.raises(SpecError) as info:
         load_spec(f)
-    assert "cannot be read" in info.value.problems[0].message
+    assert "not UTF-8 text" in info.value.problems[0].message
 
 
 def test_render_names_field_value_and_fix():
@@ -295,3 +295,116 @@ def test_shipped_specs_are_valid():
     for f in sorted(CLUSTERS.glob("*.yaml")):
         plan = plan_from_file(f)
         assert plan.node_groups, f
+
+
+# --- numbers in range, and of the right type ------------------------------------------------------
+
+
+def structural_problems(text: str) -> list:
+    with pytest.raises(SpecError) as info:
+        parse_spec(textwrap.dedent(text), source="t.yaml")
+    return info.value.problems
+
+
+@pytest.mark.parametrize("count", ["1000000000", "451"])
+def test_fails_node_count_beyond_eks_quota(count):
+    # GIVEN maxSize above EKS's 450 nodes per managed node group
+    (p,) = structural_problems(BASE.replace("maxSize: 3", f"maxSize: {count}"))
+    assert p.field == "managedNodeGroups[0].maxSize" and p.value == int(count)
+    assert "less than or equal to 450" in p.message
+    assert "450 nodes per managed node group" in p.fix and "L-BD136A63" in p.fix
+
+
+def test_node_count_at_eks_quota_is_accepted():
+    text = BASE.replace("minSize: 1\n    desiredCapacity: 2\n    maxSize: 3", "minSize: 0\n    desiredCapacity: 0\n    maxSize: 450")
+    assert build_plan(parse_spec(text)).node_groups[0].max_size == 450
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field", "value"),
+    [
+        ("maxSize: 3", "maxSize: 1.0e+40", "managedNodeGroups[0].maxSize", 1e40),
+        ("maxSize: 3", "maxSize: 3.0", "managedNodeGroups[0].maxSize", 3.0),
+        ("minSize: 1", "minSize: true", "managedNodeGroups[0].minSize", True),
+        ("desiredCapacity: 2", 'desiredCapacity: "2"', "managedNodeGroups[0].desiredCapacity", "2"),
+        ("efaEnabled: true", "efaEnabled: true\n    volumeSize: '300'", "managedNodeGroups[0].volumeSize", "300"),
+    ],
+)
+def test_fails_counts_that_are_not_whole_numbers(old, new, field, value):
+    (p,) = structural_problems(BASE.replace(old, new))
+    assert p.field == field and p.value == value
+    assert p.message == "not a whole number"
+    assert "without quotes or a decimal point" in p.fix
+
+
+@pytest.mark.parametrize(
+    ("snippet", "field"),
+    [
+        ("ncclTest: {iterations: 1.5}\n", "ncclTest.iterations"),
+        ("ncclTest: {stepFactor: true}\n", "ncclTest.stepFactor"),
+        ("ncclTest: {hugepagesMiB: '5120'}\n", "ncclTest.hugepagesMiB"),
+        ("systemNodeGroup: {minSize: 2.0}\n", "systemNodeGroup.minSize"),
+        ("storage: {storageCapacityGiB: '1200'}\n", "storage.storageCapacityGiB"),
+        ("storage: {perUnitStorageThroughput: 125.0}\n", "storage.perUnitStorageThroughput"),
+    ],
+)
+def test_fails_extension_numbers_that_are_not_whole_numbers(snippet, field):
+    (p,) = structural_problems(BASE + snippet)
+    assert p.field == field and p.message == "not a whole number"
+
+
+def test_fails_bool_given_as_text():
+    (p,) = structural_problems(BASE.replace("efaEnabled: true", 'efaEnabled: "true"'))
+    assert p.field == "managedNodeGroups[0].efaEnabled" and p.value == "true"
+    assert p.message == "not true or false"
+
+
+def test_fails_system_node_count_beyond_eks_quota():
+    (p,) = structural_problems(BASE + "systemNodeGroup: {minSize: 500}\n")
+    assert p.field == "systemNodeGroup.minSize" and "450" in p.fix
+
+
+@pytest.mark.parametrize(("vtype", "size", "ok"), [("gp3", 16384, True), ("gp3", 16385, False), ("io1", 20000, False),
+                                                 ("io2", 65536, True), ("io2", 65537, False)])
+def test_volume_size_follows_ebs_limit_of_its_type(vtype, size, ok):
+    text = BASE + f"    volumeType: {vtype}\n    volumeSize: {size}\n"
+    if ok:
+        assert parse_spec(text).managed_node_groups[0].volume_size == size
+        return
+    (p,) = structural_problems(text)
+    assert p.field == "managedNodeGroups[0].volumeSize" and p.value == size
+    assert ("io2 volumes are at most 65536 GiB" if vtype == "io2" else f"{vtype} volumes are at most 16384 GiB") in p.message \
+        or "less than or equal to 65536" in p.message
+
+
+def test_fails_too_many_node_groups():
+    group = "  - {name: g%d, instanceType: m7i.large}\n"
+    text = BASE.split("managedNodeGroups:\n")[0] + "managedNodeGroups:\n" + "".join(group % i for i in range(30))
+    (p,) = structural_problems(text)
+    assert p.field == "managedNodeGroups" and p.value == "30 node groups"
+    assert "more than 29 node groups" in p.message and "L-6D54EA21" in p.message
+
+
+def test_fails_storage_capacity_beyond_fsx_limit():
+    (p,) = structural_problems(BASE + "storage: {storageCapacityGiB: 1000000000000000}\n")
+    assert p.field == "storage.storageCapacityGiB"
+
+
+def test_fails_vpc_range_too_small_for_the_subnets():
+    # GIVEN a /26 for two zones: too small for a public and a private subnet per zone (subnet sizes are
+    # derived from the range: spec.aws_limits.subnet_plan), reported as a spec problem, not a synth crash
+    (p,) = problems_of(BASE + "vpc: {cidr: 10.20.0.0/26}\n")
+    assert p.field == "vpc.cidr" and p.value == "10.20.0.0/26"
+    assert "public and a private subnet in each of 2 availability zones" in p.message
+    assert "larger VPC CIDR" in p.fix
+
+
+def test_vpc_range_of_a_slash_18_is_accepted():
+    # the fuzz test once found /18 crashing in synth ("1 of /19 exceeds remaining space"): the subnet
+    # sizes now follow the range, so a /18 holds two zones
+    assert build_plan(parse_spec(BASE + "vpc: {cidr: 10.20.0.0/18}\n")).vpc_cidr == "10.20.0.0/18"
+
+
+def test_vpc_range_that_holds_the_subnets_is_accepted():
+    text = BASE.replace("[us-west-2a, us-west-2b]", "[us-west-2a, us-west-2b, us-west-2c]") + "vpc: {cidr: 10.20.0.0/17}\n"
+    assert build_plan(parse_spec(text)).vpc_cidr == "10.20.0.0/17"

@@ -34,6 +34,15 @@ _MISSING: Any = _Missing()
 MISSING = _MISSING
 
 
+class FixError(ValueError):
+    """A model validator's error that carries its own fix (the loader puts it in the :class:`Problem`)."""
+
+    def __init__(self, message: str, fix: str):
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+
 class SpecError(Exception):
     """One or more problems in a cluster spec; raised before any CloudFormation exists."""
 

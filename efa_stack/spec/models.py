@@ -2,8 +2,10 @@
 
 The spec is an eksctl ``ClusterConfig`` (the fields the AWS EKS EFA guide uses, unchanged) plus
 documented extension fields for what eksctl cannot say. Field names follow eksctl's camelCase.
-Every model forbids unknown fields; :mod:`spec.loader` turns pydantic's errors into
-:class:`spec.errors.Problem` messages that name the field, the value and the fix.
+Every model forbids unknown fields and is strict (a count is a whole number, not ``2.0``, ``true``
+or ``"2"``, as eksctl's Go types require); :mod:`spec.loader` turns pydantic's errors into
+:class:`spec.errors.Problem` messages that name the field, the value and the fix. Each field's
+docstring is its description in the published JSON Schema (``use_attribute_docstrings``).
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from efa_stack.spec.errors import FixError
 from efa_stack.spec.storage import Storage
 
 KUBERNETES_VERSIONS = ("1.33", "1.34", "1.35")
@@ -21,44 +24,77 @@ DEFAULT_KUBERNETES_VERSION = "1.34"
 
 NAME_PATTERN = r"^[a-zA-Z][-a-zA-Z0-9]*$"
 
+# EKS User Guide, "Amazon EKS service quotas" (https://docs.aws.amazon.com/eks/latest/userguide/
+# service-quotas.html): "Nodes per managed node group" 450 and "Managed node groups per cluster" 30
+# (per Region; the defaults, adjustable through Service Quotas). The EKS API's NodegroupScalingConfig
+# takes minSize >= 0, maxSize >= 1 and desiredSize >= 0 and defers the maximum to these quotas.
+MAX_NODES_PER_NODE_GROUP = 450
+MAX_MANAGED_NODE_GROUPS = 30
+MAX_USER_NODE_GROUPS = MAX_MANAGED_NODE_GROUPS - 1
+"""``managedNodeGroups`` entries: the quota less the system node group efa-stack adds."""
+NODES_QUOTA_FIX = (
+    f"EKS's default quota is {MAX_NODES_PER_NODE_GROUP} nodes per managed node group (Service Quotas "
+    "L-BD136A63): split the nodes over several node groups"
+)
+
+# EC2 API Reference, LaunchTemplateEbsBlockDeviceRequest.VolumeSize (the launch template carries the
+# root volume): gp2 and gp3 1-16,384 GiB, io1 4-16,384 GiB, io2 4-65,536 GiB.
+EBS_MAX_VOLUME_GIB: dict[str, int] = {"gp2": 16384, "gp3": 16384, "io1": 16384, "io2": 65536}
+MIN_VOLUME_GIB = 20
+"""Smallest root volume: the EKS-optimized AL2023 AMIs' root snapshot is 20 GiB (eksctl's examples use 20)."""
+
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, strict=True, use_attribute_docstrings=True
+    )
 
 
 class Metadata(_Model):
     name: str = Field(pattern=NAME_PATTERN, max_length=100)
+    """The cluster name; it prefixes the CloudFormation stacks and the EKS cluster."""
     region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
+    """The AWS Region to deploy into (``efa-stack catalog list`` shows the instance types it knows)."""
     version: str = DEFAULT_KUBERNETES_VERSION
+    """Kubernetes version of the EKS cluster (``1.33``, ``1.34`` or ``1.35``)."""
     tags: dict[str, str] = Field(default_factory=dict)
+    """Tags on every resource of the stacks."""
 
     @field_validator("version", mode="before")
     @classmethod
     def _version_as_text(cls, v: object) -> object:
         # An unquoted 1.34 reads as a float; keep its text so the version check can name it.
-        return str(v) if isinstance(v, (int, float)) else v
+        return str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
 
 
 class Iam(_Model):
     with_oidc: bool = Field(False, alias="withOIDC")
+    """Create the cluster's IAM OIDC provider (for IRSA)."""
 
 
 class Nat(_Model):
     gateway: Literal["Single", "HighlyAvailable"] = "Single"
+    """One NAT gateway (``Single``) or one per availability zone (``HighlyAvailable``)."""
 
 
 class ClusterEndpoints(_Model):
     public_access: bool = Field(True, alias="publicAccess")
+    """Serve the Kubernetes API on a public endpoint."""
     private_access: bool = Field(True, alias="privateAccess")
+    """Serve the Kubernetes API inside the VPC."""
 
 
 class Vpc(_Model):
     cidr: str = "10.0.0.0/16"
+    """The new VPC's IPv4 range, /16 to /20 (efa-stack always creates the VPC)."""
     nat: Nat = Nat()
+    """NAT gateways for the private subnets."""
     cluster_endpoints: ClusterEndpoints = Field(ClusterEndpoints(), alias="clusterEndpoints")
+    """Which Kubernetes API endpoints the cluster has."""
     public_access_cidrs: list[str] = Field(default_factory=list, alias="publicAccessCIDRs")
-    # extension: interface endpoints (ECR, STS, EC2, CloudWatch Logs) for private nodes
+    """CIDRs allowed to reach the public endpoint (empty: any)."""
     interface_endpoints: bool = Field(True, alias="interfaceEndpoints")
+    """Extension: interface endpoints for ECR, STS, EC2 and CloudWatch Logs, for private nodes."""
 
     @field_validator("cidr")
     @classmethod
@@ -78,15 +114,21 @@ class Vpc(_Model):
 
 class Taint(_Model):
     key: str = Field(min_length=1)
+    """The taint key."""
     value: str = ""
+    """The taint value (may be empty)."""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+    """What the taint does to pods that do not tolerate it."""
 
 
 class Capacity(_Model):
     """Extension: how the node group's instances are bought."""
 
     type: Literal["on-demand", "reservation", "capacity-block"] = "on-demand"
+    """``on-demand``; ``reservation`` (an On-Demand Capacity Reservation); ``capacity-block`` (EC2 Capacity
+    Blocks for ML)."""
     reservation_id: str | None = Field(None, alias="reservationId", pattern=r"^cr-[0-9a-f]{8,17}$")
+    """The reservation or Capacity Block to launch into (``cr-...``); required unless on-demand."""
 
 
 # EC2 CreatePlacementGroup: a group name is up to 255 ASCII characters, unique in the account and region.
@@ -97,67 +139,113 @@ class Placement(_Model):
     """eksctl ``placement`` on a managed node group: the launch template uses this existing group."""
 
     group_name: PlacementGroupName = Field(alias="groupName")
+    """The name of an existing cluster placement group."""
 
 
 class AccessScope(_Model):
     type: Literal["cluster", "namespace"] = "cluster"
+    """Where the access policy applies: the whole cluster or the listed namespaces."""
     namespaces: list[str] = Field(default_factory=list)
+    """The namespaces of a ``namespace`` scope."""
 
 
 class AccessPolicy(_Model):
     policy_arn: str = Field(alias="policyARN", pattern=r"^arn:aws[a-z-]*:eks::aws:cluster-access-policy/")
+    """An EKS access policy ARN (``arn:aws:eks::aws:cluster-access-policy/...``)."""
     access_scope: AccessScope = Field(AccessScope(), alias="accessScope")
+    """Where the policy applies."""
 
 
 class AccessEntry(_Model):
     principal_arn: str = Field(alias="principalARN", pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:")
+    """The IAM principal (user or role ARN) given access."""
     access_policies: list[AccessPolicy] = Field(alias="accessPolicies", min_length=1)
+    """The EKS access policies associated with the principal."""
 
 
 class AccessConfig(_Model):
     bootstrap_cluster_creator_admin_permissions: bool = Field(
         True, alias="bootstrapClusterCreatorAdminPermissions"
     )
+    """Give the identity that creates the cluster cluster-admin access."""
     access_entries: list[AccessEntry] = Field(default_factory=list, alias="accessEntries")
+    """EKS access entries for further principals."""
 
 
 class ManagedNodeGroup(_Model):
     # --- eksctl fields -------------------------------------------------------------------------
     name: str = Field(pattern=NAME_PATTERN, max_length=63)
+    """The node group name."""
     instance_type: str = Field(alias="instanceType")
-    min_size: int = Field(1, alias="minSize", ge=0)
-    desired_capacity: int | None = Field(None, alias="desiredCapacity", ge=0)
-    max_size: int | None = Field(None, alias="maxSize", ge=1)
+    """The EC2 instance type (``efa-stack catalog list`` shows the ones efa-stack knows)."""
+    min_size: int = Field(1, alias="minSize", ge=0, le=MAX_NODES_PER_NODE_GROUP)
+    """Fewest nodes."""
+    desired_capacity: int | None = Field(None, alias="desiredCapacity", ge=0, le=MAX_NODES_PER_NODE_GROUP)
+    """Nodes to start with; default ``minSize``."""
+    max_size: int | None = Field(None, alias="maxSize", ge=1, le=MAX_NODES_PER_NODE_GROUP)
+    """Most nodes; default the larger of ``desiredCapacity`` and 1."""
     availability_zones: list[str] | None = Field(None, alias="availabilityZones")
-    volume_size: int = Field(200, alias="volumeSize", ge=20, le=16384)
+    """The node group's zones; an EFA node group takes exactly one."""
     volume_type: Literal["gp3", "gp2", "io1", "io2"] = Field("gp3", alias="volumeType")
+    """EBS type of the root volume."""
+    volume_size: int = Field(200, alias="volumeSize", ge=MIN_VOLUME_GIB, le=max(EBS_MAX_VOLUME_GIB.values()))
+    """Root volume size in GiB (at most 16,384, or 65,536 for io2)."""
     # eksctl@99984ad pkg/apis/eksctl.io/v1alpha5/types.go NodeGroupBase: `volumeIOPS`, `volumeThroughput`
     # (MiB/s); ranges per volume type are checked in spec.plan (EBS limits, with sources).
     volume_iops: int | None = Field(None, alias="volumeIOPS", ge=1)
+    """Provisioned IOPS of the root volume (gp3, io1, io2; required for io1/io2)."""
     volume_throughput: int | None = Field(None, alias="volumeThroughput", ge=1)
+    """Throughput of a gp3 root volume in MiB/s."""
     private_networking: bool | None = Field(None, alias="privateNetworking")
+    """Nodes are always in private subnets; ``false`` is an error."""
     efa_enabled: bool = Field(False, alias="efaEnabled")
+    """Give every node all the EFA devices its instance type has (see README "What efaEnabled does")."""
     labels: dict[str, str] = Field(default_factory=dict)
+    """Kubernetes labels on the nodes."""
     taints: list[Taint] = Field(default_factory=list)
+    """Kubernetes taints on the nodes (accelerator nodes also get the GPU or Neuron taint)."""
     tags: dict[str, str] = Field(default_factory=dict)
+    """Tags on the node group."""
     # --- extensions ----------------------------------------------------------------------------
     interface_layout: Literal["current", "legacy"] = Field("current", alias="interfaceLayout")
+    """Extension: ``current`` (ENA primary + ``efa-only`` on card 0, ``efa-only`` on every further card) or
+    ``legacy`` (``efa`` interfaces, as older guides and eksctl lay them out)."""
     ena_on_efa_cards: bool = Field(False, alias="enaOnEfaCards")
+    """Extension, current layout only: an ENA interface at device 1 of every further EFA card."""
     placement_group: bool | PlacementGroupName | None = Field(None, alias="placementGroup")
-    """true: a new cluster placement group; false: none; a name: an existing group (not created here)."""
+    """Extension: true: a new cluster placement group (the default for on-demand EFA node groups); false: none;
+    a name: an existing group the nodes use (not created here; the one a capacity reservation was made in)."""
     placement: Placement | None = None
-    """eksctl's spelling of an existing group (``placement.groupName``, eksctl types.go ``Placement``)."""
+    """eksctl's spelling of an existing placement group (``placement.groupName``)."""
     capacity: Capacity = Capacity()
+    """Extension: on-demand, an On-Demand Capacity Reservation, or a Capacity Block."""
+
+    @field_validator("volume_size")
+    @classmethod
+    def _volume_size_for_type(cls, v: int, info: ValidationInfo) -> int:
+        kind = info.data.get("volume_type")
+        most = EBS_MAX_VOLUME_GIB.get(kind) if isinstance(kind, str) else None
+        if most is not None and v > most:
+            raise FixError(
+                f"{kind} volumes are at most {most} GiB",
+                f"use at most {most} GiB" + ("" if kind == "io2" else ", or volumeType: io2 (up to 65536 GiB)"),
+            )
+        return v
 
 
 class SystemNodeGroup(_Model):
     """Extension: the small CPU node group that runs add-ons and MPI launchers."""
 
     instance_type: str = Field("m7i.xlarge", alias="instanceType")
-    min_size: int = Field(2, alias="minSize", ge=1)
-    desired_capacity: int | None = Field(None, alias="desiredCapacity", ge=1)
-    max_size: int | None = Field(None, alias="maxSize", ge=1)
-    volume_size: int = Field(50, alias="volumeSize", ge=20, le=16384)
+    """A general-purpose instance type without accelerators."""
+    min_size: int = Field(2, alias="minSize", ge=1, le=MAX_NODES_PER_NODE_GROUP)
+    """Fewest nodes."""
+    desired_capacity: int | None = Field(None, alias="desiredCapacity", ge=1, le=MAX_NODES_PER_NODE_GROUP)
+    """Nodes to start with; default ``minSize``."""
+    max_size: int | None = Field(None, alias="maxSize", ge=1, le=MAX_NODES_PER_NODE_GROUP)
+    """Most nodes; default ``desiredCapacity``."""
+    volume_size: int = Field(50, alias="volumeSize", ge=MIN_VOLUME_GIB, le=EBS_MAX_VOLUME_GIB["gp3"])
+    """Root volume size in GiB (gp3)."""
 
 
 NCCL_TEST_BINARIES = (
@@ -190,6 +278,7 @@ class NcclTest(_Model):
     node_group: str | None = Field(None, alias="nodeGroup", pattern=NAME_PATTERN)
     """Which node group the job runs on; default: the first EFA node group with NVIDIA GPUs."""
     binary: Literal[NCCL_TEST_BINARIES] = "all_reduce_perf"  # type: ignore[valid-type]
+    """The nccl-tests program to run."""
     min_bytes: str = Field("8", alias="minBytes", pattern=SIZE_PATTERN)
     """nccl-tests ``-b``: smallest message (bytes, or with a K/M/G suffix)."""
     max_bytes: str = Field("16G", alias="maxBytes", pattern=SIZE_PATTERN)
@@ -217,16 +306,28 @@ class NcclTest(_Model):
 
 class ClusterSpec(_Model):
     api_version: Literal["eksctl.io/v1alpha5"] = Field("eksctl.io/v1alpha5", alias="apiVersion")
+    """eksctl's API version."""
     kind: Literal["ClusterConfig"] = "ClusterConfig"
+    """eksctl's kind."""
     metadata: Metadata
+    """Name, region, Kubernetes version and tags of the cluster."""
     iam: Iam = Iam()
+    """Cluster IAM settings."""
     availability_zones: list[str] | None = Field(None, alias="availabilityZones")
+    """Zones of the VPC's subnets (two or more); default: the node groups' zones plus the region's first."""
     vpc: Vpc = Vpc()
+    """The VPC efa-stack creates."""
     access_config: AccessConfig = Field(AccessConfig(), alias="accessConfig")
-    managed_node_groups: list[ManagedNodeGroup] = Field(alias="managedNodeGroups", min_length=1)
+    """EKS access entries."""
+    managed_node_groups: list[ManagedNodeGroup] = Field(
+        alias="managedNodeGroups", min_length=1, max_length=MAX_USER_NODE_GROUPS
+    )
+    """The node groups (EKS managed node groups)."""
     # --- extensions ----------------------------------------------------------------------------
     system_node_group: SystemNodeGroup = Field(SystemNodeGroup(), alias="systemNodeGroup")
+    """Extension: the CPU node group for add-ons and MPI launchers."""
     nccl_test: NcclTest = Field(NcclTest(), alias="ncclTest")
+    """Extension: the nccl-tests MPIJob."""
     storage: Storage | None = None
     """FSx for Lustre shared storage (spec/storage.py); absent: no file system."""
 
@@ -258,6 +359,7 @@ UNSUPPORTED_NODEGROUP_FIELDS: dict[str, str] = {
     "instanceSelector": "use instanceType",
     "spot": "use capacity.type (on-demand, reservation or capacity-block)",
     "capacityReservation": "use capacity: {type: reservation, reservationId: cr-...}",
+    "instanceMarketOptions": "use capacity: {type: capacity-block, reservationId: cr-...}",
     "launchTemplate": "remove it; efa-stack writes the launch template from the instance catalog",
     "securityGroups": "remove it; the cluster and EFA security groups are attached to every interface",
     "subnets": "use availabilityZones; the node group goes in that zone's private subnet",
@@ -280,4 +382,28 @@ UNSUPPORTED_NODEGROUP_FIELDS: dict[str, str] = {
     "bottlerocket": "remove it",
     "kubeletExtraConfig": "remove it",
     "nodeRepairConfig": "remove it",
+}
+
+# eksctl ClusterVPC fields (eksctl-io/eksctl@v0.230.0:pkg/apis/eksctl.io/v1alpha5/vpc.go) that
+# bring an existing VPC or shape one efa-stack does not build: efa-stack always creates the VPC.
+_OWN_VPC = (
+    "remove it; efa-stack always creates its own VPC (an existing VPC is not supported) "
+    "with public and private subnets in availabilityZones and vpc.cidr as its range"
+)
+UNSUPPORTED_VPC_FIELDS: dict[str, str] = {
+    "id": _OWN_VPC,
+    "subnets": _OWN_VPC,
+    "securityGroup": "remove it; efa-stack creates the cluster and EFA security groups",
+    "sharedNodeSecurityGroup": "remove it; efa-stack creates the cluster and EFA security groups",
+    "manageSharedNodeSecurityGroupRules": "remove it",
+    "extraCIDRs": "remove it; the VPC has one IPv4 range, vpc.cidr",
+    "extraIPv6CIDRs": "remove it; efa-stack builds IPv4 clusters",
+    "ipv6Cidr": "remove it; efa-stack builds IPv4 clusters",
+    "ipv6Pool": "remove it; efa-stack builds IPv4 clusters",
+    "autoAllocateIPv6": "remove it; efa-stack builds IPv4 clusters",
+    "hostnameType": "remove it",
+    "controlPlaneSubnetIDs": _OWN_VPC,
+    "controlPlaneSecurityGroupIDs": "remove it; efa-stack creates the cluster security group",
+    "controlPlaneOnPrivateSubnets": "remove it",
+    "controlPlaneEgressMode": "remove it",
 }

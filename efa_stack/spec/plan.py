@@ -7,6 +7,7 @@ counts all read it from a :class:`NodeGroupPlan`.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -292,7 +293,6 @@ def _node_group(
     lustre: bool = False,
 ) -> NodeGroupPlan | None:
     prefix = f"managedNodeGroups[{i}]"
-    start = len(problems)
     instance = _lookup(f"{prefix}.instanceType", ng.instance_type, problems)
     sizes = _sizes(prefix, ng.min_size, ng.desired_capacity, ng.max_size, problems)
 
@@ -367,8 +367,10 @@ def _node_group(
             f"{prefix}.placementGroup", True, f"{instance.name} does not support cluster placement groups",
             "set placementGroup: false",
         ))
-    if len(problems) > start or instance is None:
+    if instance is None or (ng.efa_enabled and not interfaces):
         return None
+    # A group with problems of its own still plans (build_plan raises before the plan is used), so
+    # that the ncclTest and storage checks judge it too and every problem is reported at once.
 
     role: Role = "gpu" if instance.accelerator == "nvidia" else "neuron" if instance.accelerator == "neuron" else "cpu"
     taints = [Taint(t.key, t.value, t.effect) for t in ng.taints]
@@ -427,7 +429,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
     if region_azs is None:
         problems.append(Problem(
             "metadata.region", md.region, "unknown AWS region",
-            "use a region such as us-east-1, us-west-2 or eu-west-1 (see spec/data/regions.json)",
+            f"use one of {', '.join(sorted(catalog.regions()))}",
         ))
         region_azs = []
 
@@ -464,6 +466,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
                     "managedNodeGroups[].availabilityZones", az, f"zone is not in region {md.region}",
                     f"use zones of {md.region}: {', '.join(region_azs)}",
                 ))
+
 
     seen: set[str] = set()
     groups: list[NodeGroupPlan] = []

@@ -68,6 +68,8 @@ THROUGHPUTS: dict[str, tuple[int, ...]] = {
 """Allowed ``PerUnitStorageThroughput`` (MB/s/TiB, SSD) per deployment type; scratch types take none."""
 CAPACITY_STEP_GIB: dict[str, int] = {"SCRATCH_1": 3600, "SCRATCH_2": 2400, "PERSISTENT_1": 2400, "PERSISTENT_2": 2400}
 """After 1200 and 2400 GiB, capacity grows in these increments."""
+FSX_MAX_STORAGE_CAPACITY = 2**31 - 1
+"""FSx API Reference, CreateFileSystem: ``StorageCapacity`` is an Integer (32-bit) number of GiB."""
 ASSOCIATION_TYPES = frozenset({"PERSISTENT_2"})
 """Deployment types efa-stack links to S3 with a data repository association (the rest use ImportPath)."""
 LUSTRE_VERSION = "2.15"
@@ -94,7 +96,9 @@ _BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3")
 
 class _Model(BaseModel):
     # Same settings as spec.models._Model (defined again here so that the import stays one-way).
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, strict=True, use_attribute_docstrings=True
+    )
 
 
 class S3Link(_Model):
@@ -118,12 +122,17 @@ class Storage(_Model):
     """Extension: an FSx for Lustre file system shared by the training jobs (see README "Storage")."""
 
     enabled: bool = True
+    """Create the file system (``false`` keeps the section but builds nothing)."""
     deployment_type: DeploymentType = Field("PERSISTENT_2", alias="deploymentType")
-    storage_capacity_gib: int = Field(1200, alias="storageCapacityGiB", gt=0)
+    """FSx for Lustre deployment type."""
+    storage_capacity_gib: int = Field(1200, alias="storageCapacityGiB", gt=0, le=FSX_MAX_STORAGE_CAPACITY)
+    """GiB: 1200, 2400 or a multiple of 2400 (3600 for SCRATCH_1)."""
     per_unit_storage_throughput: int | None = Field(None, alias="perUnitStorageThroughput", gt=0)
     """MB/s/TiB for persistent types; default the lowest (PERSISTENT_1: 50, PERSISTENT_2: 125)."""
     data_compression: Compression = Field("NONE", alias="dataCompression")
+    """``NONE`` or ``LZ4`` compression of the file system's data."""
     s3: S3Link | None = None
+    """An S3 bucket linked to the file system (absent: none)."""
     mount_path: str = Field(DEFAULT_MOUNT_PATH, alias="mountPath", pattern=r"^/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$")
     """Where the NCCL/training job containers see the file system."""
     node_group: str | None = Field(None, alias="nodeGroup", pattern=r"^[a-zA-Z][-a-zA-Z0-9]*$")

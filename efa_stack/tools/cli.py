@@ -169,7 +169,7 @@ def catalog_refresh(
     except (ClientError, BotoCoreError) as exc:
         abort = abort_for(exc)
         if abort is not None:
-            _fail(abort.message, abort.fix, 2)
+            _fail(abort.message, abort.fix.replace("run preflight again", "run `efa-stack catalog refresh` again"), 2)
         _fail(f"catalog refresh failed: {exc}", "check the region and the identity's ec2:Describe* permissions", 1)
     except OSError as exc:
         _fail(f"cannot write the catalog: {exc}", "pass writable paths with --catalog-output/--regions-output", 2)
