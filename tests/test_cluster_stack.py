@@ -450,20 +450,33 @@ def many_groups(n: int) -> str:
 
 
 def test_fails_too_many_resources_for_one_stack_with_the_count_and_the_limit():
-    """180 EFA node groups: 3 resources each; CloudFormation allows 500 per stack (quotas page)."""
-    from efa_stack.spec.aws_limits import CFN_MAX_RESOURCES, count_cluster_resources
+    """180 EFA node groups (a quota raised far above EKS's default): 3 resources each; CloudFormation
+    allows 500 per stack (AWS CloudFormation User Guide, "Understand CloudFormation quotas")."""
+    from efa_stack.spec.aws_limits import CFN_MAX_RESOURCES, count_cluster_resources, validate_quotas
 
-    problems = plan_problems(many_groups(180))
-    (cfn,) = [p for p in problems if "CloudFormation" in p.message]
-    assert str(count_cluster_resources([False] + [True] * 180)) in cfn.message
-    assert str(CFN_MAX_RESOURCES) in cfn.message
-    (eks_quota,) = [p for p in problems if "EKS allows" in p.message]
-    assert "adjustable" in eks_quota.fix
+    count = count_cluster_resources([False] + [True] * 180)
+    (cfn,) = validate_quotas([f"g{i}" for i in range(181)], count, [2])
+    assert cfn.field == "managedNodeGroups" and str(count) in cfn.message and str(CFN_MAX_RESOURCES) in cfn.message
+
+
+def test_every_accepted_spec_fits_one_cluster_stack():
+    """Class check: the most node groups a spec may hold, each with a new placement group, stay under
+    CloudFormation's 500 resources per stack, so the limit cannot be reached through the spec."""
+    from efa_stack.spec.aws_limits import CFN_MAX_RESOURCES, count_cluster_resources
+    from efa_stack.spec.models import MAX_USER_NODE_GROUPS
+
+    assert count_cluster_resources([False] + [True] * MAX_USER_NODE_GROUPS) <= CFN_MAX_RESOURCES
 
 
 def test_fails_more_node_groups_than_the_eks_default_quota():
     (p,) = plan_problems(many_groups(30))  # 30 + the system group
-    assert p.field == "managedNodeGroups" and "31" in str(p.value) and "Service Quotas" in p.fix
+    assert p.field == "managedNodeGroups" and p.value == "30 node groups"
+    assert "L-6D54EA21" in p.message and "30 managed node groups" in p.message
+
+
+def test_fails_180_node_groups_before_any_cloudformation():
+    (p,) = plan_problems(many_groups(180))
+    assert p.field == "managedNodeGroups" and p.value == "180 node groups"
 
 
 def test_resources_per_node_group_match_the_synthesized_node_group(default_synth):

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from efa_stack.spec.nccl import nccl_job_plan
 from k8s.nccl_tests import GATE_NAME, HOSTFILE_ENV, NcclTestsJobProps, wait_for_workers_script
 from tests.test_k8s_support import built, launcher_command, mpirun_args
 
@@ -84,7 +83,7 @@ def _stub(bin_dir: Path, name: str, body: str) -> None:
 
 
 def _run_gate(tmp_path: Path, hosts: list[str], reachable: set[str], wait_s: int) -> subprocess.CompletedProcess:
-    props = replace(NcclTestsJobProps(job=nccl_job_plan(built("default").plan)), worker_wait_seconds=wait_s,
+    props = replace(NcclTestsJobProps(job=built("default").plan.nccl_job), worker_wait_seconds=wait_s,
                     worker_wait_interval_seconds=1)
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("".join(f"{h} slots=8\n" for h in hosts))
@@ -125,4 +124,4 @@ def test_fails_gate_with_an_empty_hostfile(tmp_path):
 
 def test_fails_negative_wait():
     with pytest.raises(ValueError, match="worker_wait_seconds"):
-        NcclTestsJobProps(job=nccl_job_plan(built("default").plan), worker_wait_seconds=-1)
+        NcclTestsJobProps(job=built("default").plan.nccl_job, worker_wait_seconds=-1)

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from efa_stack import contract, names
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.models import NAME_PATTERN, ClusterSpec
-from efa_stack.spec.nccl import nccl_job_plan
 from efa_stack.spec.plan import build_plan
 
 
@@ -105,7 +104,7 @@ def test_derivations():
 
 def test_uppercase_node_group_gets_a_lowercase_mpijob():
     plan = build_plan(ClusterSpec.model_validate(spec_dict(group="GpuP5")))
-    job = nccl_job_plan(plan)
+    job = plan.nccl_job
     assert job is not None and job.name == "nccl-tests-gpup5"
     assert names.DNS1123_SUBDOMAIN.ok(job.name)
     assert plan.node_group("GpuP5").labels[contract.LABEL_NODE_GROUP] == "GpuP5"
@@ -208,14 +207,15 @@ _name = st.from_regex(re.compile(NAME_PATTERN.rstrip("$") + r"\Z"), fullmatch=Tr
 )
 def test_every_derived_name_of_an_accepted_spec_is_valid(cluster, group, desired):
     try:
-        plan = build_plan(ClusterSpec.model_validate(spec_dict(cluster=cluster, group=group, desired=desired)))
+        spec = ClusterSpec.model_validate(spec_dict(cluster=cluster, group=group, desired=desired))
+        plan = build_plan(spec)
     except SpecError as exc:
         assert all(p.field in ("metadata.name", "ncclTest.nodeGroup", "managedNodeGroups[0].name")
                    for p in exc.problems), exc.render()
         return
-    job = nccl_job_plan(plan)
+    job = plan.nccl_job
     target = (job.node_group, job.workers) if job is not None else None
-    for rule, value in names.all_names(plan.spec, target):
+    for rule, value in names.all_names(spec, target):
         assert rule.ok(value), (rule.target, value, rule.violation(value))
     for ng in plan.all_node_groups:
         for key, value in ng.labels.items():

@@ -272,7 +272,7 @@ def _tiny_stacks(monkeypatch):
         ec2.SecurityGroup(stack, "Ssh", vpc=vpc).add_ingress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(22))
         return stack
 
-    def cluster(scope, id_, *, plan, network, env, description=None):
+    def cluster(scope, id_, *, plan, network, env, charts=None, description=None):
         stack = Stack(scope, id_, env=env)
         _launch_template(stack, "Lt", ["sg-0123456789abcdef0"], placement=ec2.CfnLaunchTemplate.PlacementProperty(group_name="pg"))
         return stack

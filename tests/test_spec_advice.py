@@ -26,7 +26,7 @@ def test_fails_every_problem_reported_with_a_group_that_has_one_already():
     text = BASE.replace("privateNetworking: true", "privateNetworking: false") + "ncclTest: {memoryMiB: 4000000}\n"
     # WHEN it is planned, THEN both problems are reported, not only the first
     fields = [p.field for p in problems_of(text)]
-    assert fields == ["managedNodeGroups[0].privateNetworking", "ncclTest.memoryMiB/hugepagesMiB"]
+    assert fields == ["managedNodeGroups[0].privateNetworking", "ncclTest.memoryMiB"]
 
 
 def test_fails_every_problem_reported_with_an_unknown_instance_type():
@@ -35,7 +35,7 @@ def test_fails_every_problem_reported_with_an_unknown_instance_type():
             + "    capacity: {type: reservation}\n"
             + "  - {name: cpu, instanceType: m7i.large, privateNetworking: false}\n"
             + "systemNodeGroup: {instanceType: g5.xlarge}\n"
-            + "ncclTest: {shmSizeMiB: 9000}\n")
+            + "ncclTest: {nodeGroup: nope}\n")
     fields = [p.field for p in problems_of(text)]
     assert fields == [
         "managedNodeGroups[0].instanceType",
@@ -43,7 +43,7 @@ def test_fails_every_problem_reported_with_an_unknown_instance_type():
         "managedNodeGroups[0].capacity.reservationId",
         "managedNodeGroups[1].privateNetworking",
         "systemNodeGroup.instanceType",
-        "ncclTest.shmSizeMiB",
+        "ncclTest.nodeGroup",
     ]
 
 

@@ -391,12 +391,12 @@ def test_fails_storage_capacity_beyond_fsx_limit():
 
 
 def test_fails_vpc_range_too_small_for_the_subnets():
-    # GIVEN a /26 for two zones: too small for a public and a private subnet per zone (subnet sizes are
-    # derived from the range: spec.aws_limits.subnet_plan), reported as a spec problem, not a synth crash
-    (p,) = problems_of(BASE + "vpc: {cidr: 10.20.0.0/26}\n")
-    assert p.field == "vpc.cidr" and p.value == "10.20.0.0/26"
-    assert "public and a private subnet in each of 2 availability zones" in p.message
-    assert "larger VPC CIDR" in p.fix
+    # GIVEN a /20 and 2 zones whose private subnets (derived from the range by
+    # spec.aws_limits.subnet_plan) cannot hold 450 p5 nodes with 32 addressed efa interfaces each
+    text = BASE.replace("maxSize: 3", "maxSize: 450\n    interfaceLayout: legacy") + "vpc: {cidr: 10.20.0.0/20}\n"
+    (p,) = problems_of(text)
+    assert p.field == "vpc.cidr" and p.value == "10.20.0.0/20"
+    assert "cannot hold" in p.message and "larger VPC CIDR" in p.fix
 
 
 def test_vpc_range_of_a_slash_18_is_accepted():

@@ -177,9 +177,8 @@ def validate_network(cidr: str, zones: int, addresses_per_zone: dict[str, int]) 
 # --- CloudFormation and EKS quotas -----------------------------------------------------------------
 # AWS CloudFormation User Guide, "Understand CloudFormation quotas": 500 resources per stack (hard).
 CFN_MAX_RESOURCES = 500
-# Amazon EKS User Guide, "Amazon EKS service quotas": managed node groups per cluster, 30 by default
-# (adjustable through Service Quotas).
-EKS_MAX_NODE_GROUPS = 30
+# EKS's "Managed node groups per cluster" quota is enforced where the spec is read
+# (spec.models.MAX_MANAGED_NODE_GROUPS), so every accepted spec stays within it.
 # Amazon EC2 User Guide, "Amazon VPC quotas": security groups per network interface, 5 by default
 # (adjustable up to 16).
 MAX_SECURITY_GROUPS_PER_ENI = 5
@@ -200,13 +199,6 @@ def validate_quotas(
             f"the cluster stack would hold {cluster_stack_resources} resources; CloudFormation allows "
             f"{CFN_MAX_RESOURCES} per stack",
             "use fewer node groups (larger maxSize on each) or split the cluster into several specs",
-        ))
-    if len(node_groups) > EKS_MAX_NODE_GROUPS:
-        problems.append(Problem(
-            "managedNodeGroups", f"{len(node_groups)} node groups (with the system group)",
-            f"EKS allows {EKS_MAX_NODE_GROUPS} managed node groups per cluster by default",
-            "use fewer node groups, or raise the 'Managed node groups per cluster' quota in Service Quotas "
-            "first (it is adjustable)",
         ))
     worst = max(security_groups_per_interface, default=0)
     if worst > MAX_SECURITY_GROUPS_PER_ENI:

@@ -298,10 +298,12 @@ class NcclTest(_Model):
     """Create the MPIJob suspended so that a deploy does not start GPU work."""
     hugepages_mib: int = Field(5120, alias="hugepagesMiB", ge=0, le=1048576)
     """``hugepages-2Mi`` per worker for libfabric (EFA only; 0 requests none)."""
-    memory_mib: int = Field(8000, alias="memoryMiB", ge=256, le=4194304)
-    """Memory request and limit per worker (hugepages need a memory request)."""
-    shm_mib: int = Field(2048, alias="shmSizeMiB", ge=64, le=4194304)
-    """Size limit of the memory-backed ``/dev/shm`` per worker (counts against ``memoryMiB``)."""
+    memory_mib: int | None = Field(None, alias="memoryMiB", ge=256, le=4194304)
+    """Memory request and limit per worker (hugepages need a memory request); when unset, sized from the
+    node's GPUs: 4000 MiB per GPU plus the ``/dev/shm`` (spec.nccl.worker_memory)."""
+    shm_mib: int | None = Field(None, alias="shmSizeMiB", ge=64, le=4194304)
+    """Size limit of the memory-backed ``/dev/shm`` per worker (counts against ``memoryMiB``); when unset,
+    1024 MiB per GPU."""
 
 
 class ClusterSpec(_Model):

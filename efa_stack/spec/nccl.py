@@ -121,10 +121,10 @@ def worker_memory(cfg: NcclTest, instance: InstanceType, hugepages_mib: int) -> 
     gpus = instance.gpus
     explicit = frozenset(
         alias for name, alias in (("memory_mib", "memoryMiB"), ("shm_mib", "shmSizeMiB"), ("hugepages_mib", "hugepagesMiB"))
-        if name in cfg.model_fields_set
+        if name in cfg.model_fields_set and getattr(cfg, name) is not None
     )
-    shm = cfg.shm_mib if "shmSizeMiB" in explicit else SHM_PER_GPU_MIB * gpus
-    memory = cfg.memory_mib if "memoryMiB" in explicit else MEMORY_PER_GPU_MIB * gpus + shm
+    shm = cfg.shm_mib if cfg.shm_mib is not None else SHM_PER_GPU_MIB * gpus
+    memory = cfg.memory_mib if cfg.memory_mib is not None else MEMORY_PER_GPU_MIB * gpus + shm
     return WorkerMemory(
         memory_mib=memory,
         shm_mib=shm,

@@ -7,7 +7,6 @@ counts all read it from a :class:`NodeGroupPlan`.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
