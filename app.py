@@ -17,7 +17,7 @@ from efa_stack.spec.errors import SpecError
 from efa_stack.spec.plan import plan_from_file
 from k8s.charts import build_charts
 from k8s.dist import dist_dir, write_dist
-from stacks.app import build
+from stacks.compose import build
 
 DEFAULT_SPEC = "clusters/default.yaml"
 

@@ -78,6 +78,10 @@ FSX_VOLUME_NAME: Final = "fsx-pv"
 FSX_CLAIM_NAMESPACE: Final = "default"
 FSX_STORAGE_CLASS_NAME: Final = "fsx-lustre"
 
+# --- Checks of the command line (preflight, verify) ------------------------------------------------
+CheckStatus = Literal["pass", "warn", "fail"]
+"""The outcome of one preflight or verify check."""
+
 # --- Judging NCCL results -------------------------------------------------------------------------
 # A run passes when its large-message bus bandwidth reaches this fraction of the EFA line rate.
 NCCL_PASS_THRESHOLD: Final = 0.7

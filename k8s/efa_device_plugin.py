@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cdk8s_plus_33 import k8s as kplus
+from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
 from efa_stack import contract
@@ -81,20 +81,20 @@ class EfaDevicePlugin(Construct):
         p = props
         selector = {"name": NAME}
         mounts = [
-            kplus.VolumeMount(name="device-plugin", mount_path=DEVICE_PLUGIN_DIR),
-            kplus.VolumeMount(name="infiniband-volume", mount_path=INFINIBAND_DIR),
-            kplus.VolumeMount(name="neuron-tools", mount_path=NEURON_TOOLS_DIR),
+            k8s_l1.VolumeMount(name="device-plugin", mount_path=DEVICE_PLUGIN_DIR),
+            k8s_l1.VolumeMount(name="infiniband-volume", mount_path=INFINIBAND_DIR),
+            k8s_l1.VolumeMount(name="neuron-tools", mount_path=NEURON_TOOLS_DIR),
         ]
         volumes = [
-            kplus.Volume(name="device-plugin", host_path=kplus.HostPathVolumeSource(path=DEVICE_PLUGIN_DIR)),
-            kplus.Volume(name="infiniband-volume", host_path=kplus.HostPathVolumeSource(path=INFINIBAND_DIR)),
-            kplus.Volume(
+            k8s_l1.Volume(name="device-plugin", host_path=k8s_l1.HostPathVolumeSource(path=DEVICE_PLUGIN_DIR)),
+            k8s_l1.Volume(name="infiniband-volume", host_path=k8s_l1.HostPathVolumeSource(path=INFINIBAND_DIR)),
+            k8s_l1.Volume(
                 name="neuron-tools",
-                host_path=kplus.HostPathVolumeSource(path=NEURON_TOOLS_DIR, type="DirectoryOrCreate"),
+                host_path=k8s_l1.HostPathVolumeSource(path=NEURON_TOOLS_DIR, type="DirectoryOrCreate"),
             ),
         ]
         # the chart's values.yaml securityContext, on every node it serves
-        security = kplus.SecurityContext(
+        security = k8s_l1.SecurityContext(
             allow_privilege_escalation=True, privileged=True, run_as_non_root=False, run_as_user=0
         )
         self.daemon_set = node_daemon_set(
@@ -109,18 +109,18 @@ class EfaDevicePlugin(Construct):
                 f"{INFINIBAND_DIR} and reads Neuron-EFA topology from {NEURON_TOOLS_DIR} (created if absent); "
                 "runs privileged as root on the host network, as the aws/eks-charts aws-efa-k8s-device-plugin chart"
             ),
-            pod=kplus.PodSpec(
+            pod=k8s_l1.PodSpec(
                 automount_service_account_token=False,
                 host_network=True,
                 priority_class_name=SYSTEM_NODE_CRITICAL,
                 tolerations=tolerations(p.tolerate, critical_addons=True),
                 affinity=required_node_affinity(LabelRequirement(LABEL_EFA, "In", ("true",))),
                 containers=[
-                    kplus.Container(
+                    k8s_l1.Container(
                         name=NAME,
                         image=p.image,
                         security_context=security,
-                        resources=kplus.ResourceRequirements(
+                        resources=k8s_l1.ResourceRequirements(
                             requests={
                                 "cpu": millicores(p.cpu_millicores),
                                 "memory": mebibytes(p.memory_mib),

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import cdk8s
-from cdk8s_plus_33 import k8s as kplus
+from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
 from efa_stack import contract
@@ -64,9 +64,9 @@ class MpiOperatorProps:
     memory_mib: int = 128
 
 
-def cluster_role_rules() -> list[kplus.PolicyRule]:
+def cluster_role_rules() -> list[k8s_l1.PolicyRule]:
     """What the controller reads and writes (see the module docstring for the sources)."""
-    r = kplus.PolicyRule
+    r = k8s_l1.PolicyRule
     return [
         r(api_groups=[""], resources=["configmaps", "secrets", "services"],
           verbs=["create", "get", "list", "watch", "update", "delete"]),
@@ -87,46 +87,46 @@ class MpiOperator(Construct):
         super().__init__(scope, id)
         props = props or MpiOperatorProps()
         meta = {"labels": dict(LABELS)}
-        self.namespace = kplus.KubeNamespace(self, "Namespace", metadata=kplus.ObjectMeta(name=NAMESPACE, **meta))
-        self.service_account = kplus.KubeServiceAccount(
-            self, "ServiceAccount", metadata=kplus.ObjectMeta(name=NAME, namespace=NAMESPACE, **meta)
+        self.namespace = k8s_l1.KubeNamespace(self, "Namespace", metadata=k8s_l1.ObjectMeta(name=NAMESPACE, **meta))
+        self.service_account = k8s_l1.KubeServiceAccount(
+            self, "ServiceAccount", metadata=k8s_l1.ObjectMeta(name=NAME, namespace=NAMESPACE, **meta)
         )
-        self.cluster_role = kplus.KubeClusterRole(
-            self, "ClusterRole", metadata=kplus.ObjectMeta(name=NAME, **meta), rules=cluster_role_rules()
+        self.cluster_role = k8s_l1.KubeClusterRole(
+            self, "ClusterRole", metadata=k8s_l1.ObjectMeta(name=NAME, **meta), rules=cluster_role_rules()
         )
-        self.cluster_role_binding = kplus.KubeClusterRoleBinding(
+        self.cluster_role_binding = k8s_l1.KubeClusterRoleBinding(
             self,
             "ClusterRoleBinding",
-            metadata=kplus.ObjectMeta(name=NAME, **meta),
-            role_ref=kplus.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=NAME),
-            subjects=[kplus.Subject(kind="ServiceAccount", name=NAME, namespace=NAMESPACE)],
+            metadata=k8s_l1.ObjectMeta(name=NAME, **meta),
+            role_ref=k8s_l1.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=NAME),
+            subjects=[k8s_l1.Subject(kind="ServiceAccount", name=NAME, namespace=NAMESPACE)],
         )
-        self.deployment = kplus.KubeDeployment(
+        self.deployment = k8s_l1.KubeDeployment(
             self,
             "Deployment",
-            metadata=kplus.ObjectMeta(name=NAME, namespace=NAMESPACE, **meta),
-            spec=kplus.DeploymentSpec(
+            metadata=k8s_l1.ObjectMeta(name=NAME, namespace=NAMESPACE, **meta),
+            spec=k8s_l1.DeploymentSpec(
                 replicas=1,
-                selector=kplus.LabelSelector(match_labels=dict(LABELS)),
-                template=kplus.PodTemplateSpec(
-                    metadata=kplus.ObjectMeta(labels=dict(LABELS)),
-                    spec=kplus.PodSpec(
+                selector=k8s_l1.LabelSelector(match_labels=dict(LABELS)),
+                template=k8s_l1.PodTemplateSpec(
+                    metadata=k8s_l1.ObjectMeta(labels=dict(LABELS)),
+                    spec=k8s_l1.PodSpec(
                         service_account_name=NAME,
                         node_selector=dict(props.node_selector),
                         containers=[
-                            kplus.Container(
+                            k8s_l1.Container(
                                 name=NAME,
                                 image=props.image,
                                 args=["-alsologtostderr", "--lock-namespace", NAMESPACE],
-                                resources=kplus.ResourceRequirements(
+                                resources=k8s_l1.ResourceRequirements(
                                     requests={
                                         "cpu": millicores(props.cpu_millicores),
                                         "memory": mebibytes(props.memory_mib),
                                     }
                                 ),
-                                security_context=kplus.SecurityContext(
+                                security_context=k8s_l1.SecurityContext(
                                     allow_privilege_escalation=False,
-                                    capabilities=kplus.Capabilities(drop=["ALL"]),
+                                    capabilities=k8s_l1.Capabilities(drop=["ALL"]),
                                 ),
                             )
                         ],

@@ -2,7 +2,7 @@
 
 The MPIJob fields are frozen dataclasses that mirror mpi-operator's ``pkg/apis/kubeflow/v2beta1``
 types (names, enums, defaults), the pod templates are the generated Kubernetes classes of
-cdk8s-plus (``kplus.PodTemplateSpec``), so a misspelt field fails in Python, not in the cluster.
+cdk8s-plus (``k8s_l1.PodTemplateSpec``), so a misspelt field fails in Python, not in the cluster.
 The structural CRD in ``k8s/crds/mpijob.yaml`` describes the same fields; a test validates every
 MPIJob efa-stack renders against it.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 import cdk8s
-from cdk8s_plus_33 import k8s as kplus
+from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
 from k8s.mpi_operator import API_VERSION, KIND
@@ -63,7 +63,7 @@ class ReplicaSpec:
     """``spec.mpiReplicaSpecs.<Launcher|Worker>``: how many pods, their restart policy and template."""
 
     replicas: int
-    template: kplus.PodTemplateSpec
+    template: k8s_l1.PodTemplateSpec
     restart_policy: RestartPolicy | None = None
 
     def __post_init__(self) -> None:
@@ -118,13 +118,13 @@ class MpiJobSpec:
         return out
 
 
-def pod_template_json(template: kplus.PodTemplateSpec) -> dict[str, Any]:
+def pod_template_json(template: k8s_l1.PodTemplateSpec) -> dict[str, Any]:
     """Render a typed PodTemplateSpec to its Kubernetes JSON (camelCase, quantities resolved).
 
     Uses the generated ``KubePodTemplate`` class in a throwaway chart that is never synthesized.
     """
     scratch = cdk8s.Chart(cdk8s.App(), "pod-template")
-    return kplus.KubePodTemplate(scratch, "t", template=template).to_json()["template"]
+    return k8s_l1.KubePodTemplate(scratch, "t", template=template).to_json()["template"]
 
 
 class MpiJob(Construct):

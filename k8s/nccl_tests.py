@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cdk8s_plus_33 import k8s as kplus
+from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
 from efa_stack import contract
@@ -262,10 +262,10 @@ def launcher_command(props: NcclTestsJobProps) -> list[str]:
     return ["/bin/bash", "-c", wait_for_workers_script(props), GATE_NAME, *mpirun_command(props)]
 
 
-def worker_resources(props: NcclTestsJobProps) -> dict[str, kplus.Quantity]:
+def worker_resources(props: NcclTestsJobProps) -> dict[str, k8s_l1.Quantity]:
     """Requests = limits for a worker (extended resources must match; Guaranteed-style memory)."""
     job = props.job
-    res: dict[str, kplus.Quantity] = {
+    res: dict[str, k8s_l1.Quantity] = {
         GPU_RESOURCE: count(job.gpus_per_worker),
         "memory": mebibytes(job.memory_mib),
     }
@@ -285,23 +285,23 @@ class NcclTestsJob(Construct):
         super().__init__(scope, id)
         job = props.job
         self.props = props
-        env = [kplus.EnvVar(name=k, value=v) for k, v in fabric_env(props)]
+        env = [k8s_l1.EnvVar(name=k, value=v) for k, v in fabric_env(props)]
         worker_labels = {LABEL_JOB: job.name, LABEL_MPI_ROLE: "worker"}
         launcher_labels = {LABEL_JOB: job.name, LABEL_MPI_ROLE: "launcher"}
 
-        launcher = kplus.PodTemplateSpec(
-            metadata=kplus.ObjectMeta(labels=launcher_labels),
-            spec=kplus.PodSpec(
+        launcher = k8s_l1.PodTemplateSpec(
+            metadata=k8s_l1.ObjectMeta(labels=launcher_labels),
+            spec=k8s_l1.PodSpec(
                 node_selector=dict(props.launcher_node_selector),
                 containers=[
-                    kplus.Container(
+                    k8s_l1.Container(
                         name="launcher",
                         image=job.image,
                         image_pull_policy="IfNotPresent",
                         command=launcher_command(props),
                         env=env,
-                        resources=kplus.ResourceRequirements(
-                            requests={"cpu": kplus.Quantity.from_string("500m"), "memory": mebibytes(512)}
+                        resources=k8s_l1.ResourceRequirements(
+                            requests={"cpu": k8s_l1.Quantity.from_string("500m"), "memory": mebibytes(512)}
                         ),
                     )
                 ],
@@ -309,43 +309,43 @@ class NcclTestsJob(Construct):
         )
         resources = worker_resources(props)
         security = (
-            kplus.SecurityContext(capabilities=kplus.Capabilities(add=["IPC_LOCK"]))
+            k8s_l1.SecurityContext(capabilities=k8s_l1.Capabilities(add=["IPC_LOCK"]))
             if job.fabric == "infiniband" else None
         )
-        worker = kplus.PodTemplateSpec(
-            metadata=kplus.ObjectMeta(labels=worker_labels),
-            spec=kplus.PodSpec(
+        worker = k8s_l1.PodTemplateSpec(
+            metadata=k8s_l1.ObjectMeta(labels=worker_labels),
+            spec=k8s_l1.PodSpec(
                 node_selector={LABEL_NODE_GROUP: job.node_group},
                 tolerations=tolerations(props.taints) or None,
                 affinity=one_pod_per_node(worker_labels),
                 containers=[
                     # No command: the operator starts sshd (/usr/sbin/sshd -De) for mpirun to reach.
-                    kplus.Container(
+                    k8s_l1.Container(
                         name="worker",
                         image=job.image,
                         image_pull_policy="IfNotPresent",
                         env=env,
-                        resources=kplus.ResourceRequirements(limits=resources, requests=resources),
+                        resources=k8s_l1.ResourceRequirements(limits=resources, requests=resources),
                         security_context=security,
-                        volume_mounts=[kplus.VolumeMount(name="dshm", mount_path="/dev/shm")]
+                        volume_mounts=[k8s_l1.VolumeMount(name="dshm", mount_path="/dev/shm")]
                         + (
-                            [kplus.VolumeMount(name="fsx", mount_path=props.storage_mount_path)]
+                            [k8s_l1.VolumeMount(name="fsx", mount_path=props.storage_mount_path)]
                             if props.storage_claim
                             else []
                         ),
                     )
                 ],
                 volumes=[
-                    kplus.Volume(
+                    k8s_l1.Volume(
                         name="dshm",
-                        empty_dir=kplus.EmptyDirVolumeSource(medium="Memory", size_limit=mebibytes(job.shm_mib)),
+                        empty_dir=k8s_l1.EmptyDirVolumeSource(medium="Memory", size_limit=mebibytes(job.shm_mib)),
                     )
                 ]
                 + (
                     [
-                        kplus.Volume(
+                        k8s_l1.Volume(
                             name="fsx",
-                            persistent_volume_claim=kplus.PersistentVolumeClaimVolumeSource(
+                            persistent_volume_claim=k8s_l1.PersistentVolumeClaimVolumeSource(
                                 claim_name=props.storage_claim
                             ),
                         )

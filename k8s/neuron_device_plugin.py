@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cdk8s_plus_33 import k8s as kplus
+from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
 from efa_stack import contract
@@ -54,28 +54,28 @@ class NeuronDevicePlugin(Construct):
     def __init__(self, scope: Construct, id: str, props: NeuronDevicePluginProps) -> None:
         super().__init__(scope, id)
         labels = {"app.kubernetes.io/name": NAME, **props.labels}
-        self.service_account = kplus.KubeServiceAccount(
-            self, "ServiceAccount", metadata=kplus.ObjectMeta(name=NAME, namespace=NAMESPACE, labels=labels)
+        self.service_account = k8s_l1.KubeServiceAccount(
+            self, "ServiceAccount", metadata=k8s_l1.ObjectMeta(name=NAME, namespace=NAMESPACE, labels=labels)
         )
-        self.cluster_role = kplus.KubeClusterRole(
+        self.cluster_role = k8s_l1.KubeClusterRole(
             self,
             "ClusterRole",
-            metadata=kplus.ObjectMeta(name=NAME, labels=labels),
+            metadata=k8s_l1.ObjectMeta(name=NAME, labels=labels),
             rules=[
-                kplus.PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "list", "watch"]),
-                kplus.PolicyRule(api_groups=[""], resources=["events"], verbs=["create", "patch"]),
-                kplus.PolicyRule(
+                k8s_l1.PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "list", "watch"]),
+                k8s_l1.PolicyRule(api_groups=[""], resources=["events"], verbs=["create", "patch"]),
+                k8s_l1.PolicyRule(
                     api_groups=[""], resources=["pods"], verbs=["update", "patch", "get", "list", "watch"]
                 ),
-                kplus.PolicyRule(api_groups=[""], resources=["nodes/status"], verbs=["patch", "update"]),
+                k8s_l1.PolicyRule(api_groups=[""], resources=["nodes/status"], verbs=["patch", "update"]),
             ],
         )
-        self.cluster_role_binding = kplus.KubeClusterRoleBinding(
+        self.cluster_role_binding = k8s_l1.KubeClusterRoleBinding(
             self,
             "ClusterRoleBinding",
-            metadata=kplus.ObjectMeta(name=NAME, labels=labels),
-            role_ref=kplus.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=NAME),
-            subjects=[kplus.Subject(kind="ServiceAccount", name=NAME, namespace=NAMESPACE)],
+            metadata=k8s_l1.ObjectMeta(name=NAME, labels=labels),
+            role_ref=k8s_l1.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=NAME),
+            subjects=[k8s_l1.Subject(kind="ServiceAccount", name=NAME, namespace=NAMESPACE)],
         )
         selector = {"name": NAME + "-ds"}
         self.daemon_set = node_daemon_set(
@@ -89,39 +89,39 @@ class NeuronDevicePlugin(Construct):
                 f"registers Neuron devices with the kubelet through {DEVICE_PLUGIN_DIR}, reads the device map under "
                 f"{RUN_DIR} and the Neuron tools' configuration under {AWS_CONFIG_DIR} (read-only)"
             ),
-            pod=kplus.PodSpec(
+            pod=k8s_l1.PodSpec(
                 service_account_name=NAME,
                 priority_class_name=SYSTEM_NODE_CRITICAL,
                 tolerations=tolerations(props.tolerate, critical_addons=True),
                 affinity=required_node_affinity(LabelRequirement(LABEL_ACCELERATOR, "In", ("neuron",))),
                 containers=[
-                    kplus.Container(
+                    k8s_l1.Container(
                         name=NAME,
                         image=props.image,
                         env=[
-                            kplus.EnvVar(name="KUBECONFIG", value="/etc/kubernetes/kubelet.conf"),
-                            kplus.EnvVar(
+                            k8s_l1.EnvVar(name="KUBECONFIG", value="/etc/kubernetes/kubelet.conf"),
+                            k8s_l1.EnvVar(
                                 name="NODE_NAME",
-                                value_from=kplus.EnvVarSource(
-                                    field_ref=kplus.ObjectFieldSelector(field_path="spec.nodeName")
+                                value_from=k8s_l1.EnvVarSource(
+                                    field_ref=k8s_l1.ObjectFieldSelector(field_path="spec.nodeName")
                                 ),
                             ),
                         ],
-                        security_context=kplus.SecurityContext(
+                        security_context=k8s_l1.SecurityContext(
                             allow_privilege_escalation=False,
-                            capabilities=kplus.Capabilities(drop=["ALL"]),
+                            capabilities=k8s_l1.Capabilities(drop=["ALL"]),
                         ),
                         volume_mounts=[
-                            kplus.VolumeMount(name="device-plugin", mount_path=DEVICE_PLUGIN_DIR),
-                            kplus.VolumeMount(name="infa-map", mount_path=RUN_DIR),
-                            kplus.VolumeMount(name="aws-config", mount_path=AWS_CONFIG_DIR, read_only=True),
+                            k8s_l1.VolumeMount(name="device-plugin", mount_path=DEVICE_PLUGIN_DIR),
+                            k8s_l1.VolumeMount(name="infa-map", mount_path=RUN_DIR),
+                            k8s_l1.VolumeMount(name="aws-config", mount_path=AWS_CONFIG_DIR, read_only=True),
                         ],
                     )
                 ],
                 volumes=[
-                    kplus.Volume(name="device-plugin", host_path=kplus.HostPathVolumeSource(path=DEVICE_PLUGIN_DIR)),
-                    kplus.Volume(name="infa-map", host_path=kplus.HostPathVolumeSource(path=RUN_DIR)),
-                    kplus.Volume(name="aws-config", host_path=kplus.HostPathVolumeSource(path=AWS_CONFIG_DIR)),
+                    k8s_l1.Volume(name="device-plugin", host_path=k8s_l1.HostPathVolumeSource(path=DEVICE_PLUGIN_DIR)),
+                    k8s_l1.Volume(name="infa-map", host_path=k8s_l1.HostPathVolumeSource(path=RUN_DIR)),
+                    k8s_l1.Volume(name="aws-config", host_path=k8s_l1.HostPathVolumeSource(path=AWS_CONFIG_DIR)),
                 ],
             ),
         )

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cdk8s_plus_33 import k8s as kplus
+from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
 from efa_stack import contract
@@ -79,33 +79,33 @@ class NvidiaDevicePlugin(Construct):
             host_access_reason=(
                 "registers GPUs with the kubelet through the host's /var/lib/kubelet/device-plugins socket"
             ),
-            pod=kplus.PodSpec(
+            pod=k8s_l1.PodSpec(
                 priority_class_name=SYSTEM_NODE_CRITICAL,
                 automount_service_account_token=False,
                 tolerations=tolerations(props.tolerate, critical_addons=True),
                 affinity=required_node_affinity(LabelRequirement(LABEL_ACCELERATOR, "In", ("nvidia",))),
                 containers=[
-                    kplus.Container(
+                    k8s_l1.Container(
                         name="nvidia-device-plugin-ctr",
                         image=props.image,
                         env=[
-                            kplus.EnvVar(name="FAIL_ON_INIT_ERROR", value="false"),
+                            k8s_l1.EnvVar(name="FAIL_ON_INIT_ERROR", value="false"),
                             # never inject /dev/infiniband (MOFED) devices: EFA owns them
-                            kplus.EnvVar(name="MOFED_ENABLED", value="false"),
+                            k8s_l1.EnvVar(name="MOFED_ENABLED", value="false"),
                         ],
-                        security_context=kplus.SecurityContext(
+                        security_context=k8s_l1.SecurityContext(
                             allow_privilege_escalation=False,
-                            capabilities=kplus.Capabilities(drop=["ALL"]),
+                            capabilities=k8s_l1.Capabilities(drop=["ALL"]),
                         ),
                         volume_mounts=[
-                            kplus.VolumeMount(name="kubelet-device-plugins-dir", mount_path=DEVICE_PLUGIN_DIR)
+                            k8s_l1.VolumeMount(name="kubelet-device-plugins-dir", mount_path=DEVICE_PLUGIN_DIR)
                         ],
                     )
                 ],
                 volumes=[
-                    kplus.Volume(
+                    k8s_l1.Volume(
                         name="kubelet-device-plugins-dir",
-                        host_path=kplus.HostPathVolumeSource(path=DEVICE_PLUGIN_DIR, type="Directory"),
+                        host_path=k8s_l1.HostPathVolumeSource(path=DEVICE_PLUGIN_DIR, type="Directory"),
                     )
                 ],
             ),

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from cdk8s_plus_33 import k8s as kplus
+from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
 from efa_stack.policies.rules import HOST_ACCESS_REASON
@@ -36,43 +36,43 @@ class LabelRequirement:
     operator: Operator
     values: tuple[str, ...] = ()
 
-    def to_k8s(self) -> kplus.NodeSelectorRequirement:
-        return kplus.NodeSelectorRequirement(
+    def to_k8s(self) -> k8s_l1.NodeSelectorRequirement:
+        return k8s_l1.NodeSelectorRequirement(
             key=self.key, operator=self.operator, values=list(self.values) if self.values else None
         )
 
 
-def required_node_affinity(*requirements: LabelRequirement) -> kplus.Affinity:
+def required_node_affinity(*requirements: LabelRequirement) -> k8s_l1.Affinity:
     """An affinity whose single node selector term ANDs ``requirements`` (required at scheduling)."""
-    return kplus.Affinity(
-        node_affinity=kplus.NodeAffinity(
-            required_during_scheduling_ignored_during_execution=kplus.NodeSelector(
-                node_selector_terms=[kplus.NodeSelectorTerm(match_expressions=[r.to_k8s() for r in requirements])]
+    return k8s_l1.Affinity(
+        node_affinity=k8s_l1.NodeAffinity(
+            required_during_scheduling_ignored_during_execution=k8s_l1.NodeSelector(
+                node_selector_terms=[k8s_l1.NodeSelectorTerm(match_expressions=[r.to_k8s() for r in requirements])]
             )
         )
     )
 
 
-def one_pod_per_node(match_labels: Mapping[str, str]) -> kplus.Affinity:
+def one_pod_per_node(match_labels: Mapping[str, str]) -> k8s_l1.Affinity:
     """Pod anti-affinity: no two pods with ``match_labels`` on the same node (hostname)."""
-    return kplus.Affinity(
-        pod_anti_affinity=kplus.PodAntiAffinity(
+    return k8s_l1.Affinity(
+        pod_anti_affinity=k8s_l1.PodAntiAffinity(
             required_during_scheduling_ignored_during_execution=[
-                kplus.PodAffinityTerm(
+                k8s_l1.PodAffinityTerm(
                     topology_key=HOSTNAME_TOPOLOGY_KEY,
-                    label_selector=kplus.LabelSelector(match_labels=dict(match_labels)),
+                    label_selector=k8s_l1.LabelSelector(match_labels=dict(match_labels)),
                 )
             ]
         )
     )
 
 
-def tolerations(taints: Sequence[Taint], *, critical_addons: bool = False) -> list[kplus.Toleration]:
+def tolerations(taints: Sequence[Taint], *, critical_addons: bool = False) -> list[k8s_l1.Toleration]:
     """Tolerate ``taints`` (operator Exists, per key and effect); optionally CriticalAddonsOnly too."""
-    out: list[kplus.Toleration] = []
+    out: list[k8s_l1.Toleration] = []
     if critical_addons:
-        out.append(kplus.Toleration(key=CRITICAL_ADDONS_ONLY, operator="Exists"))
-    out.extend(kplus.Toleration(key=t.key, operator="Exists", effect=t.effect) for t in taints)
+        out.append(k8s_l1.Toleration(key=CRITICAL_ADDONS_ONLY, operator="Exists"))
+    out.extend(k8s_l1.Toleration(key=t.key, operator="Exists", effect=t.effect) for t in taints)
     return out
 
 
@@ -81,19 +81,19 @@ def system_node_selector() -> dict[str, str]:
     return {LABEL_ROLE: SYSTEM_NODE_GROUP}
 
 
-def mebibytes(n: int) -> kplus.Quantity:
+def mebibytes(n: int) -> k8s_l1.Quantity:
     """A memory quantity of ``n`` MiB (``"5120Mi"``)."""
-    return kplus.Quantity.from_string(f"{int(n)}Mi")
+    return k8s_l1.Quantity.from_string(f"{int(n)}Mi")
 
 
-def count(n: int) -> kplus.Quantity:
+def count(n: int) -> k8s_l1.Quantity:
     """A whole-number quantity (device counts such as ``nvidia.com/gpu``)."""
-    return kplus.Quantity.from_number(int(n))
+    return k8s_l1.Quantity.from_number(int(n))
 
 
-def millicores(n: int) -> kplus.Quantity:
+def millicores(n: int) -> k8s_l1.Quantity:
     """A CPU quantity of ``n`` millicores (``"10m"``)."""
-    return kplus.Quantity.from_string(f"{int(n)}m")
+    return k8s_l1.Quantity.from_string(f"{int(n)}m")
 
 
 def node_daemon_set(
@@ -105,21 +105,21 @@ def node_daemon_set(
     labels: Mapping[str, str],
     selector: Mapping[str, str],
     host_access_reason: str,
-    pod: kplus.PodSpec,
-) -> kplus.KubeDaemonSet:
+    pod: k8s_l1.PodSpec,
+) -> k8s_l1.KubeDaemonSet:
     """A rolling-update DaemonSet of a node agent (device plugins), annotated with why it needs the host."""
-    return kplus.KubeDaemonSet(
+    return k8s_l1.KubeDaemonSet(
         scope,
         id,
-        metadata=kplus.ObjectMeta(
+        metadata=k8s_l1.ObjectMeta(
             name=name,
             namespace=namespace,
             labels=dict(labels),
             annotations={HOST_ACCESS_REASON: host_access_reason},
         ),
-        spec=kplus.DaemonSetSpec(
-            selector=kplus.LabelSelector(match_labels=dict(selector)),
-            update_strategy=kplus.DaemonSetUpdateStrategy(type="RollingUpdate"),
-            template=kplus.PodTemplateSpec(metadata=kplus.ObjectMeta(labels=dict(selector)), spec=pod),
+        spec=k8s_l1.DaemonSetSpec(
+            selector=k8s_l1.LabelSelector(match_labels=dict(selector)),
+            update_strategy=k8s_l1.DaemonSetUpdateStrategy(type="RollingUpdate"),
+            template=k8s_l1.PodTemplateSpec(metadata=k8s_l1.ObjectMeta(labels=dict(selector)), spec=pod),
         ),
     )

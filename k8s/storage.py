@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import cdk8s
-from cdk8s_plus_33 import k8s as kplus
+from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
 from efa_stack.spec.storage import CSI_DRIVER
@@ -78,36 +78,36 @@ class FsxStaticVolume(Construct):
 
     def __init__(self, scope: Construct, id: str, props: StaticVolumeProps) -> None:
         super().__init__(scope, id)
-        capacity = {"storage": kplus.Quantity.from_string(props.capacity)}
-        self.volume = kplus.KubePersistentVolume(
+        capacity = {"storage": k8s_l1.Quantity.from_string(props.capacity)}
+        self.volume = k8s_l1.KubePersistentVolume(
             self,
             "Volume",
-            metadata=kplus.ObjectMeta(name=props.volume_name, labels=dict(COMMON_LABELS)),
-            spec=kplus.PersistentVolumeSpec(
+            metadata=k8s_l1.ObjectMeta(name=props.volume_name, labels=dict(COMMON_LABELS)),
+            spec=k8s_l1.PersistentVolumeSpec(
                 capacity=capacity,
                 volume_mode="Filesystem",
                 access_modes=["ReadWriteMany"],
                 mount_options=list(MOUNT_OPTIONS),
                 persistent_volume_reclaim_policy="Retain",
                 storage_class_name="",
-                csi=kplus.CsiPersistentVolumeSource(
+                csi=k8s_l1.CsiPersistentVolumeSource(
                     driver=CSI_DRIVER,
                     volume_handle=props.file_system_id,
                     volume_attributes={"dnsname": props.dns_name, "mountname": props.mount_name},
                 ),
             ),
         )
-        self.claim = kplus.KubePersistentVolumeClaim(
+        self.claim = k8s_l1.KubePersistentVolumeClaim(
             self,
             "Claim",
-            metadata=kplus.ObjectMeta(
+            metadata=k8s_l1.ObjectMeta(
                 name=props.claim_name, namespace=props.claim_namespace, labels=dict(COMMON_LABELS)
             ),
-            spec=kplus.PersistentVolumeClaimSpec(
+            spec=k8s_l1.PersistentVolumeClaimSpec(
                 access_modes=["ReadWriteMany"],
                 storage_class_name="",
                 volume_name=props.volume_name,
-                resources=kplus.VolumeResourceRequirements(requests=capacity),
+                resources=k8s_l1.VolumeResourceRequirements(requests=capacity),
             ),
         )
 
@@ -117,10 +117,10 @@ class FsxStorageClass(Construct):
 
     def __init__(self, scope: Construct, id: str, props: StorageClassProps) -> None:
         super().__init__(scope, id)
-        self.storage_class = kplus.KubeStorageClass(
+        self.storage_class = k8s_l1.KubeStorageClass(
             self,
             "Resource",
-            metadata=kplus.ObjectMeta(name=props.name, labels=dict(COMMON_LABELS)),
+            metadata=k8s_l1.ObjectMeta(name=props.name, labels=dict(COMMON_LABELS)),
             provisioner=CSI_DRIVER,
             parameters=props.parameters(),
             mount_options=list(MOUNT_OPTIONS),

@@ -73,7 +73,7 @@ def synth_spec(path: str) -> Synthesized:
     from aws_cdk import App
 
     from efa_stack.spec.plan import plan_from_file
-    from stacks.app import build
+    from stacks.compose import build
 
     plan = plan_from_file(path)
     outdir = Path(tempfile.mkdtemp(prefix="efa-stack-test-"))

@@ -16,12 +16,11 @@ from typing import Any
 
 import moto as _moto  # noqa: F401  - before any boto3 session exists, so sessions can be mocked
 import pytest
-
-from tests.conftest import fake_aws_credentials
 from typer.testing import CliRunner
 
 from efa_stack.spec import catalog
 from efa_stack.tools import cli
+from tests.conftest import fake_aws_credentials
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = str(ROOT / "clusters" / "default.yaml")
@@ -299,8 +298,8 @@ def test_nccl_report_on_a_real_log() -> None:
 @pytest.fixture
 def kube(monkeypatch: pytest.MonkeyPatch):
     """Replace the kubeconfig loading with fake APIs built from the recorded responses."""
-    from tests.test_verify import Clock, FakeCore, FakeCustom, nodes
     from efa_stack.tools import verify
+    from tests.test_verify import Clock, FakeCore, FakeCustom, nodes
 
     clock = Clock()  # the command's waits advance this clock; nothing sleeps for real
     monkeypatch.setattr(verify, "time", types.SimpleNamespace(monotonic=clock, sleep=clock.sleep))

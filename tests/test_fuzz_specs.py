@@ -7,7 +7,8 @@ import copy
 import warnings
 
 import yaml
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from efa_stack.spec import catalog
 from efa_stack.spec.errors import SpecError

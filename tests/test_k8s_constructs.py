@@ -214,9 +214,9 @@ def test_mpijob_crd_is_loaded_from_the_shipped_file():
 # --- typed MPIJob ---------------------------------------------------------------------------------
 
 def _template():
-    from cdk8s_plus_33 import k8s as kplus
+    from cdk8s_plus_33 import k8s as k8s_l1
 
-    return kplus.PodTemplateSpec(spec=kplus.PodSpec(containers=[kplus.Container(name="c", image="busybox:1.36")]))
+    return k8s_l1.PodTemplateSpec(spec=k8s_l1.PodSpec(containers=[k8s_l1.Container(name="c", image="busybox:1.36")]))
 
 
 def test_mpijob_renders_typed_fields():

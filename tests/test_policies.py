@@ -255,7 +255,7 @@ def test_cdk_nag_runs_on_every_synth_and_fails_on_a_finding():
         app.synth()
 
 
-# --- both packs are wired into the app stacks/app.py builds -----------------------------------------
+# --- both packs are wired into the app stacks/compose.py builds -----------------------------------------
 
 def _tiny_stacks(monkeypatch):
     """Replace the network and cluster stacks with tiny ones that break an AwsSolutions rule (EC23:
@@ -263,7 +263,7 @@ def _tiny_stacks(monkeypatch):
     from aws_cdk import Stack
     from aws_cdk import aws_ec2 as ec2
 
-    import stacks.app as app_module
+    import stacks.compose as app_module
 
     def network(scope, id_, *, plan, env, description=None):
         stack = Stack(scope, id_, env=env)
@@ -286,7 +286,7 @@ def test_build_checks_every_synth_with_both_packs(monkeypatch, nag):
     from aws_cdk import App as CdkApp
 
     from efa_stack.spec.plan import plan_from_file
-    from stacks.app import build
+    from stacks.compose import build
 
     _tiny_stacks(monkeypatch)
     app = CdkApp(outdir=tempfile.mkdtemp(prefix="efa-stack-build-"))

@@ -20,8 +20,6 @@ import boto3
 import botocore.endpoint
 import moto as _moto  # noqa: F401  - before any session exists, so every session can be mocked
 import pytest
-
-from tests.conftest import fake_aws_credentials
 from botocore.awsrequest import AWSResponse
 from botocore.stub import Stubber
 from rich.console import Console
@@ -30,6 +28,7 @@ from efa_stack.spec.loader import parse_spec
 from efa_stack.spec.plan import ClusterPlan, build_plan
 from efa_stack.tools import preflight
 from efa_stack.tools.preflight import FAIL, PASS, WARN, Clients, Finding, PreflightAbort
+from tests.conftest import fake_aws_credentials
 
 ROOT = Path(__file__).resolve().parent.parent
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)

@@ -138,7 +138,7 @@ def synth_files(spec: Path) -> dict[str, str]:
     from aws_cdk import App
 
     from efa_stack.spec.plan import plan_from_file
-    from stacks.app import build
+    from stacks.compose import build
 
     out = Path(tempfile.mkdtemp(prefix="efa-stack-det-"))
     app = App(outdir=str(out))

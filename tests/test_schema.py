@@ -123,7 +123,7 @@ def test_readme_tables_are_read():
 
 def test_schema_carries_field_descriptions():
     schema = json.loads(SCHEMA_FILE.read_text())
-    ng = schema["$defs"]["ManagedNodeGroup"]["properties"]
+    ng = schema["$defs"]["ManagedNodeGroupSpec"]["properties"]
     assert "efa-only" in ng["interfaceLayout"]["description"]
     missing = [
         f"{name}.{field}" for name, d in schema["$defs"].items() for field, p in d.get("properties", {}).items()

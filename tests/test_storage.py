@@ -3,7 +3,7 @@ security group and S3 link, the CSI driver's add-on and IAM, and the PV/PVC the 
 
 Two specs are synthesized once each per session: ``clusters/fsx.yaml`` (PERSISTENT_2, S3 linked
 through a data repository association, dynamic provisioning on) and a SCRATCH_2 variant (S3 linked
-through ImportPath, static volume only). Until ``stacks.app.build`` creates the storage stack itself,
+through ImportPath, static volume only). Until ``stacks.compose.build`` creates the storage stack itself,
 :func:`synth_storage` adds it to the app that ``build`` returns.
 """
 
@@ -74,7 +74,7 @@ def with_storage(section: str) -> str:
 
 
 def build_creates_storage() -> bool:
-    from stacks.app import ClusterStacks
+    from stacks.compose import ClusterStacks
 
     return "storage" in getattr(ClusterStacks, "__dataclass_fields__", {})
 
@@ -85,7 +85,7 @@ def synth_storage(path: str) -> Synthesized:
     if build_creates_storage():
         return synth_spec(path)
     from efa_stack.spec.plan import plan_from_file
-    from stacks.app import build
+    from stacks.compose import build
     from stacks.storage_stack import StorageStack
 
     plan = plan_from_file(path)

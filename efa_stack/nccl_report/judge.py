@@ -41,8 +41,8 @@ from efa_stack.nccl_report.model import (
     ReferenceRun,
     Row,
     SizeComparison,
-    Status,
     Verdict,
+    VerdictStatus,
 )
 from efa_stack.nccl_report.units import human_size
 
@@ -174,7 +174,7 @@ def judge(
     if nodes is not None and facts.nodes is not None and nodes != facts.nodes:
         notes.append(f"judged as {nodes} node(s), but the log's header names {facts.nodes} host(s)")
 
-    def verdict(status: Status, reason: str, **kw: Any) -> Verdict:
+    def verdict(status: VerdictStatus, reason: str, **kw: Any) -> Verdict:
         return Verdict(
             status=status,
             correctness=run.correctness,
@@ -211,7 +211,7 @@ def judge(
         return verdict("not judged", "node count unknown (the log names no hosts): pass the node count")
 
     ratio = measured / exp.line_rate_gbytes
-    status: Status = "pass" if ratio >= threshold else "below expectation"
+    status: VerdictStatus = "pass" if ratio >= threshold else "below expectation"
     if ratio > 1:
         notes.append(
             f"busbw is {ratio:.2f} x the line rate: on {used_nodes} nodes NCCL may use tree algorithms, "

@@ -23,7 +23,7 @@ OLD_ERROR_TOLERANCE = 1e-3
 LARGE_MESSAGE_BYTES = GiB
 
 Transport = Literal["efa", "socket", "unknown"]
-Status = Literal["pass", "below expectation", "not EFA", "single rank", "not applicable", "not judged"]
+VerdictStatus = Literal["pass", "below expectation", "not EFA", "single rank", "not applicable", "not judged"]
 Correctness = Literal["ok", "wrong values", "unchecked"]
 InputFormat = Literal["text", "json"]
 
@@ -298,7 +298,7 @@ class Verdict(BaseModel):
     """The judgement of one run: bandwidth against the line rate, transport, plus correctness."""
 
     model_config = _CONFIG
-    status: Status
+    status: VerdictStatus
     correctness: Correctness
     reason: str
     measured_busbw: float | None = None  # the large-message out-of-place busbw

@@ -45,7 +45,7 @@ Resource = dict[str, Any]
 
 
 @dataclass(frozen=True)
-class Finding:
+class RuleFinding:
     rule: str
     where: str
     message: str
@@ -288,35 +288,35 @@ MESSAGES = {
 }
 
 
-def check_templates(templates: Mapping[str, Template], allowed_host_access: Iterable[str] = ()) -> list[Finding]:
+def check_templates(templates: Mapping[str, Template], allowed_host_access: Iterable[str] = ()) -> list[RuleFinding]:
     """Every rule over the synthesized templates of one app (``stack name -> template``)."""
     app = App(dict(templates))
-    findings: list[Finding] = []
+    findings: list[RuleFinding] = []
     for stack, lid, _ in app.resources(EC2_SECURITY_GROUP):
         if efa_group_all_traffic_only_to_itself((stack, lid), app) is N:
-            findings.append(Finding("EFA2", f"{stack}/{lid}", MESSAGES["EFA2"]))
+            findings.append(RuleFinding("EFA2", f"{stack}/{lid}", MESSAGES["EFA2"]))
     for stack, lid, lt in app.resources(EC2_LAUNCH_TEMPLATE):
         for rule, result in (("EFA1", efa_interfaces_carry_efa_group(lt, stack, app)),
                              ("EFA3", efa_launch_template_placed_or_reserved(lt)),
                              ("EFA4", efa_nodes_get_no_public_ip(lt))):
             if result is N:
-                findings.append(Finding(rule, f"{stack}/{lid}", MESSAGES[rule]))
+                findings.append(RuleFinding(rule, f"{stack}/{lid}", MESSAGES[rule]))
     allowed = list(allowed_host_access)
     for stack, lid, res in app.resources(KUBERNETES_MANIFEST):
         objects = manifest_objects((res.get("Properties") or {}).get("Manifest"))
-        findings += [Finding(f.rule, f"{stack}/{lid}/{f.where}", f.message)
+        findings += [RuleFinding(f.rule, f"{stack}/{lid}/{f.where}", f.message)
                      for f in check_manifests({"": objects}, allowed)]
     return findings
 
 
-def check_manifests(charts: dict[str, list[dict[str, Any]]], allowed_host_access: Iterable[str]) -> list[Finding]:
-    findings: list[Finding] = []
+def check_manifests(charts: dict[str, list[dict[str, Any]]], allowed_host_access: Iterable[str]) -> list[RuleFinding]:
+    findings: list[RuleFinding] = []
     allowed = list(allowed_host_access)
     for chart, objects in charts.items():
         if manifest_fits_kubectl_handler(objects) is N:
-            findings.append(Finding("K8S1", chart, f"manifest is {len(json.dumps(objects))} bytes, over {KUBECTL_MANIFEST_LIMIT}"))
+            findings.append(RuleFinding("K8S1", chart, f"manifest is {len(json.dumps(objects))} bytes, over {KUBECTL_MANIFEST_LIMIT}"))
         for obj in objects:
             if host_access_is_justified(obj, allowed) is N:
                 where = f"{chart}/{object_name(obj)}" if chart else object_name(obj)
-                findings.append(Finding("K8S2", where, "host access without an allowed reason"))
+                findings.append(RuleFinding("K8S2", where, "host access without an allowed reason"))
     return findings

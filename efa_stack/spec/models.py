@@ -112,7 +112,7 @@ class Vpc(_Model):
         return v
 
 
-class Taint(_Model):
+class TaintSpec(_Model):
     key: str = Field(min_length=1)
     """The taint key."""
     value: str = ""
@@ -172,7 +172,7 @@ class AccessConfig(_Model):
     """EKS access entries for further principals."""
 
 
-class ManagedNodeGroup(_Model):
+class ManagedNodeGroupSpec(_Model):
     # --- eksctl fields -------------------------------------------------------------------------
     name: str = Field(pattern=NAME_PATTERN, max_length=63)
     """The node group name."""
@@ -202,7 +202,7 @@ class ManagedNodeGroup(_Model):
     """Give every node all the EFA devices its instance type has (see README "What efaEnabled does")."""
     labels: dict[str, str] = Field(default_factory=dict)
     """Kubernetes labels on the nodes."""
-    taints: list[Taint] = Field(default_factory=list)
+    taints: list[TaintSpec] = Field(default_factory=list)
     """Kubernetes taints on the nodes (accelerator nodes also get the GPU or Neuron taint)."""
     tags: dict[str, str] = Field(default_factory=dict)
     """Tags on the node group."""
@@ -321,7 +321,7 @@ class ClusterSpec(_Model):
     """The VPC efa-stack creates."""
     access_config: AccessConfig = Field(AccessConfig(), alias="accessConfig")
     """EKS access entries."""
-    managed_node_groups: list[ManagedNodeGroup] = Field(
+    managed_node_groups: list[ManagedNodeGroupSpec] = Field(
         alias="managedNodeGroups", min_length=1, max_length=MAX_USER_NODE_GROUPS
     )
     """The node groups (EKS managed node groups)."""

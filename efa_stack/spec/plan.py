@@ -18,7 +18,7 @@ from efa_stack.spec.catalog import InstanceType, UnknownInstanceType
 from efa_stack.spec.errors import Problem, SpecError
 from efa_stack.spec.layout import Interface, LayoutError, describe, efa_devices, interface_layout
 from efa_stack.spec.loader import load_spec
-from efa_stack.spec.models import KUBERNETES_VERSIONS, ClusterSpec, ManagedNodeGroup, NcclTest
+from efa_stack.spec.models import KUBERNETES_VERSIONS, ClusterSpec, ManagedNodeGroupSpec, NcclTest
 from efa_stack.spec.nccl import NcclJobPlan, nccl_job_plan, node_hugepages_mib, validate_nccl
 from efa_stack.spec.storage import StoragePlan, storage_plan, validate_storage
 
@@ -232,7 +232,7 @@ def _lookup(field_name: str, name: str, problems: list[Problem]) -> InstanceType
     return instance
 
 
-def _placement(prefix: str, ng: ManagedNodeGroup, problems: list[Problem]) -> tuple[bool, str | None]:
+def _placement(prefix: str, ng: ManagedNodeGroupSpec, problems: list[Problem]) -> tuple[bool, str | None]:
     """(use a placement group, the existing group's name or None) for ``placementGroup``/``placement``.
 
     Default: a new cluster placement group for on-demand EFA node groups only. A capacity
@@ -285,7 +285,7 @@ def _placement(prefix: str, ng: ManagedNodeGroup, problems: list[Problem]) -> tu
 
 def _node_group(
     i: int,
-    ng: ManagedNodeGroup,
+    ng: ManagedNodeGroupSpec,
     cluster_azs: tuple[str, ...],
     problems: list[Problem],
     nccl: NcclTest | None = None,

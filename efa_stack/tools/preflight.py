@@ -31,7 +31,7 @@ import functools
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any
 
 from botocore import exceptions as _bex
 from botocore.config import Config
@@ -45,11 +45,12 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
+from efa_stack import contract
 from efa_stack.spec import catalog
 from efa_stack.spec.catalog import UnknownInstanceType
 from efa_stack.spec.plan import ClusterPlan, NodeGroupPlan
 
-Status = Literal["pass", "warn", "fail"]
+Status = contract.CheckStatus
 PASS: Status = "pass"
 WARN: Status = "warn"
 FAIL: Status = "fail"

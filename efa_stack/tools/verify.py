@@ -33,7 +33,7 @@ from efa_stack import contract
 from efa_stack.spec.nccl import NCCL_JOB_NAMESPACE
 from efa_stack.spec.plan import LABEL_NODE_GROUP, ClusterPlan, NodeGroupPlan
 
-Status = Literal["pass", "warn", "fail"]
+Status = contract.CheckStatus
 
 INSTANCE_TYPE_LABEL = contract.INSTANCE_TYPE_LABEL
 GPU_RESOURCE = contract.GPU_RESOURCE
