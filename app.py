@@ -16,7 +16,7 @@ from aws_cdk import App
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.plan import plan_from_file
 from k8s.charts import build_charts
-from k8s.dist import dist_dir, write_dist
+from k8s.dist import APPLY_SCRIPT, dist_dir, write_dist
 from stacks.compose import build
 
 DEFAULT_SPEC = "clusters/default.yaml"
@@ -39,7 +39,7 @@ def main(app: App | None = None) -> None:
     written = write_dist(plan, out, charts)
     print(plan.summary(), file=sys.stderr)
     print(f"templates: {assembly.directory}", file=sys.stderr)
-    print(f"manifests: {out}/ ({len(written)} files, `kubectl apply -f` in file order)", file=sys.stderr)
+    print(f"manifests: {out}/ ({len(written)} files; apply with {out / APPLY_SCRIPT})", file=sys.stderr)
 
 
 if __name__ == "__main__":

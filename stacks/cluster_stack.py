@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aws_cdk import Stack
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -17,7 +17,7 @@ from constructs import Construct
 from aws_constructs.node_group import ManagedNodeGroup, ManagedNodeGroupProps
 from aws_constructs.pod_identity import associate_with_addon, pod_identity_role
 from aws_constructs.security import acknowledge, managed_policy
-from efa_stack import names
+from efa_stack import contract, names
 from efa_stack.spec.plan import ClusterPlan, NodeGroupPlan
 from stacks.network_stack import NetworkStack
 
@@ -243,16 +243,43 @@ class ClusterStack(Stack):
             from k8s.charts import build_charts
 
             charts = build_charts(self.plan, cdk8s.App())
+        from k8s.charts import MPI_OPERATOR_CRD
+
         manifests: list[eks.KubernetesManifest] = []
+        self.crd_established: eks.KubernetesObjectValue | None = None
+        after: Construct | None = None
         for chart in charts:
             manifest = self.cluster.add_cdk8s_chart(chart.node.id, chart)
             # Device plugins schedule on nodes: wait for the node groups, then keep the order.
             for group in self.node_groups.values():
                 manifest.node.add_dependency(group.nodegroup)
-            if manifests:
-                manifest.node.add_dependency(manifests[-1])
+            if after is not None:
+                manifest.node.add_dependency(after)
             manifests.append(manifest)
+            after = manifest
+            if chart.node.id == MPI_OPERATOR_CRD:
+                after = self.crd_established = self._wait_until_established(manifest, contract.MPIJOB_CRD_NAME)
         return manifests
+
+    def _wait_until_established(self, crd: eks.KubernetesManifest, name: str) -> eks.KubernetesObjectValue:
+        """A resource that completes once the CRD ``name`` is Established, for the manifests that use its kind.
+
+        The API server serves a new kind only after the CRD's ``Established`` condition is set
+        (kubernetes.io, "Extend the Kubernetes API with CustomResourceDefinitions"); before that,
+        ``kubectl apply`` of an object of that kind fails with "no matches for kind". The kubectl
+        handler's ``get`` polls ``kubectl get`` every 10 s until the JSONPath yields a value, up to the
+        timeout (aws-cdk-lib 2.275 custom-resource-handlers aws-eks-v2/kubectl-handler/get).
+        """
+        wait = eks.KubernetesObjectValue(
+            self, "CrdEstablished",
+            cluster=self.cluster,
+            object_type="customresourcedefinition",
+            object_name=name,
+            json_path='.status.conditions[?(@.type=="Established")].status',
+            timeout=Duration.minutes(5),
+        )
+        wait.node.add_dependency(crd)
+        return wait
 
     def _acknowledge_findings(self) -> None:
         for name in NODE_ROLE_POLICIES:

@@ -489,3 +489,30 @@ def test_resources_per_node_group_match_the_synthesized_node_group(default_synth
         own = [k for k in resources if k.startswith(prefix)]
         expected = RESOURCES_PER_NODE_GROUP + (RESOURCES_PER_NEW_PLACEMENT_GROUP if ng.placement_group else 0)
         assert len(own) == expected, (ng.name, own)
+
+
+def test_the_mpijob_waits_until_its_crd_is_established(default_synth):
+    """GIVEN the charts applied by the cluster stack, THEN the CRD chart is followed by a wait for the
+    CRD's Established condition, and the charts after it (operator, then the MPIJob) come after the wait:
+    a kind is served only once its CRD is Established (kubernetes.io, "Extend the Kubernetes API with
+    CustomResourceDefinitions")."""
+    resources = default_synth.template("cluster")["Resources"]
+    (wait_id, wait), = default_synth.resources("cluster", "Custom::AWSCDK-EKS-KubernetesObjectValue").items()
+    props = wait["Properties"]
+    assert props["ObjectType"] == "customresourcedefinition" and props["ObjectName"] == "mpijobs.kubeflow.org"
+    assert props["JsonPath"] == '.status.conditions[?(@.type=="Established")].status'
+    manifests = default_synth.resources("cluster", "Custom::AWSCDK-EKS-KubernetesResource")
+
+    def chart_of(lid: str) -> str:
+        manifest = manifests[lid]["Properties"]["Manifest"]
+        return manifest if isinstance(manifest, str) else json.dumps(manifest)
+
+    (crd_id,) = [k for k in manifests if '"kind":"CustomResourceDefinition"' in chart_of(k)]
+    (job_id,) = [k for k in manifests if '"apiVersion":"kubeflow.org/v2beta1","kind":"MPIJob"' in chart_of(k)]
+    assert crd_id in wait.get("DependsOn", [])
+
+    def depends_on(lid: str, target: str, seen: frozenset = frozenset()) -> bool:
+        deps = resources[lid].get("DependsOn", [])
+        return target in deps or any(depends_on(d, target, seen | {lid}) for d in deps if d not in seen)
+
+    assert depends_on(job_id, wait_id)
