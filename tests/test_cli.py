@@ -14,7 +14,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-import moto as _moto  # noqa: F401  - before any boto3 session exists, so sessions can be mocked
+import moto as _moto
 import pytest
 from typer.testing import CliRunner
 

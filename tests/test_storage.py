@@ -336,11 +336,11 @@ def _bare_stack() -> tuple[Stack, ec2.Vpc]:
 
 
 def _lustre(stack: Stack, vpc: ec2.Vpc, **props) -> LustreFileSystem:
-    args = dict(
-        vpc=vpc, subnet=vpc.isolated_subnets[0] if vpc.isolated_subnets else vpc.public_subnets[0],
-        client_security_group_ids=["sg-0123456789abcdef0"], deployment_type="PERSISTENT_2",
-        storage_capacity_gib=1200, per_unit_storage_throughput=125,
-    )
+    args = {
+        "vpc": vpc, "subnet": vpc.isolated_subnets[0] if vpc.isolated_subnets else vpc.public_subnets[0],
+        "client_security_group_ids": ["sg-0123456789abcdef0"], "deployment_type": "PERSISTENT_2",
+        "storage_capacity_gib": 1200, "per_unit_storage_throughput": 125,
+    }
     args.update(props)
     return LustreFileSystem(stack, "Lustre", **args)
 

@@ -863,7 +863,7 @@ def read_runs(path: str | Path) -> list[NcclRun]:
             f.seek(0)
             if _looks_like_json(head):
                 return [parse_json(f.read(MAX_INPUT_BYTES + 1), source=str(p))]
-            return read_text_runs(_bounded_lines(f), str(p))  # type: ignore[arg-type]
+            return read_text_runs(_bounded_lines(f), str(p))
     except OSError as e:
         raise NcclLogError(str(p), None, f"cannot read the log: {e.strerror or e}") from None
 
