@@ -93,6 +93,7 @@ def synth_storage(path: str) -> Synthesized:
     app = App(outdir=str(outdir))
     stacks = build(app, plan)
     if getattr(stacks, "storage", None) is None:
+        assert plan.storage is not None, f"{path} has no storage section"
         stack = StorageStack(
             app, f"{plan.name}-storage", plan=plan, network=stacks.network, cluster=stacks.cluster,
             storage=plan.storage, env=Environment(region=plan.region),

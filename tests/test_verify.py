@@ -151,7 +151,9 @@ def _nodecheck(result: verify.VerifyResult, name: str) -> verify.NodeCheck:
 def test_fixtures_are_client_models() -> None:
     ready = nodes("nodes_ready.json")
     assert isinstance(ready, client.V1NodeList) and all(isinstance(n, client.V1Node) for n in ready.items)
-    assert ready.items[0].status.allocatable[EFA_RESOURCE] == "32"
+    status = ready.items[0].status
+    assert status is not None and status.allocatable is not None
+    assert status.allocatable[EFA_RESOURCE] == "32"
     pods = _model("launcher_pods.json", "V1PodList")
     assert pods.items[0].metadata.labels[verify.JOB_ROLE_LABEL] == "launcher"
 
@@ -402,8 +404,8 @@ def fake_report(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         return 0
 
     module = types.ModuleType("efa_stack.tools.nccl_report")
-    module.report_command = report_command  # type: ignore[attr-defined]
-    module.DEFAULT_THRESHOLD = 0.7  # type: ignore[attr-defined]
+    module.report_command = report_command  # type: ignore[attr-defined]  # a stand-in module
+    module.DEFAULT_THRESHOLD = 0.7  # type: ignore[attr-defined]  # a stand-in module
     monkeypatch.setitem(sys.modules, "efa_stack.tools.nccl_report", module)
     from efa_stack import tools
 

@@ -52,7 +52,7 @@ except ImportError:  # pragma: no cover - PyYAML built without libyaml
     from yaml.reader import Reader
     from yaml.scanner import Scanner
 
-    class _EventSource(Reader, Scanner, Parser):  # type: ignore[no-redef]
+    class _EventSource(Reader, Scanner, Parser):  # type: ignore[no-redef]  # the pure-Python fallback
         def __init__(self, stream: str):
             Reader.__init__(self, stream)
             Scanner.__init__(self)
