@@ -151,9 +151,7 @@ def _nodecheck(result: verify.VerifyResult, name: str) -> verify.NodeCheck:
 def test_fixtures_are_client_models() -> None:
     ready = nodes("nodes_ready.json")
     assert isinstance(ready, client.V1NodeList) and all(isinstance(n, client.V1Node) for n in ready.items)
-    status = ready.items[0].status
-    assert status is not None and status.allocatable is not None
-    assert status.allocatable[EFA_RESOURCE] == "32"
+    assert ready.items[0].status.allocatable[EFA_RESOURCE] == "32"
     pods = _model("launcher_pods.json", "V1PodList")
     assert pods.items[0].metadata.labels[verify.JOB_ROLE_LABEL] == "launcher"
 
