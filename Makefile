@@ -10,13 +10,14 @@ export PATH := $(BIN):$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup synth synth-all deploy test snapshots bench lint catalog preflight verify nccl clean help
+.PHONY: setup synth synth-all deploy test lint-py snapshots bench lint catalog preflight verify nccl clean help
 
 help:
 	@echo "make setup      create .venv (Python packages, Node.js 24) and node_modules (pinned CDK CLI)"
 	@echo "make synth      synthesize SPEC (default $(SPEC)) into cdk.out/ and dist/<cluster>/"
 	@echo "make synth-all  synthesize every spec under clusters/"
-	@echo "make test       run the whole test suite"
+	@echo "make test       ruff, mypy, then the whole test suite"
+	@echo "make lint-py    ruff and mypy only (config in pyproject.toml)"
 	@echo "make snapshots  regenerate snapshots and golden files after an intended change"
 	@echo "make bench      synth speed ratios and the suite's wall time"
 	@echo "make lint       cfn-lint over cdk.out/"
@@ -51,8 +52,12 @@ synth-all: setup
 deploy: setup
 	npx cdk deploy --all -c spec=$(SPEC)
 
-test: setup
+test: lint-py
 	$(BIN)/python -m pytest -n 2 -q
+
+lint-py: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 snapshots: setup
 	EFA_STACK_UPDATE_GOLDEN=1 $(BIN)/python -m pytest -n 2 -q --snapshot-update

@@ -168,7 +168,7 @@ class LustreFileSystem(Construct):
         self.security_group = LustreSecurityGroup(
             self, "SecurityGroup", vpc=vpc, client_security_group_ids=client_security_group_ids
         )
-        legacy = s3 is not None and s3.kind == "import-path"
+        legacy = s3 if s3 is not None and s3.kind == "import-path" else None
         self.file_system = fsx.CfnFileSystem(
             self,
             "Resource",
@@ -182,8 +182,8 @@ class LustreFileSystem(Construct):
                 deployment_type=deployment_type,
                 per_unit_storage_throughput=per_unit_storage_throughput,
                 data_compression_type=data_compression,
-                import_path=s3.data_repository_path if legacy else None,
-                auto_import_policy=s3.auto_import_policy if legacy else None,
+                import_path=legacy.data_repository_path if legacy is not None else None,
+                auto_import_policy=legacy.auto_import_policy if legacy is not None else None,
             ),
         )
         # FSx checks at creation that the file system's groups let it reach itself on 988 and 1018-1023

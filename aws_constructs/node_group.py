@@ -139,7 +139,7 @@ class ManagedNodeGroup(Construct):
             "NodeGroup",
             cluster=cluster,
             # Named as in the spec (as eksctl does), so `aws eks list-nodegroups` shows what the user wrote.
-            nodegroup_name=names.eks_nodegroup_name(plan.name),
+            nodegroup_name=names.eks_nodegroup_name(plan.name) if plan.name is not None else None,
             ami_type=getattr(eks.NodegroupAmiType, plan.ami_type),
             capacity_type=_CAPACITY[plan.capacity],
             min_size=plan.min_size,

@@ -314,10 +314,13 @@ class ClusterStack(Stack):
                     "roles are CDK internals that apply the Kubernetes manifests.",
                     managed_policy(policy),
                 )
-        ecr_public = (
-            'Policy::{"Fn::If":["%s",{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},'
-            '":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},{"Ref":"AWS::NoValue"}]}'
-            % self.get_logical_id(handler.node.find_child("HasEcrPublic"))
+        ecr_public_arn = {"Fn::Join": ["", [
+            "arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly",
+        ]]}
+        ecr_public = "Policy::" + json.dumps(
+            {"Fn::If": [self.get_logical_id(handler.node.find_child("HasEcrPublic")), ecr_public_arn,
+                        {"Ref": "AWS::NoValue"}]},
+            separators=(",", ":"),
         )
         acknowledge(
             handler.node.find_child("ServiceRole"), "AwsSolutions-IAM4",

@@ -14,7 +14,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-import moto as _moto  # noqa: F401  - before any boto3 session exists, so sessions can be mocked
+import moto as _moto
 import pytest
 from typer.testing import CliRunner
 
@@ -250,13 +250,13 @@ def test_catalog_refresh_without_credentials_exits_2(monkeypatch: pytest.MonkeyP
 def fake_report(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     calls: list[tuple] = []
     module = types.ModuleType("efa_stack.tools.nccl_report")
-    module.DEFAULT_THRESHOLD = 0.7  # type: ignore[attr-defined]
+    module.DEFAULT_THRESHOLD = 0.7  # type: ignore[attr-defined]  # a stand-in module
 
     def report_command(logs, instance_type, nodes, json_out, plot, threshold):
         calls.append((logs, instance_type, nodes, json_out, plot, threshold))
         return 1
 
-    module.report_command = report_command  # type: ignore[attr-defined]
+    module.report_command = report_command  # type: ignore[attr-defined]  # a stand-in module
     monkeypatch.setitem(sys.modules, "efa_stack.tools.nccl_report", module)
     from efa_stack import tools
 

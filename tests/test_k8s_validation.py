@@ -209,10 +209,10 @@ def test_crd_enums_are_the_typed_models_enums():
     assert set(CLEAN_POD_POLICIES) == set(OPERATOR_CLEAN_POD_POLICIES)
 
 
-def test_fails_typed_model_refuses_a_restart_policy_the_operator_rejects():
+def test_fails_typed_model_refuses_a_restart_policy_the_operator_rejects() -> None:
     from cdk8s_plus_33 import k8s as k8s_l1
 
     from k8s.mpijob import ReplicaSpec
 
     with pytest.raises(ValueError, match="restartPolicy"):
-        ReplicaSpec(replicas=1, restart_policy="Always", template=k8s_l1.PodTemplateSpec())  # type: ignore[arg-type]
+        ReplicaSpec(replicas=1, restart_policy="Always", template=k8s_l1.PodTemplateSpec())  # type: ignore[arg-type]  # the wrong value is the test

@@ -940,3 +940,13 @@ def test_round_trip(rows, tagged):
         (1 << e, bw, w) for e, bw, w in rows
     ]
     assert run.has_wrong_values == any(w for _, _, w in rows)
+
+
+def test_cli_module_re_exports_every_public_name_of_the_report() -> None:
+    # GIVEN the report package and the CLI's module, which lists its re-exports explicitly
+    import efa_stack.nccl_report as impl
+    import efa_stack.tools.nccl_report as cli_module
+
+    # THEN both export the same names, bound to the same objects
+    assert cli_module.__all__ == impl.__all__
+    assert all(getattr(cli_module, name) is getattr(impl, name) for name in impl.__all__)

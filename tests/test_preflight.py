@@ -12,13 +12,13 @@ from __future__ import annotations
 import io
 import os
 import textwrap
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
 import boto3
 import botocore.endpoint
-import moto as _moto  # noqa: F401  - before any session exists, so every session can be mocked
+import moto as _moto
 import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.stub import Stubber
@@ -31,7 +31,7 @@ from efa_stack.tools.preflight import FAIL, PASS, WARN, Clients, Finding, Prefli
 from tests.conftest import fake_aws_credentials
 
 ROOT = Path(__file__).resolve().parent.parent
-NOW = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 
 def _spec(groups: str, *, azs: str = "[us-west-2a, us-west-2b]", system: str = "") -> ClusterPlan:
@@ -378,7 +378,7 @@ def test_active_matching_reservation_passes() -> None:
 
 
 def test_scheduled_capacity_block_warns_with_its_start_date() -> None:
-    start = datetime(2026, 12, 1, 11, 30, tzinfo=timezone.utc)
+    start = datetime(2026, 12, 1, 11, 30, tzinfo=UTC)
     item = _reservation(ReservationType="capacity-block", State="scheduled", StartDate=start, AvailableInstanceCount=0)
     findings = _res_findings(_res_plan("capacity-block"), item)
     warn = [f for f in findings if f.status == WARN]

@@ -64,7 +64,7 @@ def schema_default(schema: dict, path: str) -> object:
 def readme_table(heading: str, prefix: str = "") -> list[tuple[str, str]]:
     """(field, default) rows of the markdown table that follows ``heading`` in README.md."""
     text = README.read_text().split(heading, 1)[1]
-    rows = []
+    rows: list[tuple[str, str]] = []
     for line in text.splitlines()[1:]:
         if not line.strip():
             if rows:

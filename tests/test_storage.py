@@ -93,6 +93,7 @@ def synth_storage(path: str) -> Synthesized:
     app = App(outdir=str(outdir))
     stacks = build(app, plan)
     if getattr(stacks, "storage", None) is None:
+        assert plan.storage is not None, f"{path} has no storage section"
         stack = StorageStack(
             app, f"{plan.name}-storage", plan=plan, network=stacks.network, cluster=stacks.cluster,
             storage=plan.storage, env=Environment(region=plan.region),
@@ -336,11 +337,11 @@ def _bare_stack() -> tuple[Stack, ec2.Vpc]:
 
 
 def _lustre(stack: Stack, vpc: ec2.Vpc, **props) -> LustreFileSystem:
-    args = dict(
-        vpc=vpc, subnet=vpc.isolated_subnets[0] if vpc.isolated_subnets else vpc.public_subnets[0],
-        client_security_group_ids=["sg-0123456789abcdef0"], deployment_type="PERSISTENT_2",
-        storage_capacity_gib=1200, per_unit_storage_throughput=125,
-    )
+    args = {
+        "vpc": vpc, "subnet": vpc.isolated_subnets[0] if vpc.isolated_subnets else vpc.public_subnets[0],
+        "client_security_group_ids": ["sg-0123456789abcdef0"], "deployment_type": "PERSISTENT_2",
+        "storage_capacity_gib": 1200, "per_unit_storage_throughput": 125,
+    }
     args.update(props)
     return LustreFileSystem(stack, "Lustre", **args)
 

@@ -402,8 +402,8 @@ def fake_report(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         return 0
 
     module = types.ModuleType("efa_stack.tools.nccl_report")
-    module.report_command = report_command  # type: ignore[attr-defined]
-    module.DEFAULT_THRESHOLD = 0.7  # type: ignore[attr-defined]
+    module.report_command = report_command  # type: ignore[attr-defined]  # a stand-in module
+    module.DEFAULT_THRESHOLD = 0.7  # type: ignore[attr-defined]  # a stand-in module
     monkeypatch.setitem(sys.modules, "efa_stack.tools.nccl_report", module)
     from efa_stack import tools
 

@@ -53,7 +53,7 @@ def report_command(
     def fail(msg: str, exc: NcclLogError | None = None) -> int:
         if json_out:
             detail = exc.to_dict() if exc is not None else {"message": msg, "summary": msg}
-            emit_json(Report(exit_code=2, error=ReportError(**detail)))  # type: ignore[arg-type]
+            emit_json(Report(exit_code=2, error=ReportError(**detail)))
         else:
             err.print(Text(f"error: {msg}", style="bold red"))
         return 2

@@ -218,7 +218,7 @@ def judge(
             "whose busbw (computed with the ring formula) can exceed the network line rate"
         )
     ranks = facts.nranks
-    if ranks is not None and exp.gpus_per_node and ranks < used_nodes * exp.gpus_per_node:
+    if ranks is not None and used_nodes is not None and exp.gpus_per_node and ranks < used_nodes * exp.gpus_per_node:
         notes.append(
             f"the run used {ranks} rank(s) on {used_nodes} node(s), but each {exp.instance_type} has "
             f"{exp.gpus_per_node} GPUs; fewer GPUs per node can drive less of the line rate"

@@ -99,7 +99,7 @@ class Result(BaseModel):
     error: float | None = None  # old float ``error`` column; None when N/A or absent
     per_iteration: IterStats | None = None
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
     def failed(self) -> bool:
         if self.wrong is not None and self.wrong > 0:
@@ -128,7 +128,7 @@ class Row(BaseModel):
     cycle: int = 1  # ``-N`` repeats the sweep; the first pass is cycle 1
     timestamp: str | None = None  # ``-S 1``
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
     def failed(self) -> bool:
         return self.out_of_place.failed or (self.in_place is not None and self.in_place.failed)
@@ -157,24 +157,24 @@ class Facts(BaseModel):
     timestamps: bool = False
     memory_usage: str | None = None  # ``-M 1``: "# GPU memory usage : ..."
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
     def nranks(self) -> int | None:
         """The number of ranks the header lists, or None if the header was not in the log."""
         return len(self.devices) or None
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
     def hostnames(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(d.host for d in self.devices))
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
     def nodes(self) -> int | None:
         """The number of distinct hosts in the header, or None if unknown."""
         return len(self.hostnames) or None
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
     def gpu_names(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(d.name for d in self.devices))
@@ -202,7 +202,7 @@ class NcclRun(BaseModel):
     footer: Footer = Footer()
     problems: tuple[str, ...] = ()  # NCCL WARN / test failure lines, "line N: text"
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
     def label(self) -> str:
         name = Path(self.source).name
@@ -212,7 +212,7 @@ class NcclRun(BaseModel):
     def failed_rows(self) -> tuple[Row, ...]:
         return tuple(r for r in self.rows if r.failed)
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
     def wrong_total(self) -> int | None:
         counts = [
@@ -227,7 +227,7 @@ class NcclRun(BaseModel):
     def has_wrong_values(self) -> bool:
         return bool(self.failed_rows) or bool(self.footer.out_of_bounds)
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
     def correctness(self) -> Correctness:
         if self.has_wrong_values:
@@ -281,13 +281,13 @@ class Expectation(BaseModel):
     reason: str
     references: tuple[ReferenceRun, ...] = ()
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
     def line_rate_gbytes(self) -> float:
         """The per-node line rate in GB/s (Gbit/s / 8): the model's ceiling for ring busbw."""
         return self.line_rate_gbps / 8.0
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
     def pass_mark_gbytes(self) -> float:
         """Expected busbw = line rate x efficiency: the busbw a run must reach to pass."""
@@ -308,13 +308,13 @@ class Verdict(BaseModel):
     expectation: Expectation | None = None
     notes: tuple[str, ...] = ()
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
     def ok(self) -> bool:
         """False when the run had wrong values, did not use EFA, or fell below the expectation."""
         return self.correctness != "wrong values" and self.status not in ("below expectation", "not EFA")
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
     def summary(self) -> str:
         from efa_stack.nccl_report.units import human_size

@@ -371,7 +371,7 @@ class _RowReader:
         self.source = source
         self.where_layout = layout.describe(header_line)
 
-    def error(self, lineno: int, message: str, raw: str) -> NcclLogError:
+    def error(self, lineno: int, message: str, raw: str | None) -> NcclLogError:
         return NcclLogError(self.source, lineno, message, raw, self.where_layout)
 
     def column(self, i: int) -> str:
@@ -487,7 +487,7 @@ class _Table:
 
     def add(self, row: Row) -> None:
         if len(self.rows) >= MAX_ROWS:
-            raise self.reader.error(row.line, f"more than {MAX_ROWS} data rows in one run", None)  # type: ignore[arg-type]
+            raise self.reader.error(row.line, f"more than {MAX_ROWS} data rows in one run", None)
         if self.rows:
             prev = self.rows[-1]
             # -N repeats the sweep: the size falls back for the same type and operation.
@@ -553,11 +553,11 @@ def read_text_runs(lines: Iterable[tuple[int, str]], source: str) -> list[NcclRu
         header = _is_table_header(body)
 
         if state == "footer":
-            if header and stream == table.stream:  # type: ignore[union-attr]
+            if header and stream == table.stream:  # type: ignore[union-attr]  # "footer" follows a table
                 close()
                 facts, later = later, _Facts()
                 state = "before"
-            elif stream == table.stream and _footer_line(table, body, lineno, raw):  # type: ignore[union-attr,arg-type]
+            elif stream == table.stream and _footer_line(table, body, lineno, raw):  # type: ignore[union-attr,arg-type]  # ditto
                 continue
             else:
                 later.feed(lineno, body)
@@ -863,7 +863,7 @@ def read_runs(path: str | Path) -> list[NcclRun]:
             f.seek(0)
             if _looks_like_json(head):
                 return [parse_json(f.read(MAX_INPUT_BYTES + 1), source=str(p))]
-            return read_text_runs(_bounded_lines(f), str(p))  # type: ignore[arg-type]
+            return read_text_runs(_bounded_lines(f), str(p))
     except OSError as e:
         raise NcclLogError(str(p), None, f"cannot read the log: {e.strerror or e}") from None
 

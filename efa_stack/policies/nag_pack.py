@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import jsii
 from aws_cdk import CfnResource, Stack, Stage
@@ -40,7 +40,7 @@ _COMPLIANCE = {
     R.Compliance.NOT_APPLICABLE: NagRuleCompliance.NOT_APPLICABLE,
 }
 
-RuleResult = NagRuleCompliance | list[str]
+RuleResult: TypeAlias = NagRuleCompliance | list[str]
 
 
 @jsii.implements(IApplyRule)
@@ -102,7 +102,7 @@ class EfaStackChecks(NagPack):
 
     def _app(self, node: CfnResource) -> R.App:
         """The synthesized templates of the node's stage, re-read when a file changes."""
-        outdir = Path(Stage.of(node).outdir)  # type: ignore[union-attr]
+        outdir = Path(Stage.of(node).outdir)
         files = sorted(outdir.glob("*.template.json"))
         key = tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files)
         cached = self._apps.get(str(outdir))

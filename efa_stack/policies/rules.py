@@ -105,7 +105,7 @@ class App:
                 return None
             lid = arg if fn == "Ref" else arg[0] if fn == "Fn::GetAtt" and arg[1:] == ["GroupId"] else None
             res = (self.templates.get(stack, {}).get("Resources") or {}).get(lid) if isinstance(lid, str) else None
-            if res is not None and res.get("Type") == EC2_SECURITY_GROUP:
+            if res is not None and isinstance(lid, str) and res.get("Type") == EC2_SECURITY_GROUP:
                 return stack, lid
         return None
 

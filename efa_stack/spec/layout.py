@@ -24,6 +24,7 @@ from efa_stack.spec.catalog import InstanceType, NetworkCard
 Layout = Literal["current", "legacy"]
 LAYOUTS: tuple[Layout, ...] = ("current", "legacy")
 EFA_TYPES = ("efa", "efa-only")
+EfaKind = Literal["efa", "efa-only"]
 
 
 class Interface(NamedTuple):
@@ -44,8 +45,8 @@ class LayoutError(ValueError):
     pass
 
 
-def _efa_kind(card: NetworkCard, prefer: str) -> str | None:
-    other = "efa" if prefer == "efa-only" else "efa-only"
+def _efa_kind(card: NetworkCard, prefer: EfaKind) -> EfaKind | None:
+    other: EfaKind = "efa" if prefer == "efa-only" else "efa-only"
     if prefer in card.interface_types:
         return prefer
     if other in card.interface_types:
@@ -80,7 +81,7 @@ def interface_layout(
             if layout == "current" and efa < wanted and card.max_interfaces > used:
                 kind = _efa_kind(card, "efa-only")
                 if kind is not None:
-                    result.append(Interface(0, 1, kind))  # type: ignore[arg-type]
+                    result.append(Interface(0, 1, kind))
                     efa += 1
             continue
         if efa >= wanted:
@@ -89,7 +90,7 @@ def interface_layout(
             kind = _efa_kind(card, "efa-only")
             if kind is None:
                 continue
-            result.append(Interface(card.index, 0, kind))  # type: ignore[arg-type]
+            result.append(Interface(card.index, 0, kind))
             efa += 1
             if ena_on_efa_cards and card.max_interfaces > 1 and "interface" in card.interface_types:
                 result.append(Interface(card.index, 1, "interface"))
@@ -97,7 +98,7 @@ def interface_layout(
             kind = _efa_kind(card, "efa")
             if kind is None:
                 continue
-            result.append(Interface(card.index, 1, kind))  # type: ignore[arg-type]
+            result.append(Interface(card.index, 1, kind))
             efa += 1
     if efa != wanted:
         raise LayoutError(

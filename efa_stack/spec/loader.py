@@ -46,13 +46,13 @@ MAX_PROBLEMS = 50
 _FIX_SIZE = "keep the spec to one eksctl ClusterConfig (a few KB); move generated content elsewhere"
 
 try:  # libyaml's event parser when PyYAML has it; the composer stays in Python, where it is bounded
-    from yaml._yaml import CParser as _EventSource  # type: ignore[import-not-found]
+    from yaml._yaml import CParser as _EventSource
 except ImportError:  # pragma: no cover - PyYAML built without libyaml
     from yaml.parser import Parser
     from yaml.reader import Reader
     from yaml.scanner import Scanner
 
-    class _EventSource(Reader, Scanner, Parser):  # type: ignore[no-redef]
+    class _EventSource(Reader, Scanner, Parser):  # type: ignore[no-redef]  # the pure-Python fallback
         def __init__(self, stream: str):
             Reader.__init__(self, stream)
             Scanner.__init__(self)
@@ -77,7 +77,7 @@ def _where(mark: Any) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "unknown position"
 
 
-class _SpecLoader(Composer, _EventSource, SafeConstructor, Resolver):  # type: ignore[misc,valid-type]
+class _SpecLoader(Composer, _EventSource, SafeConstructor, Resolver):
     """A safe loader with limits: depth and node count while composing, no duplicate keys, short ints."""
 
     def __init__(self, text: str):
@@ -88,8 +88,9 @@ class _SpecLoader(Composer, _EventSource, SafeConstructor, Resolver):  # type: i
         self._depth = 0
         self._nodes = 0
 
-    def compose_node(self, parent: Node | None, index: Any) -> Node:  # type: ignore[override]
-        mark = self.peek_event().start_mark
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        event = self.peek_event()
+        mark = event.start_mark if event is not None else None
         self._nodes += 1
         if self._nodes > MAX_YAML_NODES:
             raise _Refused(mark, f"the document has more than {MAX_YAML_NODES} YAML nodes", _FIX_SIZE)
@@ -104,7 +105,7 @@ class _SpecLoader(Composer, _EventSource, SafeConstructor, Resolver):  # type: i
         finally:
             self._depth -= 1
 
-    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:  # type: ignore[override]
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         # eksctl reads the file with sigs.k8s.io/yaml UnmarshalStrict, which rejects a key given
         # twice (eksctl-io/eksctl@v0.230.0:pkg/eks/api.go ParseConfig). PyYAML keeps the last one.
         first: dict[str, Any] = {}
@@ -121,7 +122,7 @@ class _SpecLoader(Composer, _EventSource, SafeConstructor, Resolver):  # type: i
             first[key_node.value] = key_node.start_mark
         return super().construct_mapping(node, deep=deep)
 
-    def construct_yaml_int(self, node: ScalarNode) -> int:  # type: ignore[override]
+    def construct_yaml_int(self, node: ScalarNode) -> int:
         if len(node.value) > MAX_INT_DIGITS:
             raise _Refused(
                 node.start_mark, f"an integer of {len(node.value)} characters",
@@ -130,7 +131,9 @@ class _SpecLoader(Composer, _EventSource, SafeConstructor, Resolver):  # type: i
         return super().construct_yaml_int(node)
 
 
-_SpecLoader.add_constructor("tag:yaml.org,2002:int", _SpecLoader.construct_yaml_int)
+_SpecLoader.add_constructor(  # type: ignore[type-var]  # the stub admits only yaml's own Loader classes
+    "tag:yaml.org,2002:int", _SpecLoader.construct_yaml_int
+)
 
 
 def _check_expansion(root: Node) -> None:

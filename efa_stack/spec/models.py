@@ -277,7 +277,7 @@ class NcclTest(_Model):
 
     node_group: str | None = Field(None, alias="nodeGroup", pattern=NAME_PATTERN)
     """Which node group the job runs on; default: the first EFA node group with NVIDIA GPUs."""
-    binary: Literal[NCCL_TEST_BINARIES] = "all_reduce_perf"  # type: ignore[valid-type]
+    binary: Literal[NCCL_TEST_BINARIES] = "all_reduce_perf"  # type: ignore[valid-type]  # a tuple: pydantic reads it
     """The nccl-tests program to run."""
     min_bytes: str = Field("8", alias="minBytes", pattern=SIZE_PATTERN)
     """nccl-tests ``-b``: smallest message (bytes, or with a K/M/G suffix)."""

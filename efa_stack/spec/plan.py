@@ -151,8 +151,10 @@ class ClusterPlan:
 
     def summary(self) -> str:
         lines = [
-            f"cluster {self.name}: EKS {self.kubernetes_version} in {self.region} "
-            f"({', '.join(self.availability_zones)}), VPC {self.vpc_cidr}",
+            (
+                f"cluster {self.name}: EKS {self.kubernetes_version} in {self.region} "
+                f"({', '.join(self.availability_zones)}), VPC {self.vpc_cidr}"
+            ),
         ]
         for n in self.all_node_groups:
             accel = (

@@ -58,6 +58,7 @@ if TYPE_CHECKING:  # spec.models imports this module; keep these imports for typ
 DeploymentType = Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"]
 Compression = Literal["NONE", "LZ4"]
 Event = Literal["NEW", "CHANGED", "DELETED"]
+_ALL_EVENTS: tuple[Event, ...] = ("NEW", "CHANGED", "DELETED")
 LinkKind = Literal["association", "import-path"]
 
 DEPLOYMENT_TYPES: tuple[str, ...] = ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2")
@@ -110,7 +111,7 @@ class S3Link(_Model):
     """Objects under this prefix appear in the file system (``""``: the whole bucket)."""
     import_on_create: bool = Field(True, alias="importOnCreate")
     """Load the listing of the linked objects when the link is created (always on for ImportPath)."""
-    auto_import: list[Event] = Field(default_factory=lambda: ["NEW", "CHANGED", "DELETED"], alias="autoImport")
+    auto_import: list[Event] = Field(default_factory=lambda: list(_ALL_EVENTS), alias="autoImport")
     """S3 changes that FSx imports automatically (``[]``: none after the first import)."""
     auto_export: list[Event] = Field(default_factory=list, alias="autoExport")
     """File system changes that FSx writes back to S3 automatically (PERSISTENT_2 only)."""

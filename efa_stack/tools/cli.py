@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -99,7 +99,7 @@ def _root() -> None:
 def preflight(
     spec: Path = typer.Option(..., "--spec", "-s", help=SPEC_HELP),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    profile: Optional[str] = typer.Option(None, "--profile", help="AWS profile (default: the SDK's usual chain)."),
+    profile: str | None = typer.Option(None, "--profile", help="AWS profile (default: the SDK's usual chain)."),
     max_attempts: int = typer.Option(
         5, "--max-attempts", min=1, help="Attempts per AWS call, with backoff, before a throttled call is reported."
     ),
@@ -135,16 +135,16 @@ def preflight(
 @catalog_app.command("refresh")
 def catalog_refresh(
     region: str = typer.Option("us-east-1", "--region", help="Region to call DescribeInstanceTypes in."),
-    catalog_output: Optional[Path] = typer.Option(
+    catalog_output: Path | None = typer.Option(
         None, "--catalog-output", "--output", help="Where to write the catalog (default: spec/data/instance_catalog.json)."
     ),
-    regions_output: Optional[Path] = typer.Option(
+    regions_output: Path | None = typer.Option(
         None, "--regions-output", help="Where to write the region/zone list (default: spec/data/regions.json)."
     ),
     all_regions: bool = typer.Option(
         True, "--all-regions/--this-region-only", help="List the zones of every region, or of --region only."
     ),
-    profile: Optional[str] = typer.Option(None, "--profile", help="AWS profile (default: the SDK's usual chain)."),
+    profile: str | None = typer.Option(None, "--profile", help="AWS profile (default: the SDK's usual chain)."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Regenerate the instance catalog and the region/zone list from EC2 (boto3).
@@ -206,7 +206,7 @@ def _instance_json(it: Any) -> dict[str, Any]:
 @catalog_app.command("list")
 def catalog_list(
     efa: bool = typer.Option(False, "--efa", help="Only EFA-capable instance types."),
-    family: Optional[str] = typer.Option(None, "--family", help="Only this family, e.g. p5."),
+    family: str | None = typer.Option(None, "--family", help="Only this family, e.g. p5."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """List the instance types of the catalog with vCPUs, accelerators and EFA devices."""
@@ -257,7 +257,7 @@ def catalog_show(
     layout_note = ""
     if it.efa_supported:
         try:
-            interfaces = interface_layout(it, layout, ena_on_efa_cards=ena_on_efa_cards)  # type: ignore[arg-type]
+            interfaces = interface_layout(it, layout, ena_on_efa_cards=ena_on_efa_cards)
         except LayoutError as exc:
             layout_note = str(exc)
     if json_out:
@@ -312,11 +312,11 @@ def nccl_report(
     logs: list[Path] = typer.Argument(
         ..., metavar="LOG...", help="nccl-tests output (plain, MPI/srun/kubectl logs) or -J JSON results."
     ),
-    instance_type: Optional[str] = typer.Option(None, "--instance-type", help="Judge against this type's EFA line rate."),
-    nodes: Optional[int] = typer.Option(None, "--nodes", help="Node count (default: read from the log)."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Write a busbw-vs-size plot (PNG)."),
+    instance_type: str | None = typer.Option(None, "--instance-type", help="Judge against this type's EFA line rate."),
+    nodes: int | None = typer.Option(None, "--nodes", help="Node count (default: read from the log)."),
+    plot: Path | None = typer.Option(None, "--plot", help="Write a busbw-vs-size plot (PNG)."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    threshold: Optional[float] = typer.Option(
+    threshold: float | None = typer.Option(
         None, "--threshold", help="Pass mark as a fraction of the line rate (default: the report's, 0.7)."
     ),
 ) -> None:
@@ -348,7 +348,7 @@ def _kube_apis(kubeconfig: Path | None, context: str | None, plan: Any) -> tuple
 
     try:
         config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None, context=context)
-    except Exception as exc:  # ConfigException, missing file, bad YAML
+    except Exception as exc:  # noqa: BLE001 - every load failure (ConfigException, missing file, bad YAML) is reported
         if not context and not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config()
         else:
@@ -363,16 +363,16 @@ def _kube_apis(kubeconfig: Path | None, context: str | None, plan: Any) -> tuple
 @app.command()
 def verify(
     spec: Path = typer.Option(..., "--spec", "-s", help=SPEC_HELP),
-    context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context (default: the current one)."),
-    kubeconfig: Optional[Path] = typer.Option(None, "--kubeconfig", help="kubeconfig file (default: ~/.kube/config)."),
+    context: str | None = typer.Option(None, "--context", help="kubeconfig context (default: the current one)."),
+    kubeconfig: Path | None = typer.Option(None, "--kubeconfig", help="kubeconfig file (default: ~/.kube/config)."),
     timeout: float = typer.Option(600.0, "--timeout", min=0, help="Seconds to wait for the nodes; 0 checks once."),
     interval: float = typer.Option(15.0, "--interval", min=0.1, help="Seconds between polls."),
     run_nccl: bool = typer.Option(False, "--run-nccl", help="Start the NCCL-tests MPIJob and report its result."),
-    node_group: Optional[str] = typer.Option(None, "--node-group", help="Node group whose NCCL test to run (default: the first EFA group)."),
+    node_group: str | None = typer.Option(None, "--node-group", help="Node group whose NCCL test to run (default: the first EFA group)."),
     namespace: str = typer.Option("default", "--namespace", help="Namespace of the NCCL-tests MPIJob."),
     job_timeout: float = typer.Option(1800.0, "--job-timeout", min=0, help="Seconds to wait for the MPIJob."),
-    threshold: Optional[float] = typer.Option(None, "--threshold", help="nccl-report pass mark (fraction of line rate)."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="With --run-nccl: write the busbw plot (PNG)."),
+    threshold: float | None = typer.Option(None, "--threshold", help="nccl-report pass mark (fraction of line rate)."),
+    plot: Path | None = typer.Option(None, "--plot", help="With --run-nccl: write the busbw plot (PNG)."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Check a deployed cluster's nodes (instance type, allocatable GPUs and EFA devices) against the spec.

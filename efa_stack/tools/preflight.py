@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore import exceptions as _bex
@@ -338,15 +338,15 @@ def check_efa_support(ec2: Any, plan: ClusterPlan, *, max_attempts: int | None =
                 f"choose an instance type offered in {plan.region}, or another region", t,
             ))
             continue
-        item = found.get(t)
-        if item is None:
+        entry = found.get(t)
+        if entry is None:
             findings.append(Finding(
                 "efa-support", FAIL,
                 f"{t} does not support EFA in {plan.region} (node groups {users} have efaEnabled: true)",
                 "choose an EFA-capable instance type (efa-stack catalog list --efa) or set efaEnabled: false", t,
             ))
             continue
-        api_max = item.get("NetworkInfo", {}).get("EfaInfo", {}).get("MaximumEfaInterfaces")
+        api_max = entry.get("NetworkInfo", {}).get("EfaInfo", {}).get("MaximumEfaInterfaces")
         try:
             known = catalog.get(t).max_efa_interfaces
         except UnknownInstanceType:
@@ -418,7 +418,7 @@ def check_zone_offerings(ec2: Any, plan: ClusterPlan, *, max_attempts: int | Non
             continue
         if missing:
             single = g.efa_enabled or len(missing) == len(g.availability_zones)
-            first = sorted(either)[0]
+            first = min(either)
             findings.append(Finding(
                 "az-offering", FAIL if single else WARN,
                 f"{t} is not offered in {_zones_text(missing, ids)} (node group {g.name}); "
@@ -556,12 +556,12 @@ def _when(dt: Any, now: datetime) -> str:
     if not isinstance(dt, datetime):
         return str(dt)
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     delta = dt - now
     hours = delta.total_seconds() / 3600
     rel = (f"in {hours / 24:.1f} days" if hours >= 48 else f"in {hours:.1f} hours") if hours >= 0 else (
         f"{-hours / 24:.1f} days ago" if hours <= -48 else f"{-hours:.1f} hours ago")
-    return f"{dt.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC ({rel})"
+    return f"{dt.astimezone(UTC):%Y-%m-%d %H:%M} UTC ({rel})"
 
 
 _KIND = {"reservation": "Capacity Reservation", "capacity-block": "Capacity Block"}
@@ -662,7 +662,7 @@ def check_reservations(
     ec2: Any, plan: ClusterPlan, *, now: datetime | None = None, max_attempts: int | None = None
 ) -> list[Finding]:
     """Each referenced Capacity Reservation / Capacity Block: exists, active, matches, big enough."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     findings: list[Finding] = []
     for g in plan.all_node_groups:
         if g.capacity == "on-demand" or not g.reservation_id:
@@ -727,7 +727,7 @@ def exit_code(findings: Iterable[Finding]) -> int:
 
 
 def counts(findings: Iterable[Finding]) -> dict[str, int]:
-    out = {PASS: 0, WARN: 0, FAIL: 0}
+    out: dict[str, int] = {PASS: 0, WARN: 0, FAIL: 0}
     for f in findings:
         out[f.status] += 1
     return out

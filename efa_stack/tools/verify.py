@@ -342,7 +342,7 @@ class JobOutcome:
     log: str | None = field(default=None, repr=False)
 
 
-def job_state(obj: dict[str, Any]) -> tuple[str | None, str]:
+def job_state(obj: dict[str, Any]) -> tuple[Literal["Succeeded", "Failed"] | None, str]:
     """``("Succeeded"|"Failed", reason: message)`` from an MPIJob's status conditions, or ``(None, "")``."""
     for c in (obj.get("status") or {}).get("conditions") or []:
         if c.get("type") in ("Succeeded", "Failed") and str(c.get("status")) == "True":
@@ -393,7 +393,7 @@ def wait_for_job(
             on_poll(obj)
         state, text = job_state(obj)
         if state is not None:
-            return JobOutcome(name, namespace, state, text)  # type: ignore[arg-type]
+            return JobOutcome(name, namespace, state, text)
         remaining = deadline - clock()
         if remaining <= 0:
             return JobOutcome(name, namespace, "Timeout", f"MPIJob {namespace}/{name} did not finish within {timeout:g} s")
