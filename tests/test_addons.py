@@ -48,15 +48,15 @@ addons:
     resolveConflicts: overwrite
     tags: {team: infra}
     podIdentityAssociations:
-      - {namespace: external-dns, serviceAccountName: external-dns, permissionPolicyARNs: [%s]}
+      - {namespace: external-dns, serviceAccountName: external-dns, permissionPolicyARNs: [%POLICY%]}
   - name: cert-manager
     podIdentityAssociations:
-      - {namespace: cert-manager, serviceAccountName: cert-manager, roleARN: %s}
+      - {namespace: cert-manager, serviceAccountName: cert-manager, roleARN: %ROLE%}
   - name: eks-node-monitoring-agent
     version: v1.4.0-eksbuild.1
   - name: vpc-cni
     configurationValues: '{"env": {"ENABLE_PREFIX_DELEGATION": "true"}}'
-""" % (POLICY, ROLE)
+""".replace("%POLICY%", POLICY).replace("%ROLE%", ROLE)
 
 
 def plan_of(text: str) -> ClusterPlan:
