@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
@@ -70,6 +71,9 @@ class ManagedNodeGroupProps:
     """MiB of 2 MiB hugepages each node reserves at boot (user data); 0 reserves none."""
     lustre_client: bool = False
     """Install the Lustre client at boot (for FSx for Lustre volumes)."""
+    node_repair: Mapping[str, Any] | None = None
+    """CloudFormation ``AWS::EKS::Nodegroup NodeRepairConfig`` (``{"Enabled": True, ...limits}``); None: no
+    repair (EKS's default). Repair acts on the conditions of the ``eks-node-monitoring-agent`` add-on."""
 
     @property
     def efa_enabled(self) -> bool:
@@ -154,4 +158,12 @@ class ManagedNodeGroup(Construct):
             or None,
             tags=tags,
             node_role=node_role,
+            enable_node_auto_repair=True if plan.node_repair else None,
         )
+        if plan.node_repair:
+            # aws_eks_v2.Nodegroup has only enableNodeAutoRepair; the limits go in as CloudFormation
+            # AWS::EKS::Nodegroup NodeRepairConfig (docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/
+            # aws-properties-eks-nodegroup-noderepairconfig.html).
+            cfn = self.nodegroup.node.default_child
+            assert isinstance(cfn, eks.CfnNodegroup)
+            cfn.add_property_override("NodeRepairConfig", dict(plan.node_repair))

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Duration, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -18,6 +19,7 @@ from aws_constructs.node_group import ManagedNodeGroup, ManagedNodeGroupProps
 from aws_constructs.pod_identity import associate_with_addon, pod_identity_role
 from aws_constructs.security import acknowledge, managed_policy
 from efa_stack import contract, names
+from efa_stack.spec.addons import POD_IDENTITY_AGENT, VPC_CNI, AddonPlan
 from efa_stack.spec.plan import ClusterPlan, NodeGroupPlan
 from stacks.network_stack import NetworkStack
 
@@ -69,6 +71,27 @@ def vpc_cni_version(kubernetes_version: str) -> str:
         )
     return str(versions[kubernetes_version])
 
+def addon_construct_id(name: str) -> str:
+    """The construct id of an add-on the spec adds (``coredns`` -> ``AddonCoredns``): stable per name."""
+    return "Addon" + "".join(part.capitalize() for part in re.split(r"[-_]", name))
+
+
+def apply_addon_settings(addon: eks.Addon, plan: AddonPlan, *, version: bool = True) -> None:
+    """The plan's version, configurationValues, resolveConflicts, IRSA role and tags on ``addon``'s CfnAddon."""
+    cfn = addon.node.default_child
+    assert isinstance(cfn, eks.CfnAddon)
+    if version and plan.version:
+        cfn.addon_version = plan.version
+    if plan.configuration_values:
+        cfn.configuration_values = plan.configuration_values
+    if plan.resolve_conflicts:
+        cfn.resolve_conflicts = plan.resolve_conflicts
+    if plan.service_account_role_arn:
+        cfn.service_account_role_arn = plan.service_account_role_arn
+    for key, value in sorted(plan.tags.items()):
+        Tags.of(addon).add(key, value)
+
+
 CONTROL_PLANE_LOGS = [
     eks.ClusterLoggingTypes.API,
     eks.ClusterLoggingTypes.AUDIT,
@@ -101,6 +124,7 @@ def node_group_props(ng: NodeGroupPlan) -> ManagedNodeGroupProps:
         tags=ng.tags,
         hugepages_2mi_mib=ng.hugepages_2mi_mib,
         lustre_client=ng.lustre_client,
+        node_repair=ng.node_repair.cfn() if ng.node_repair else None,
     )
 
 
@@ -163,15 +187,16 @@ class ClusterStack(Stack):
             description="VPC CNI (aws-node) through EKS Pod Identity",
             managed_policies=["AmazonEKS_CNI_Policy"],
         )
-        cni = addon_data("vpc-cni")
+        cni = plan.addon(VPC_CNI) or AddonPlan(VPC_CNI, vpc_cni_version(plan.kubernetes_version))
         self.vpc_cni = eks.Addon(
-            self, "VpcCni", cluster=self.cluster, addon_name="vpc-cni",
-            addon_version=vpc_cni_version(plan.kubernetes_version), preserve_on_delete=False,
+            self, "VpcCni", cluster=self.cluster, addon_name=VPC_CNI,
+            addon_version=cni.version or vpc_cni_version(plan.kubernetes_version), preserve_on_delete=False,
         )
         # EKS installs a self-managed aws-node with every cluster; the add-on takes it over (see the data file).
         vpc_cni_cfn = self.vpc_cni.node.default_child
         assert isinstance(vpc_cni_cfn, eks.CfnAddon)
-        vpc_cni_cfn.resolve_conflicts = cni["resolve_conflicts"]
+        vpc_cni_cfn.resolve_conflicts = cni.resolve_conflicts or addon_data(VPC_CNI)["resolve_conflicts"]
+        apply_addon_settings(self.vpc_cni, cni, version=False)
         associate_with_addon(self.vpc_cni, self.vpc_cni_role, "aws-node")
         self.node_role = iam.Role(
             self,
@@ -183,6 +208,10 @@ class ClusterStack(Stack):
         self._acknowledge_findings()
         # Add-on permissions go through EKS Pod Identity (the agent add-on, created by the cluster).
         self.pod_identity_agent = self.cluster.eks_pod_identity_agent
+        agent = plan.addon(POD_IDENTITY_AGENT)
+        if agent is not None:
+            apply_addon_settings(self.pod_identity_agent, agent)
+        self.addons = self._user_addons(plan)
         self.oidc_provider: eks.OidcProviderNative | None = None
         if plan.with_oidc:  # eksctl's iam.withOIDC: an IAM OIDC provider for IRSA
             self.oidc_provider = eks.OidcProviderNative(
@@ -228,8 +257,51 @@ class ClusterStack(Stack):
             # role through EKS Pod Identity, so the agent must run before the nodes need it.
             node_group.nodegroup.node.add_dependency(self.vpc_cni)
             node_group.nodegroup.node.add_dependency(self.pod_identity_agent)
+            for addon_plan in plan.addons:
+                if addon_plan.node_dependency and addon_plan.name in self.addons:
+                    node_group.nodegroup.node.add_dependency(self.addons[addon_plan.name])
             self.node_groups[ng.name] = node_group
         self.manifests = self.add_kubernetes_charts(charts)
+
+    def _user_addons(self, plan: ClusterPlan) -> dict[str, eks.Addon]:
+        """An ``AWS::EKS::Addon`` for every add-on of the plan the cluster stack creates and nothing else
+        does (the VPC CNI and the Pod Identity agent above; the FSx CSI driver comes with storage)."""
+        made: dict[str, eks.Addon] = {}
+        for addon in plan.addons:
+            if addon.created_by != "cluster" or addon.name in (VPC_CNI, POD_IDENTITY_AGENT):
+                continue
+            construct = eks.Addon(
+                self, addon_construct_id(addon.name), cluster=self.cluster, addon_name=addon.name,
+                addon_version=addon.version, preserve_on_delete=False,
+            )
+            apply_addon_settings(construct, addon, version=False)
+            associations: list[dict[str, Any]] = []
+            for i, identity in enumerate(addon.pod_identities):
+                role: iam.IRole
+                if identity.role_arn:
+                    role = iam.Role.from_role_arn(self, f"{construct.node.id}Role{i}", identity.role_arn, mutable=False)
+                else:
+                    role = pod_identity_role(
+                        construct, f"Role{i}",
+                        description=f"{addon.name} ({identity.namespace}/{identity.service_account}) through EKS "
+                        "Pod Identity",
+                    )
+                    for arn in identity.policy_arns:
+                        role.add_managed_policy(iam.ManagedPolicy.from_managed_policy_arn(role, arn, arn))
+                        acknowledge(
+                            role, "AwsSolutions-IAM4",
+                            "A managed policy the spec's addons[].podIdentityAssociations name for this add-on.",
+                            f"Policy::{arn}",
+                        )
+                associations.append({"RoleArn": role.role_arn, "ServiceAccount": identity.service_account})
+            if associations:
+                # CloudFormation AWS::EKS::Addon PodIdentityAssociations: [{RoleArn, ServiceAccount}], in the
+                # add-on's namespace.
+                cfn = construct.node.default_child
+                assert isinstance(cfn, eks.CfnAddon)
+                cfn.add_property_override("PodIdentityAssociations", associations)
+            made[addon.name] = construct
+        return made
 
     def add_kubernetes_charts(self, charts: Sequence[cdk8s.Chart] | None = None) -> list[eks.KubernetesManifest]:
         """Apply the cdk8s charts of :func:`k8s.charts.build_charts` in their order (CRD, operator, jobs).

@@ -28,7 +28,7 @@ from aws_constructs.security import acknowledge
 from efa_stack.spec.plan import ClusterPlan
 from efa_stack.spec.storage import StoragePlan
 from k8s.storage import StaticVolumeProps, StorageClassProps, storage_manifests
-from stacks.cluster_stack import ClusterStack
+from stacks.cluster_stack import ClusterStack, apply_addon_settings
 from stacks.network_stack import NetworkStack
 
 FSX_CSI_ADDON = "aws-fsx-csi-driver"
@@ -90,6 +90,9 @@ class StorageStack(Stack):
             configuration_values=FSX_CSI_CONFIGURATION,
             preserve_on_delete=False,
         )
+        settings = plan.addon(FSX_CSI_ADDON)
+        if settings is not None:  # the spec's addons entry for the driver (version, configurationValues, tags)
+            apply_addon_settings(self.csi_driver, settings)
         associate_with_addon(self.csi_driver, self.csi_role, FSX_CSI_CONTROLLER_SA)
         storage_class = None
         if storage.dynamic_provisioning:

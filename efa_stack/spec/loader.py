@@ -26,8 +26,11 @@ from efa_stack.spec.models import (
     MAX_USER_NODE_GROUPS,
     MIN_VOLUME_GIB,
     NODES_QUOTA_FIX,
+    UNSUPPORTED_ADDON_FIELDS,
     UNSUPPORTED_EKSCTL_FIELDS,
+    UNSUPPORTED_NODE_REPAIR_FIELDS,
     UNSUPPORTED_NODEGROUP_FIELDS,
+    UNSUPPORTED_POD_IDENTITY_FIELDS,
     UNSUPPORTED_VPC_FIELDS,
     ClusterSpec,
 )
@@ -309,6 +312,9 @@ def _unsupported_here(loc: tuple[Any, ...]) -> dict[str, str]:
         (): UNSUPPORTED_EKSCTL_FIELDS,
         ("managedNodeGroups", "[]"): UNSUPPORTED_NODEGROUP_FIELDS,
         ("vpc",): UNSUPPORTED_VPC_FIELDS,
+        ("addons", "[]"): UNSUPPORTED_ADDON_FIELDS,
+        ("addons", "[]", "podIdentityAssociations", "[]"): UNSUPPORTED_POD_IDENTITY_FIELDS,
+        ("managedNodeGroups", "[]", "nodeRepairConfig"): UNSUPPORTED_NODE_REPAIR_FIELDS,
     }.get(parent, {})
 
 

@@ -11,6 +11,7 @@ docstring is its description in the published JSON Schema (``use_attribute_docst
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -172,6 +173,95 @@ class AccessConfig(_Model):
     """EKS access entries for further principals."""
 
 
+# --- EKS add-ons and node repair ---------------------------------------------------------------
+# eksctl-io/eksctl@v0.230.0:pkg/apis/eksctl.io/v1alpha5/addon.go (Addon) and iam.go (PodIdentityAssociation).
+ADDON_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,99}$"
+ADDON_VERSION_PATTERN = r"^v\d+\.\d+\.\d+-eksbuild\.\d+$"
+"""A full add-on build as ``aws eks describe-addon-versions`` lists it (``v1.20.1-eksbuild.3``)."""
+K8S_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+IAM_ROLE_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::\d{12}:role/[A-Za-z0-9+=,.@_/-]+$"
+IAM_POLICY_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::(\d{12}|aws):policy/[A-Za-z0-9+=,.@_/-]+$"
+
+
+class PodIdentityAssociationSpec(_Model):
+    """One service account of the add-on and the IAM role its pods get through EKS Pod Identity."""
+
+    namespace: str = Field(pattern=K8S_NAME_PATTERN, max_length=63)
+    """The service account's namespace (``kube-system`` for most AWS add-ons)."""
+    service_account_name: str = Field(alias="serviceAccountName", pattern=K8S_NAME_PATTERN, max_length=253)
+    """The add-on's service account."""
+    role_arn: str | None = Field(None, alias="roleARN", pattern=IAM_ROLE_ARN_PATTERN)
+    """An existing IAM role (trusting ``pods.eks.amazonaws.com``); or leave it out and list
+    ``permissionPolicyARNs`` for a new role."""
+    permission_policy_arns: list[str] = Field(default_factory=list, alias="permissionPolicyARNs", max_length=20)
+    """Managed policies of the new role efa-stack creates for the service account."""
+
+    @field_validator("permission_policy_arns")
+    @classmethod
+    def _policy_arns(cls, v: list[str]) -> list[str]:
+        for arn in v:
+            if not re.match(IAM_POLICY_ARN_PATTERN, arn):
+                raise FixError(
+                    f"{arn!r} is not an IAM policy ARN",
+                    "use arn:aws:iam::aws:policy/NAME (AWS managed) or arn:aws:iam::ACCOUNT:policy/NAME",
+                )
+        return v
+
+
+class AddonSpec(_Model):
+    """An EKS add-on (``AWS::EKS::Addon``), as eksctl's ``addons`` entry spells it."""
+
+    name: str = Field(pattern=ADDON_NAME_PATTERN)
+    """The EKS add-on name (``aws eks describe-addon-versions`` lists them), e.g. ``coredns``."""
+    version: str | None = None
+    """A full build, ``vX.Y.Z-eksbuild.N``; absent: the build EKS marks default for the cluster's
+    Kubernetes version (efa-stack pins its own add-ons)."""
+    configuration_values: str | None = Field(None, alias="configurationValues", max_length=65536)
+    """The add-on's configuration as a JSON or YAML mapping, in a string (validated against the add-on's
+    schema where efa-stack keeps one)."""
+    resolve_conflicts: Literal["none", "overwrite", "preserve", "NONE", "OVERWRITE", "PRESERVE"] | None = Field(
+        None, alias="resolveConflicts"
+    )
+    """What EKS does with fields of an existing installation that differ: ``none`` or ``overwrite``."""
+    pod_identity_associations: list[PodIdentityAssociationSpec] = Field(
+        default_factory=list, alias="podIdentityAssociations", max_length=20
+    )
+    """IAM roles for the add-on's service accounts through EKS Pod Identity."""
+    service_account_role_arn: str | None = Field(None, alias="serviceAccountRoleARN", pattern=IAM_ROLE_ARN_PATTERN)
+    """An existing role for the add-on's service account through IRSA (needs ``iam.withOIDC``)."""
+    tags: dict[str, str] = Field(default_factory=dict)
+    """Tags on the add-on."""
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _lowercase_name(cls, v: object) -> object:
+        # eksctl compares add-on names case-insensitively (Addon.CanonicalName lowercases).
+        return v.lower() if isinstance(v, str) else v
+
+
+class NodeRepairConfigSpec(_Model):
+    """EKS node auto repair of a managed node group (eksctl's ``nodeRepairConfig``; CloudFormation
+    ``AWS::EKS::Nodegroup NodeRepairConfig``)."""
+
+    enabled: bool | None = None
+    """Replace or reboot nodes the node monitoring agent reports unhealthy; default: on for GPU and Neuron node
+    groups, off otherwise."""
+    # EKS API Reference, NodeRepairConfig: counts >= 1, percentages 1-100; a count and the percentage of the
+    # same limit are exclusive (checked in spec.addons).
+    max_unhealthy_node_threshold_count: int | None = Field(None, alias="maxUnhealthyNodeThresholdCount", ge=1)
+    """Stop repairing above this many unhealthy nodes."""
+    max_unhealthy_node_threshold_percentage: int | None = Field(
+        None, alias="maxUnhealthyNodeThresholdPercentage", ge=1, le=100
+    )
+    """Stop repairing above this percentage of unhealthy nodes."""
+    max_parallel_nodes_repaired_count: int | None = Field(None, alias="maxParallelNodesRepairedCount", ge=1)
+    """Repair at most this many nodes at once."""
+    max_parallel_nodes_repaired_percentage: int | None = Field(
+        None, alias="maxParallelNodesRepairedPercentage", ge=1, le=100
+    )
+    """Repair at most this percentage of the unhealthy nodes at once."""
+
+
 class ManagedNodeGroupSpec(_Model):
     # --- eksctl fields -------------------------------------------------------------------------
     name: str = Field(pattern=NAME_PATTERN, max_length=63)
@@ -219,6 +309,9 @@ class ManagedNodeGroupSpec(_Model):
     """eksctl's spelling of an existing placement group (``placement.groupName``)."""
     capacity: Capacity = Capacity()
     """Extension: on-demand, an On-Demand Capacity Reservation, or a Capacity Block."""
+    node_repair_config: NodeRepairConfigSpec | None = Field(None, alias="nodeRepairConfig")
+    """EKS node auto repair; default on for GPU and Neuron node groups (``nodeRepairConfig: {enabled: false}``
+    turns it off). Repair needs the ``eks-node-monitoring-agent`` add-on, which efa-stack then installs."""
 
     @field_validator("volume_size")
     @classmethod
@@ -325,6 +418,9 @@ class ClusterSpec(_Model):
         alias="managedNodeGroups", min_length=1, max_length=MAX_USER_NODE_GROUPS
     )
     """The node groups (EKS managed node groups)."""
+    addons: list[AddonSpec] = Field(default_factory=list, max_length=50)
+    """EKS add-ons; entries for the add-ons efa-stack installs itself (vpc-cni, eks-pod-identity-agent,
+    eks-node-monitoring-agent, aws-fsx-csi-driver) are merged with its settings."""
     # --- extensions ----------------------------------------------------------------------------
     system_node_group: SystemNodeGroup = Field(SystemNodeGroup(), alias="systemNodeGroup")
     """Extension: the CPU node group for add-ons and MPI launchers."""
@@ -338,7 +434,6 @@ class ClusterSpec(_Model):
 UNSUPPORTED_EKSCTL_FIELDS: dict[str, str] = {
     "nodeGroups": "use managedNodeGroups (efa-stack builds EKS managed node groups only)",
     "fargateProfiles": "remove it; EFA and GPUs need EC2 nodes",
-    "addons": "remove it; efa-stack installs the VPC CNI add-on at a version that supports efa-only",
     "addonsConfig": "remove it",
     "autoModeConfig": "remove it; EKS Auto Mode cannot lay out per-card EFA interfaces",
     "karpenter": "remove it; Karpenter cannot use placement groups or efa-only layouts",
@@ -383,7 +478,36 @@ UNSUPPORTED_NODEGROUP_FIELDS: dict[str, str] = {
     "asgSuspendProcesses": "remove it",
     "bottlerocket": "remove it",
     "kubeletExtraConfig": "remove it",
-    "nodeRepairConfig": "remove it",
+}
+
+# eksctl Addon fields (eksctl-io/eksctl@v0.230.0:pkg/apis/eksctl.io/v1alpha5/addon.go) efa-stack does not map.
+_POD_IDENTITY = "use podIdentityAssociations with roleARN or permissionPolicyARNs (EKS Pod Identity)"
+UNSUPPORTED_ADDON_FIELDS: dict[str, str] = {
+    "attachPolicyARNs": _POD_IDENTITY,
+    "attachPolicy": _POD_IDENTITY,
+    "wellKnownPolicies": _POD_IDENTITY,
+    "permissionsBoundary": "remove it",
+    "useDefaultPodIdentityAssociations": "list podIdentityAssociations (efa-stack cannot ask EKS for its "
+    "recommended roles offline)",
+    "namespaceConfig": "remove it; the add-on installs in its own namespace",
+    "publishers": "remove it (a filter of `eksctl utils describe-addon-versions`)",
+    "types": "remove it (a filter of `eksctl utils describe-addon-versions`)",
+    "owners": "remove it (a filter of `eksctl utils describe-addon-versions`)",
+}
+# eksctl PodIdentityAssociation fields (iam.go) beyond an existing role or a new role with managed policies.
+UNSUPPORTED_POD_IDENTITY_FIELDS: dict[str, str] = {
+    "wellKnownPolicies": "list the managed policies in permissionPolicyARNs",
+    "permissionPolicy": "create a managed policy and list its ARN in permissionPolicyARNs",
+    "permissionPolicyName": "remove it",
+    "permissionsBoundaryARN": "remove it",
+    "roleName": "remove it; CloudFormation names the role",
+    "createServiceAccount": "remove it; the add-on creates its service accounts",
+    "tags": "remove it",
+    "targetRoleARN": "remove it",
+    "disableSessionTags": "remove it",
+}
+UNSUPPORTED_NODE_REPAIR_FIELDS: dict[str, str] = {
+    "nodeRepairConfigOverrides": "remove it; efa-stack sets enabled and the thresholds only",
 }
 
 # eksctl ClusterVPC fields (eksctl-io/eksctl@v0.230.0:pkg/apis/eksctl.io/v1alpha5/vpc.go) that

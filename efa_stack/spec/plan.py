@@ -13,6 +13,7 @@ from pathlib import Path
 
 from efa_stack import contract, names
 from efa_stack.spec import catalog
+from efa_stack.spec.addons import AddonPlan, NodeRepairPlan, addon_plans, node_repair_plan
 from efa_stack.spec.aws_limits import validate_plan_limits, validate_volume
 from efa_stack.spec.catalog import InstanceType, UnknownInstanceType
 from efa_stack.spec.errors import Problem, SpecError
@@ -76,6 +77,9 @@ class NodeGroupPlan:
     """Provisioned throughput of a gp3 root volume, MiB/s."""
     placement_group_name: str | None = None
     """An existing placement group the launch template uses (no group is created for it)."""
+    node_repair: NodeRepairPlan | None = None
+    """EKS node auto repair (:func:`spec.addons.node_repair_plan`: on for GPU/Neuron node groups unless the
+    spec's nodeRepairConfig says otherwise), or None when off."""
 
     @property
     def instance_type(self) -> str:
@@ -129,6 +133,13 @@ class ClusterPlan:
     """The NCCL-tests MPIJob (:func:`spec.nccl.nccl_job_plan`), or None when no node group can run it."""
     storage: StoragePlan | None = None
     """FSx for Lustre storage (:func:`spec.storage.storage_plan`), or None without a ``storage`` section."""
+    addons: tuple[AddonPlan, ...] = ()
+    """Every EKS add-on the stacks create: efa-stack's own merged with the spec's ``addons``
+    (:func:`spec.addons.addon_plans`)."""
+
+    def addon(self, name: str) -> AddonPlan | None:
+        """The plan of add-on ``name``, or None when no stack creates it."""
+        return next((a for a in self.addons if a.name == name), None)
 
     @property
     def all_node_groups(self) -> tuple[NodeGroupPlan, ...]:
@@ -386,6 +397,8 @@ def _node_group(
     })
     if instance.accelerator:
         labels[LABEL_ACCELERATOR] = instance.accelerator
+    repair, repair_problems = node_repair_plan(prefix, role in ("gpu", "neuron"), ng.node_repair_config)
+    problems.extend(repair_problems)
     return NodeGroupPlan(
         name=ng.name,
         instance=instance,
@@ -413,6 +426,7 @@ def _node_group(
         # Every managed node group can run pods that mount the claim (the storage plan's tolerations
         # cover all of them), so every one gets the client.
         lustre_client=lustre,
+        node_repair=repair,
     )
 
 
@@ -505,6 +519,11 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         ))
     sys_sizes = _sizes("systemNodeGroup", sng.min_size, sng.desired_capacity, sng.max_size, problems)
 
+    addons, addon_problems = addon_plans(
+        spec.addons, kubernetes_version=md.version, repair=any(g.node_repair for g in groups),
+        storage=spec.storage is not None, with_oidc=spec.iam.with_oidc,
+    )
+    problems.extend(addon_problems)
     problems.extend(validate_nccl(spec, groups))
     problems.extend(validate_storage(spec, groups))
     if len(set(azs)) >= 2:
@@ -559,6 +578,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         tags=dict(md.tags),
         nccl_job=nccl_job_plan(groups, spec.nccl_test),
         storage=storage_plan(spec.storage, groups, system),
+        addons=addons,
     )
 
 

@@ -1,0 +1,358 @@
+"""EKS add-ons and node auto repair: the spec's ``addons`` merged with the add-ons efa-stack installs itself.
+
+efa-stack installs some add-ons of its own (data/addons.json says which stack creates each and why):
+
+- ``vpc-cni`` at a build pinned per Kubernetes version (efa-only interfaces need v1.18.5 or later), taking
+  over the self-managed ``aws-node`` (``OVERWRITE``), with ``aws-node``'s role through EKS Pod Identity;
+- ``eks-pod-identity-agent`` (aws-cdk's ``aws_eks_v2.Cluster`` creates it);
+- ``eks-node-monitoring-agent`` when any node group has node auto repair on (repair acts on the
+  conditions the agent reports);
+- ``aws-fsx-csi-driver`` with ``storage`` (the storage stack creates it, with its controller's role).
+
+A user's ``addons`` entry of the same name is merged with efa-stack's: the version, configurationValues,
+resolveConflicts and tags may be set unless they break what efa-stack relies on (a spec error that names
+the field, the value and the fix); efa-stack keeps the IAM wiring of its own add-ons. Any other known add-on
+becomes an ``AWS::EKS::Addon`` of the cluster stack as written.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from efa_stack.spec.errors import Problem, SpecError
+from efa_stack.spec.models import ADDON_VERSION_PATTERN, AddonSpec, NodeRepairConfigSpec
+
+DATA = Path(__file__).resolve().parent / "data"
+ADDONS_FILE = DATA / "addons.json"
+KNOWN_ADDONS_FILE = DATA / "known_addons.json"
+
+VPC_CNI = "vpc-cni"
+POD_IDENTITY_AGENT = "eks-pod-identity-agent"
+NODE_MONITORING_AGENT = "eks-node-monitoring-agent"
+FSX_CSI_DRIVER = "aws-fsx-csi-driver"
+
+CreatedBy = Literal["cluster", "storage"]
+
+
+@dataclass(frozen=True)
+class PodIdentityPlan:
+    """A service account of an add-on and its IAM role (an existing ARN, or a new role with these policies)."""
+
+    namespace: str
+    service_account: str
+    role_arn: str | None = None
+    policy_arns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AddonPlan:
+    """One ``AWS::EKS::Addon``: the user's entry merged with efa-stack's own settings."""
+
+    name: str
+    version: str | None = None
+    """A full ``vX.Y.Z-eksbuild.N`` build, or None for the build EKS marks default."""
+    configuration_values: str | None = None
+    """The configuration as compact JSON (what EKS takes), or None."""
+    resolve_conflicts: str | None = None
+    """``NONE`` or ``OVERWRITE`` (CloudFormation AWS::EKS::Addon ResolveConflicts), or None (EKS: NONE)."""
+    pod_identities: tuple[PodIdentityPlan, ...] = ()
+    service_account_role_arn: str | None = None
+    tags: dict[str, str] = field(hash=False, default_factory=dict)
+    created_by: CreatedBy = "cluster"
+    """The stack that creates it (the FSx CSI driver comes with the storage stack)."""
+    managed: bool = False
+    """efa-stack's own add-on (it keeps the add-on's IAM wiring)."""
+    node_dependency: bool = False
+    """Node groups wait for it (the CNI and the Pod Identity agent must run before nodes need them)."""
+
+
+@dataclass(frozen=True)
+class NodeRepairPlan:
+    """EKS node auto repair of one managed node group (CloudFormation AWS::EKS::Nodegroup NodeRepairConfig)."""
+
+    max_unhealthy_node_threshold_count: int | None = None
+    max_unhealthy_node_threshold_percentage: int | None = None
+    max_parallel_nodes_repaired_count: int | None = None
+    max_parallel_nodes_repaired_percentage: int | None = None
+
+    def cfn(self) -> dict[str, Any]:
+        """The ``NodeRepairConfig`` property (``Enabled`` plus the limits that are set)."""
+        limits = {
+            "MaxUnhealthyNodeThresholdCount": self.max_unhealthy_node_threshold_count,
+            "MaxUnhealthyNodeThresholdPercentage": self.max_unhealthy_node_threshold_percentage,
+            "MaxParallelNodesRepairedCount": self.max_parallel_nodes_repaired_count,
+            "MaxParallelNodesRepairedPercentage": self.max_parallel_nodes_repaired_percentage,
+        }
+        return {"Enabled": True, **{k: v for k, v in limits.items() if v is not None}}
+
+
+@cache
+def addon_data() -> dict[str, Any]:
+    """data/addons.json: efa-stack's add-ons (pinned versions, conflict policy, who creates them)."""
+    return {k: v for k, v in json.loads(ADDONS_FILE.read_text()).items() if not k.startswith("_")}
+
+
+@cache
+def known_addon_names() -> tuple[str, ...]:
+    """Add-on names of the EKS User Guide's "AWS add-ons" and "Community add-ons" (data/known_addons.json)."""
+    data = json.loads(KNOWN_ADDONS_FILE.read_text())
+    return tuple(sorted({n for k, v in data.items() if not k.startswith("_") for n in v["names"]}))
+
+
+@cache
+def configuration_schema(name: str) -> dict[str, Any] | None:
+    """The add-on's configuration JSON schema when efa-stack keeps one (addons.json ``configuration_schema``)."""
+    file = addon_data().get(name, {}).get("configuration_schema")
+    return json.loads((DATA / file).read_text()) if file else None
+
+
+def pinned_version(name: str, kubernetes_version: str) -> str | None:
+    """The build efa-stack pins for ``name`` on ``kubernetes_version`` (None: EKS's default build)."""
+    versions = addon_data().get(name, {}).get("versions", {})
+    return versions.get(kubernetes_version)
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", version.split("-", 1)[0]))
+
+
+# --- node repair ----------------------------------------------------------------------------------
+
+
+def node_repair_plan(prefix: str, accelerated: bool, spec: NodeRepairConfigSpec | None) -> tuple[
+    NodeRepairPlan | None, list[Problem]
+]:
+    """Repair on or off for one node group: the spec's ``enabled``, else on for GPU/Neuron node groups.
+
+    EKS API Reference, NodeRepairConfig: a count and a percentage of the same limit cannot both be set.
+    """
+    problems: list[Problem] = []
+    enabled = spec.enabled if spec is not None and spec.enabled is not None else accelerated
+    if spec is None:
+        return (NodeRepairPlan() if enabled else None), problems
+    for count, pct in (
+        ("maxUnhealthyNodeThresholdCount", "maxUnhealthyNodeThresholdPercentage"),
+        ("maxParallelNodesRepairedCount", "maxParallelNodesRepairedPercentage"),
+    ):
+        values = spec.model_dump(by_alias=True)
+        if values[count] is not None and values[pct] is not None:
+            problems.append(Problem(
+                f"{prefix}.nodeRepairConfig.{pct}", values[pct],
+                f"EKS takes {count} or {pct}, not both", f"remove one of {count} and {pct}",
+            ))
+    limits = NodeRepairPlan(
+        max_unhealthy_node_threshold_count=spec.max_unhealthy_node_threshold_count,
+        max_unhealthy_node_threshold_percentage=spec.max_unhealthy_node_threshold_percentage,
+        max_parallel_nodes_repaired_count=spec.max_parallel_nodes_repaired_count,
+        max_parallel_nodes_repaired_percentage=spec.max_parallel_nodes_repaired_percentage,
+    )
+    if not enabled and limits != NodeRepairPlan():
+        problems.append(Problem(
+            f"{prefix}.nodeRepairConfig.enabled", spec.enabled,
+            "repair limits are set but node repair is off",
+            "set enabled: true, or remove the limits",
+        ))
+    return (limits if enabled else None), problems
+
+
+# --- add-ons --------------------------------------------------------------------------------------
+
+
+def parse_configuration(prefix: str, name: str, text: str) -> tuple[str | None, list[Problem]]:
+    """``configurationValues`` (JSON or YAML, as eksctl reads it) as compact JSON, checked against the
+    add-on's schema where efa-stack keeps one (otherwise EKS checks it at deploy against
+    ``aws eks describe-addon-configuration``)."""
+    where = f"{prefix}.configurationValues"
+    try:
+        value: Any = json.loads(text)
+    except ValueError:
+        from efa_stack.spec.loader import read_yaml
+
+        try:
+            value = read_yaml(text, source=where)
+        except SpecError as exc:
+            detail = exc.problems[0].message if exc.problems else "not YAML"
+            return None, [Problem(
+                where, text, f"is neither JSON nor YAML ({detail})",
+                "write a JSON object or a YAML mapping, e.g. '{\"resources\": {\"limits\": {\"memory\": \"1Gi\"}}}'",
+            )]
+    if not isinstance(value, dict):
+        return None, [Problem(
+            where, text, f"must be a mapping of settings, not {type(value).__name__}",
+            "write a JSON object or a YAML mapping of the add-on's settings",
+        )]
+    schema = configuration_schema(name)
+    if schema is not None:
+        import jsonschema
+
+        errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
+        problems = [
+            Problem(
+                where + "".join(f".{p}" if isinstance(p, str) else f"[{p}]" for p in e.absolute_path),
+                e.instance if not isinstance(e.instance, dict) else "{...}",
+                f"does not fit the {name} configuration schema: {e.message}",
+                f"see `aws eks describe-addon-configuration --addon-name {name}` for the settings it takes",
+            )
+            for e in errors[:5]
+        ]
+        if problems:
+            return None, problems
+    return json.dumps(value, sort_keys=True, separators=(",", ":")), []
+
+
+def _check_version(prefix: str, name: str, version: str | None) -> list[Problem]:
+    if version is None or re.match(ADDON_VERSION_PATTERN, version):
+        return []
+    # eksctl (eksctl-io/eksctl@v0.230.0 pkg/actions/addon/addon.go getLatestMatchingVersion) resolves
+    # "latest" and partial versions through DescribeAddonVersions at deploy time; efa-stack synthesizes offline.
+    fix = (f"pin a full build from `aws eks describe-addon-versions --addon-name {name} --kubernetes-version X.Y`"
+           " (vX.Y.Z-eksbuild.N), or leave version out for EKS's default build")
+    if re.match(r"^\d+\.\d+\.\d+-eksbuild\.\d+$", version):
+        fix = f"write v{version}"
+    reason = ("efa-stack cannot look up the newest build offline" if version == "latest"
+              else "is not a full add-on build vX.Y.Z-eksbuild.N")
+    return [Problem(f"{prefix}.version", version, reason, fix)]
+
+
+def _resolve(prefix: str, entry: AddonSpec) -> tuple[str | None, list[Problem]]:
+    value = entry.resolve_conflicts
+    if value is None:
+        return None, []
+    if value.upper() == "PRESERVE":
+        # CloudFormation AWS::EKS::Addon ResolveConflicts / EKS CreateAddon: PRESERVE applies to updates only.
+        return None, [Problem(
+            f"{prefix}.resolveConflicts", value, "EKS accepts preserve only when updating an add-on, and this "
+            "stack creates it", "use overwrite (take over an existing installation) or none",
+        )]
+    return value.upper(), []
+
+
+def _own_addons(kubernetes_version: str, repair: bool, storage: bool) -> dict[str, AddonPlan]:
+    own: dict[str, AddonPlan] = {}
+    data = addon_data()
+    for name in (VPC_CNI, POD_IDENTITY_AGENT):
+        own[name] = AddonPlan(
+            name=name, version=pinned_version(name, kubernetes_version),
+            resolve_conflicts=data[name].get("resolve_conflicts"), managed=True,
+            node_dependency=bool(data[name].get("node_dependency")),
+        )
+    if repair:
+        own[NODE_MONITORING_AGENT] = AddonPlan(name=NODE_MONITORING_AGENT, managed=True)
+    if storage:
+        own[FSX_CSI_DRIVER] = AddonPlan(name=FSX_CSI_DRIVER, managed=True, created_by="storage")
+    return own
+
+
+def _merge(prefix: str, own: AddonPlan, entry: AddonSpec, problems: list[Problem]) -> AddonPlan:
+    """efa-stack's add-on with the user's version, configurationValues, resolveConflicts and tags."""
+    version = entry.version or own.version
+    if own.name == VPC_CNI and entry.version and re.match(ADDON_VERSION_PATTERN, entry.version):
+        minimum = addon_data()[VPC_CNI]["minimum"]
+        if _version_tuple(entry.version) < _version_tuple(minimum):
+            problems.append(Problem(
+                f"{prefix}.version", entry.version,
+                f"efa-only interfaces need the VPC CNI {minimum} or later",
+                f"use {own.version or minimum} or a later build, or leave version out (efa-stack pins {own.version})",
+            ))
+    resolve, more = _resolve(prefix, entry)
+    problems.extend(more)
+    if own.resolve_conflicts == "OVERWRITE" and resolve not in (None, "OVERWRITE"):
+        problems.append(Problem(
+            f"{prefix}.resolveConflicts", entry.resolve_conflicts,
+            f"EKS installs a self-managed {own.name} with every cluster and the add-on must take it over",
+            "use overwrite or leave resolveConflicts out",
+        ))
+    if entry.pod_identity_associations or entry.service_account_role_arn:
+        field_name = "podIdentityAssociations" if entry.pod_identity_associations else "serviceAccountRoleARN"
+        why = {
+            VPC_CNI: "efa-stack gives aws-node its role (AmazonEKS_CNI_Policy) through EKS Pod Identity",
+            POD_IDENTITY_AGENT: "the Pod Identity agent uses the node role and takes no role of its own",
+            FSX_CSI_DRIVER: "efa-stack gives fsx-csi-controller-sa its role through EKS Pod Identity",
+            NODE_MONITORING_AGENT: "the node monitoring agent needs no IAM permissions",
+        }[own.name]
+        problems.append(Problem(f"{prefix}.{field_name}", "set", why, f"remove {field_name}"))
+    return AddonPlan(
+        name=own.name, version=version, configuration_values=own.configuration_values,
+        resolve_conflicts=resolve or own.resolve_conflicts, tags=dict(entry.tags), created_by=own.created_by,
+        managed=True, node_dependency=own.node_dependency,
+    )
+
+
+def addon_plans(
+    entries: Iterable[AddonSpec], *, kubernetes_version: str, repair: bool, storage: bool, with_oidc: bool
+) -> tuple[tuple[AddonPlan, ...], list[Problem]]:
+    """Every add-on the stacks create, efa-stack's own first (in a fixed order), then the user's in spec order."""
+    problems: list[Problem] = []
+    own = _own_addons(kubernetes_version, repair, storage)
+    known = known_addon_names()
+    merged: dict[str, AddonPlan] = dict(own)
+    extra: list[AddonPlan] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(entries):
+        prefix = f"addons[{i}]"
+        if entry.name in seen:
+            problems.append(Problem(f"{prefix}.name", entry.name, "the add-on is listed twice", "list it once"))
+            continue
+        seen.add(entry.name)
+        if entry.name not in known:
+            close = difflib.get_close_matches(entry.name, known, n=1, cutoff=0.6)
+            problems.append(Problem(
+                f"{prefix}.name", entry.name, "not an EKS add-on efa-stack knows (EKS User Guide, AWS and community "
+                "add-ons)", f"did you mean {close[0]}?" if close else
+                "use a name `aws eks describe-addon-versions` lists (efa-stack's list: efa_stack/spec/data/"
+                "known_addons.json)",
+            ))
+            continue
+        problems.extend(_check_version(prefix, entry.name, entry.version))
+        config: str | None = None
+        if entry.configuration_values is not None:
+            config, more = parse_configuration(prefix, entry.name, entry.configuration_values)
+            problems.extend(more)
+        if entry.service_account_role_arn and entry.pod_identity_associations:
+            # eksctl Addon.Validate: IRSA settings and pod identity associations are exclusive.
+            problems.append(Problem(
+                f"{prefix}.serviceAccountRoleARN", entry.service_account_role_arn,
+                "an add-on takes an IRSA role or pod identity associations, not both",
+                "remove serviceAccountRoleARN (or podIdentityAssociations)",
+            ))
+        if entry.service_account_role_arn and not with_oidc:
+            problems.append(Problem(
+                f"{prefix}.serviceAccountRoleARN", entry.service_account_role_arn,
+                "IRSA needs the cluster's IAM OIDC provider", "set iam.withOIDC: true, or use podIdentityAssociations",
+            ))
+        identities: list[PodIdentityPlan] = []
+        for j, pia in enumerate(entry.pod_identity_associations):
+            where = f"{prefix}.podIdentityAssociations[{j}]"
+            if pia.role_arn and pia.permission_policy_arns:
+                problems.append(Problem(
+                    f"{where}.permissionPolicyARNs", list(pia.permission_policy_arns),
+                    "an existing roleARN takes no policies here", "remove permissionPolicyARNs or roleARN",
+                ))
+            elif not pia.role_arn and not pia.permission_policy_arns:
+                problems.append(Problem(
+                    f"{where}.roleARN", None, "the service account needs a role",
+                    "set roleARN (an existing role) or permissionPolicyARNs (a new role with those policies)",
+                ))
+            identities.append(PodIdentityPlan(
+                pia.namespace, pia.service_account_name, pia.role_arn, tuple(pia.permission_policy_arns)
+            ))
+        if entry.name in own:
+            base = _merge(prefix, own[entry.name], entry, problems)
+            merged[entry.name] = replace(base, configuration_values=config)
+            continue
+        resolve, more = _resolve(prefix, entry)
+        problems.extend(more)
+        extra.append(AddonPlan(
+            name=entry.name, version=entry.version, configuration_values=config,
+            resolve_conflicts=resolve or addon_data().get(entry.name, {}).get("resolve_conflicts"),
+            pod_identities=tuple(identities), service_account_role_arn=entry.service_account_role_arn,
+            tags=dict(entry.tags),
+        ))
+    return (*merged.values(), *extra), problems
