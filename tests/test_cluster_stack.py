@@ -296,7 +296,9 @@ def test_kubernetes_charts_are_applied_in_order_after_the_node_groups(default_sy
     order = ["efadeviceplugin", "nvidiadeviceplugin", "mpioperatorcrd", "mpioperator", "nccltests"]
     assert [next(o for o in order if k.startswith(f"Cluster{o}")) for k in names] == order
     for prev, (lid, res) in zip(names, manifests[1:]):
-        assert prev in res["DependsOn"], lid
+        # directly, or through the wait for the CRD's Established condition that follows the CRD chart
+        waits = [d for d in res["DependsOn"] if resources[d]["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"]
+        assert prev in res["DependsOn"] or any(prev in resources[w]["DependsOn"] for w in waits), lid
     for _, res in manifests:
         assert any(d.startswith("NodeGroupp5NodeGroup") for d in res["DependsOn"])
 
