@@ -128,3 +128,13 @@ def fake_aws_credentials(monkeypatch: pytest.MonkeyPatch, region: str | None = N
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     if region:
         monkeypatch.setenv("AWS_DEFAULT_REGION", region)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests parametrized over a shipped spec (``spec="p4d.yaml"``) run on one xdist worker per spec
+    (``--dist loadgroup``, set in pyproject.toml), so each spec is synthesized once in the whole run
+    rather than once on every worker that happens to draw one of its tests."""
+    for item in items:
+        spec = getattr(getattr(item, "callspec", None), "params", {}).get("spec")
+        if isinstance(spec, str) and (CLUSTERS / spec).is_file():
+            item.add_marker(pytest.mark.xdist_group(f"spec-{spec}"))
