@@ -131,10 +131,21 @@ def fake_aws_credentials(monkeypatch: pytest.MonkeyPatch, region: str | None = N
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests parametrized over a shipped spec (``spec="p4d.yaml"``) run on one xdist worker per spec
-    (``--dist loadgroup``, set in pyproject.toml), so each spec is synthesized once in the whole run
-    rather than once on every worker that happens to draw one of its tests."""
+    """Keep shared work on one xdist worker (``--dist loadgroup``, set in pyproject.toml):
+
+    - tests parametrized over a shipped spec (``spec="p4d.yaml"``) run on one worker per spec, so each
+      spec is synthesized once in the whole run rather than once on every worker that draws one of its tests;
+    - tests that use a module-scoped fixture of their module (a synth, a moto catalog refresh) run on one
+      worker per fixture, so the fixture is built once.
+    Everything else is spread test by test."""
     for item in items:
         spec = getattr(getattr(item, "callspec", None), "params", {}).get("spec")
         if isinstance(spec, str) and (CLUSTERS / spec).is_file():
             item.add_marker(pytest.mark.xdist_group(f"spec-{spec}"))
+            continue
+        info = getattr(item, "_fixtureinfo", None)
+        for name in getattr(item, "fixturenames", ()):
+            defs = info.name2fixturedefs.get(name, ()) if info else ()
+            if defs and defs[-1].scope == "module" and defs[-1].baseid.endswith(".py"):
+                item.add_marker(pytest.mark.xdist_group(f"{defs[-1].baseid}::{name}"))
+                break
