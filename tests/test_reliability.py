@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import copy
 import re
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from efa_stack.policies.replacement import UnknownResourceType, replaced_resources, replacing_properties
-from tests.conftest import CLUSTERS, normalise_assets, synth_spec, synth_text
+from tests.conftest import CLUSTERS, normalise_assets, scratch_dir, synth_spec, synth_text
 from tests.test_spec_validation import BASE
 
 # Logical ids of resources whose replacement destroys state. Changing one is a breaking change:
@@ -140,7 +139,7 @@ def synth_files(spec: Path) -> dict[str, str]:
     from efa_stack.spec.plan import plan_from_file
     from stacks.compose import build
 
-    out = Path(tempfile.mkdtemp(prefix="efa-stack-det-"))
+    out = scratch_dir("efa-stack-det-")
     app = App(outdir=str(out))
     build(app, plan_from_file(spec))
     app.synth()
