@@ -163,7 +163,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             for name in getattr(item, "fixturenames", ()):
                 defs = info.name2fixturedefs.get(name, ()) if info else ()
                 if defs and defs[-1].scope == "module" and defs[-1].baseid.endswith(".py"):
-                    group = f"{defs[-1].baseid}::{name}"
+                    group = f"fixture-{Path(defs[-1].baseid).stem}-{name}"  # no "::": syrupy splits ids on it
                     break
         if group is None:
             continue
