@@ -151,7 +151,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     - tests parametrized over a shipped spec (``spec="p4d.yaml"``) run on one worker per spec, so each
       spec is synthesized once in the whole run rather than once on every worker that draws one of its tests;
     - tests that use a module-scoped fixture of their module (a synth, a moto catalog refresh) run on one
-      worker per fixture, so the fixture is built once.
+      worker per fixture, so the fixture is built once; a module whose fixture is the synth of a shipped
+      spec says so in ``FIXTURE_SPECS`` (fixture name -> spec file name) and joins that spec's group.
     Everything else is spread test by test."""
     for item in items:
         group = None
@@ -163,7 +164,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             for name in getattr(item, "fixturenames", ()):
                 defs = info.name2fixturedefs.get(name, ()) if info else ()
                 if defs and defs[-1].scope == "module" and defs[-1].baseid.endswith(".py"):
-                    group = f"fixture-{Path(defs[-1].baseid).stem}-{name}"  # no "::": syrupy splits ids on it
+                    shipped = getattr(item.module, "FIXTURE_SPECS", {}).get(name)
+                    # no "::" in a group name: syrupy derives snapshot names from the node id
+                    group = f"spec-{shipped}" if shipped else f"fixture-{Path(defs[-1].baseid).stem}-{name}"
                     break
         if group is None:
             continue

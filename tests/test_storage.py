@@ -124,6 +124,10 @@ def synth_storage_text(text: str) -> Synthesized:
     return synth_storage(str(f))
 
 
+FIXTURE_SPECS = {"fsx": "fsx.yaml"}
+"""Module fixtures that are a shipped spec's synth (tests/conftest.py runs them with that spec's tests)."""
+
+
 @pytest.fixture(scope="module")
 def fsx() -> Synthesized:
     return synth_storage(FSX_SPEC)
