@@ -34,7 +34,7 @@ keys as cdk8s emits them (sorted), no timestamps or paths, so the files can be c
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,11 @@ def dist_dir(plan: ClusterPlan, root: Path = DIST_ROOT) -> Path:
     return root / plan.name
 
 
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's parser when PyYAML was built with it (the same objects, several times faster). The emitter
+stays PyYAML's own: libyaml's ignores :class:`_Dumper`'s indentation of lists."""
+
+
 class _Dumper(yaml.SafeDumper):
     """Block-style YAML with indented lists, long lines kept whole."""
 
@@ -66,9 +71,13 @@ class _Dumper(yaml.SafeDumper):
 
 def render_chart(plan: ClusterPlan, chart: cdk8s.Chart) -> str:
     """A chart's objects as a multi-document YAML string with a short header."""
-    objects = chart.to_json()
+    return render_objects(plan, chart.node.id, chart.to_json())
+
+
+def render_objects(plan: ClusterPlan, chart_id: str, objects: list[Any]) -> str:
+    """The YAML text of :func:`render_chart` for the objects of chart ``chart_id``."""
     header = (
-        f"# efa-stack: chart {chart.node.id} of cluster {plan.name} ({plan.region}, Kubernetes {plan.kubernetes_version}).\n"
+        f"# efa-stack: chart {chart_id} of cluster {plan.name} ({plan.region}, Kubernetes {plan.kubernetes_version}).\n"
         "# Generated from the cluster spec by k8s/charts.py; do not edit. Regenerate with `make synth`.\n"
     )
     body = yaml.dump_all(
@@ -83,9 +92,19 @@ def render_dist(plan: ClusterPlan, charts: Sequence[cdk8s.Chart] | None = None) 
     ``charts`` are the ones :func:`k8s.charts.build_charts` made for ``plan`` (the same objects the
     cluster stack applies); without them they are built here.
     """
+    return {name: text for name, (_, text) in _rendered(plan, charts).items()}
+
+
+def _rendered(plan: ClusterPlan, charts: Sequence[cdk8s.Chart] | None) -> dict[str, tuple[list[Any], str]]:
+    """File name -> (objects, YAML text) per chart: each chart's objects cross from jsii once."""
     if charts is None:
         charts = build_charts(plan, cdk8s.App())
-    return {chart_file_name(c.node.id): render_chart(plan, c) for c in charts}
+    out: dict[str, tuple[list[Any], str]] = {}
+    for chart in charts:
+        chart_id = chart.node.id
+        objects = chart.to_json()
+        out[chart_file_name(chart_id)] = (objects, render_objects(plan, chart_id, objects))
+    return out
 
 
 def _group_kind(obj: dict[str, Any]) -> tuple[str, str]:
@@ -96,17 +115,24 @@ def _group_kind(obj: dict[str, Any]) -> tuple[str, str]:
 
 def crd_kinds(texts: dict[str, str]) -> dict[tuple[str, str], str]:
     """(API group, kind) -> CRD name, for every CustomResourceDefinition in ``texts``."""
+    return _crd_kinds(obj for text in texts.values() for obj in yaml.load_all(text, Loader=_SafeLoader))
+
+
+def _crd_kinds(objects: Iterable[Any]) -> dict[tuple[str, str], str]:
     out: dict[tuple[str, str], str] = {}
-    for text in texts.values():
-        for obj in yaml.safe_load_all(text):
-            if obj and obj.get("kind") == "CustomResourceDefinition":
-                out[(obj["spec"]["group"], obj["spec"]["names"]["kind"])] = obj["metadata"]["name"]
+    for obj in objects:
+        if obj and obj.get("kind") == "CustomResourceDefinition":
+            out[(obj["spec"]["group"], obj["spec"]["names"]["kind"])] = obj["metadata"]["name"]
     return out
 
 
 def needs_crds(text: str, kinds: dict[tuple[str, str], str]) -> list[str]:
     """Names of the CRDs (from ``kinds``) whose kinds the objects in ``text`` use."""
-    names = {kinds[gk] for obj in yaml.safe_load_all(text) if obj and (gk := _group_kind(obj)) in kinds}
+    return _needs_crds(yaml.load_all(text, Loader=_SafeLoader), kinds)
+
+
+def _needs_crds(objects: Iterable[Any], kinds: dict[tuple[str, str], str]) -> list[str]:
+    names = {kinds[gk] for obj in objects if obj and (gk := _group_kind(obj)) in kinds}
     return sorted(names)
 
 
@@ -130,13 +156,13 @@ def dist_files(plan: ClusterPlan, charts: Sequence[cdk8s.Chart] | None = None) -
     """Relative path -> text of everything :func:`write_dist` writes, manifests in apply order, then
     ``apply.sh``. Charts that use a kind defined by a CRD of the output go under ``after-crds/``.
     ``charts`` as for :func:`render_dist`."""
-    rendered = render_dist(plan, charts)
-    kinds = crd_kinds(rendered)
+    rendered = _rendered(plan, charts)  # the objects as rendered: no need to parse the YAML back
+    kinds = _crd_kinds(obj for objects, _ in rendered.values() for obj in objects)
     first: dict[str, str] = {}
     second: dict[str, str] = {}
     waits: set[str] = set()
-    for name, text in rendered.items():
-        needed = needs_crds(text, kinds)
+    for name, (objects, text) in rendered.items():
+        needed = _needs_crds(objects, kinds)
         if needed:
             second[f"{AFTER_CRDS_DIR}/{name}"] = text
             waits.update(needed)

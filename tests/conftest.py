@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass
 from functools import cache
@@ -19,6 +20,19 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 UPDATE_GOLDEN = os.environ.get("EFA_STACK_UPDATE_GOLDEN") == "1"
 
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
+SCRATCH = Path(tempfile.mkdtemp(prefix="efa-stack-tests-"))
+"""Where the tests' synth outputs and spec files go (a cloud assembly holds ~57 MB of assets), one
+directory per test process, removed when its session ends so that runs do not fill the disk."""
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A new directory under :data:`SCRATCH` (removed with it)."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=SCRATCH))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(SCRATCH, ignore_errors=True)
 
 
 @dataclass
@@ -76,7 +90,7 @@ def synth_spec(path: str) -> Synthesized:
     from stacks.compose import build
 
     plan = plan_from_file(path)
-    outdir = Path(tempfile.mkdtemp(prefix="efa-stack-test-"))
+    outdir = scratch_dir("efa-stack-test-")
     app = App(outdir=str(outdir))
     stacks = build(app, plan)
     app.synth()
@@ -90,7 +104,7 @@ def synth_spec(path: str) -> Synthesized:
 @cache
 def synth_text(text: str) -> Synthesized:
     """Synthesize a spec given as YAML text (written to a temporary file)."""
-    f = Path(tempfile.mkdtemp(prefix="efa-stack-spec-")) / "spec.yaml"
+    f = scratch_dir("efa-stack-spec-") / "spec.yaml"
     f.write_text(text)
     return synth_spec(str(f))
 
@@ -128,3 +142,39 @@ def fake_aws_credentials(monkeypatch: pytest.MonkeyPatch, region: str | None = N
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     if region:
         monkeypatch.setenv("AWS_DEFAULT_REGION", region)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep shared work on one xdist worker (``--dist loadgroup``, set in pyproject.toml):
+
+    - tests parametrized over a shipped spec (``spec="p4d.yaml"``) run on one worker per spec, so each
+      spec is synthesized once in the whole run rather than once on every worker that draws one of its tests;
+    - tests that use a module-scoped fixture of their module (a synth, a moto catalog refresh) run on one
+      worker per fixture, so the fixture is built once; a module whose fixture is the synth of a shipped
+      spec says so in ``FIXTURE_SPECS`` (fixture name -> spec file name) and joins that spec's group.
+    Everything else is spread test by test."""
+    for item in items:
+        group = None
+        spec = getattr(getattr(item, "callspec", None), "params", {}).get("spec")
+        if isinstance(spec, str) and (CLUSTERS / spec).is_file():
+            group = f"spec-{spec}"
+        else:
+            info = getattr(item, "_fixtureinfo", None)
+            for name in getattr(item, "fixturenames", ()):
+                defs = info.name2fixturedefs.get(name, ()) if info else ()
+                if defs and defs[-1].scope == "module" and defs[-1].baseid.endswith(".py"):
+                    shipped = getattr(item.module, "FIXTURE_SPECS", {}).get(name)
+                    # no "::" in a group name: syrupy derives snapshot names from the node id
+                    group = f"spec-{shipped}" if shipped else f"fixture-{Path(defs[-1].baseid).stem}-{name}"
+                    break
+        if group is None:
+            continue
+        item.add_marker(pytest.mark.xdist_group(group))
+        if config.getvalue("loadgroup") and hasattr(item, "_id") and "@" not in item.nodeid:
+            # pytest-xdist 3.8 tags a grouped test by setting ``item._nodeid``, which pytest 9 no longer
+            # reads (the node id lives in ``item._id``), so the scheduler never sees the group: tag it here
+            # the same way (``<nodeid>@<group>``, the suffix xdist's LoadGroupScheduling splits on).
+            from _pytest.nodeid import coerce_node_id
+
+            item._id = coerce_node_id(f"{item.nodeid}@{group}")

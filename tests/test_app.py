@@ -2,30 +2,35 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.conftest import ROOT
 
+CDK_CLI = ROOT / "node_modules" / ".bin" / "cdk"
 
-def run_app(tmp_path, context: dict) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["CDK_OUTDIR"] = str(tmp_path / "out")
-    env["CDK_CONTEXT_JSON"] = json.dumps(context)
+
+def cdk_synth(tmp_path, spec: str) -> subprocess.CompletedProcess:
+    """The README's command, ``npx cdk synth -c spec=...``: the pinned CDK CLI runs cdk.json's ``python app.py``
+    (the venv's python first on PATH, as `make` puts it)."""
+    env = dict(os.environ, CDK_DISABLE_CLI_TELEMETRY="true", AWS_EC2_METADATA_DISABLED="true")
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return subprocess.run(
-        [sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+        [str(CDK_CLI), "synth", "--quiet", "--no-notices", "-o", str(tmp_path / "out"), "-c", f"spec={spec}"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
     )
 
 
 def test_bad_spec_exits_with_message_and_no_template(tmp_path):
+    """The one test through the CDK CLI (a full synth is tested in process below, to keep the suite fast)."""
     bad = tmp_path / "bad.yaml"
     bad.write_text(
         "apiVersion: eksctl.io/v1alpha5\nkind: ClusterConfig\nmetadata: {name: x, region: us-west-2}\n"
         "managedNodeGroups:\n  - {name: g, instanceType: p5.48xlarg, efaEnabled: true, availabilityZones: [us-west-2a]}\n"
     )
-    proc = run_app(tmp_path, {"spec": str(bad)})
+    proc = cdk_synth(tmp_path, str(bad))
     assert proc.returncode == 1
     assert "managedNodeGroups[0].instanceType: unknown instance type (got 'p5.48xlarg')" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -164,6 +164,10 @@ def test_launch_template_disk_imds_and_placement(default_synth):
     assert "InstanceMarketOptions" not in data and "CapacityReservationSpecification" not in data
 
 
+FIXTURE_SPECS = {"reserved": "capacity-block.yaml"}
+"""Module fixtures that are a shipped spec's synth (tests/conftest.py runs them with that spec's tests)."""
+
+
 @pytest.fixture(scope="module")
 def reserved():
     return synth_spec(str(CLUSTERS / "capacity-block.yaml"))

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import copy
 import json
-import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -25,7 +23,7 @@ from efa_stack.policies.rules import (
     manifest_objects,
 )
 from k8s.charts import HOST_ACCESS_WORKLOADS
-from tests.conftest import CLUSTERS, synth_spec
+from tests.conftest import CLUSTERS, scratch_dir, synth_spec
 
 C, N, NA = Compliance.COMPLIANT, Compliance.NON_COMPLIANT, Compliance.NOT_APPLICABLE
 
@@ -181,7 +179,7 @@ def synth_with_pack(build) -> dict[str, list[str]]:
 
     from efa_stack.policies.nag_pack import EfaStackChecks
 
-    outdir = Path(tempfile.mkdtemp(prefix="efa-stack-nag-"))
+    outdir = scratch_dir("efa-stack-nag-")
     app = CdkApp(outdir=str(outdir))
     build(app)
     Validations.of(app).add_plugins(EfaStackChecks(app, host_access_workloads=["efa-device-plugin"]))
@@ -289,7 +287,7 @@ def test_build_checks_every_synth_with_both_packs(monkeypatch, nag):
     from stacks.compose import build
 
     _tiny_stacks(monkeypatch)
-    app = CdkApp(outdir=tempfile.mkdtemp(prefix="efa-stack-build-"))
+    app = CdkApp(outdir=str(scratch_dir("efa-stack-build-")))
     build(app, plan_from_file(CLUSTERS / "default.yaml"), nag=nag)
     if not nag:
         app.synth()  # the switch turns both packs off

@@ -10,10 +10,8 @@ through ImportPath, static volume only). Until ``stacks.compose.build`` creates 
 from __future__ import annotations
 
 import json
-import tempfile
 import textwrap
 from functools import cache
-from pathlib import Path
 
 import pytest
 from aws_cdk import App, Environment, Stack, Tags
@@ -34,7 +32,15 @@ from efa_stack.spec.plan import build_plan
 from efa_stack.spec.storage import S3LinkPlan, bucket_name_problem, capacity_allowed, validate_storage
 from k8s.storage import StaticVolumeProps, storage_manifests
 from stacks.storage_stack import FSX_CSI_CONTROLLER_SA
-from tests.conftest import CLUSTERS, Synthesized, fail_on_warnings, normalise_assets, synth_spec, synth_text
+from tests.conftest import (
+    CLUSTERS,
+    Synthesized,
+    fail_on_warnings,
+    normalise_assets,
+    scratch_dir,
+    synth_spec,
+    synth_text,
+)
 from tests.test_cfn_lint import lint
 from tests.test_spec_validation import BASE
 
@@ -89,7 +95,7 @@ def synth_storage(path: str) -> Synthesized:
     from stacks.storage_stack import StorageStack
 
     plan = plan_from_file(path)
-    outdir = Path(tempfile.mkdtemp(prefix="efa-stack-storage-"))
+    outdir = scratch_dir("efa-stack-storage-")
     app = App(outdir=str(outdir))
     stacks = build(app, plan)
     if getattr(stacks, "storage", None) is None:
@@ -114,9 +120,13 @@ def synth_storage(path: str) -> Synthesized:
 def synth_storage_text(text: str) -> Synthesized:
     if build_creates_storage():
         return synth_text(text)
-    f = Path(tempfile.mkdtemp(prefix="efa-stack-spec-")) / "spec.yaml"
+    f = scratch_dir("efa-stack-spec-") / "spec.yaml"
     f.write_text(text)
     return synth_storage(str(f))
+
+
+FIXTURE_SPECS = {"fsx": "fsx.yaml"}
+"""Module fixtures that are a shipped spec's synth (tests/conftest.py runs them with that spec's tests)."""
 
 
 @pytest.fixture(scope="module")
