@@ -164,7 +164,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             for name in getattr(item, "fixturenames", ()):
                 defs = info.name2fixturedefs.get(name, ()) if info else ()
                 if defs and defs[-1].scope == "module" and defs[-1].baseid.endswith(".py"):
-                    shipped = getattr(item.module, "FIXTURE_SPECS", {}).get(name)
+                    shipped = getattr(getattr(item, "module", None), "FIXTURE_SPECS", {}).get(name)
                     # no "::" in a group name: syrupy derives snapshot names from the node id
                     group = f"spec-{shipped}" if shipped else f"fixture-{Path(defs[-1].baseid).stem}-{name}"
                     break
