@@ -87,10 +87,11 @@ def _objects(texts: dict[str, str]) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("stem", GOLDEN_SPECS)
 def test_apply_script_applies_everything_first_time_on_a_fresh_cluster(stem, tmp_path):
     # GIVEN the files dist writes WHEN apply.sh's steps run against a fresh cluster
-    plan = built(stem).plan
+    b = built(stem)
+    plan = b.plan
     out = dist_dir(plan, tmp_path)
-    write_dist(plan, out)
-    charts = render_dist(plan)
+    write_dist(plan, out, b.charts)
+    charts = render_dist(plan, b.charts)
     cluster = FreshCluster(crd_kinds(charts))
     run_script(out / APPLY_SCRIPT, cluster)
     # THEN every object of every chart was applied, exactly once
@@ -100,22 +101,22 @@ def test_apply_script_applies_everything_first_time_on_a_fresh_cluster(stem, tmp
 @pytest.mark.parametrize("stem", GOLDEN_SPECS)
 def test_documented_first_command_alone_never_fails(stem, tmp_path):
     # `kubectl apply -f dist/<cluster>/` by hand: it must not hold an object of a CRD it creates
-    plan = built(stem).plan
-    out = dist_dir(plan, tmp_path)
-    write_dist(plan, out)
-    FreshCluster(crd_kinds(render_dist(plan))).apply(out)
+    b = built(stem)
+    out = dist_dir(b.plan, tmp_path)
+    write_dist(b.plan, out, b.charts)
+    FreshCluster(crd_kinds(render_dist(b.plan, b.charts))).apply(out)
 
 
 def test_mpijob_waits_for_its_crd():
     b = built("default")
-    files = render_dist(b.plan)
+    files = render_dist(b.plan, b.charts)
     assert crd_kinds(files) == {("kubeflow.org", "MPIJob"): "mpijobs.kubeflow.org"}
 
 
 def test_fails_one_invocation_with_the_crd_and_its_mpijob(tmp_path):
     # the simulator is not vacuous: the flat layout (all charts in one directory) fails
-    plan = built("default").plan
-    charts = render_dist(plan)
+    b = built("default")
+    charts = render_dist(b.plan, b.charts)
     for name, text in charts.items():
         (tmp_path / name).write_text(text)
     with pytest.raises(KubectlError, match='no matches for kind "MPIJob"'):
@@ -123,9 +124,9 @@ def test_fails_one_invocation_with_the_crd_and_its_mpijob(tmp_path):
 
 
 def test_trainium_cluster_has_a_single_step(tmp_path):
-    plan = built("trn2").plan
-    out = dist_dir(plan, tmp_path)
-    write_dist(plan, out)
+    b = built("trn2")
+    out = dist_dir(b.plan, tmp_path)
+    write_dist(b.plan, out, b.charts)
     assert not (out / AFTER_CRDS_DIR).exists()
     commands = [ln for ln in (out / APPLY_SCRIPT).read_text().splitlines() if ln.startswith("kubectl")]
     assert commands == ["kubectl apply -f ."]
