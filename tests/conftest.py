@@ -82,6 +82,21 @@ def fail_on_warnings(outdir: Path) -> None:
         raise AssertionError("CDK synth printed warnings (treated as errors):\n" + "\n".join(unexpected))
 
 
+NO_ASSET_STAGING = {"aws:cdk:disable-asset-staging": True}
+"""Context for test apps: assets are fingerprinted in place instead of copied into the cloud assembly
+(the ``aws:cdk:disable-asset-staging`` context key of aws-cdk-lib's ``AssetStaging``). The templates
+are byte-identical (asset hashes included); only the ~57 MB copy of the kubectl layer per synth is
+saved. ``app.py`` and ``cdk synth`` stage assets as usual (tests/test_app.py runs them)."""
+
+
+TEMPLATE_VALIDATION = False
+"""Test synths skip aws-cdk-lib's built-in CloudFormation template validation (``AppProps.
+builtinCloudFormationValidation``, on by default in 2.275): it costs about 3 s of CPU per synth, most
+of the suite's time, and the tests validate templates with cfn-lint instead, zero errors on every
+template of every shipped spec (tests/test_cfn_lint.py). ``make synth``, ``cdk synth`` and the app.py
+tests (tests/test_app.py) keep it on."""
+
+
 @cache
 def synth_spec(path: str) -> Synthesized:
     from aws_cdk import App
@@ -91,7 +106,9 @@ def synth_spec(path: str) -> Synthesized:
 
     plan = plan_from_file(path)
     outdir = scratch_dir("efa-stack-test-")
-    app = App(outdir=str(outdir))
+    app = App(
+        outdir=str(outdir), context=NO_ASSET_STAGING, builtin_cloud_formation_validation=TEMPLATE_VALIDATION
+    )
     stacks = build(app, plan)
     app.synth()
     fail_on_warnings(outdir)
@@ -171,7 +188,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if group is None:
             continue
         item.add_marker(pytest.mark.xdist_group(group))
-        if config.getvalue("loadgroup") and hasattr(item, "_id") and "@" not in item.nodeid:
+        if getattr(config.option, "loadgroup", False) and hasattr(item, "_id") and "@" not in item.nodeid:
             # pytest-xdist 3.8 tags a grouped test by setting ``item._nodeid``, which pytest 9 no longer
             # reads (the node id lives in ``item._id``), so the scheduler never sees the group: tag it here
             # the same way (``<nodeid>@<group>``, the suffix xdist's LoadGroupScheduling splits on).

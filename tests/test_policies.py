@@ -23,7 +23,7 @@ from efa_stack.policies.rules import (
     manifest_objects,
 )
 from k8s.charts import HOST_ACCESS_WORKLOADS
-from tests.conftest import CLUSTERS, scratch_dir, synth_spec
+from tests.conftest import CLUSTERS, NO_ASSET_STAGING, scratch_dir, synth_spec
 
 C, N, NA = Compliance.COMPLIANT, Compliance.NON_COMPLIANT, Compliance.NOT_APPLICABLE
 
@@ -180,7 +180,7 @@ def synth_with_pack(build) -> dict[str, list[str]]:
     from efa_stack.policies.nag_pack import EfaStackChecks
 
     outdir = scratch_dir("efa-stack-nag-")
-    app = CdkApp(outdir=str(outdir))
+    app = CdkApp(outdir=str(outdir), context=NO_ASSET_STAGING)
     build(app)
     Validations.of(app).add_plugins(EfaStackChecks(app, host_access_workloads=["efa-device-plugin"]))
     with pytest.raises(Exception, match="ValidationFailed"):  # the report is written before the synth fails
@@ -287,7 +287,7 @@ def test_build_checks_every_synth_with_both_packs(monkeypatch, nag):
     from stacks.compose import build
 
     _tiny_stacks(monkeypatch)
-    app = CdkApp(outdir=str(scratch_dir("efa-stack-build-")))
+    app = CdkApp(outdir=str(scratch_dir("efa-stack-build-")), context=NO_ASSET_STAGING)
     build(app, plan_from_file(CLUSTERS / "default.yaml"), nag=nag)
     if not nag:
         app.synth()  # the switch turns both packs off

@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from efa_stack.policies.replacement import UnknownResourceType, replaced_resources, replacing_properties
-from tests.conftest import CLUSTERS, normalise_assets, scratch_dir, synth_spec, synth_text
+from tests.conftest import (
+    CLUSTERS,
+    NO_ASSET_STAGING,
+    TEMPLATE_VALIDATION,
+    normalise_assets,
+    scratch_dir,
+    synth_spec,
+    synth_text,
+)
 from tests.test_spec_validation import BASE
 
 # Logical ids of resources whose replacement destroys state. Changing one is a breaking change:
@@ -140,7 +148,7 @@ def synth_files(spec: Path) -> dict[str, str]:
     from stacks.compose import build
 
     out = scratch_dir("efa-stack-det-")
-    app = App(outdir=str(out))
+    app = App(outdir=str(out), context=NO_ASSET_STAGING, builtin_cloud_formation_validation=TEMPLATE_VALIDATION)
     build(app, plan_from_file(spec))
     app.synth()
     return {p.name: normalise_assets(p.read_text()) for p in sorted(out.glob("*.template.json"))}

@@ -34,6 +34,8 @@ from k8s.storage import StaticVolumeProps, storage_manifests
 from stacks.storage_stack import FSX_CSI_CONTROLLER_SA
 from tests.conftest import (
     CLUSTERS,
+    NO_ASSET_STAGING,
+    TEMPLATE_VALIDATION,
     Synthesized,
     fail_on_warnings,
     normalise_assets,
@@ -96,7 +98,7 @@ def synth_storage(path: str) -> Synthesized:
 
     plan = plan_from_file(path)
     outdir = scratch_dir("efa-stack-storage-")
-    app = App(outdir=str(outdir))
+    app = App(outdir=str(outdir), context=NO_ASSET_STAGING, builtin_cloud_formation_validation=TEMPLATE_VALIDATION)
     stacks = build(app, plan)
     if getattr(stacks, "storage", None) is None:
         assert plan.storage is not None, f"{path} has no storage section"
