@@ -25,6 +25,7 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from aws_constructs.user_data import node_user_data
+from efa_stack import contract
 from efa_stack.spec.layout import Interface
 
 ROOT_DEVICE = "/dev/xvda"  # root device of the EKS-optimized AL2023 AMIs
@@ -44,16 +45,16 @@ class EfaLaunchTemplate(Construct):
         volume_iops: int | None = None,
         volume_throughput: int | None = None,
         placement_group_name: str | None = None,
-        capacity: str = "on-demand",
+        capacity: str = contract.ON_DEMAND,
         reservation_id: str | None = None,
         tags: dict[str, str] | None = None,
         hugepages_2mi_mib: int = 0,
         lustre_client: bool = False,
     ) -> None:
         super().__init__(scope, id)
-        if capacity not in ("on-demand", "reservation", "capacity-block"):
+        if capacity not in (contract.ON_DEMAND, *contract.RESERVED_CAPACITY):
             raise ValueError(f"capacity must be on-demand, reservation or capacity-block, got {capacity!r}")
-        if capacity != "on-demand" and not reservation_id:
+        if capacity != contract.ON_DEMAND and not reservation_id:
             raise ValueError(f"capacity {capacity!r} needs reservation_id (cr-...)")
         # EC2 requires Iops for io1/io2 (CloudFormation "AWS::EC2::LaunchTemplate Ebs", Iops); a template
         # without it fails at launch, not at deploy. Ranges are checked in spec.aws_limits.validate_volume.
@@ -120,8 +121,8 @@ class EfaLaunchTemplate(Construct):
             )
             if reservation_id
             else None,
-            instance_market_options=L.InstanceMarketOptionsProperty(market_type="capacity-block")
-            if capacity == "capacity-block"
+            instance_market_options=L.InstanceMarketOptionsProperty(market_type=contract.EC2_CAPACITY_BLOCK)
+            if capacity == contract.CAPACITY_BLOCK
             else None,
             tag_specifications=tag_specs,
             user_data=Fn.base64(self.user_data) if self.user_data else None,

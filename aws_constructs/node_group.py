@@ -57,7 +57,7 @@ class ManagedNodeGroupProps:
     """Create a new cluster placement group for the nodes."""
     placement_group_name: str | None = None
     """An existing placement group the launch template uses instead (then leave ``placement_group`` False)."""
-    capacity: str = "on-demand"
+    capacity: str = contract.ON_DEMAND
     """``on-demand``, ``reservation`` (a targeted capacity reservation) or ``capacity-block``."""
     reservation_id: str | None = None
     """The ``cr-...`` id; required unless ``capacity`` is on-demand."""
@@ -81,9 +81,9 @@ class ManagedNodeGroupProps:
         return any(i.is_efa for i in self.interfaces)
 
 _CAPACITY = {
-    "on-demand": eks.CapacityType.ON_DEMAND,
+    contract.ON_DEMAND: eks.CapacityType.ON_DEMAND,
     "reservation": eks.CapacityType.ON_DEMAND,  # a targeted On-Demand Capacity Reservation
-    "capacity-block": eks.CapacityType.CAPACITY_BLOCK,
+    contract.CAPACITY_BLOCK: eks.CapacityType.CAPACITY_BLOCK,
 }
 _EFFECT = {
     "NoSchedule": eks.TaintEffect.NO_SCHEDULE,

@@ -50,6 +50,10 @@ ON_DEMAND: Final = "on-demand"
 RESERVATION: Final = "reservation"
 CAPACITY_BLOCK: Final = "capacity-block"
 RESERVED_CAPACITY: Final = (RESERVATION, CAPACITY_BLOCK)
+# EC2's own value for Capacity Blocks, the spelling the spec's capacity type follows: LaunchTemplate
+# InstanceMarketOptions.MarketType, DescribeInstances InstanceLifecycle, DescribeCapacityReservations
+# ReservationType (EC2 API Reference).
+EC2_CAPACITY_BLOCK: Final = CAPACITY_BLOCK
 
 # --- Kubernetes objects the charts create and the tools look up -----------------------------------
 KUBE_SYSTEM: Final = "kube-system"

@@ -75,7 +75,7 @@ def cluster_role_rules() -> list[k8s_l1.PolicyRule]:
         r(api_groups=["batch"], resources=["jobs"], verbs=["create", "get", "list", "watch", "update", "patch", "delete"]),
         r(api_groups=["scheduling.k8s.io"], resources=["priorityclasses"], verbs=["get", "list", "watch"]),
         r(api_groups=["coordination.k8s.io"], resources=["leases"], verbs=["create", "get", "update"]),
-        r(api_groups=["kubeflow.org"], resources=["mpijobs", "mpijobs/finalizers", "mpijobs/status"],
+        r(api_groups=[contract.MPIJOB_GROUP], resources=["mpijobs", "mpijobs/finalizers", "mpijobs/status"],
           verbs=["get", "list", "watch", "update", "patch"]),
     ]
 

@@ -26,6 +26,7 @@ import cdk8s
 from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
+from efa_stack import contract
 from efa_stack.spec.storage import CSI_DRIVER
 
 MOUNT_OPTIONS = ("flock",)
@@ -43,9 +44,9 @@ class StaticVolumeProps:
     mount_name: str
     capacity: str
     """Kubernetes quantity, e.g. ``1200Gi`` (the file system's capacity)."""
-    volume_name: str = "fsx-pv"
-    claim_name: str = "fsx-claim"
-    claim_namespace: str = "default"
+    volume_name: str = contract.FSX_VOLUME_NAME
+    claim_name: str = contract.FSX_CLAIM_NAME
+    claim_namespace: str = contract.FSX_CLAIM_NAMESPACE
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class StorageClassProps:
     per_unit_storage_throughput: int | None
     data_compression: str
     lustre_version: str
-    name: str = "fsx-lustre"
+    name: str = contract.FSX_STORAGE_CLASS_NAME
 
     def parameters(self) -> dict[str, str]:
         out = {

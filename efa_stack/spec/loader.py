@@ -20,6 +20,7 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
+from efa_stack import contract
 from efa_stack.spec.errors import MISSING, FixError, Problem, SpecError
 from efa_stack.spec.models import (
     MAX_MANAGED_NODE_GROUPS,
@@ -331,8 +332,9 @@ def _capacity_advice(group: Any) -> str | None:
     market = group.get("instanceMarketOptions")
     target = reservation.get("capacityReservationTarget") if isinstance(reservation, dict) else None
     rid = target.get("capacityReservationID") if isinstance(target, dict) else None
-    block = isinstance(market, dict) and market.get("marketType") == "capacity-block"
-    kind = "capacity-block" if block else "reservation"
+    # eksctl instanceMarketOptions.marketType spells the EC2 value, which is also efa-stack's capacity type
+    block = isinstance(market, dict) and market.get("marketType") == contract.CAPACITY_BLOCK
+    kind = contract.CAPACITY_BLOCK if block else contract.RESERVATION
     shown = rid if isinstance(rid, str) and rid else "cr-..."
     replaced = " and ".join(k for k in ("capacityReservation", "instanceMarketOptions") if k in group)
     if isinstance(reservation, dict) and "capacityReservationPreference" in reservation and not block:

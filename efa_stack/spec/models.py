@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from efa_stack import contract
 from efa_stack.spec.errors import FixError
 from efa_stack.spec.storage import Storage
 
@@ -125,7 +126,7 @@ class TaintSpec(_Model):
 class Capacity(_Model):
     """Extension: how the node group's instances are bought."""
 
-    type: Literal["on-demand", "reservation", "capacity-block"] = "on-demand"
+    type: contract.CapacityKind = contract.ON_DEMAND
     """``on-demand``; ``reservation`` (an On-Demand Capacity Reservation); ``capacity-block`` (EC2 Capacity
     Blocks for ML)."""
     reservation_id: str | None = Field(None, alias="reservationId", pattern=r"^cr-[0-9a-f]{8,17}$")

@@ -106,8 +106,8 @@ class NodeGroupPlan:
         return describe(self.interfaces) if self.interfaces else "1 ENA (no EFA)"
 
     def capacity_summary(self) -> str:
-        if self.capacity == "on-demand":
-            return "on-demand"
+        if self.capacity == contract.ON_DEMAND:
+            return contract.ON_DEMAND
         return f"{self.capacity} {self.reservation_id}"
 
 
@@ -272,7 +272,7 @@ def _placement(prefix: str, ng: ManagedNodeGroupSpec, problems: list[Problem]) -
     field_name = f"{prefix}.placementGroup" if isinstance(ng.placement_group, str) or ng.placement is None \
         else f"{prefix}.placement.groupName"
     shown = named if named is not None else wanted
-    if (named is not None or wanted is True) and cap.type == "capacity-block":
+    if (named is not None or wanted is True) and cap.type == contract.CAPACITY_BLOCK:
         problems.append(Problem(
             field_name, shown, "Capacity Blocks are already co-located; a placement group conflicts with the block",
             "remove placementGroup (or set it to false)",
@@ -292,7 +292,7 @@ def _placement(prefix: str, ng: ManagedNodeGroupSpec, problems: list[Problem]) -
     if named is not None:
         return True, named
     if wanted is None:
-        return ng.efa_enabled and cap.type == "on-demand", None
+        return ng.efa_enabled and cap.type == contract.ON_DEMAND, None
     return bool(wanted), None
 
 
@@ -333,13 +333,13 @@ def _node_group(
         azs = cluster_azs[:1] if ng.efa_enabled else cluster_azs
 
     cap = ng.capacity
-    if cap.type in ("reservation", "capacity-block") and not cap.reservation_id:
+    if cap.type in contract.RESERVED_CAPACITY and not cap.reservation_id:
         problems.append(Problem(
             f"{prefix}.capacity.reservationId", None,
             f"capacity type '{cap.type}' needs the id of the reservation to launch into",
             "add reservationId: cr-... (see `aws ec2 describe-capacity-reservations`)",
         ))
-    if cap.type == "on-demand" and cap.reservation_id:
+    if cap.type == contract.ON_DEMAND and cap.reservation_id:
         problems.append(Problem(
             f"{prefix}.capacity.reservationId", cap.reservation_id,
             "a reservation id is only used with capacity type 'reservation' or 'capacity-block'",
@@ -546,7 +546,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         interface_layout="current",
         interfaces=(),
         placement_group=False,
-        capacity="on-demand",
+        capacity=contract.ON_DEMAND,
         reservation_id=None,
         ami_type=_ami_type(sys_instance),
         labels={LABEL_NODE_GROUP: SYSTEM_NODE_GROUP, LABEL_ROLE: "system", LABEL_EFA: "false"},

@@ -477,7 +477,7 @@ def running_vcpus(ec2: Any) -> dict[str, int]:
     )
     for r in reservations:
         for inst in r.get("Instances", []):
-            if inst.get("InstanceLifecycle") in ("spot", "scheduled", "capacity-block"):
+            if inst.get("InstanceLifecycle") in ("spot", "scheduled", contract.EC2_CAPACITY_BLOCK):
                 continue
             t = inst.get("InstanceType", "")
             cpu = inst.get("CpuOptions") or {}
@@ -493,7 +493,7 @@ def check_quotas(quotas: Any, ec2: Any, plan: ClusterPlan, *, max_attempts: int 
     demand: dict[Quota, list[NodeGroupPlan]] = {}
     findings: list[Finding] = []
     for g in plan.all_node_groups:
-        if g.capacity != "on-demand":
+        if g.capacity != contract.ON_DEMAND:
             findings.append(Finding(
                 "quota", PASS,
                 f"node group {g.name} runs in {g.capacity} {g.reservation_id}: its instances use reserved "
@@ -564,7 +564,7 @@ def _when(dt: Any, now: datetime) -> str:
     return f"{dt.astimezone(UTC):%Y-%m-%d %H:%M} UTC ({rel})"
 
 
-_KIND = {"reservation": "Capacity Reservation", "capacity-block": "Capacity Block"}
+_KIND = {contract.RESERVATION: "Capacity Reservation", contract.CAPACITY_BLOCK: "Capacity Block"}
 
 
 def reservation_findings(g: NodeGroupPlan, r: dict[str, Any], now: datetime) -> list[Finding]:
@@ -573,7 +573,7 @@ def reservation_findings(g: NodeGroupPlan, r: dict[str, Any], now: datetime) -> 
     kind = _KIND[g.capacity]
     findings: list[Finding] = []
     rtype = r.get("ReservationType", "default")
-    actual_kind = "capacity-block" if rtype == "capacity-block" else "reservation"
+    actual_kind = contract.CAPACITY_BLOCK if rtype == contract.EC2_CAPACITY_BLOCK else contract.RESERVATION
     if actual_kind != g.capacity:
         findings.append(Finding(
             "reservation", FAIL,
@@ -665,7 +665,7 @@ def check_reservations(
     now = now or datetime.now(UTC)
     findings: list[Finding] = []
     for g in plan.all_node_groups:
-        if g.capacity == "on-demand" or not g.reservation_id:
+        if g.capacity == contract.ON_DEMAND or not g.reservation_id:
             continue
         kind = _KIND[g.capacity]
         try:

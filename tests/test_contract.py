@@ -1,0 +1,63 @@
+"""The names in efa_stack/contract.py are defined there once: no package source types them again."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from efa_stack import contract
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = sorted(
+    p for d in ("efa_stack", "k8s", "stacks", "aws_constructs") for p in (ROOT / d).rglob("*.py")
+    if p.name != "contract.py" and "imports" not in p.parts
+) + [ROOT / "app.py"]
+
+
+def distinctive_values() -> dict[str, str]:
+    """Contract string values specific enough that typing one again is a second definition: those with
+    a '/', '.' or '-' (resource names, label keys, API groups, object names), not plain words."""
+    values: dict[str, str] = {}
+    for name in dir(contract):
+        value = getattr(contract, name)
+        if name.isupper() and isinstance(value, str) and any(c in value for c in "/.-") and len(value) > 6:
+            values[value] = name
+    return values
+
+
+def literals(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+# Same text, other meaning: cdk8s chart ids (they name the dist/ files), not Kubernetes objects.
+OTHER_MEANING = {("k8s/charts.py", "neuron-device-plugin"), ("k8s/charts.py", "mpi-operator")}
+
+
+def test_contract_values_are_not_typed_again_in_the_package():
+    values = distinctive_values()
+    assert "vpc.amazonaws.com/efa" in values and "mpijobs.kubeflow.org" in values  # the check is not empty
+    retyped = [
+        f"{path.relative_to(ROOT)}:{line}: {text!r} is contract.{values[text]}"
+        for path in SOURCES
+        for line, text in literals(path)
+        if text in values and (str(path.relative_to(ROOT)), text) not in OTHER_MEANING
+    ]
+    assert retyped == [], "import these from efa_stack.contract:\n" + "\n".join(retyped)
+
+
+def test_the_check_finds_a_retyped_name(tmp_path):
+    # GIVEN a module that types the EFA resource name itself, THEN the scan reports it
+    module = tmp_path / "m.py"
+    module.write_text('RESOURCE = "vpc.amazonaws.com/efa"\n')
+    assert (1, "vpc.amazonaws.com/efa") in literals(module)
