@@ -8,7 +8,7 @@ elsewhere in the package sources.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 # --- Extended resources advertised by the device plugins ------------------------------------------
 # aws-efa-k8s-device-plugin advertises one `vpc.amazonaws.com/efa` per EFA device (EKS user guide,
@@ -38,6 +38,9 @@ ANNOTATION_HOST_ACCESS_REASON: Final = LABEL_PREFIX + "host-access-reason"
 # Taints accelerator node groups get unless the spec sets their key itself.
 GPU_TAINT_KEY: Final = GPU_RESOURCE
 NEURON_TAINT_KEY: Final = NEURON_RESOURCE
+# Kubernetes taint effects (k8s.io/api core/v1 TaintEffect): the spec accepts these and names.py checks them.
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+TAINT_EFFECTS: Final = get_args(TaintEffect)
 # Well-known node label set by the kubelet (kubernetes.io/docs/reference/labels-annotations-taints).
 INSTANCE_TYPE_LABEL: Final = "node.kubernetes.io/instance-type"
 COMMON_LABELS: Final = {"app.kubernetes.io/part-of": "efa-stack", "app.kubernetes.io/managed-by": "efa-stack"}

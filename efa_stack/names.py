@@ -85,7 +85,7 @@ LABEL_VALUE = Rule(
 )
 # k8s.io/kubernetes pkg/apis/core/validation validateNodeTaints: the key is a qualified name (the
 # label-key syntax), the value a label value, the effect NoSchedule, PreferNoSchedule or NoExecute.
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+TAINT_EFFECTS = contract.TAINT_EFFECTS
 
 # --- EKS (botocore 1.44.5 data/eks/2017-11-01/service-2.json, the API model AWS publishes) ---------
 # ClusterName: min 1, max 100, pattern ^[0-9A-Za-z][A-Za-z0-9\-_]* (CreateCluster "name").

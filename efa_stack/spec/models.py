@@ -119,7 +119,7 @@ class TaintSpec(_Model):
     """The taint key."""
     value: str = ""
     """The taint value (may be empty)."""
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+    effect: contract.TaintEffect
     """What the taint does to pods that do not tolerate it."""
 
 
