@@ -371,3 +371,17 @@ def all_names(spec: ClusterSpec, nccl_target: tuple[str, int] | None = None) -> 
         pairs.append((DNS1035_LABEL, mpi_launcher_job_name(job)))
     return pairs
 
+
+
+# --- CloudWatch ------------------------------------------------------------------------------------------
+# CloudWatch API Reference, PutDashboard DashboardName: "The maximum length is 255, and valid characters are
+# A-Z, a-z, 0-9, "-", and "_"". Dashboards are global to an account (PutDashboard: "All dashboards in your
+# account are global, not region-specific"), so the name carries the region as well as the cluster.
+CLOUDWATCH_DASHBOARD_NAME = Rule(
+    "a CloudWatch dashboard name", r"[A-Za-z0-9_\-]+", 1, 255, "letters, digits, '-' and '_'",
+)
+
+
+def cloudwatch_dashboard_name(cluster: str, region: str) -> str:
+    """The GPU/EFA dashboard ``<cluster>-<region>-accelerators``."""
+    return f"{cluster}-{region}-accelerators"

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aws_cdk import Duration, Stack, Tags
+from aws_cdk import CfnOutput, Duration, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -19,7 +19,7 @@ from aws_constructs.node_group import ManagedNodeGroup, ManagedNodeGroupProps
 from aws_constructs.pod_identity import associate_with_addon, pod_identity_role
 from aws_constructs.security import acknowledge, managed_policy
 from efa_stack import contract, names
-from efa_stack.spec.addons import POD_IDENTITY_AGENT, VPC_CNI, AddonPlan
+from efa_stack.spec.addons import CLOUDWATCH_OBSERVABILITY, POD_IDENTITY_AGENT, VPC_CNI, AddonPlan
 from efa_stack.spec.plan import ClusterPlan, NodeGroupPlan
 from stacks.network_stack import NetworkStack
 
@@ -261,7 +261,33 @@ class ClusterStack(Stack):
                 if addon_plan.node_dependency and addon_plan.name in self.addons:
                     node_group.nodegroup.node.add_dependency(self.addons[addon_plan.name])
             self.node_groups[ng.name] = node_group
+        self._observability(plan)
         self.manifests = self.add_kubernetes_charts(charts)
+
+    def _observability(self, plan: ClusterPlan) -> None:
+        """Container Insights after the nodes (its operator and DaemonSets need a node to become active), and
+        the accelerator dashboard with its URL as an output (efa_stack/spec/observability.py)."""
+        from aws_constructs.dashboard import AcceleratorDashboard, DashboardGroup
+
+        insights = self.addons.get(CLOUDWATCH_OBSERVABILITY)
+        if insights is not None:
+            for group in self.node_groups.values():
+                insights.node.add_dependency(group.nodegroup)
+        name = plan.observability.dashboard_name
+        if name is None:
+            return
+        groups = [
+            DashboardGroup(ng.name, ng.instance_type, ng.role, ng.efa_enabled)
+            for ng in plan.node_groups if ng.role in ("gpu", "neuron")
+        ]
+        AcceleratorDashboard(self, "AcceleratorDashboard", dashboard_name=name,
+                             cluster=names.eks_cluster_name(plan.name), groups=groups)
+        # CloudWatch console deep link to a dashboard: /cloudwatch/home?region=R#dashboards/dashboard/NAME
+        CfnOutput(
+            self, "DashboardUrl", description="CloudWatch dashboard of GPU/Neuron and EFA metrics per node",
+            value=f"https://{plan.region}.console.aws.amazon.com/cloudwatch/home?region={plan.region}"
+            f"#dashboards/dashboard/{name}",
+        )
 
     def _user_addons(self, plan: ClusterPlan) -> dict[str, eks.Addon]:
         """An ``AWS::EKS::Addon`` for every add-on of the plan the cluster stack creates and nothing else
@@ -280,6 +306,18 @@ class ClusterStack(Stack):
                 role: iam.IRole
                 if identity.role_arn:
                     role = iam.Role.from_role_arn(self, f"{construct.node.id}Role{i}", identity.role_arn, mutable=False)
+                elif identity.aws_managed_policies:  # efa-stack's own add-on: AWS managed policies by name
+                    role = pod_identity_role(
+                        construct, f"Role{i}", managed_policies=identity.aws_managed_policies,
+                        description=f"{addon.name} ({identity.namespace}/{identity.service_account}) through EKS "
+                        "Pod Identity",
+                    )
+                    for name in identity.aws_managed_policies:
+                        acknowledge(
+                            role, "AwsSolutions-IAM4",
+                            f"{name} is the AWS-maintained policy the {addon.name} add-on documents for its role.",
+                            managed_policy(name),
+                        )
                 else:
                     role = pod_identity_role(
                         construct, f"Role{i}",

@@ -7,7 +7,9 @@ efa-stack installs some add-ons of its own (data/addons.json says which stack cr
 - ``eks-pod-identity-agent`` (aws-cdk's ``aws_eks_v2.Cluster`` creates it);
 - ``eks-node-monitoring-agent`` when any node group has node auto repair on (repair acts on the
   conditions the agent reports);
-- ``aws-fsx-csi-driver`` with ``storage`` (the storage stack creates it, with its controller's role).
+- ``aws-fsx-csi-driver`` with ``storage`` (the storage stack creates it, with its controller's role);
+- ``amazon-cloudwatch-observability`` when ``observability.containerInsights`` is on (spec/observability.py),
+  with ``cloudwatch-agent``'s role through EKS Pod Identity.
 
 A user's ``addons`` entry of the same name is merged with efa-stack's: the version, configurationValues,
 resolveConflicts and tags may be set unless they break what efa-stack relies on (a spec error that names
@@ -37,6 +39,13 @@ VPC_CNI = "vpc-cni"
 POD_IDENTITY_AGENT = "eks-pod-identity-agent"
 NODE_MONITORING_AGENT = "eks-node-monitoring-agent"
 FSX_CSI_DRIVER = "aws-fsx-csi-driver"
+CLOUDWATCH_OBSERVABILITY = "amazon-cloudwatch-observability"
+# Amazon EKS User Guide, "Amazon CloudWatch Observability agent": the add-on's service account and namespace,
+# and the AWS managed policies its role takes (CloudWatchAgentServerPolicy for metrics and logs,
+# AWSXrayWriteOnlyAccess for the Application Signals traces the add-on turns on by default).
+CLOUDWATCH_AGENT_NAMESPACE = "amazon-cloudwatch"
+CLOUDWATCH_AGENT_SERVICE_ACCOUNT = "cloudwatch-agent"
+CLOUDWATCH_AGENT_POLICIES = ("CloudWatchAgentServerPolicy", "AWSXrayWriteOnlyAccess")
 
 CreatedBy = Literal["cluster", "storage"]
 
@@ -49,6 +58,8 @@ class PodIdentityPlan:
     service_account: str
     role_arn: str | None = None
     policy_arns: tuple[str, ...] = ()
+    aws_managed_policies: tuple[str, ...] = ()
+    """Names of AWS managed policies for a new role (efa-stack's own add-ons; the stack adds the partition)."""
 
 
 @dataclass(frozen=True)
@@ -234,7 +245,7 @@ def _resolve(prefix: str, entry: AddonSpec) -> tuple[str | None, list[Problem]]:
     return value.upper(), []
 
 
-def _own_addons(kubernetes_version: str, repair: bool, storage: bool) -> dict[str, AddonPlan]:
+def _own_addons(kubernetes_version: str, repair: bool, storage: bool, observability: bool) -> dict[str, AddonPlan]:
     own: dict[str, AddonPlan] = {}
     data = addon_data()
     for name in (VPC_CNI, POD_IDENTITY_AGENT):
@@ -247,20 +258,36 @@ def _own_addons(kubernetes_version: str, repair: bool, storage: bool) -> dict[st
         own[NODE_MONITORING_AGENT] = AddonPlan(name=NODE_MONITORING_AGENT, managed=True)
     if storage:
         own[FSX_CSI_DRIVER] = AddonPlan(name=FSX_CSI_DRIVER, managed=True, created_by="storage")
+    if observability:
+        own[CLOUDWATCH_OBSERVABILITY] = AddonPlan(
+            name=CLOUDWATCH_OBSERVABILITY, managed=True,
+            pod_identities=(PodIdentityPlan(
+                CLOUDWATCH_AGENT_NAMESPACE, CLOUDWATCH_AGENT_SERVICE_ACCOUNT,
+                aws_managed_policies=CLOUDWATCH_AGENT_POLICIES,
+            ),),
+        )
     return own
 
 
 def _merge(prefix: str, own: AddonPlan, entry: AddonSpec, problems: list[Problem]) -> AddonPlan:
     """efa-stack's add-on with the user's version, configurationValues, resolveConflicts and tags."""
     version = entry.version or own.version
-    if own.name == VPC_CNI and entry.version and re.match(ADDON_VERSION_PATTERN, entry.version):
-        minimum = addon_data()[VPC_CNI]["minimum"]
-        if _version_tuple(entry.version) < _version_tuple(minimum):
-            problems.append(Problem(
-                f"{prefix}.version", entry.version,
+    minimum = addon_data().get(own.name, {}).get("minimum")
+    if (minimum and entry.version and re.match(ADDON_VERSION_PATTERN, entry.version)
+            and _version_tuple(entry.version) < _version_tuple(minimum)):
+        why, fix = {
+            VPC_CNI: (
                 f"efa-only interfaces need the VPC CNI {minimum} or later",
-                f"use {own.version or minimum} or a later build, or leave version out (efa-stack pins {own.version})",
-            ))
+                (f"use {own.version or minimum} or a later build, or leave version out (efa-stack pins "
+                f"{own.version})"),
+            ),
+            CLOUDWATCH_OBSERVABILITY: (
+                ("efa-stack gives cloudwatch-agent its role through EKS Pod Identity, which the add-on takes "
+                f"from {minimum} (EFA metrics need v1.5.2 or later)"),
+                f"use {minimum} or a later build, or leave version out (EKS's default build)",
+            ),
+        }[own.name]
+        problems.append(Problem(f"{prefix}.version", entry.version, why, fix))
     resolve, more = _resolve(prefix, entry)
     problems.extend(more)
     if own.resolve_conflicts == "OVERWRITE" and resolve not in (None, "OVERWRITE"):
@@ -276,21 +303,24 @@ def _merge(prefix: str, own: AddonPlan, entry: AddonSpec, problems: list[Problem
             POD_IDENTITY_AGENT: "the Pod Identity agent uses the node role and takes no role of its own",
             FSX_CSI_DRIVER: "efa-stack gives fsx-csi-controller-sa its role through EKS Pod Identity",
             NODE_MONITORING_AGENT: "the node monitoring agent needs no IAM permissions",
+            CLOUDWATCH_OBSERVABILITY: "efa-stack gives cloudwatch-agent its role (CloudWatchAgentServerPolicy, "
+            "AWSXrayWriteOnlyAccess) through EKS Pod Identity",
         }[own.name]
         problems.append(Problem(f"{prefix}.{field_name}", "set", why, f"remove {field_name}"))
     return AddonPlan(
         name=own.name, version=version, configuration_values=own.configuration_values,
         resolve_conflicts=resolve or own.resolve_conflicts, tags=dict(entry.tags), created_by=own.created_by,
-        managed=True, node_dependency=own.node_dependency,
+        managed=True, node_dependency=own.node_dependency, pod_identities=own.pod_identities,
     )
 
 
 def addon_plans(
-    entries: Iterable[AddonSpec], *, kubernetes_version: str, repair: bool, storage: bool, with_oidc: bool
+    entries: Iterable[AddonSpec], *, kubernetes_version: str, repair: bool, storage: bool, with_oidc: bool,
+    observability: bool = False,
 ) -> tuple[tuple[AddonPlan, ...], list[Problem]]:
     """Every add-on the stacks create, efa-stack's own first (in a fixed order), then the user's in spec order."""
     problems: list[Problem] = []
-    own = _own_addons(kubernetes_version, repair, storage)
+    own = _own_addons(kubernetes_version, repair, storage, observability)
     known = known_addon_names()
     merged: dict[str, AddonPlan] = dict(own)
     extra: list[AddonPlan] = []

@@ -400,6 +400,16 @@ class NcclTest(_Model):
     1024 MiB per GPU."""
 
 
+class Observability(_Model):
+    """Extension: CloudWatch Container Insights and a GPU/EFA dashboard (spec/observability.py)."""
+
+    container_insights: bool | None = Field(None, alias="containerInsights")
+    """Install the amazon-cloudwatch-observability add-on (GPU, Neuron and EFA metrics in CloudWatch,
+    billed per observation); default: on when a node group has GPUs or Neuron devices."""
+    dashboard: bool | None = None
+    """A CloudWatch dashboard of those metrics per node; default: on with Container Insights."""
+
+
 class ClusterSpec(_Model):
     api_version: Literal["eksctl.io/v1alpha5"] = Field("eksctl.io/v1alpha5", alias="apiVersion")
     """eksctl's API version."""
@@ -429,6 +439,8 @@ class ClusterSpec(_Model):
     """Extension: the nccl-tests MPIJob."""
     storage: Storage | None = None
     """FSx for Lustre shared storage (spec/storage.py); absent: no file system."""
+    observability: Observability = Observability()
+    """Extension: Container Insights and the GPU/EFA dashboard."""
 
 
 # eksctl ClusterConfig fields that efa-stack knows but does not support, with what to do instead.

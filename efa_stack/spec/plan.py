@@ -13,7 +13,7 @@ from pathlib import Path
 
 from efa_stack import contract, names
 from efa_stack.spec import catalog
-from efa_stack.spec.addons import AddonPlan, NodeRepairPlan, addon_plans, node_repair_plan
+from efa_stack.spec.addons import CLOUDWATCH_OBSERVABILITY, AddonPlan, NodeRepairPlan, addon_plans, node_repair_plan
 from efa_stack.spec.aws_limits import validate_plan_limits, validate_volume
 from efa_stack.spec.catalog import InstanceType, UnknownInstanceType
 from efa_stack.spec.errors import Problem, SpecError
@@ -21,6 +21,7 @@ from efa_stack.spec.layout import Interface, LayoutError, describe, efa_devices,
 from efa_stack.spec.loader import load_spec
 from efa_stack.spec.models import KUBERNETES_VERSIONS, ClusterSpec, ManagedNodeGroupSpec, NcclTest
 from efa_stack.spec.nccl import NcclJobPlan, nccl_job_plan, node_hugepages_mib, validate_nccl
+from efa_stack.spec.observability import ObservabilityPlan, observability_plan
 from efa_stack.spec.storage import StoragePlan, storage_plan, validate_storage
 
 LABEL_PREFIX = contract.LABEL_PREFIX
@@ -136,6 +137,8 @@ class ClusterPlan:
     addons: tuple[AddonPlan, ...] = ()
     """Every EKS add-on the stacks create: efa-stack's own merged with the spec's ``addons``
     (:func:`spec.addons.addon_plans`)."""
+    observability: ObservabilityPlan = field(default_factory=ObservabilityPlan)
+    """Container Insights and the dashboard (:func:`spec.observability.observability_plan`)."""
 
     def addon(self, name: str) -> AddonPlan | None:
         """The plan of add-on ``name``, or None when no stack creates it."""
@@ -519,9 +522,16 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         ))
     sys_sizes = _sizes("systemNodeGroup", sng.min_size, sng.desired_capacity, sng.max_size, problems)
 
+    observability, observability_problems = observability_plan(
+        spec.observability, cluster=md.name, region=md.region,
+        accelerated=any(g.role in ("gpu", "neuron") for g in groups),
+        addon_listed=any(a.name == CLOUDWATCH_OBSERVABILITY for a in spec.addons),
+    )
+    problems.extend(observability_problems)
     addons, addon_problems = addon_plans(
         spec.addons, kubernetes_version=md.version, repair=any(g.node_repair for g in groups),
         storage=spec.storage is not None, with_oidc=spec.iam.with_oidc,
+        observability=observability.container_insights,
     )
     problems.extend(addon_problems)
     problems.extend(validate_nccl(spec, groups))
@@ -579,6 +589,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         nccl_job=nccl_job_plan(groups, spec.nccl_test),
         storage=storage_plan(spec.storage, groups, system),
         addons=addons,
+        observability=observability,
     )
 
 
