@@ -931,7 +931,7 @@ def render(findings: list[Finding], console: Any, plan: ClusterPlan | None = Non
     table = Table(title=title, show_lines=False, expand=False)
     table.add_column("status", no_wrap=True)
     table.add_column("check", no_wrap=True)
-    table.add_column("subject", no_wrap=True)
+    table.add_column("subject", overflow="fold")
     table.add_column("finding")
     table.add_column("fix")
     for f in findings:
