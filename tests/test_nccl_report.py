@@ -788,7 +788,7 @@ def test_model_dump_is_the_json_form(p5):
 
 def test_report_dict_shape(p5, g4dn):
     doc = report_dict([p5, g4dn], [judge(p5), judge(g4dn)], [compare_runs(p5, g4dn)])
-    assert set(doc) == {"runs", "comparisons", "plot", "exit_code", "error"}
+    assert set(doc) == {"runs", "comparisons", "hosts", "plot", "exit_code", "error"}
     assert doc["runs"][0]["verdict"]["status"] == "not judged"
     assert doc["runs"][0]["run"]["label"] == p5.label
     assert doc["comparisons"][0]["baseline"] == p5.label
@@ -874,7 +874,7 @@ def test_command_json_shape(tmp_path):
     code, out, _ = run_command([P5, G4DN], instance_type="p5.48xlarge", nodes=2, json_out=True)
     doc = json.loads(out)
     assert code == 1  # the g4dn run is far below a p5 line rate
-    assert set(doc) == {"runs", "comparisons", "plot", "exit_code", "error"}
+    assert set(doc) == {"runs", "comparisons", "hosts", "plot", "exit_code", "error"}
     assert doc["exit_code"] == 1 and doc["plot"] is None and doc["error"] is None
     first = doc["runs"][0]
     assert set(first) == {"run", "verdict"}

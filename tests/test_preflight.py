@@ -164,6 +164,9 @@ class TestOfferingsUnderMoto:
         assert {f.subject for f in zones} == {"p5", "system"}
         assert _statuses(zones) == {PASS}
         assert "us-west-2a (usw2-az2)" in next(f for f in zones if f.subject == "p5").message
+        # moto 5.2.5 answers DescribeAddonVersions with 404 "Not yet implemented": a warning per add-on, no failure
+        addons = _by(findings, "addon-version")
+        assert addons and _statuses(addons) == {WARN} and "Not yet implemented" in addons[0].message
         assert preflight.exit_code(findings) == 0
 
     def test_fails_when_instance_type_is_not_offered_in_the_zone(self) -> None:
@@ -583,3 +586,243 @@ def test_table_shows_every_finding_with_its_fix() -> None:
 def test_exit_code_is_one_only_on_failures() -> None:
     assert preflight.exit_code([Finding("x", WARN, "m")]) == 0
     assert preflight.exit_code([Finding("x", PASS, "m"), Finding("y", FAIL, "m")]) == 1
+
+
+# --- add-on versions (EKS DescribeAddonVersions) -------------------------------------------------
+# moto 5.2.5 answers DescribeAddonVersions with "404 Not yet implemented", so the responses come from
+# Stubbers in the shape of the EKS API Reference (DescribeAddonVersions: addons[].addonVersions[]
+# .addonVersion and .compatibilities[].clusterVersion/defaultVersion); the Stubber validates them against
+# botocore's EKS service model.
+
+CNI_PIN = "v1.20.1-eksbuild.3"  # efa_stack/spec/data/addons.json for 1.34
+
+
+def _addon(name: str, versions: list[str], k8s: str = "1.34", default: str | None = None) -> dict:
+    return {
+        "addonName": name, "type": "networking", "owner": "aws", "publisher": "eks",
+        "addonVersions": [
+            {
+                "addonVersion": v, "architecture": ["amd64", "arm64"],
+                "compatibilities": [{"clusterVersion": k8s, "platformVersions": ["*"], "defaultVersion": v == default}],
+                "requiresConfiguration": False, "requiresIamPermissions": False,
+            }
+            for v in versions
+        ],
+    }
+
+
+def _eks_stub(eks, answers: list[tuple[str, dict | str]], k8s: str = "1.34") -> Stubber:
+    """Queue one DescribeAddonVersions answer per add-on, in the plan's order (a str is an error code)."""
+    stub = Stubber(eks)
+    for name, answer in answers:
+        params = {"addonName": name, "kubernetesVersion": k8s}
+        if isinstance(answer, str):
+            stub.add_client_error("describe_addon_versions", answer, f"{answer} for {name}", expected_params=params)
+        else:
+            stub.add_response("describe_addon_versions", answer, params)
+    return stub
+
+
+def _offered(name: str, versions: list[str], default: str | None = None) -> dict:
+    return {"addons": [_addon(name, versions, default=default or versions[0])]}
+
+
+COREDNS = 'addons:\n- name: coredns\n  version: "v1.11.4-eksbuild.2"\n'
+
+
+def test_addon_versions_pass_when_offered_and_name_the_default_where_no_version_is_set() -> None:
+    # GIVEN the default add-ons of a GPU cluster on 1.34 (vpc-cni pinned, the other two without version)
+    plan = _spec(P5)
+    eks = _client("eks")
+    answers = [
+        ("vpc-cni", _offered("vpc-cni", ["v1.20.4-eksbuild.1", CNI_PIN], default=CNI_PIN)),
+        ("eks-pod-identity-agent", _offered("eks-pod-identity-agent", ["v1.3.8-eksbuild.2", "v1.3.7-eksbuild.2"])),
+        ("eks-node-monitoring-agent", _offered("eks-node-monitoring-agent", ["v1.4.0-eksbuild.2"])),
+    ]
+    # WHEN preflight asks EKS
+    with _eks_stub(eks, answers) as stub:
+        findings = preflight.check_addon_versions(eks, plan)
+        stub.assert_no_pending_responses()
+    # THEN every add-on passes; the pin is named as efa-stack's, and the defaults are reported
+    assert [(f.check, f.status, f.subject) for f in findings] == [
+        ("addon-version", PASS, "vpc-cni"), ("addon-version", PASS, "eks-pod-identity-agent"),
+        ("addon-version", PASS, "eks-node-monitoring-agent"),
+    ]
+    assert f"vpc-cni {CNI_PIN} (pinned by efa-stack) is offered for Kubernetes 1.34" in findings[0].message
+    assert "EKS installs its default v1.3.8-eksbuild.2 for Kubernetes 1.34" in findings[1].message
+
+
+def test_fails_when_a_pinned_version_is_not_offered_for_the_cluster_version() -> None:
+    # GIVEN the user pins coredns to a build EKS does not offer for 1.34
+    plan = _spec(P5, system=COREDNS)
+    eks = _client("eks")
+    offered = ["v1.12.4-eksbuild.1", "v1.12.3-eksbuild.1", "v1.12.2-eksbuild.4", "v1.12.1-eksbuild.2",
+               "v1.12.0-eksbuild.1", "v1.11.4-eksbuild.10"]
+    answers = [
+        ("vpc-cni", _offered("vpc-cni", [CNI_PIN])),
+        ("eks-pod-identity-agent", _offered("eks-pod-identity-agent", ["v1.3.8-eksbuild.2"])),
+        ("eks-node-monitoring-agent", _offered("eks-node-monitoring-agent", ["v1.4.0-eksbuild.2"])),
+        ("coredns", {"addons": [_addon("coredns", list(reversed(offered)), default="v1.12.3-eksbuild.1")]}),
+    ]
+    with _eks_stub(eks, answers) as stub:
+        findings = preflight.check_addon_versions(eks, plan)
+        stub.assert_no_pending_responses()
+    bad = [f for f in findings if f.subject == "coredns"]
+    # THEN the finding fails, names the newest five builds newest first (numeric order: eksbuild.10 is
+    # older than v1.12.0 but newer than eksbuild.2 would be), and the fix names the newest and the default
+    assert len(bad) == 1 and bad[0].status == FAIL
+    assert "coredns v1.11.4-eksbuild.2 is not offered for Kubernetes 1.34 in us-west-2" in bad[0].message
+    assert ("offered: v1.12.4-eksbuild.1, v1.12.3-eksbuild.1, v1.12.2-eksbuild.4, v1.12.1-eksbuild.2, "
+            "v1.12.0-eksbuild.1 and 1 older") in bad[0].message
+    assert bad[0].fix == ("set version: v1.12.4-eksbuild.1 for coredns in addons, or leave version out for EKS's "
+                          "default v1.12.3-eksbuild.1")
+    assert preflight.exit_code(findings) == 1
+
+
+def test_fails_when_efa_stacks_own_pin_is_not_offered_and_says_how_to_override_it() -> None:
+    plan = _spec(P5)
+    eks = _client("eks")
+    answers = [
+        ("vpc-cni", _offered("vpc-cni", ["v1.21.0-eksbuild.2"])),
+        ("eks-pod-identity-agent", _offered("eks-pod-identity-agent", ["v1.3.8-eksbuild.2"])),
+        ("eks-node-monitoring-agent", _offered("eks-node-monitoring-agent", ["v1.4.0-eksbuild.2"])),
+    ]
+    with _eks_stub(eks, answers):
+        findings = preflight.check_addon_versions(eks, plan)
+    cni = findings[0]
+    assert cni.status == FAIL and f"vpc-cni {CNI_PIN} (pinned by efa-stack) is not offered" in cni.message
+    assert "{name: vpc-cni, version: v1.21.0-eksbuild.2}" in cni.fix and "addons.json" in cni.fix
+
+
+def test_addon_versions_are_read_across_pages() -> None:
+    # GIVEN EKS answers in two pages and the pinned build is on the second one
+    plan = _spec(P5)
+    eks = _client("eks")
+    stub = Stubber(eks)
+    first = {"addons": [_addon("vpc-cni", ["v1.21.0-eksbuild.2"], default="v1.21.0-eksbuild.2")], "nextToken": "t-1"}
+    stub.add_response("describe_addon_versions", first, {"addonName": "vpc-cni", "kubernetesVersion": "1.34"})
+    stub.add_response("describe_addon_versions", {"addons": [_addon("vpc-cni", [CNI_PIN])]},
+                      {"addonName": "vpc-cni", "kubernetesVersion": "1.34", "nextToken": "t-1"})
+    stub.add_response("describe_addon_versions", _offered("eks-pod-identity-agent", ["v1.3.8-eksbuild.2"]),
+                      {"addonName": "eks-pod-identity-agent", "kubernetesVersion": "1.34"})
+    stub.add_response("describe_addon_versions", _offered("eks-node-monitoring-agent", ["v1.4.0-eksbuild.2"]),
+                      {"addonName": "eks-node-monitoring-agent", "kubernetesVersion": "1.34"})
+    with stub:
+        findings = preflight.check_addon_versions(eks, plan)
+        stub.assert_no_pending_responses()
+    # THEN the pin is found on page two, and the default from page one is still known
+    assert findings[0].status == PASS
+    assert "EKS's default is v1.21.0-eksbuild.2; newest v1.21.0-eksbuild.2" in findings[0].message
+
+
+def test_fails_when_the_region_does_not_know_the_addon() -> None:
+    plan = _spec(P5, system='addons:\n- name: amazon-cloudwatch-observability\n')
+    eks = _client("eks")
+    answers = [
+        ("vpc-cni", _offered("vpc-cni", [CNI_PIN])),
+        ("eks-pod-identity-agent", _offered("eks-pod-identity-agent", ["v1.3.8-eksbuild.2"])),
+        ("eks-node-monitoring-agent", _offered("eks-node-monitoring-agent", ["v1.4.0-eksbuild.2"])),
+        ("amazon-cloudwatch-observability", {"addons": []}),
+    ]
+    with _eks_stub(eks, answers) as stub:
+        # an empty answer for 1.34 is asked again without the version filter
+        stub.add_response("describe_addon_versions", {"addons": []}, {"addonName": "amazon-cloudwatch-observability"})
+        findings = preflight.check_addon_versions(eks, plan)
+        stub.assert_no_pending_responses()
+    bad = findings[-1]
+    assert bad.status == FAIL and bad.message == "EKS does not know the add-on amazon-cloudwatch-observability in us-west-2"
+    assert "describe-addon-versions --region us-west-2" in bad.fix
+
+
+def test_fails_when_the_addon_has_no_build_for_the_kubernetes_version() -> None:
+    plan = _spec(P5, system='addons:\n- name: amazon-cloudwatch-observability\n')
+    eks = _client("eks")
+    answers = [
+        ("vpc-cni", _offered("vpc-cni", [CNI_PIN])),
+        ("eks-pod-identity-agent", _offered("eks-pod-identity-agent", ["v1.3.8-eksbuild.2"])),
+        ("eks-node-monitoring-agent", _offered("eks-node-monitoring-agent", ["v1.4.0-eksbuild.2"])),
+        ("amazon-cloudwatch-observability", {"addons": []}),
+    ]
+    with _eks_stub(eks, answers) as stub:
+        stub.add_response(
+            "describe_addon_versions", {"addons": [_addon("amazon-cloudwatch-observability", ["v4.1.0-eksbuild.1"],
+                                                          k8s="1.33")]},
+            {"addonName": "amazon-cloudwatch-observability"},
+        )
+        findings = preflight.check_addon_versions(eks, plan)
+    bad = findings[-1]
+    assert bad.status == FAIL
+    assert bad.message == "EKS offers no build of amazon-cloudwatch-observability for Kubernetes 1.34 in us-west-2"
+    assert "metadata.version" in bad.fix
+
+
+def test_builds_for_other_kubernetes_versions_do_not_count() -> None:
+    # a version listed only with compatibilities for 1.33 is not offered for 1.34
+    offer_resp = {"addons": [_addon("vpc-cni", [CNI_PIN], k8s="1.33")]}
+    eks = _client("eks")
+    with Stubber(eks) as stub:
+        stub.add_response("describe_addon_versions", offer_resp, {"addonName": "vpc-cni", "kubernetesVersion": "1.34"})
+        offer = preflight.addon_offer(eks, "vpc-cni", "1.34")
+    assert offer == preflight.AddonOffer((), None)
+
+
+def test_access_denied_on_addon_versions_is_a_warning_naming_the_action() -> None:
+    # GIVEN the identity may not call eks:DescribeAddonVersions
+    plan = _spec(P5)
+    eks = _client("eks")
+    with _eks_stub(eks, [("vpc-cni", "AccessDeniedException")]) as stub:
+        findings = preflight.check_addon_versions(eks, plan)
+        stub.assert_no_pending_responses()  # asked once, not once per add-on
+    # THEN one warning says why, and the add-ons left unchecked are named
+    assert [f.status for f in findings] == [WARN, WARN]
+    assert "vpc-cni: not authorized to call eks:DescribeAddonVersions (AccessDeniedException)" in findings[0].message
+    assert "allow eks:DescribeAddonVersions" in findings[0].fix
+    assert findings[1].message == "not checked either (same permission): eks-pod-identity-agent, eks-node-monitoring-agent"
+    assert preflight.exit_code(findings) == 0
+
+
+def test_server_error_on_one_addon_warns_and_the_others_are_still_checked() -> None:
+    plan = _spec(P5)
+    eks = _client("eks")
+    answers = [
+        ("vpc-cni", "ServerException"),
+        ("eks-pod-identity-agent", _offered("eks-pod-identity-agent", ["v1.3.8-eksbuild.2"])),
+        ("eks-node-monitoring-agent", _offered("eks-node-monitoring-agent", ["v1.4.0-eksbuild.2"])),
+    ]
+    with _eks_stub(eks, answers):
+        findings = preflight.check_addon_versions(eks, plan)
+    assert [f.status for f in findings] == [WARN, PASS, PASS]
+    assert "eks:DescribeAddonVersions failed: ServerException" in findings[0].message
+
+
+EKS_THROTTLED = b'{"__type": "ThrottlingException", "message": "Rate exceeded"}'
+
+
+def test_throttled_addon_lookups_are_retried_then_a_warning(monkeypatch: pytest.MonkeyPatch, no_sleep: list[float]) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    clients = Clients.from_session(_session(), "us-west-2", max_attempts=2)
+    sent: list[int] = []
+
+    def handler(request, **_):
+        sent.append(429)
+        return AWSResponse(request.url, 429, {"x-amzn-ErrorType": "ThrottlingException"}, _Raw(EKS_THROTTLED))
+
+    clients.eks.meta.events.register("before-send.eks", handler)
+    findings = preflight.check_addon_versions(clients.eks, _spec(P5), max_attempts=2)
+    assert sent == [429] * 6  # two attempts for each of the three add-ons
+    assert {f.status for f in findings} == {WARN}
+    assert "throttled eks:DescribeAddonVersions (ThrottlingException) on all 2 attempts" in findings[0].message
+    assert "--max-attempts" in findings[0].fix
+
+
+def test_rejected_credentials_on_addon_versions_abort_preflight() -> None:
+    eks = _client("eks")
+    with _eks_stub(eks, [("vpc-cni", "UnrecognizedClientException")]), pytest.raises(PreflightAbort) as err:
+        preflight.check_addon_versions(eks, _spec(P5))
+    assert err.value.exit_code == 2 and "eks:DescribeAddonVersions" in err.value.message
+
+
+def test_preflight_runs_the_addon_check_with_the_sessions_eks_client() -> None:
+    clients = Clients.from_session(_session(), "us-west-2")
+    assert clients.eks.meta.service_model.service_name == "eks"
+    assert "eks:DescribeAddonVersions" in preflight.REQUIRED_ACTIONS

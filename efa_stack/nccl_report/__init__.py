@@ -3,11 +3,13 @@
 * :mod:`.model`: the pydantic result models every stage shares (and the ``--json`` document);
 * :mod:`.parse`: text output (plain, MPI/Slurm/kubectl prefixed, several runs per file) and ``-J`` JSON;
 * :mod:`.judge`: verdicts, the line rate from the catalog, comparisons;
+* :mod:`.hosts`: which host or link makes a set of runs slow (pure logic, for ``verify --acceptance`` too);
 * :mod:`.render`: tables fitted to the terminal, the JSON document, the plot;
 * :mod:`.command`: the command and its exit codes.
 """
 
 from efa_stack.nccl_report.command import report_command
+from efa_stack.nccl_report.hosts import HostAnalysis, HostRun, find_slow_hosts
 from efa_stack.nccl_report.judge import REFERENCE_RUNS, compare_runs, expected_busbw, is_single_rank, judge
 from efa_stack.nccl_report.model import (
     DEFAULT_THRESHOLD,
@@ -54,6 +56,8 @@ __all__ = [
     "Expectation",
     "Facts",
     "Footer",
+    "HostAnalysis",
+    "HostRun",
     "IterStats",
     "NcclLogError",
     "NcclRun",
@@ -65,6 +69,7 @@ __all__ = [
     "Verdict",
     "compare_runs",
     "expected_busbw",
+    "find_slow_hosts",
     "human_size",
     "is_single_rank",
     "judge",

@@ -18,10 +18,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from efa_stack.nccl_report.judge import compare_runs, judge
+from efa_stack.nccl_report.judge import compare_runs, hosts_report, judge
 from efa_stack.nccl_report.model import DEFAULT_THRESHOLD, NcclLogError, Report, ReportError, RunReport
 from efa_stack.nccl_report.parse import read_runs
-from efa_stack.nccl_report.render import plot_busbw, render_comparison, render_run
+from efa_stack.nccl_report.render import plot_busbw, render_comparison, render_hosts, render_run
 
 __all__ = ["report_command"]
 
@@ -42,6 +42,9 @@ def report_command(
     Every run (a log may hold several, one after the other) is judged. With two or more runs, every
     later run is compared with the first, the baseline: speed-up = later busbw / first busbw, so
     ``nccl-report socket.log efa.log`` reads "EFA is N x faster than sockets".
+
+    When the logs list their ranks' hosts, the set is also read per host (:mod:`.hosts`): slow hosts and
+    suspect links (e.g. from pairwise runs), and hosts whose NCCL INFO lines show sockets instead of EFA.
     """
     out = console or Console()
     err = err_console or Console(stderr=True)
@@ -88,6 +91,7 @@ def report_command(
         return fail(f"unknown instance type {instance_type!r}{hint}")
 
     comparisons = [compare_runs(runs[0], r) for r in runs[1:]]
+    hosts = hosts_report(runs, verdicts)
 
     if plot is not None:
         try:
@@ -101,6 +105,7 @@ def report_command(
             Report(
                 runs=tuple(RunReport(run=r, verdict=v) for r, v in zip(runs, verdicts)),
                 comparisons=tuple(comparisons),
+                hosts=hosts,
                 plot=str(plot) if plot is not None else None,
                 exit_code=code,
             )
@@ -112,6 +117,9 @@ def report_command(
         out.print()
     for c in comparisons:
         out.print(render_comparison(c))
+        out.print()
+    if hosts is not None:
+        out.print(render_hosts(hosts))
         out.print()
     if plot is not None:
         out.print(f"plot written to {plot}", markup=False)

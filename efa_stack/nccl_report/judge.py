@@ -30,23 +30,29 @@ with the ring formula) can exceed the line rate; the report says so when the rat
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
+from efa_stack.nccl_report.hosts import HostRun, find_slow_hosts
 from efa_stack.nccl_report.model import (
     DEFAULT_THRESHOLD,
     Comparison,
     Expectation,
     GiB,
+    HostsReport,
     NcclRun,
     ReferenceRun,
     Row,
     SizeComparison,
+    SocketHost,
     Verdict,
     VerdictStatus,
 )
 from efa_stack.nccl_report.units import human_size
 
-__all__ = ["REFERENCE_RUNS", "compare_runs", "expected_busbw", "is_single_rank", "judge"]
+__all__ = [
+    "REFERENCE_RUNS", "compare_runs", "expected_busbw", "host_runs", "hosts_report", "is_single_rank", "judge",
+]
 
 #: Only figures with a public source; both logs are also the test fixtures (tests/fixtures/nccl/).
 REFERENCE_RUNS: tuple[ReferenceRun, ...] = (
@@ -268,3 +274,34 @@ def compare_runs(baseline: NcclRun, other: NcclRun) -> Comparison:
             )
         )
     return Comparison(baseline=baseline.label, other=other.label, rows=tuple(out))
+
+
+# --------------------------------------------------------------------------------------------------
+# Hosts
+
+
+def host_runs(runs: Sequence[NcclRun], verdicts: Sequence[Verdict | None]) -> list[HostRun]:
+    """Each run as a :class:`~efa_stack.nccl_report.hosts.HostRun`: its hosts (the per-rank lines) and whether
+    it passed; runs that were not judged against a line rate (no instance type, single node) are ``ok=None``."""
+    out = []
+    for run, v in zip(runs, verdicts, strict=True):
+        judged = v is not None and v.status in ("pass", "below expectation", "not EFA")
+        out.append(HostRun(
+            hosts=run.facts.hostnames, ok=(v.status == "pass") if judged and v is not None else None,
+            busbw=v.measured_busbw if v is not None else None, label=run.label,
+        ))
+    return out
+
+
+def hosts_report(runs: Sequence[NcclRun], verdicts: Sequence[Verdict | None]) -> HostsReport | None:
+    """Slow hosts and links of the set, and hosts on sockets; None when the runs say nothing about hosts
+    (no per-rank host lines, or a single run that passes)."""
+    analysis = find_slow_hosts(host_runs(runs, verdicts))
+    sockets = tuple(
+        SocketHost(host=h.host, run=run.label, evidence=h.evidence)
+        for run in runs for h in run.facts.host_transports if h.transport == "socket"
+    )
+    worth = analysis.status in ("named", "ambiguous") or (analysis.status == "all pass" and len(analysis.runs) > 1)
+    if not worth and not sockets:
+        return None
+    return HostsReport(analysis=analysis, socket_hosts=sockets)

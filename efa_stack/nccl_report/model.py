@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from efa_stack import contract
+from efa_stack.nccl_report.hosts import HostAnalysis
 
 GiB = 1 << 30
 DEFAULT_THRESHOLD = contract.NCCL_PASS_THRESHOLD
@@ -76,6 +77,15 @@ class Device(BaseModel):
     bus_id: str
     name: str
     group: int | None = None
+
+
+class HostTransport(BaseModel):
+    """The network one host's NCCL used, from its own ``NCCL_DEBUG=INFO`` lines (``host:pid:tid [dev] NCCL INFO``)."""
+
+    model_config = _CONFIG
+    host: str
+    transport: Transport
+    evidence: str  # "line N: text"
 
 
 class IterStats(BaseModel):
@@ -153,6 +163,8 @@ class Facts(BaseModel):
     transport: Transport = "unknown"
     #: "line N: text" of the lines that decided the transport (socket: every distinct one, up to a few)
     transport_evidence: tuple[str, ...] = ()
+    host_transports: tuple[HostTransport, ...] = ()
+    """Per host, when NCCL INFO lines name it: sockets win over EFA evidence of the same host."""
     per_iteration_timing: bool = False
     timestamps: bool = False
     memory_usage: str | None = None  # ``-M 1``: "# GPU memory usage : ..."
@@ -370,12 +382,31 @@ class ReportError(BaseModel):
     summary: str
 
 
+class SocketHost(BaseModel):
+    """A host whose NCCL used sockets (TCP) instead of EFA in one run."""
+
+    model_config = _CONFIG
+    host: str
+    run: str
+    evidence: str
+
+
+class HostsReport(BaseModel):
+    """What the runs say per host: slow hosts or links (:mod:`.hosts`), and hosts that used sockets."""
+
+    model_config = _CONFIG
+    analysis: HostAnalysis
+    socket_hosts: tuple[SocketHost, ...] = ()
+
+
 class Report(BaseModel):
     """The ``--json`` document: one object, whatever happened (an error fills ``error``)."""
 
     model_config = _CONFIG
     runs: tuple[RunReport, ...] = ()
     comparisons: tuple[Comparison, ...] = ()
+    hosts: HostsReport | None = None
+    """Per-host findings, when the runs carry per-rank host lines and say something about hosts."""
     plot: str | None = None
     exit_code: int
     error: ReportError | None = None

@@ -46,6 +46,7 @@ from efa_stack.nccl_report.model import (
     Device,
     Facts,
     Footer,
+    HostTransport,
     IterStats,
     NcclLogError,
     NcclRun,
@@ -157,6 +158,11 @@ _EFA = (
     re.compile(r"\bNET/OFI\b"),
 )
 _INT = re.compile(r"^[+-]?\d+$")
+# Every NCCL debug line starts with "%s:%d:%d " (hostname cut at the first '.', pid, tid), then
+# "[%d] NCCL INFO ..." (cudaDev), optionally after a timestamp in brackets (NVIDIA/nccl@0456df2
+# src/debug.cc ncclDebugLogV; the hostname from getHostNameForLog(hostname, 1024, '.')).
+_NCCL_HOST = re.compile(r"^(?:\[[^\]]*\]\s*)?(?P<host>[^\s:\[]+):\d+:\d+ \[\d+\]")
+MAX_HOSTS = 4096
 
 
 @dataclass
@@ -169,6 +175,7 @@ class _Facts:
     socket: list[str | None] = field(default_factory=lambda: [None] * len(_SOCKET))
     other_provider: str | None = None
     efa: list[str | None] = field(default_factory=lambda: [None] * len(_EFA))
+    hosts: dict[str, tuple[Transport, str]] = field(default_factory=dict)
     started_at: int | None = None  # the line of a "# nThread" parameters line: a run began here
 
     def feed(self, lineno: int, body: str) -> None:
@@ -213,20 +220,42 @@ class _Facts:
         if m:
             self.values.setdefault("collective", m.group(1))
         evidence = f"line {lineno}: {body}"
+        line_socket = line_efa = False
         for i, rx in enumerate(_SOCKET):
-            if self.socket[i] is None and rx.search(body):
-                self.socket[i] = evidence
+            if rx.search(body):
+                line_socket = True
+                if self.socket[i] is None:
+                    self.socket[i] = evidence
         m = _PROVIDER.search(body)
-        if m and self.other_provider is None and not m.group(1).lower().startswith("efa"):
-            self.other_provider = evidence
+        if m and not m.group(1).lower().startswith("efa"):
+            line_socket = True
+            if self.other_provider is None:
+                self.other_provider = evidence
         for i, rx in enumerate(_EFA):
-            if self.efa[i] is None and rx.search(body):
-                self.efa[i] = evidence
+            if rx.search(body):
+                line_efa = True
+                if self.efa[i] is None:
+                    self.efa[i] = evidence
+        if line_socket or line_efa:
+            hm = _NCCL_HOST.match(body)
+            if hm:
+                self._host(hm["host"], "socket" if line_socket else "efa", evidence)
         if _PROBLEM.search(body) and len(self.problems) < 20:
             self.problems.append(evidence)
 
+    def _host(self, host: str, transport: Transport, evidence: str) -> None:
+        """Record one host's transport: the first socket line wins over any EFA line of that host."""
+        known = self.hosts.get(host)
+        if known is None:
+            if len(self.hosts) < MAX_HOSTS:
+                self.hosts[host] = (transport, evidence)
+        elif known[0] != "socket" and transport == "socket":
+            self.hosts[host] = (transport, evidence)
+
     def absorb(self, later: _Facts) -> None:
         """Take the transport evidence and problems logged after this run's footer."""
+        for host, (transport, evidence) in later.hosts.items():
+            self._host(host, transport, evidence)
         self.socket = [a or b for a, b in zip(self.socket, later.socket)]
         self.other_provider = self.other_provider or later.other_provider
         self.efa = [a or b for a, b in zip(self.efa, later.efa)]
@@ -261,6 +290,9 @@ class _Facts:
             nccl_tests_version=v.get("nccl_tests_version"),
             transport=transport,
             transport_evidence=evidence,
+            host_transports=tuple(
+                HostTransport(host=h, transport=t, evidence=e) for h, (t, e) in sorted(self.hosts.items())
+            ),
             per_iteration_timing=per_iteration or bool(v.get("per_iteration_timing")),
             timestamps=timestamps,
             memory_usage=memory,

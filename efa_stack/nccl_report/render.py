@@ -21,7 +21,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from efa_stack.nccl_report.model import Comparison, NcclRun, Report, Result, RunReport, Verdict
+from efa_stack.nccl_report.model import Comparison, HostsReport, NcclRun, Report, Result, RunReport, Verdict
 from efa_stack.nccl_report.units import human_size
 
 __all__ = ["human_size", "plot_busbw", "render_comparison", "render_run", "report_dict"]
@@ -238,6 +238,25 @@ def render_comparison(cmp: Comparison) -> Table:
     return t
 
 
+def render_hosts(hosts: HostsReport) -> RenderableType:
+    """The per-host findings: slow hosts and suspect links with their evidence, then hosts on sockets."""
+    a = hosts.analysis
+    style = {"named": "bold red", "ambiguous": "yellow", "all pass": "green"}.get(a.status, "")
+    lines: list[Text] = [Text.assemble(("hosts: ", "bold"), (f"{a.status}: ", style), a.reason)]
+    for s in a.slow_hosts:
+        lines.append(Text(f"  slow host {s.host}: " + "; ".join(s.slow_runs)))
+    for lk in a.suspect_links:
+        lines.append(Text(f"  suspect link {lk.hosts[0]} <-> {lk.hosts[1]}: {lk.slow_run}; passing: "
+                          + "; ".join(lk.passing_runs)))
+    for u in a.unexplained:
+        lines.append(Text(f"  not explained: {u}"))
+    if a.status == "ambiguous":
+        lines.extend(Text(f"  run {r.describe()}") for r in a.runs)
+    for sh in hosts.socket_hosts:
+        lines.append(Text.assemble(("  sockets, not EFA: ", "bold red"), f"{sh.host} in {sh.run} ({sh.evidence})"))
+    return Group(*lines)
+
+
 def report_document(report: Report) -> dict[str, Any]:
     """The ``--json`` document as a dict (NaN/inf become null)."""
     return json.loads(report.model_dump_json())
@@ -250,10 +269,13 @@ def report_dict(
     *,
     exit_code: int = 0,
     plot: str | None = None,
+    hosts: HostsReport | None = None,
 ) -> dict[str, Any]:
-    """The ``--json`` document: every run with its verdict, and the comparisons."""
+    """The ``--json`` document: every run with its verdict, the comparisons and the per-host findings."""
     rr = tuple(RunReport(run=r, verdict=verdicts[i] if verdicts is not None else None) for i, r in enumerate(runs))
-    return report_document(Report(runs=rr, comparisons=tuple(comparisons), plot=plot, exit_code=exit_code))
+    return report_document(
+        Report(runs=rr, comparisons=tuple(comparisons), hosts=hosts, plot=plot, exit_code=exit_code)
+    )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -14,7 +14,10 @@ Before ``cdk deploy`` creates EFA node groups, ``efa-stack preflight`` asks the 
   Block run on capacity reserved beforehand, which is checked by the reservation check instead;
 * whether a referenced Capacity Reservation or Capacity Block exists, is active (a Capacity Block
   may still be ``scheduled``), matches the node group's instance type and zone and holds enough
-  instances (``DescribeCapacityReservations``).
+  instances (``DescribeCapacityReservations``);
+* whether EKS offers each add-on's version (the spec's ``addons`` merged with efa-stack's own pins)
+  for the plan's Kubernetes version, and which build EKS installs where no version is set
+  (EKS ``DescribeAddonVersions``).
 
 Every check is a function that takes boto3 clients and returns :class:`Finding` objects (pass /
 warn / fail, each with the fix). Clients come from a boto3 session, so preflight talks to whatever
@@ -28,6 +31,7 @@ IAM actions preflight uses: see :data:`REQUIRED_ACTIONS`.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -46,6 +50,7 @@ from botocore.exceptions import (
 )
 
 from efa_stack import contract
+from efa_stack.spec import addons as spec_addons
 from efa_stack.spec import catalog
 from efa_stack.spec.catalog import UnknownInstanceType
 from efa_stack.spec.plan import ClusterPlan, NodeGroupPlan
@@ -68,6 +73,7 @@ REQUIRED_ACTIONS = (
     "ec2:DescribeCapacityReservations",
     "servicequotas:GetServiceQuota",
     "servicequotas:GetAWSDefaultServiceQuota",
+    "eks:DescribeAddonVersions",
 )
 
 THROTTLING_CODES = frozenset({
@@ -173,6 +179,8 @@ class Clients:
     ec2: Any
     quotas: Any
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    eks: Any = None
+    """EKS client for the add-on version check (None: the check is skipped)."""
 
     @classmethod
     def from_session(cls, session: Any, region: str, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Clients:
@@ -181,10 +189,13 @@ class Clients:
             ec2=session.client("ec2", region_name=region, config=cfg),
             quotas=session.client("service-quotas", region_name=region, config=cfg),
             max_attempts=max_attempts,
+            eks=session.client("eks", region_name=region, config=cfg),
         )
 
 
-_IAM_SERVICE = {"GetServiceQuota": "servicequotas", "GetAWSDefaultServiceQuota": "servicequotas"}
+_IAM_SERVICE = {
+    "GetServiceQuota": "servicequotas", "GetAWSDefaultServiceQuota": "servicequotas", "DescribeAddonVersions": "eks",
+}
 
 
 def _action(exc: ClientError) -> str:
@@ -688,6 +699,167 @@ def check_reservations(
     return findings
 
 
+# --------------------------------------------------------------------------------------------
+# Add-on versions (EKS DescribeAddonVersions)
+#
+# Request and response: Amazon EKS API Reference, DescribeAddonVersions
+# (https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeAddonVersions.html): GET
+# /addons/supported-versions?addonName=&kubernetesVersion=, paginated with nextToken (boto3's paginator
+# for it has result key ``addons``, botocore data/eks/2017-11-01/paginators-1.json); each
+# ``addons[]`` item (AddonInfo) has ``addonName`` and ``addonVersions[]`` (AddonVersionInfo) with
+# ``addonVersion`` and ``compatibilities[]`` (Compatibility: ``clusterVersion``, ``defaultVersion``,
+# ``platformVersions``). The operation's errors are ServerException, ResourceNotFoundException and
+# InvalidParameterException (botocore data/eks/2017-11-01/service-2.json).
+# --------------------------------------------------------------------------------------------
+
+ADDON_CHECK = "addon-version"
+ADDON_VERSIONS_SHOWN = 5
+"""How many of the newest offered builds a failed add-on finding names."""
+
+
+def addon_version_key(version: str) -> tuple[int, ...]:
+    """Sort key of an add-on build ``vX.Y.Z-eksbuild.N``: the numbers in order (eksbuild last)."""
+    return tuple(int(n) for n in re.findall(r"\d+", version))
+
+
+@dataclass(frozen=True)
+class AddonOffer:
+    """What EKS offers for one add-on and one Kubernetes version."""
+
+    versions: tuple[str, ...]
+    """The builds offered for the Kubernetes version, newest first."""
+    default: str | None
+    """The build EKS marks ``defaultVersion`` for the Kubernetes version (installed when none is given)."""
+
+
+def addon_offer(eks: Any, name: str, kubernetes_version: str) -> AddonOffer | None:
+    """The builds of ``name`` EKS offers for ``kubernetes_version``; None when the region knows no such add-on.
+
+    An add-on that exists but has no build for this Kubernetes version comes back with no versions.
+    """
+    try:
+        infos = _paginate(eks, "describe_addon_versions", "addons", addonName=name, kubernetesVersion=kubernetes_version)
+    except ClientError as exc:
+        if _code(exc) == "ResourceNotFoundException":
+            return None
+        raise
+    infos = [i for i in infos if i.get("addonName", name) == name]
+    versions: set[str] = set()
+    default: str | None = None
+    for info in infos:
+        for v in info.get("addonVersions", []):
+            compat = [c for c in v.get("compatibilities", []) if c.get("clusterVersion") == kubernetes_version]
+            if v.get("compatibilities") and not compat:
+                continue
+            versions.add(v["addonVersion"])
+            if any(c.get("defaultVersion") for c in compat):
+                default = v["addonVersion"]
+    if not infos:
+        # Filtered by Kubernetes version, an add-on without a build for it may come back empty too:
+        # ask once more without the filter to tell "not for this version" from "unknown here".
+        try:
+            if not _paginate(eks, "describe_addon_versions", "addons", addonName=name):
+                return None
+        except ClientError as exc:
+            if _code(exc) == "ResourceNotFoundException":
+                return None
+            raise
+    return AddonOffer(tuple(sorted(versions, key=addon_version_key, reverse=True)), default)
+
+
+def _addon_api_warning(name: str, exc: Exception, *, max_attempts: int | None, subject: str) -> Finding:
+    """An add-on that could not be looked up: a warning with the reason (the deployment may still work)."""
+    if isinstance(exc, ClientError):
+        f = api_error_finding(ADDON_CHECK, exc, max_attempts=max_attempts, subject=subject)
+        return Finding(ADDON_CHECK, WARN, f"{name}: {f.message}", f.fix, subject)
+    return Finding(
+        ADDON_CHECK, WARN, f"{name}: the add-on versions could not be read ({exc})",
+        "run preflight again; check the network and AWS_ENDPOINT_URL if it persists", subject,
+    )
+
+
+def addon_version_findings(
+    plan: ClusterPlan, name: str, version: str | None, offer: AddonOffer | None
+) -> list[Finding]:
+    """Compare one add-on of the plan with what EKS offers for the plan's Kubernetes version."""
+    k8s, region = plan.kubernetes_version, plan.region
+    pinned = spec_addons.pinned_version(name, k8s)
+    by_efa_stack = version is not None and version == pinned
+    if offer is None:
+        return [Finding(
+            ADDON_CHECK, FAIL, f"EKS does not know the add-on {name} in {region}",
+            f"remove {name} from addons, or check its name with `aws eks describe-addon-versions --region {region} "
+            "--query 'addons[].addonName'` (some add-ons are offered in some regions only)", name,
+        )]
+    newest = offer.versions[:ADDON_VERSIONS_SHOWN]
+    offered = ", ".join(newest) + (f" and {len(offer.versions) - len(newest)} older" if len(offer.versions) > len(newest) else "")
+    if not offer.versions:
+        return [Finding(
+            ADDON_CHECK, FAIL, f"EKS offers no build of {name} for Kubernetes {k8s} in {region}",
+            f"remove {name} from addons, or choose a Kubernetes version it supports (metadata.version; see `aws eks "
+            f"describe-addon-versions --addon-name {name} --region {region}`)", name,
+        )]
+    default_text = f"EKS's default is {offer.default}" if offer.default else "EKS marks no default build"
+    if version is None:
+        if offer.default is None:
+            return [Finding(
+                ADDON_CHECK, WARN,
+                f"{name} has no version set and EKS marks no default build for Kubernetes {k8s}; "
+                f"offered: {offered}",
+                f"set version: {newest[0]} for {name} in addons", name,
+            )]
+        return [Finding(
+            ADDON_CHECK, PASS, f"{name}: no version set, EKS installs its default {offer.default} for Kubernetes {k8s}",
+            "", name,
+        )]
+    if version in offer.versions:
+        return [Finding(
+            ADDON_CHECK, PASS,
+            f"{name} {version}{' (pinned by efa-stack)' if by_efa_stack else ''} is offered for Kubernetes {k8s} "
+            f"in {region} ({default_text}; newest {newest[0]})",
+            "", name,
+        )]
+    if by_efa_stack:
+        fix = (f"set addons: [{{name: {name}, version: {newest[0]}}}] in the spec (or update the pin in "
+               "efa_stack/spec/data/addons.json)")
+    else:
+        fix = (f"set version: {newest[0]} for {name} in addons"
+               + (f", or leave version out for EKS's default {offer.default}" if offer.default else ""))
+    return [Finding(
+        ADDON_CHECK, FAIL,
+        f"{name} {version}{' (pinned by efa-stack)' if by_efa_stack else ''} is not offered for Kubernetes {k8s} "
+        f"in {region}; offered: {offered}",
+        fix, name,
+    )]
+
+
+def check_addon_versions(eks: Any, plan: ClusterPlan, *, max_attempts: int | None = None) -> list[Finding]:
+    """Each add-on of the plan (user's and efa-stack's) against the builds EKS offers for its Kubernetes version.
+
+    API errors become warnings (the deployment would still try); missing credentials abort preflight.
+    """
+    findings: list[Finding] = []
+    for i, addon in enumerate(plan.addons):
+        try:
+            offer = addon_offer(eks, addon.name, plan.kubernetes_version)
+        except (ClientError, BotoCoreError, NotImplementedError) as exc:
+            abort = abort_for(exc)
+            if abort is not None:
+                raise abort from exc
+            findings.append(_addon_api_warning(addon.name, exc, max_attempts=max_attempts, subject=addon.name))
+            if isinstance(exc, ClientError) and _code(exc) in ACCESS_DENIED_CODES:
+                rest = [a.name for a in plan.addons[i + 1:]]
+                if rest:
+                    findings.append(Finding(
+                        ADDON_CHECK, WARN, f"not checked either (same permission): {', '.join(rest)}",
+                        "allow eks:DescribeAddonVersions for the identity preflight runs as", "eks",
+                    ))
+                break
+            continue
+        findings.extend(addon_version_findings(plan, addon.name, addon.version, offer))
+    return findings
+
+
 def run_preflight(
     plan: ClusterPlan,
     session: Any = None,
@@ -714,6 +886,8 @@ def run_preflight(
     findings += check_zone_offerings(clients.ec2, plan, max_attempts=attempts)
     findings += check_quotas(clients.quotas, clients.ec2, plan, max_attempts=attempts)
     findings += check_reservations(clients.ec2, plan, now=now, max_attempts=attempts)
+    if clients.eks is not None:
+        findings += check_addon_versions(clients.eks, plan, max_attempts=attempts)
     return findings
 
 
@@ -757,7 +931,7 @@ def render(findings: list[Finding], console: Any, plan: ClusterPlan | None = Non
     table = Table(title=title, show_lines=False, expand=False)
     table.add_column("status", no_wrap=True)
     table.add_column("check", no_wrap=True)
-    table.add_column("subject", no_wrap=True)
+    table.add_column("subject", overflow="fold")
     table.add_column("finding")
     table.add_column("fix")
     for f in findings:
