@@ -104,7 +104,7 @@ def preflight(
         5, "--max-attempts", min=1, help="Attempts per AWS call, with backoff, before a throttled call is reported."
     ),
 ) -> None:
-    """Check the AWS account before deploying: EFA support, zone offerings, vCPU quotas, reservations.
+    """Check the AWS account before deploying: EFA support, zone offerings, vCPU quotas, reservations, add-on versions.
 
     Read-only. Uses whatever endpoint the AWS SDK is pointed at (AWS_ENDPOINT_URL, profiles).
     Exit 1 when a check fails, 2 when AWS cannot be asked at all.
