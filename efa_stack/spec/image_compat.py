@@ -288,3 +288,106 @@ def check_dockerfile(path: Path, data: CompatData | None = None) -> list[Problem
     if combo is None:
         return problems
     return check(combo, fields={attr: f"ARG {arg}" for attr, arg in DOCKERFILE_ARGS.items()}, data=data)
+
+
+# --- the spec's trainingImage section and its plan ---------------------------------------------------------
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+"""The folder of ``cdk.json``; a relative ``trainingImage.directory`` is read from here."""
+DEFAULT_IMAGE_DIRECTORY = "images/efa-pytorch"
+
+
+class _SpecModel(BaseModel):
+    # Same settings as spec.models._Model (defined again here so that the import stays one-way).
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, strict=True, use_attribute_docstrings=True
+    )
+
+
+class TrainingImage(_SpecModel):
+    """Extension: an EFA-ready PyTorch image that ``cdk deploy`` builds and pushes to the CDK assets ECR
+    repository (see README "Training image")."""
+
+    build: bool = False
+    """Build the image during ``cdk deploy`` (needs Docker where ``cdk deploy`` runs; synth does not)."""
+    directory: str = Field(DEFAULT_IMAGE_DIRECTORY, min_length=1, max_length=255)
+    """The Docker build context with its ``Dockerfile``, relative to the project root (the folder of
+    cdk.json) or absolute."""
+    pytorch_version: str | None = Field(None, alias="pytorchVersion", pattern=VERSION_PATTERN)
+    """PyTorch release; default: the Dockerfile's ``ARG PYTORCH_VERSION``. CUDA and NCCL follow from it."""
+    efa_installer_version: str | None = Field(None, alias="efaInstallerVersion", pattern=VERSION_PATTERN)
+    """EFA installer release; default: the Dockerfile's ``ARG EFA_INSTALLER_VERSION``. aws-ofi-nccl follows
+    from it."""
+
+
+@dataclass(frozen=True)
+class TrainingImagePlan:
+    """The training image ``cdk deploy`` builds (``ClusterPlan.training_image``).
+
+    Its URI exists only once the asset is published: the cluster stack's output ``TrainingImageUri``
+    (``ClusterStack.training_image.image_uri`` inside the CDK app). Training jobs run this image on the
+    GPU node groups; the versions here are what it contains.
+    """
+
+    directory: Path
+    """Absolute path of the build context."""
+    platform: str
+    """``linux/amd64`` or ``linux/arm64``: the architecture of the NVIDIA GPU node groups."""
+    stack: Resolved
+    """PyTorch, CUDA, NCCL, EFA installer, aws-ofi-nccl and libfabric versions in the image."""
+    build_args: dict[str, str]
+    """``--build-arg`` values (the Dockerfile's ``ARG`` names), from the compatibility data."""
+
+
+def training_image_plan(spec: TrainingImage | None, gpu_ami_types: list[str]) -> tuple[
+    TrainingImagePlan | None, list[Problem]
+]:
+    """The plan of a ``trainingImage`` section (None unless ``build: true``) or its problems.
+
+    ``gpu_ami_types`` are the AMI types of the node groups with NVIDIA GPUs (``AL2023_X86_64_NVIDIA``,
+    ``AL2023_ARM_64_NVIDIA``): the image is built for their one architecture.
+    """
+    if spec is None or not spec.build:
+        return None, []
+    problems: list[Problem] = []
+    directory = Path(spec.directory)
+    directory = directory if directory.is_absolute() else PROJECT_ROOT / directory
+    dockerfile = directory / "Dockerfile"
+    pins: dict[str, str] = {}
+    if not dockerfile.is_file():
+        problems.append(Problem(
+            "trainingImage.directory", spec.directory, f"no Dockerfile at {dockerfile}",
+            f"point it at a Docker build context with a Dockerfile (default {DEFAULT_IMAGE_DIRECTORY})",
+        ))
+    else:
+        pins = dockerfile_pins(dockerfile.read_text())
+    archs = sorted({"arm64" if "ARM_64" in t else "amd64" for t in gpu_ami_types})
+    if not archs:
+        problems.append(Problem(
+            "trainingImage.build", True, "no node group has NVIDIA GPUs to run the CUDA training image",
+            "remove trainingImage or add a GPU node group",
+        ))
+    elif len(archs) > 1:
+        problems.append(Problem(
+            "trainingImage.build", True, "the GPU node groups mix x86_64 and arm64; one image serves one of them",
+            "build the image for one architecture: keep GPU node groups of one architecture",
+        ))
+    pytorch = spec.pytorch_version or pins.get(DOCKERFILE_ARGS["pytorch"])
+    efa = spec.efa_installer_version or pins.get(DOCKERFILE_ARGS["efa_installer"])
+    for attr, value in (("pytorch", pytorch), ("efa_installer", efa)):
+        if value is None and dockerfile.is_file():
+            problems.append(Problem(
+                f"trainingImage.{FIELDS[attr]}", None,
+                f"neither the spec nor the Dockerfile (ARG {DOCKERFILE_ARGS[attr]}) names a version",
+                f"set trainingImage.{FIELDS[attr]} or add `ARG {DOCKERFILE_ARGS[attr]}=<version>` to the Dockerfile",
+            ))
+    if pytorch is not None and efa is not None:
+        combo = Combination(pytorch=pytorch, efa_installer=efa)
+        problems.extend(check(combo, fields={k: f"trainingImage.{v}" for k, v in FIELDS.items()}))
+    if problems:
+        return None, problems
+    assert pytorch is not None and efa is not None
+    stack = resolve(Combination(pytorch=pytorch, efa_installer=efa))
+    return TrainingImagePlan(
+        directory=directory, platform=f"linux/{archs[0]}", stack=stack, build_args=build_args(stack)
+    ), []
