@@ -18,6 +18,7 @@ from constructs import Construct
 from aws_constructs.node_group import ManagedNodeGroup, ManagedNodeGroupProps
 from aws_constructs.pod_identity import associate_with_addon, pod_identity_role
 from aws_constructs.security import acknowledge, managed_policy
+from aws_constructs.training_image import TrainingImage, TrainingImageProps
 from efa_stack import contract, names
 from efa_stack.spec.addons import CLOUDWATCH_OBSERVABILITY, POD_IDENTITY_AGENT, VPC_CNI, AddonPlan
 from efa_stack.spec.plan import ClusterPlan, NodeGroupPlan
@@ -262,6 +263,13 @@ class ClusterStack(Stack):
                     node_group.nodegroup.node.add_dependency(self.addons[addon_plan.name])
             self.node_groups[ng.name] = node_group
         self._observability(plan)
+        # The nodes pull it with NODE_ROLE_POLICIES' AmazonEC2ContainerRegistryPullOnly.
+        self.training_image: TrainingImage | None = None
+        if plan.training_image is not None:
+            self.training_image = TrainingImage(self, "TrainingImage", props=TrainingImageProps(
+                directory=str(plan.training_image.directory), platform=plan.training_image.platform,
+                build_args=plan.training_image.build_args,
+            ))
         self.manifests = self.add_kubernetes_charts(charts)
 
     def _observability(self, plan: ClusterPlan) -> None:

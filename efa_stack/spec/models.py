@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from efa_stack import contract
 from efa_stack.spec.errors import FixError
+from efa_stack.spec.image_compat import TrainingImage
 from efa_stack.spec.storage import Storage
 
 KUBERNETES_VERSIONS = ("1.33", "1.34", "1.35")
@@ -441,6 +442,8 @@ class ClusterSpec(_Model):
     """FSx for Lustre shared storage (spec/storage.py); absent: no file system."""
     observability: Observability = Observability()
     """Extension: Container Insights and the GPU/EFA dashboard."""
+    training_image: TrainingImage | None = Field(None, alias="trainingImage")
+    """Extension: the EFA PyTorch training image ``cdk deploy`` builds (spec/image_compat.py); absent: none."""
 
 
 # eksctl ClusterConfig fields that efa-stack knows but does not support, with what to do instead.

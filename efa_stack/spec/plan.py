@@ -17,6 +17,7 @@ from efa_stack.spec.addons import CLOUDWATCH_OBSERVABILITY, AddonPlan, NodeRepai
 from efa_stack.spec.aws_limits import validate_plan_limits, validate_volume
 from efa_stack.spec.catalog import InstanceType, UnknownInstanceType
 from efa_stack.spec.errors import Problem, SpecError
+from efa_stack.spec.image_compat import TrainingImagePlan, training_image_plan
 from efa_stack.spec.layout import Interface, LayoutError, describe, efa_devices, interface_layout
 from efa_stack.spec.loader import load_spec
 from efa_stack.spec.models import KUBERNETES_VERSIONS, ClusterSpec, ManagedNodeGroupSpec, NcclTest
@@ -139,6 +140,9 @@ class ClusterPlan:
     (:func:`spec.addons.addon_plans`)."""
     observability: ObservabilityPlan = field(default_factory=ObservabilityPlan)
     """Container Insights and the dashboard (:func:`spec.observability.observability_plan`)."""
+    training_image: TrainingImagePlan | None = None
+    """The EFA PyTorch training image ``cdk deploy`` builds (:func:`spec.image_compat.training_image_plan`), or
+    None without ``trainingImage.build``. Its URI is the cluster stack's output ``TrainingImageUri``."""
 
     def addon(self, name: str) -> AddonPlan | None:
         """The plan of add-on ``name``, or None when no stack creates it."""
@@ -538,6 +542,10 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
     problems.extend(validate_storage(spec, groups))
     if len(set(azs)) >= 2:
         problems.extend(validate_plan_limits(groups, spec.vpc.cidr, azs, sys_sizes[2]))
+    training_image, image_problems = training_image_plan(
+        spec.training_image, [g.ami_type for g in groups if g.gpus_per_node]
+    )
+    problems.extend(image_problems)
     if problems:
         raise SpecError(source, problems)
 
@@ -590,6 +598,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         storage=storage_plan(spec.storage, groups, system),
         addons=addons,
         observability=observability,
+        training_image=training_image,
     )
 
 

@@ -1,0 +1,393 @@
+"""Which PyTorch / CUDA / NCCL / aws-ofi-nccl / EFA installer versions work together, as data.
+
+The facts live in ``data/efa_image_compat.json``, each with its source. :func:`check` names every problem of a
+combination (a version the data does not know, a NCCL or plugin that is not the one the framework or installer
+ships, a known-bad pairing, a pairing no source vouches for) with its fix. :func:`dockerfile_pins` reads the
+pinned ``ARG`` defaults of a Dockerfile so the image recipe can be checked against the same data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from efa_stack.spec.errors import Problem
+
+COMPAT_FILE = Path(__file__).resolve().parent / "data" / "efa_image_compat.json"
+
+VERSION_PATTERN = r"^\d+(\.\d+){1,3}$"
+"""A dotted release number: ``2.11.0``, ``13.0``, ``1.20.0``."""
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """``"2.28.9"`` -> ``(2, 28, 9)``; shorter numbers compare as if padded with zeros."""
+    parts = tuple(int(p) for p in re.findall(r"\d+", version.split("amzn")[0])[:4])
+    return parts + (0,) * (4 - len(parts))
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class PytorchRelease(_Model):
+    cuda: str = Field(pattern=r"^\d+\.\d+$")
+    """The CUDA the release's default Linux wheel is built for."""
+    nccl: str = Field(pattern=VERSION_PATTERN)
+    """The NCCL that wheel installs (the ``nvidia-nccl-cu*`` pin), which PyTorch loads at run time."""
+    source: str = Field(min_length=10)
+
+
+class EfaInstallerRelease(_Model):
+    aws_ofi_nccl: str = Field(alias="awsOfiNccl", pattern=VERSION_PATTERN)
+    """The aws-ofi-nccl plugin (``libnccl-ofi``) the installer ships."""
+    libfabric: str | None = Field(None, pattern=r"^\d+\.\d+\.\d+(amzn\d+\.\d+)?$")
+    source: str = Field(min_length=10)
+
+
+class PluginRelease(_Model):
+    tested_nccl: list[str] = Field(alias="testedNccl", min_length=1)
+    source: str = Field(min_length=10)
+
+
+class Range(_Model):
+    min: str | None = Field(None, pattern=VERSION_PATTERN)
+    """Inclusive lower bound."""
+    below: str | None = Field(None, pattern=VERSION_PATTERN)
+    """Exclusive upper bound."""
+
+    def contains(self, version: str) -> bool:
+        key = version_key(version)
+        return (self.min is None or key >= version_key(self.min)) and (
+            self.below is None or key < version_key(self.below)
+        )
+
+    @model_validator(mode="after")
+    def _bounded(self) -> Range:
+        if self.min is None and self.below is None:
+            raise ValueError("a range needs min, below or both")
+        return self
+
+
+COMPONENTS = ("pytorch", "cuda", "nccl", "awsOfiNccl", "efaInstaller")
+
+
+class KnownBad(_Model):
+    id: str = Field(pattern=r"^[a-z0-9.-]+$")
+    when: dict[str, Range] = Field(min_length=1)
+    """Every listed component in its range: the combination is bad."""
+    problem: str = Field(min_length=10)
+    fix: str = Field(min_length=10)
+    source: str = Field(min_length=10)
+
+    @model_validator(mode="after")
+    def _components(self) -> KnownBad:
+        unknown = sorted(set(self.when) - set(COMPONENTS))
+        if unknown:
+            raise ValueError(f"unknown components {unknown}; use {', '.join(COMPONENTS)}")
+        return self
+
+
+class KnownGood(_Model):
+    pytorch: str
+    efa_installer: str = Field(alias="efaInstaller")
+    source: str = Field(min_length=10)
+
+
+class CompatData(_Model):
+    comment: str = Field("", alias="$comment")
+    pytorch: dict[str, PytorchRelease] = Field(min_length=1)
+    efa_installer: dict[str, EfaInstallerRelease] = Field(alias="efaInstaller", min_length=1)
+    aws_ofi_nccl: dict[str, PluginRelease] = Field(alias="awsOfiNccl")
+    known_bad: list[KnownBad] = Field(alias="knownBad")
+    known_good: list[KnownGood] = Field(alias="knownGood", min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CompatData:
+        keys = [*self.pytorch, *self.efa_installer, *self.aws_ofi_nccl]
+        bad_keys = [k for k in keys if not re.match(VERSION_PATTERN, k)]
+        if bad_keys:
+            raise ValueError(f"release keys must be dotted versions: {bad_keys}")
+        for good in self.known_good:
+            if good.pytorch not in self.pytorch or good.efa_installer not in self.efa_installer:
+                raise ValueError(
+                    f"knownGood {good.pytorch} + EFA {good.efa_installer} names a release the data does not list"
+                )
+        return self
+
+
+@cache
+def load(path: Path = COMPAT_FILE) -> CompatData:
+    """The compatibility data file, validated (a malformed file raises pydantic's ``ValidationError``)."""
+    return CompatData.model_validate(json.loads(path.read_text()))
+
+
+@dataclass(frozen=True)
+class Combination:
+    """One image's stack. ``cuda``, ``nccl`` and ``aws_ofi_nccl`` default to what the framework and the EFA
+    installer ship; give them to check that a recipe's pins agree with that."""
+
+    pytorch: str
+    efa_installer: str
+    cuda: str | None = None
+    nccl: str | None = None
+    aws_ofi_nccl: str | None = None
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A combination with every component known: what the image will contain."""
+
+    pytorch: str
+    cuda: str
+    nccl: str
+    efa_installer: str
+    aws_ofi_nccl: str
+    libfabric: str | None
+
+    def components(self) -> dict[str, str]:
+        return {
+            "pytorch": self.pytorch, "cuda": self.cuda, "nccl": self.nccl,
+            "awsOfiNccl": self.aws_ofi_nccl, "efaInstaller": self.efa_installer,
+        }
+
+
+FIELDS = {
+    "pytorch": "pytorchVersion", "efa_installer": "efaInstallerVersion", "cuda": "cudaVersion",
+    "nccl": "ncclVersion", "aws_ofi_nccl": "awsOfiNcclVersion",
+}
+"""Default names of the fields a problem points at (the spec's ``trainingImage`` keys)."""
+
+
+def known_good_list(data: CompatData) -> str:
+    return "; ".join(f"PyTorch {g.pytorch} + EFA installer {g.efa_installer}" for g in data.known_good)
+
+
+def check(combo: Combination, *, fields: dict[str, str] | None = None, data: CompatData | None = None) -> list[Problem]:
+    """Every problem of ``combo`` (empty: a known-good combination). ``fields`` renames the field each
+    problem names (for example to a Dockerfile's ``ARG`` names)."""
+    data = data or load()
+    names = {**FIELDS, **(fields or {})}
+    problems: list[Problem] = []
+    torch = data.pytorch.get(combo.pytorch)
+    if torch is None:
+        problems.append(Problem(
+            names["pytorch"], combo.pytorch, "PyTorch release not in the compatibility data",
+            f"use one of {', '.join(data.pytorch)}, or add it with its CUDA, NCCL and source to {COMPAT_FILE.name}",
+        ))
+    efa = data.efa_installer.get(combo.efa_installer)
+    if efa is None:
+        problems.append(Problem(
+            names["efa_installer"], combo.efa_installer, "EFA installer release not in the compatibility data",
+            f"use one of {', '.join(data.efa_installer)}, or add it with its aws-ofi-nccl and source to "
+            f"{COMPAT_FILE.name}",
+        ))
+    if torch is not None:
+        for attr, shipped, what in (("cuda", torch.cuda, "CUDA"), ("nccl", torch.nccl, "NCCL")):
+            pinned = getattr(combo, attr)
+            if pinned is not None and pinned != shipped:
+                problems.append(Problem(
+                    names[attr], pinned, f"PyTorch {combo.pytorch} ships {what} {shipped}, not {pinned}",
+                    f"pin {what} {shipped} (the framework's own; a second {what} is not what PyTorch loads)",
+                ))
+    if efa is not None and combo.aws_ofi_nccl is not None and combo.aws_ofi_nccl != efa.aws_ofi_nccl:
+        problems.append(Problem(
+            names["aws_ofi_nccl"], combo.aws_ofi_nccl,
+            f"EFA installer {combo.efa_installer} ships aws-ofi-nccl {efa.aws_ofi_nccl}, not {combo.aws_ofi_nccl}",
+            f"pin aws-ofi-nccl {efa.aws_ofi_nccl}, or pick the EFA installer that ships the plugin you want",
+        ))
+    if problems:
+        return problems
+    assert torch is not None and efa is not None
+    resolved = Resolved(
+        pytorch=combo.pytorch, cuda=torch.cuda, nccl=torch.nccl, efa_installer=combo.efa_installer,
+        aws_ofi_nccl=efa.aws_ofi_nccl, libfabric=efa.libfabric,
+    )
+    versions = resolved.components()
+    for bad in data.known_bad:
+        if all(rng.contains(versions[c]) for c, rng in bad.when.items()):
+            shown = ", ".join(f"{c} {versions[c]}" for c in bad.when)
+            # The installer is what a fix changes when the rule involves it (the plugin comes with it).
+            attr = "efa_installer" if {"awsOfiNccl", "efaInstaller"} & set(bad.when) else "pytorch"
+            problems.append(Problem(
+                names[attr], getattr(combo, attr), f"known-bad combination ({shown}): {bad.problem} [{bad.source}]",
+                bad.fix,
+            ))
+    if not problems and not any(
+        g.pytorch == combo.pytorch and g.efa_installer == combo.efa_installer for g in data.known_good
+    ):
+        problems.append(Problem(
+            names["pytorch"], combo.pytorch,
+            f"PyTorch {combo.pytorch} (NCCL {torch.nccl}) with EFA installer {combo.efa_installer} "
+            f"(aws-ofi-nccl {efa.aws_ofi_nccl}) is not a known-good combination: no source says they work together",
+            f"use a known-good combination ({known_good_list(data)}), or add this one to {COMPAT_FILE.name} "
+            "with the source that tested it",
+        ))
+    return problems
+
+
+def resolve(combo: Combination, data: CompatData | None = None) -> Resolved:
+    """The full stack of a combination :func:`check` accepts (``KeyError`` for an unknown release)."""
+    data = data or load()
+    torch, efa = data.pytorch[combo.pytorch], data.efa_installer[combo.efa_installer]
+    return Resolved(
+        pytorch=combo.pytorch, cuda=torch.cuda, nccl=torch.nccl, efa_installer=combo.efa_installer,
+        aws_ofi_nccl=efa.aws_ofi_nccl, libfabric=efa.libfabric,
+    )
+
+
+def build_args(resolved: Resolved) -> dict[str, str]:
+    """The ``--build-arg`` values of images/efa-pytorch/Dockerfile for a resolved stack."""
+    return {
+        DOCKERFILE_ARGS["pytorch"]: resolved.pytorch,
+        DOCKERFILE_ARGS["cuda"]: resolved.cuda,
+        DOCKERFILE_ARGS["nccl"]: resolved.nccl,
+        DOCKERFILE_ARGS["efa_installer"]: resolved.efa_installer,
+        DOCKERFILE_ARGS["aws_ofi_nccl"]: resolved.aws_ofi_nccl,
+    }
+
+
+DOCKERFILE_ARGS = {
+    "pytorch": "PYTORCH_VERSION", "cuda": "CUDA_VERSION", "nccl": "NCCL_VERSION",
+    "efa_installer": "EFA_INSTALLER_VERSION", "aws_ofi_nccl": "AWS_OFI_NCCL_VERSION",
+}
+"""The ``ARG`` names the image recipe pins each component with."""
+
+_ARG = re.compile(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|\S+)\s*$", re.MULTILINE)
+
+
+def dockerfile_pins(text: str) -> dict[str, str]:
+    """The ``ARG NAME=default`` values of a Dockerfile (the first default of each name)."""
+    pins: dict[str, str] = {}
+    for name, value in _ARG.findall(text):
+        pins.setdefault(name, value.strip('"'))
+    return pins
+
+
+def dockerfile_combination(text: str) -> tuple[Combination | None, list[Problem]]:
+    """The combination a Dockerfile pins, or the problems of its missing ``ARG`` defaults."""
+    pins = dockerfile_pins(text)
+    missing = [arg for arg in DOCKERFILE_ARGS.values() if arg not in pins]
+    if missing:
+        return None, [
+            Problem(f"ARG {arg}", None, "the Dockerfile does not pin this version", f"add `ARG {arg}=<version>`")
+            for arg in missing
+        ]
+    values: dict[str, Any] = {attr: pins[arg] for attr, arg in DOCKERFILE_ARGS.items()}
+    return Combination(**values), []
+
+
+def check_dockerfile(path: Path, data: CompatData | None = None) -> list[Problem]:
+    """Every problem of the versions the Dockerfile at ``path`` pins."""
+    combo, problems = dockerfile_combination(path.read_text())
+    if combo is None:
+        return problems
+    return check(combo, fields={attr: f"ARG {arg}" for attr, arg in DOCKERFILE_ARGS.items()}, data=data)
+
+
+# --- the spec's trainingImage section and its plan ---------------------------------------------------------
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+"""The folder of ``cdk.json``; a relative ``trainingImage.directory`` is read from here."""
+DEFAULT_IMAGE_DIRECTORY = "images/efa-pytorch"
+
+
+class _SpecModel(BaseModel):
+    # Same settings as spec.models._Model (defined again here so that the import stays one-way).
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, strict=True, use_attribute_docstrings=True
+    )
+
+
+class TrainingImage(_SpecModel):
+    """Extension: an EFA-ready PyTorch image that ``cdk deploy`` builds and pushes to the CDK assets ECR
+    repository (see README "Training image")."""
+
+    build: bool = False
+    """Build the image during ``cdk deploy`` (needs Docker where ``cdk deploy`` runs; synth does not)."""
+    directory: str = Field(DEFAULT_IMAGE_DIRECTORY, min_length=1, max_length=255)
+    """The Docker build context with its ``Dockerfile``, relative to the project root (the folder of
+    cdk.json) or absolute."""
+    pytorch_version: str | None = Field(None, alias="pytorchVersion", pattern=VERSION_PATTERN)
+    """PyTorch release; default: the Dockerfile's ``ARG PYTORCH_VERSION``. CUDA and NCCL follow from it."""
+    efa_installer_version: str | None = Field(None, alias="efaInstallerVersion", pattern=VERSION_PATTERN)
+    """EFA installer release; default: the Dockerfile's ``ARG EFA_INSTALLER_VERSION``. aws-ofi-nccl follows
+    from it."""
+
+
+@dataclass(frozen=True)
+class TrainingImagePlan:
+    """The training image ``cdk deploy`` builds (``ClusterPlan.training_image``).
+
+    Its URI exists only once the asset is published: the cluster stack's output ``TrainingImageUri``
+    (``ClusterStack.training_image.image_uri`` inside the CDK app). Training jobs run this image on the
+    GPU node groups; the versions here are what it contains.
+    """
+
+    directory: Path
+    """Absolute path of the build context."""
+    platform: str
+    """``linux/amd64`` or ``linux/arm64``: the architecture of the NVIDIA GPU node groups."""
+    stack: Resolved
+    """PyTorch, CUDA, NCCL, EFA installer, aws-ofi-nccl and libfabric versions in the image."""
+    build_args: dict[str, str]
+    """``--build-arg`` values (the Dockerfile's ``ARG`` names), from the compatibility data."""
+
+
+def training_image_plan(spec: TrainingImage | None, gpu_ami_types: list[str]) -> tuple[
+    TrainingImagePlan | None, list[Problem]
+]:
+    """The plan of a ``trainingImage`` section (None unless ``build: true``) or its problems.
+
+    ``gpu_ami_types`` are the AMI types of the node groups with NVIDIA GPUs (``AL2023_X86_64_NVIDIA``,
+    ``AL2023_ARM_64_NVIDIA``): the image is built for their one architecture.
+    """
+    if spec is None or not spec.build:
+        return None, []
+    problems: list[Problem] = []
+    directory = Path(spec.directory)
+    directory = directory if directory.is_absolute() else PROJECT_ROOT / directory
+    dockerfile = directory / "Dockerfile"
+    pins: dict[str, str] = {}
+    if not dockerfile.is_file():
+        problems.append(Problem(
+            "trainingImage.directory", spec.directory, f"no Dockerfile at {dockerfile}",
+            f"point it at a Docker build context with a Dockerfile (default {DEFAULT_IMAGE_DIRECTORY})",
+        ))
+    else:
+        pins = dockerfile_pins(dockerfile.read_text())
+    archs = sorted({"arm64" if "ARM_64" in t else "amd64" for t in gpu_ami_types})
+    if not archs:
+        problems.append(Problem(
+            "trainingImage.build", True, "no node group has NVIDIA GPUs to run the CUDA training image",
+            "remove trainingImage or add a GPU node group",
+        ))
+    elif len(archs) > 1:
+        problems.append(Problem(
+            "trainingImage.build", True, "the GPU node groups mix x86_64 and arm64; one image serves one of them",
+            "build the image for one architecture: keep GPU node groups of one architecture",
+        ))
+    pytorch = spec.pytorch_version or pins.get(DOCKERFILE_ARGS["pytorch"])
+    efa = spec.efa_installer_version or pins.get(DOCKERFILE_ARGS["efa_installer"])
+    for attr, value in (("pytorch", pytorch), ("efa_installer", efa)):
+        if value is None and dockerfile.is_file():
+            problems.append(Problem(
+                f"trainingImage.{FIELDS[attr]}", None,
+                f"neither the spec nor the Dockerfile (ARG {DOCKERFILE_ARGS[attr]}) names a version",
+                f"set trainingImage.{FIELDS[attr]} or add `ARG {DOCKERFILE_ARGS[attr]}=<version>` to the Dockerfile",
+            ))
+    if pytorch is not None and efa is not None:
+        combo = Combination(pytorch=pytorch, efa_installer=efa)
+        problems.extend(check(combo, fields={k: f"trainingImage.{v}" for k, v in FIELDS.items()}))
+    if problems:
+        return None, problems
+    assert pytorch is not None and efa is not None
+    stack = resolve(Combination(pytorch=pytorch, efa_installer=efa))
+    return TrainingImagePlan(
+        directory=directory, platform=f"linux/{archs[0]}", stack=stack, build_args=build_args(stack)
+    ), []
