@@ -638,6 +638,7 @@ def test_addon_versions_pass_when_offered_and_name_the_default_where_no_version_
         ("vpc-cni", _offered("vpc-cni", ["v1.20.4-eksbuild.1", CNI_PIN], default=CNI_PIN)),
         ("eks-pod-identity-agent", _offered("eks-pod-identity-agent", ["v1.3.8-eksbuild.2", "v1.3.7-eksbuild.2"])),
         ("eks-node-monitoring-agent", _offered("eks-node-monitoring-agent", ["v1.4.0-eksbuild.2"])),
+        ("amazon-cloudwatch-observability", _offered("amazon-cloudwatch-observability", ["v4.4.0-eksbuild.1"])),
     ]
     # WHEN preflight asks EKS
     with _eks_stub(eks, answers) as stub:
@@ -646,7 +647,7 @@ def test_addon_versions_pass_when_offered_and_name_the_default_where_no_version_
     # THEN every add-on passes; the pin is named as efa-stack's, and the defaults are reported
     assert [(f.check, f.status, f.subject) for f in findings] == [
         ("addon-version", PASS, "vpc-cni"), ("addon-version", PASS, "eks-pod-identity-agent"),
-        ("addon-version", PASS, "eks-node-monitoring-agent"),
+        ("addon-version", PASS, "eks-node-monitoring-agent"), ("addon-version", PASS, "amazon-cloudwatch-observability"),
     ]
     assert f"vpc-cni {CNI_PIN} (pinned by efa-stack) is offered for Kubernetes 1.34" in findings[0].message
     assert "EKS installs its default v1.3.8-eksbuild.2 for Kubernetes 1.34" in findings[1].message
@@ -777,7 +778,9 @@ def test_access_denied_on_addon_versions_is_a_warning_naming_the_action() -> Non
     assert [f.status for f in findings] == [WARN, WARN]
     assert "vpc-cni: not authorized to call eks:DescribeAddonVersions (AccessDeniedException)" in findings[0].message
     assert "allow eks:DescribeAddonVersions" in findings[0].fix
-    assert findings[1].message == "not checked either (same permission): eks-pod-identity-agent, eks-node-monitoring-agent"
+    others = ", ".join(a.name for a in plan.addons[1:])
+    assert others.startswith("eks-pod-identity-agent, eks-node-monitoring-agent")
+    assert findings[1].message == f"not checked either (same permission): {others}"
     assert preflight.exit_code(findings) == 0
 
 
@@ -788,10 +791,11 @@ def test_server_error_on_one_addon_warns_and_the_others_are_still_checked() -> N
         ("vpc-cni", "ServerException"),
         ("eks-pod-identity-agent", _offered("eks-pod-identity-agent", ["v1.3.8-eksbuild.2"])),
         ("eks-node-monitoring-agent", _offered("eks-node-monitoring-agent", ["v1.4.0-eksbuild.2"])),
+        ("amazon-cloudwatch-observability", _offered("amazon-cloudwatch-observability", ["v4.4.0-eksbuild.1"])),
     ]
     with _eks_stub(eks, answers):
         findings = preflight.check_addon_versions(eks, plan)
-    assert [f.status for f in findings] == [WARN, PASS, PASS]
+    assert [f.status for f in findings] == [WARN, PASS, PASS, PASS]
     assert "eks:DescribeAddonVersions failed: ServerException" in findings[0].message
 
 
@@ -808,8 +812,9 @@ def test_throttled_addon_lookups_are_retried_then_a_warning(monkeypatch: pytest.
         return AWSResponse(request.url, 429, {"x-amzn-ErrorType": "ThrottlingException"}, _Raw(EKS_THROTTLED))
 
     clients.eks.meta.events.register("before-send.eks", handler)
-    findings = preflight.check_addon_versions(clients.eks, _spec(P5), max_attempts=2)
-    assert sent == [429] * 6  # two attempts for each of the three add-ons
+    plan = _spec(P5)
+    findings = preflight.check_addon_versions(clients.eks, plan, max_attempts=2)
+    assert len(plan.addons) == 4 and sent == [429] * 8  # two attempts for each of the four add-ons
     assert {f.status for f in findings} == {WARN}
     assert "throttled eks:DescribeAddonVersions (ThrottlingException) on all 2 attempts" in findings[0].message
     assert "--max-attempts" in findings[0].fix
