@@ -23,6 +23,10 @@ for all 8 GPUs, every EFA device and nearly all CPUs spans both sockets, so ``si
 admit it; under ``restricted`` its two-NUMA-node hint is the narrowest possible and therefore preferred.
 Why scope ``pod``: the hints of every container of the pod (the NCCL worker and its init containers) are
 merged into one, so the pod as a whole lands on one set of NUMA nodes (same page, "Topology manager scopes").
+Changing a setting changes the launch template, so EKS rolls the node group onto new nodes. That is also the
+only safe way: a running kubelet whose ``cpuManagerPolicy`` changes crashloops with "configured policy ...
+differs from state checkpoint policy" until ``/var/lib/kubelet/cpu_manager_state`` is removed (Kubernetes
+docs, "Control CPU Management Policies on the Node", "Changing the CPU Manager Policy").
 Topology alignment of CPUs applies only to Guaranteed pods with integer CPU requests (Kubernetes docs,
 "Control CPU Management Policies on the Node", static policy).
 """
