@@ -10,15 +10,16 @@ from a formula. Rules this construct enforces for EKS managed node groups:
 - the root volume is gp3 (or the spec's type), encrypted, sized from ``volumeSize``, with the
   provisioned IOPS (required for io1/io2) and gp3 throughput of ``volumeIOPS``/``volumeThroughput``;
 - IMDSv2 is required, with a hop limit of 1 so pods cannot reach the node role's credentials;
-- user data reserves the 2 MiB hugepages EFA pods request and installs the Lustre client when the
-  cluster has FSx storage (:mod:`aws_constructs.user_data`);
+- user data reserves the 2 MiB hugepages EFA pods request, installs the Lustre client when the
+  cluster has FSx storage, and hands the kubelet CPU/topology settings to nodeadm
+  (:mod:`aws_constructs.user_data`);
 - the cluster placement group, the capacity reservation target and, for a Capacity Block for ML,
   ``MarketType: capacity-block``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from aws_cdk import CfnTag, Fn
 from aws_cdk import aws_ec2 as ec2
@@ -50,6 +51,7 @@ class EfaLaunchTemplate(Construct):
         tags: dict[str, str] | None = None,
         hugepages_2mi_mib: int = 0,
         lustre_client: bool = False,
+        kubelet_config: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id)
         if capacity not in (contract.ON_DEMAND, *contract.RESERVED_CAPACITY):
@@ -92,7 +94,7 @@ class EfaLaunchTemplate(Construct):
             if tags
             else None
         )
-        self.user_data = node_user_data(hugepages_2mi_mib, lustre_client)
+        self.user_data = node_user_data(hugepages_2mi_mib, lustre_client, kubelet_config)
         data = L.LaunchTemplateDataProperty(
             instance_type=instance_type,
             block_device_mappings=[

@@ -71,6 +71,9 @@ class ManagedNodeGroupProps:
     """MiB of 2 MiB hugepages each node reserves at boot (user data); 0 reserves none."""
     lustre_client: bool = False
     """Install the Lustre client at boot (for FSx for Lustre volumes)."""
+    kubelet_config: Mapping[str, str] = field(default_factory=dict)
+    """``KubeletConfiguration`` keys for the nodes' nodeadm ``NodeConfig`` (e.g. ``cpuManagerPolicy: static``);
+    empty: the AMI's kubelet defaults. Changing them changes the launch template and replaces the nodes."""
     node_repair: Mapping[str, Any] | None = None
     """CloudFormation ``AWS::EKS::Nodegroup NodeRepairConfig`` (``{"Enabled": True, ...limits}``); None: no
     repair (EKS's default). Repair acts on the conditions of the ``eks-node-monitoring-agent`` add-on."""
@@ -129,6 +132,7 @@ class ManagedNodeGroup(Construct):
             reservation_id=plan.reservation_id,
             hugepages_2mi_mib=plan.hugepages_2mi_mib,
             lustre_client=plan.lustre_client,
+            kubelet_config=plan.kubelet_config,
             tags=tags,
         )
         if plan.efa_enabled and not plan.placement_group and plan.placement_group_name is None \

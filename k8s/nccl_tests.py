@@ -207,6 +207,11 @@ def mpirun_command(props: NcclTestsJobProps) -> list[str]:
     job, layout = props.job, props.layout
     cmd = [
         layout.mpirun, "--allow-run-as-root", "--tag-output",
+        # -N n: n ranks per node (Open MPI mpirun(1): a synonym for --map-by ppr:n:node), one per GPU.
+        # --bind-to none: aws-ofi-nccl's guidance is to run NCCL with CPU binding off so every rank's mask
+        # holds all the worker's CPUs (aws/aws-ofi-nccl wiki "CPU Binding": "--bind-to none" with Open MPI);
+        # NCCL then pins its own threads to the CPUs near each rank's GPU within that mask. The mask is the
+        # worker's exclusive CPUs when its node runs the static CPU manager (worker_resources).
         "-np", str(job.np), "-N", str(job.slots_per_worker),
         "--bind-to", "none",
         # MPI's own traffic over TCP (the AWS sample's settings); NCCL picks its fabric itself
@@ -263,9 +268,15 @@ def launcher_command(props: NcclTestsJobProps) -> list[str]:
 
 
 def worker_resources(props: NcclTestsJobProps) -> dict[str, k8s_l1.Quantity]:
-    """Requests = limits for a worker (extended resources must match; Guaranteed-style memory)."""
+    """Requests = limits for a worker: whole CPUs and memory equal in both make the pod Guaranteed QoS
+    (Kubernetes docs, "Pod Quality of Service Classes"; kubernetes/kubernetes pkg/apis/core/helper/qos/qos.go
+    ComputePodQOS checks init containers too, so an init container added here needs requests = limits for CPU
+    and memory as well), and extended resources (GPUs, EFA, hugepages) must
+    match anyway. A Guaranteed pod with an integer CPU request gets exclusive CPUs from the static CPU
+    manager and topology-aligned devices (spec/tuning.py); ``cpus_per_worker`` comes from the plan."""
     job = props.job
     res: dict[str, k8s_l1.Quantity] = {
+        "cpu": count(job.cpus_per_worker),
         GPU_RESOURCE: count(job.gpus_per_worker),
         "memory": mebibytes(job.memory_mib),
     }

@@ -125,6 +125,7 @@ def node_group_props(ng: NodeGroupPlan) -> ManagedNodeGroupProps:
         tags=ng.tags,
         hugepages_2mi_mib=ng.hugepages_2mi_mib,
         lustre_client=ng.lustre_client,
+        kubelet_config=ng.kubelet.as_kubelet_config(),
         node_repair=ng.node_repair.cfn() if ng.node_repair else None,
     )
 

@@ -20,6 +20,7 @@ from efa_stack import contract
 from efa_stack.spec.errors import FixError
 from efa_stack.spec.image_compat import TrainingImage
 from efa_stack.spec.storage import Storage
+from efa_stack.spec.tuning import CpuManagerPolicy, TopologyManagerPolicy, TopologyManagerScope
 
 KUBERNETES_VERSIONS = ("1.33", "1.34", "1.35")
 """Versions with an EKS release, an ``aws_eks_v2.KubernetesVersion`` and a kubectl layer installed."""
@@ -264,6 +265,27 @@ class NodeRepairConfigSpec(_Model):
     """Repair at most this percentage of the unhealthy nodes at once."""
 
 
+class KubeletExtraConfig(_Model):
+    """Kubelet CPU and topology settings of a node group's nodes, with the ``KubeletConfiguration`` field
+    names (eksctl spells kubelet settings of a node group ``kubeletExtraConfig``). efa-stack writes them into
+    the nodes' nodeadm ``NodeConfig`` (``spec.kubelet.config``); defaults, see spec/tuning.py. Changing them
+    changes the launch template, so EKS replaces the group's nodes."""
+
+    cpu_manager_policy: CpuManagerPolicy | None = Field(None, alias="cpuManagerPolicy")
+    """``static`` gives Guaranteed pods that request whole CPUs exclusive CPUs; ``none`` does not. Default:
+    ``static`` on GPU and Neuron node groups, ``none`` elsewhere."""
+    topology_manager_policy: TopologyManagerPolicy | None = Field(None, alias="topologyManagerPolicy")
+    """How the kubelet aligns a pod's CPUs and devices on NUMA nodes: ``none``, ``best-effort``, ``restricted``
+    (the fewest NUMA nodes that hold the request, or the pod is refused) or ``single-numa-node``. Default:
+    ``restricted`` on GPU and Neuron node groups, ``none`` elsewhere."""
+    topology_manager_scope: TopologyManagerScope | None = Field(None, alias="topologyManagerScope")
+    """Align per ``container`` or for the whole ``pod``. Default: ``pod`` on GPU and Neuron node groups,
+    ``container`` elsewhere."""
+    reserved_system_cpus: str | None = Field(None, alias="reservedSystemCPUs", max_length=256)
+    """Not supported on the EKS AL2023 AMIs (the kubelet refuses it beside nodeadm's reserved cgroups); listed
+    so that a spec that sets it gets that explanation."""
+
+
 class ManagedNodeGroupSpec(_Model):
     # --- eksctl fields -------------------------------------------------------------------------
     name: str = Field(pattern=NAME_PATTERN, max_length=63)
@@ -314,6 +336,10 @@ class ManagedNodeGroupSpec(_Model):
     node_repair_config: NodeRepairConfigSpec | None = Field(None, alias="nodeRepairConfig")
     """EKS node auto repair; default on for GPU and Neuron node groups (``nodeRepairConfig: {enabled: false}``
     turns it off). Repair needs the ``eks-node-monitoring-agent`` add-on, which efa-stack then installs."""
+    kubelet_extra_config: KubeletExtraConfig | None = Field(None, alias="kubeletExtraConfig")
+    """Extension on managed node groups (eksctl has it on unmanaged ones): the kubelet's CPU manager and Topology
+    Manager settings; default ``static``/``restricted``/``pod`` on GPU and Neuron node groups (see README "Node
+    tuning")."""
 
     @field_validator("volume_size")
     @classmethod
@@ -493,7 +519,6 @@ UNSUPPORTED_NODEGROUP_FIELDS: dict[str, str] = {
     "propagateASGTags": "remove it",
     "asgSuspendProcesses": "remove it",
     "bottlerocket": "remove it",
-    "kubeletExtraConfig": "remove it",
 }
 
 # eksctl Addon fields (eksctl-io/eksctl@v0.230.0:pkg/apis/eksctl.io/v1alpha5/addon.go) efa-stack does not map.

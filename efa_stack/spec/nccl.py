@@ -167,6 +167,9 @@ class NcclJobPlan:
     fabric is efa, 0 otherwise; never set anywhere else."""
     memory_mib: int
     shm_mib: int
+    cpus_per_worker: int
+    """Whole CPUs per worker, requests = limits (Guaranteed QoS): every CPU a Guaranteed pod can get on the
+    node (``NodeGroupPlan.guaranteed_cpus``); with the static CPU manager they are the worker's alone."""
     fabric: Fabric
     gpudirect_rdma: bool
     """The GPU supports GPUDirect RDMA over EFA (sets FI_EFA_USE_DEVICE_RDMA=1)."""
@@ -271,6 +274,7 @@ def nccl_job_plan(node_groups: Sequence[NodeGroupPlan], cfg: NcclTest) -> NcclJo
         hugepages_mib=sized.hugepages_mib,
         memory_mib=sized.memory_mib,
         shm_mib=sized.shm_mib,
+        cpus_per_worker=ng.guaranteed_cpus,
         fabric=cfg.fabric,
         gpudirect_rdma=efa and gpu_name in GPUDIRECT_RDMA_GPUS,
         arm64=ng.instance.arm64,
@@ -348,4 +352,32 @@ def validate_nccl(spec: ClusterSpec, node_groups: tuple[NodeGroupPlan, ...] | li
             ))
         hugepages = target.hugepages_2mi_mib if cfg.fabric == "efa" else 0
         problems += worker_memory(cfg, target.instance, hugepages).problems(target.instance_type, target.gpus_per_node)
+        problems += _topology_problems(spec, target)
     return problems
+
+
+def _topology_problems(spec: ClusterSpec, target: NodeGroupPlan) -> list[Problem]:
+    """The worker is one pod per node that asks for every GPU, every EFA device and every CPU a Guaranteed pod
+    can get there. ``single-numa-node`` admits a pod only when one NUMA node holds all of it (Kubernetes docs,
+    "Control Topology Management Policies on a node"): on a multi-socket node (p4d, p5: two sockets) the
+    worker is refused with a TopologyAffinityError on every node, and on a one-NUMA-node instance the policy
+    has nothing to align. Either way it is the wrong setting for the group the job runs on."""
+    out: list[Problem] = []
+    if target.kubelet.topology_manager_policy == "single-numa-node":
+        index = next(i for i, ng in enumerate(spec.managed_node_groups) if ng.name == target.name)
+        out.append(Problem(
+            f"managedNodeGroups[{index}].kubeletExtraConfig.topologyManagerPolicy", "single-numa-node",
+            f"the nccl-tests worker asks for all {target.gpus_per_node} GPUs"
+            + (f", {target.efa_devices_per_node} EFA devices" if target.efa_enabled else "")
+            + f" and {target.guaranteed_cpus} CPUs of a {target.instance_type} node; single-numa-node admits a "
+            "pod only when one NUMA node holds all of that, so the kubelet would refuse every worker",
+            "use topologyManagerPolicy: restricted (the fewest NUMA nodes that hold the request) or best-effort, "
+            "or run the job on another node group (ncclTest.nodeGroup)",
+        ))
+    if target.guaranteed_cpus < 1:
+        out.append(Problem(
+            f"ncclTest.nodeGroup ({target.name}).instanceType", target.instance_type,
+            "a node of this type has no whole CPU left for a Guaranteed worker after the kubelet's reservation",
+            "use an instance type with more vCPUs",
+        ))
+    return out

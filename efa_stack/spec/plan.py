@@ -24,6 +24,7 @@ from efa_stack.spec.models import KUBERNETES_VERSIONS, ClusterSpec, ManagedNodeG
 from efa_stack.spec.nccl import NcclJobPlan, nccl_job_plan, node_hugepages_mib, validate_nccl
 from efa_stack.spec.observability import ObservabilityPlan, observability_plan
 from efa_stack.spec.storage import StoragePlan, storage_plan, validate_storage
+from efa_stack.spec.tuning import KubeletTuning, guaranteed_cpus, kubelet_tuning
 
 LABEL_PREFIX = contract.LABEL_PREFIX
 LABEL_NODE_GROUP = contract.LABEL_NODE_GROUP
@@ -82,10 +83,20 @@ class NodeGroupPlan:
     node_repair: NodeRepairPlan | None = None
     """EKS node auto repair (:func:`spec.addons.node_repair_plan`: on for GPU/Neuron node groups unless the
     spec's nodeRepairConfig says otherwise), or None when off."""
+    kubelet: KubeletTuning = field(default_factory=KubeletTuning)
+    """The kubelet's CPU manager and Topology Manager settings (:func:`spec.tuning.kubelet_tuning`: static,
+    restricted, pod scope on GPU/Neuron node groups unless ``kubeletExtraConfig`` says otherwise); the launch
+    template's user data writes them into the nodeadm ``NodeConfig``."""
 
     @property
     def instance_type(self) -> str:
         return self.instance.name
+
+    @property
+    def guaranteed_cpus(self) -> int:
+        """Whole CPUs one Guaranteed pod can request per node (:func:`spec.tuning.guaranteed_cpus`); the
+        NCCL-tests workers request this many."""
+        return guaranteed_cpus(self.instance)
 
     @property
     def availability_zone(self) -> str:
@@ -406,6 +417,12 @@ def _node_group(
         labels[LABEL_ACCELERATOR] = instance.accelerator
     repair, repair_problems = node_repair_plan(prefix, role in ("gpu", "neuron"), ng.node_repair_config)
     problems.extend(repair_problems)
+    extra = ng.kubelet_extra_config
+    tuning, tuning_problems = kubelet_tuning(
+        prefix, role in ("gpu", "neuron"),
+        extra.model_dump(by_alias=True, exclude_unset=True) if extra is not None else None, instance.vcpus,
+    )
+    problems.extend(tuning_problems)
     return NodeGroupPlan(
         name=ng.name,
         instance=instance,
@@ -434,6 +451,7 @@ def _node_group(
         # cover all of them), so every one gets the client.
         lustre_client=lustre,
         node_repair=repair,
+        kubelet=tuning,
     )
 
 

@@ -1,0 +1,164 @@
+"""Kubelet CPU and topology tuning of a node group, and the whole CPUs a Guaranteed pod gets per node.
+
+A node group's ``kubeletExtraConfig`` (eksctl's name for kubelet settings on a node group; its keys are
+``KubeletConfiguration`` field names) chooses the kubelet's CPU manager and Topology Manager policies.
+The launch template's user data hands them to ``nodeadm`` as a ``NodeConfig`` ``spec.kubelet.config``
+(:mod:`aws_constructs.user_data`), and jobs that want Guaranteed QoS read :attr:`NodeGroupPlan.guaranteed_cpus`
+(:func:`guaranteed_cpus`).
+
+Defaults (behaviour, see README "Node tuning"):
+
+- GPU and Neuron node groups: ``cpuManagerPolicy: static``, ``topologyManagerPolicy: restricted``,
+  ``topologyManagerScope: pod``. A Guaranteed pod that asks for whole CPUs gets them exclusively, and the
+  kubelet aligns its CPUs and devices (GPUs, EFA, Neuron) on the fewest NUMA nodes that can hold them, or
+  refuses the pod on that node (``TopologyAffinityError``) instead of running it spread out.
+- CPU node groups and the system node group: the kubelet's own defaults (``none``/``none``/``container``);
+  nothing is written.
+
+Why ``restricted`` and not ``single-numa-node`` (Kubernetes docs, "Control Topology Management Policies on
+a node", https://kubernetes.io/docs/tasks/administer-cluster/topology-manager/): ``restricted`` admits a pod
+when its resources sit on the smallest number of NUMA nodes that can satisfy the request, and
+``single-numa-node`` only when one NUMA node holds them all. A p5.48xlarge or p4d.24xlarge worker that asks
+for all 8 GPUs, every EFA device and nearly all CPUs spans both sockets, so ``single-numa-node`` can never
+admit it; under ``restricted`` its two-NUMA-node hint is the narrowest possible and therefore preferred.
+Why scope ``pod``: the hints of every container of the pod (the NCCL worker and its init containers) are
+merged into one, so the pod as a whole lands on one set of NUMA nodes (same page, "Topology manager scopes").
+Changing a setting changes the launch template, so EKS rolls the node group onto new nodes. That is also the
+only safe way: a running kubelet whose ``cpuManagerPolicy`` changes crashloops with "configured policy ...
+differs from state checkpoint policy" until ``/var/lib/kubelet/cpu_manager_state`` is removed (Kubernetes
+docs, "Control CPU Management Policies on the Node", "Changing the CPU Manager Policy").
+Topology alignment of CPUs applies only to Guaranteed pods with integer CPU requests (Kubernetes docs,
+"Control CPU Management Policies on the Node", static policy).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from efa_stack.spec.catalog import InstanceType
+from efa_stack.spec.errors import Problem
+
+CpuManagerPolicy = Literal["none", "static"]
+TopologyManagerPolicy = Literal["none", "best-effort", "restricted", "single-numa-node"]
+TopologyManagerScope = Literal["container", "pod"]
+CPU_MANAGER_POLICIES: tuple[str, ...] = get_args(CpuManagerPolicy)
+TOPOLOGY_MANAGER_POLICIES: tuple[str, ...] = get_args(TopologyManagerPolicy)
+TOPOLOGY_MANAGER_SCOPES: tuple[str, ...] = get_args(TopologyManagerScope)
+
+# The kubelet's own defaults (KubeletConfiguration v1beta1: cpuManagerPolicy "none",
+# topologyManagerPolicy "none", topologyManagerScope "container").
+KUBELET_DEFAULTS: dict[str, str] = {
+    "cpuManagerPolicy": "none",
+    "topologyManagerPolicy": "none",
+    "topologyManagerScope": "container",
+}
+ACCELERATOR_DEFAULTS: dict[str, str] = {
+    "cpuManagerPolicy": "static",
+    "topologyManagerPolicy": "restricted",
+    "topologyManagerScope": "pod",
+}
+
+# nodeadm's kubeReserved CPU on the EKS AL2023 AMIs (awslabs/amazon-eks-ami@v20260724
+# nodeadm/internal/kubelet/config.go, getCPUMillicoresToReserve): 6% of the first core, 1% of the second,
+# 0.5% of the third and fourth, 0.25% of every further core; nodeadm sets no systemReserved CPU. The static
+# CPU manager keeps ceil(kubeReserved + systemReserved) CPUs out of the exclusive pool and refuses to start
+# with a zero reservation ("the static policy requires systemreserved.cpu + kubereserved.cpu to be greater
+# than zero", kubernetes/kubernetes pkg/kubelet/cm/cpumanager/cpu_manager.go): nodeadm's reservation is never
+# zero, so the static policy needs nothing more.
+_CPU_RANGES_MILLI = (0, 1000, 2000, 4000)
+_CPU_RESERVE_BASIS_POINTS = (600, 100, 50, 25)
+# efa-stack's margin for the CPU requests of the node's DaemonSets (VPC CNI 25m, kube-proxy 100m, the device
+# plugins, Pod Identity agent, node monitoring agent, FSx CSI node), which the scheduler also counts
+# against allocatable CPU; it keeps a whole-node Guaranteed pod schedulable.
+DAEMONSET_CPU_MILLI = 1000
+
+
+def kube_reserved_cpu_milli(vcpus: int) -> int:
+    """nodeadm's ``kubeReserved.cpu`` in millicores for a node with ``vcpus`` CPUs (192 vCPUs: 550m)."""
+    total = vcpus * 1000
+    reserved = 0
+    bounds = (*_CPU_RANGES_MILLI, total)
+    for i, basis_points in enumerate(_CPU_RESERVE_BASIS_POINTS):
+        start, end = bounds[i], bounds[i + 1]
+        if total > start:
+            reserved += (min(total, end) - start) * basis_points // 10000
+    return reserved
+
+
+def guaranteed_cpus(instance: InstanceType) -> int:
+    """Whole CPUs one Guaranteed pod can request on a node of ``instance``: allocatable CPU (vCPUs less
+    nodeadm's kubeReserved) less :data:`DAEMONSET_CPU_MILLI`, rounded down; 0 when nothing is left.
+
+    p5.48xlarge (192 vCPUs): 192000m - 550m - 1000m -> 190. Never above the static CPU manager's exclusive
+    pool (vCPUs less ceil(kubeReserved)).
+    """
+    milli = instance.vcpus * 1000 - kube_reserved_cpu_milli(instance.vcpus) - DAEMONSET_CPU_MILLI
+    return max(milli // 1000, 0)
+
+
+@dataclass(frozen=True)
+class KubeletTuning:
+    """The kubelet CPU/topology settings a node group's nodes start with."""
+
+    cpu_manager_policy: str = KUBELET_DEFAULTS["cpuManagerPolicy"]
+    topology_manager_policy: str = KUBELET_DEFAULTS["topologyManagerPolicy"]
+    topology_manager_scope: str = KUBELET_DEFAULTS["topologyManagerScope"]
+
+    def as_kubelet_config(self) -> dict[str, str]:
+        """The ``KubeletConfiguration`` keys that differ from the kubelet's defaults, in a stable order
+        (empty when everything is the default: no ``NodeConfig`` part is written then)."""
+        values = {
+            "cpuManagerPolicy": self.cpu_manager_policy,
+            "topologyManagerPolicy": self.topology_manager_policy,
+            "topologyManagerScope": self.topology_manager_scope,
+        }
+        return {k: v for k, v in values.items() if v != KUBELET_DEFAULTS[k]}
+
+    @property
+    def exclusive_cpus(self) -> bool:
+        """Guaranteed pods with integer CPU requests get exclusive CPUs (the static CPU manager)."""
+        return self.cpu_manager_policy == "static"
+
+
+_CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+
+
+def kubelet_tuning(
+    prefix: str, accelerated: bool, extra: dict[str, str | None] | None, vcpus: int | None
+) -> tuple[KubeletTuning, list[Problem]]:
+    """The tuning of one node group from its ``kubeletExtraConfig`` (``extra``: the keys the user set) and the
+    defaults (accelerated groups: :data:`ACCELERATOR_DEFAULTS`; others: the kubelet's), with the problems."""
+    problems: list[Problem] = []
+    field = f"{prefix}.kubeletExtraConfig"
+    given = {k: v for k, v in (extra or {}).items() if v is not None}
+    reserved = given.pop("reservedSystemCPUs", None)
+    if reserved is not None:
+        # nodeadm sets kubeReservedCgroup "/runtime" and systemReservedCgroup "/system" on every node
+        # (amazon-eks-ami nodeadm/internal/kubelet/config.go, withDefaultReservedResources) and the kubelet
+        # refuses to start with reservedSystemCPUs beside either ("can't use reservedSystemCPUs
+        # (--reserved-cpus) with systemReservedCgroup (--system-reserved-cgroup) or kubeReservedCgroup
+        # (--kube-reserved-cgroup)", kubernetes/kubernetes pkg/kubelet/apis/config/validation/validation.go):
+        # the node would never register.
+        shown = reserved
+        where = ""
+        if not _CPUSET.match(reserved):
+            where = "; it is not a CPU list either (e.g. 0-1)"
+        elif vcpus is not None and max(int(n) for n in re.split(r"[-,]", reserved)) >= vcpus:
+            where = f"; it also names CPUs outside 0-{vcpus - 1}, the CPUs of this instance type"
+        problems.append(Problem(
+            f"{field}.reservedSystemCPUs", shown,
+            "the EKS AL2023 AMI's nodeadm sets kubeReservedCgroup and systemReservedCgroup, and the kubelet does "
+            "not start with reservedSystemCPUs beside them" + where,
+            "remove reservedSystemCPUs; nodeadm's kubeReserved CPU already keeps whole CPUs out of the static "
+            "CPU manager's exclusive pool",
+        ))
+    base = ACCELERATOR_DEFAULTS if accelerated else KUBELET_DEFAULTS
+    values = {**base, **given}
+    tuning = KubeletTuning(
+        cpu_manager_policy=values["cpuManagerPolicy"],
+        topology_manager_policy=values["topologyManagerPolicy"],
+        topology_manager_scope=values["topologyManagerScope"],
+    )
+    return tuning, problems
