@@ -400,6 +400,16 @@ class NcclTest(_Model):
     1024 MiB per GPU."""
 
 
+class TrainingOperators(_Model):
+    """Extension: the Kubeflow training controllers ``cdk deploy`` installs (both off by default)."""
+
+    trainer: bool = False
+    """Kubeflow Trainer v2 (TrainJob, ClusterTrainingRuntime) with its JobSet controller, from the upstream
+    Helm chart into namespace ``kubeflow-system``."""
+    pytorch_job_v1: bool = Field(False, alias="pytorchJobV1")
+    """Kubeflow Training Operator v1 serving ``kubeflow.org/v1`` PyTorchJob only, into namespace ``kubeflow``."""
+
+
 class ClusterSpec(_Model):
     api_version: Literal["eksctl.io/v1alpha5"] = Field("eksctl.io/v1alpha5", alias="apiVersion")
     """eksctl's API version."""
@@ -429,6 +439,8 @@ class ClusterSpec(_Model):
     """Extension: the nccl-tests MPIJob."""
     storage: Storage | None = None
     """FSx for Lustre shared storage (spec/storage.py); absent: no file system."""
+    training_operators: TrainingOperators = Field(TrainingOperators(), alias="trainingOperators")
+    """Extension: the Kubeflow training operators to install (Trainer v2, Training Operator v1 PyTorchJob)."""
 
 
 # eksctl ClusterConfig fields that efa-stack knows but does not support, with what to do instead.

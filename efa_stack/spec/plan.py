@@ -112,6 +112,22 @@ class NodeGroupPlan:
 
 
 @dataclass(frozen=True)
+class TrainingOperatorsPlan:
+    """Which Kubeflow training controllers the cluster stack installs (:mod:`k8s.training_operators`).
+
+    trainer: Kubeflow Trainer v2 (TrainJob) and JobSet, through the upstream Helm chart.
+    pytorch_job_v1: Training Operator v1 with only its PyTorchJob controller (cdk8s charts).
+    """
+
+    trainer: bool = False
+    pytorch_job_v1: bool = False
+
+    @property
+    def any(self) -> bool:
+        return self.trainer or self.pytorch_job_v1
+
+
+@dataclass(frozen=True)
 class ClusterPlan:
     name: str
     region: str
@@ -136,6 +152,8 @@ class ClusterPlan:
     addons: tuple[AddonPlan, ...] = ()
     """Every EKS add-on the stacks create: efa-stack's own merged with the spec's ``addons``
     (:func:`spec.addons.addon_plans`)."""
+    training_operators: TrainingOperatorsPlan = TrainingOperatorsPlan()
+    """The training controllers to install; from the spec's ``trainingOperators``."""
 
     def addon(self, name: str) -> AddonPlan | None:
         """The plan of add-on ``name``, or None when no stack creates it."""
@@ -579,6 +597,10 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         nccl_job=nccl_job_plan(groups, spec.nccl_test),
         storage=storage_plan(spec.storage, groups, system),
         addons=addons,
+        training_operators=TrainingOperatorsPlan(
+            trainer=spec.training_operators.trainer,
+            pytorch_job_v1=spec.training_operators.pytorch_job_v1,
+        ),
     )
 
 
