@@ -290,7 +290,8 @@ class TrainingOperator(Construct):
 
 TRAINER_RELEASE = contract.TRAINER_RELEASE
 TRAINER_NAMESPACE = contract.TRAINER_NAMESPACE
-TRAINER_CHART = "kubeflow-trainer"
+TRAINER_CHART = images.TRAINER_CHART_REPOSITORY.rsplit("/", 1)[-1]
+"""The chart name, the last part of its OCI reference (``kubeflow-trainer``)."""
 
 
 @dataclass(frozen=True)
