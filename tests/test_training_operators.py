@@ -278,3 +278,16 @@ def test_trainer_without_later_charts_still_installs():
     text = textwrap.dedent(spec_text(instance_type="trn2.48xlarge", extra="trainingOperators: {trainer: true}\n"))
     s = synth_text(text)
     assert len(_helm_charts(s)) == 1
+
+
+def test_stack_with_both_operators_passes_cfn_lint_and_our_rules():
+    # GIVEN both operators WHEN the cluster stack is synthesized THEN cfn-lint has no errors and the
+    # efa-stack rules (K8S1 size, K8S2 host access) find nothing: the operators need no host access.
+    from efa_stack.policies.rules import check_templates
+    from k8s.charts import HOST_ACCESS_WORKLOADS
+    from tests.test_cfn_lint import lint
+
+    s = synth_text(BOTH)
+    errors = [m for m in lint(s.template("cluster"), s.plan.region) if m.rule.id.startswith("E")]
+    assert errors == []
+    assert check_templates(s.templates, HOST_ACCESS_WORKLOADS) == []
