@@ -84,6 +84,26 @@ FSX_CLAIM_NAME: Final = "fsx-claim"
 FSX_VOLUME_NAME: Final = "fsx-pv"
 FSX_CLAIM_NAMESPACE: Final = "default"
 FSX_STORAGE_CLASS_NAME: Final = "fsx-lustre"
+# Kubeflow Training Operator v1 (kubeflow/trainer@v1.9.4, pkg/apis/kubeflow.org/v1): PyTorchJob only.
+PYTORCHJOB_GROUP: Final = MPIJOB_GROUP  # the same API group as the MPI operator's MPIJob
+PYTORCHJOB_VERSION: Final = "v1"
+PYTORCHJOB_PLURAL: Final = "pytorchjobs"
+PYTORCHJOB_KIND: Final = "PyTorchJob"
+PYTORCHJOB_API_VERSION: Final = f"{PYTORCHJOB_GROUP}/{PYTORCHJOB_VERSION}"
+PYTORCHJOB_CRD_NAME: Final = f"{PYTORCHJOB_PLURAL}.{PYTORCHJOB_GROUP}"
+TRAINING_OPERATOR_NAMESPACE: Final = "kubeflow"
+TRAINING_OPERATOR_NAME: Final = "training-operator"
+# Kubeflow Trainer v2 (kubeflow/trainer@v2.3.0, pkg/apis/trainer/v1alpha1; Helm chart namespace from
+# docs/operator-guides/installation.md).
+TRAINER_GROUP: Final = "trainer.kubeflow.org"
+TRAINER_VERSION: Final = "v1alpha1"
+TRAINER_API_VERSION: Final = f"{TRAINER_GROUP}/{TRAINER_VERSION}"
+TRAINJOB_KIND: Final = "TrainJob"
+CLUSTER_TRAINING_RUNTIME_KIND: Final = "ClusterTrainingRuntime"
+TRAINJOB_CRD_NAME: Final = f"trainjobs.{TRAINER_GROUP}"
+CLUSTER_TRAINING_RUNTIME_CRD_NAME: Final = f"clustertrainingruntimes.{TRAINER_GROUP}"
+TRAINER_NAMESPACE: Final = "kubeflow-system"
+TRAINER_RELEASE: Final = "kubeflow-trainer"
 
 # --- Checks of the command line (preflight, verify) ------------------------------------------------
 CheckStatus = Literal["pass", "warn", "fail"]

@@ -7,9 +7,14 @@
 11  ``nvidia-device-plugin``  NVIDIA device plugin DaemonSet, when any node group has NVIDIA GPUs
 12  ``neuron-device-plugin``  Neuron device plugin (+ RBAC), when any node group has Neuron devices
 20  ``mpi-operator-crd``      the structural ``mpijobs.kubeflow.org`` CRD (always)
+22  ``training-operator-crd`` the ``pytorchjobs.kubeflow.org`` CRD, when the plan installs Training Operator v1
 30  ``mpi-operator``          the MPI operator on the system nodes (always)
+32  ``training-operator``     Training Operator v1 (PyTorchJob only) on the system nodes, with the CRD above
 40  ``nccl-tests``            the suspended nccl-tests MPIJob, when a GPU node group can run it
 ==  =======================  ==============================================================
+
+Kubeflow Trainer v2 is not a cdk8s chart: the cluster stack installs its upstream Helm chart at
+position :data:`HELM_ORDER` ``kubeflow-trainer`` = 31 of the same sequence (:mod:`k8s.training_operators`).
 
 Device plugins come before jobs and the CRD before the operator and the MPIJob; each later chart
 declares a cdk8s dependency on the earlier ones it needs. Every chart is self-contained (no token
@@ -37,6 +42,7 @@ from k8s.mpi_operator import MpiJobCrd, MpiOperator, MpiOperatorProps
 from k8s.nccl_tests import NcclTestsJob, NcclTestsJobProps
 from k8s.neuron_device_plugin import NeuronDevicePlugin, NeuronDevicePluginProps
 from k8s.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginProps
+from k8s.training_operators import PyTorchJobCrd, TrainingOperator, TrainingOperatorProps
 
 EFA_DEVICE_PLUGIN = "efa-device-plugin"
 NVIDIA_DEVICE_PLUGIN = "nvidia-device-plugin"
@@ -44,6 +50,9 @@ NEURON_DEVICE_PLUGIN = "neuron-device-plugin"
 MPI_OPERATOR_CRD = "mpi-operator-crd"
 MPI_OPERATOR = "mpi-operator"
 NCCL_TESTS = "nccl-tests"
+TRAINING_OPERATOR_CRD = "training-operator-crd"
+TRAINING_OPERATOR = "training-operator"
+KUBEFLOW_TRAINER = "kubeflow-trainer"
 
 CHART_ORDER: dict[str, int] = {
     EFA_DEVICE_PLUGIN: 10,
@@ -52,8 +61,13 @@ CHART_ORDER: dict[str, int] = {
     MPI_OPERATOR_CRD: 20,
     MPI_OPERATOR: 30,
     NCCL_TESTS: 40,
+    TRAINING_OPERATOR_CRD: 22,
+    TRAINING_OPERATOR: 32,
 }
 """Every chart id with its position; the order is the apply order."""
+
+HELM_ORDER: dict[str, int] = {KUBEFLOW_TRAINER: 31}
+"""Helm releases the cluster stack installs between the charts, by the same positions (not in ``dist/``)."""
 
 HOST_ACCESS_WORKLOADS: tuple[str, ...] = (
     efa_device_plugin.NAME,
@@ -94,6 +108,13 @@ def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
     operator_chart = charts[MPI_OPERATOR] = _chart(app, MPI_OPERATOR)
     MpiOperator(operator_chart, "MpiOperator", MpiOperatorProps())
     operator_chart.add_dependency(crd_chart)
+
+    if plan.training_operators.pytorch_job_v1:
+        v1_crd = charts[TRAINING_OPERATOR_CRD] = _chart(app, TRAINING_OPERATOR_CRD)
+        PyTorchJobCrd(v1_crd, "PyTorchJobCrd")
+        v1_operator = charts[TRAINING_OPERATOR] = _chart(app, TRAINING_OPERATOR)
+        TrainingOperator(v1_operator, "TrainingOperator", TrainingOperatorProps())
+        v1_operator.add_dependency(v1_crd)
 
     job = plan.nccl_job
     if job is not None:

@@ -33,6 +33,31 @@ NEURON_DEVICE_PLUGIN_IMAGE = "public.ecr.aws/neuron/neuron-device-plugin:2.32.0.
 MPI_OPERATOR_VERSION = "0.8.2"
 MPI_OPERATOR_IMAGE = f"mpioperator/mpi-operator:{MPI_OPERATOR_VERSION}"
 
+# --- Kubeflow Training Operator v1 (PyTorchJob) ----------------------------------------------------
+# The v1 line lives in kubeflow/trainer (the renamed kubeflow/training-operator); its newest non-rc v1
+# tag is v1.9.4 (commit 4445c12, "Release Training Operator Image for v1.9.4 (#3947)"), whose
+# manifests/overlays/standalone/kustomization.yaml sets image ghcr.io/kubeflow/training-v1/training-operator
+# with newTag v1-93c5489.
+TRAINING_OPERATOR_VERSION = "v1.9.4"
+TRAINING_OPERATOR_IMAGE = "ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489"
+
+# --- Kubeflow Trainer v2 (Helm chart) -------------------------------------------------------------
+# kubeflow/trainer tag v2.3.0 (newest non-rc v2 tag): charts/kubeflow-trainer/Chart.yaml version 2.3.0,
+# pushed to oci://ghcr.io/kubeflow/charts by .github/workflows/publish-helm-charts.yaml and installed with
+# `helm install kubeflow-trainer oci://ghcr.io/kubeflow/charts/kubeflow-trainer --version 2.3.0`
+# (docs/operator-guides/installation.md). The manager image is ghcr.io/kubeflow/trainer/trainer-controller-manager
+# (values.yaml image.registry/repository; the tag defaults to the chart version, pinned here explicitly).
+TRAINER_CHART_REPOSITORY = "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
+TRAINER_CHART_VERSION = "2.3.0"
+TRAINER_IMAGE_REGISTRY = "ghcr.io"
+TRAINER_IMAGE_REPOSITORY = "kubeflow/trainer/trainer-controller-manager"
+TRAINER_IMAGE_TAG = f"v{TRAINER_CHART_VERSION}"
+# The chart's JobSet dependency (Chart.yaml: jobset 0.12.0 from oci://registry.k8s.io/jobset/charts).
+# kubernetes-sigs/jobset@v0.12.0 hack/helm-chart-package.sh packages released charts with image
+# registry.k8s.io/jobset/jobset and tag v0.12.0; pinned here explicitly through the subchart's values.
+JOBSET_IMAGE_REPOSITORY = "registry.k8s.io/jobset/jobset"
+JOBSET_IMAGE_TAG = "v0.12.0"
+
 # --- Amazon EKS add-on registries ------------------------------------------------------------------
 # EKS user guide, "View Amazon container image registries for Amazon EKS add-ons" (add-ons-images):
 # images are replicated to an ECR registry in every region; most commercial regions use account

@@ -354,7 +354,9 @@ class ClusterStack(Stack):
         """Apply the cdk8s charts of :func:`k8s.charts.build_charts` in their order (CRD, operator, jobs).
 
         ``charts`` are the plan's charts built once by the caller (app.py also writes them to ``dist/``);
-        without them they are built here.
+        without them they are built here. The Kubeflow Trainer Helm release (when the plan installs it)
+        takes its place in the same chain at :data:`k8s.charts.HELM_ORDER`; every CRD applied by
+        manifest or Helm is waited for (``Established``) before the next step.
         """
         if charts is None:
             import cdk8s
@@ -362,12 +364,23 @@ class ClusterStack(Stack):
             from k8s.charts import build_charts
 
             charts = build_charts(self.plan, cdk8s.App())
-        from k8s.charts import MPI_OPERATOR_CRD
+        from k8s.charts import CHART_ORDER, HELM_ORDER, KUBEFLOW_TRAINER, MPI_OPERATOR_CRD, TRAINING_OPERATOR_CRD
 
+        # chart id -> (construct id of the wait, CRD name); the MPIJob wait keeps its original id.
+        crd_waits = {
+            MPI_OPERATOR_CRD: ("CrdEstablished", contract.MPIJOB_CRD_NAME),
+            TRAINING_OPERATOR_CRD: ("PyTorchJobCrdEstablished", contract.PYTORCHJOB_CRD_NAME),
+        }
         manifests: list[eks.KubernetesManifest] = []
         self.crd_established: eks.KubernetesObjectValue | None = None
+        self.crd_waits: dict[str, eks.KubernetesObjectValue] = {}
+        self.trainer: eks.HelmChart | None = None
         after: Construct | None = None
+        helm_pending = [KUBEFLOW_TRAINER] if self.plan.training_operators.trainer else []
         for chart in charts:
+            while helm_pending and HELM_ORDER[helm_pending[0]] < CHART_ORDER.get(chart.node.id, 0):
+                after = self._install_trainer(after)
+                helm_pending.pop(0)
             manifest = self.cluster.add_cdk8s_chart(chart.node.id, chart)
             # Device plugins schedule on nodes: wait for the node groups, then keep the order.
             for group in self.node_groups.values():
@@ -376,11 +389,47 @@ class ClusterStack(Stack):
                 manifest.node.add_dependency(after)
             manifests.append(manifest)
             after = manifest
-            if chart.node.id == MPI_OPERATOR_CRD:
-                after = self.crd_established = self._wait_until_established(manifest, contract.MPIJOB_CRD_NAME)
+            if chart.node.id in crd_waits:
+                wait_id, crd_name = crd_waits[chart.node.id]
+                after = self.crd_waits[crd_name] = self._wait_until_established(manifest, crd_name, wait_id)
+                if chart.node.id == MPI_OPERATOR_CRD:
+                    self.crd_established = after
+        if helm_pending:
+            self._install_trainer(after)
         return manifests
 
-    def _wait_until_established(self, crd: eks.KubernetesManifest, name: str) -> eks.KubernetesObjectValue:
+    def _install_trainer(self, after: Construct | None) -> eks.KubernetesObjectValue:
+        """Kubeflow Trainer v2 from its upstream Helm chart (see :mod:`k8s.training_operators`), then a wait
+        for its TrainJob CRD; returns the wait, which later manifests depend on."""
+        from k8s.training_operators import TRAINER_CHART, TrainerHelmProps
+
+        props = TrainerHelmProps()
+        self.trainer = self.cluster.add_helm_chart(
+            "KubeflowTrainer",
+            chart=TRAINER_CHART,
+            repository=props.repository,
+            version=props.version,
+            release=contract.TRAINER_RELEASE,
+            namespace=contract.TRAINER_NAMESPACE,
+            create_namespace=True,
+            values=props.values(),
+            # helm --wait: the manager and JobSet Deployments are ready (their webhooks answer) before the
+            # stack goes on to apply runtimes and jobs.
+            wait=True,
+            timeout=Duration.minutes(10),
+        )
+        for group in self.node_groups.values():
+            self.trainer.node.add_dependency(group.nodegroup)
+        if after is not None:
+            self.trainer.node.add_dependency(after)
+        wait = self.crd_waits[contract.TRAINJOB_CRD_NAME] = self._wait_until_established(
+            self.trainer, contract.TRAINJOB_CRD_NAME, "TrainJobCrdEstablished"
+        )
+        return wait
+
+    def _wait_until_established(
+        self, crd: Construct, name: str, id: str = "CrdEstablished"
+    ) -> eks.KubernetesObjectValue:
         """A resource that completes once the CRD ``name`` is Established, for the manifests that use its kind.
 
         The API server serves a new kind only after the CRD's ``Established`` condition is set
@@ -390,7 +439,7 @@ class ClusterStack(Stack):
         timeout (aws-cdk-lib 2.275 custom-resource-handlers aws-eks-v2/kubectl-handler/get).
         """
         wait = eks.KubernetesObjectValue(
-            self, "CrdEstablished",
+            self, id,
             cluster=self.cluster,
             object_type="customresourcedefinition",
             object_name=name,

@@ -24,8 +24,13 @@ SNAPSHOT_CHARTS = [
 ]
 
 
+OTHER_SNAPSHOTS = {"training-operator-crd", "training-operator"}
+"""Charts no shipped spec renders: tests/test_training_operators.py snapshots the operator (the CRD is an
+upstream file, tested there)."""
+
+
 def test_snapshot_list_covers_every_chart():
-    assert {c for _, c in SNAPSHOT_CHARTS} == set(CHART_ORDER)
+    assert {c for _, c in SNAPSHOT_CHARTS} | OTHER_SNAPSHOTS == set(CHART_ORDER)
 
 
 @pytest.mark.parametrize(("stem", "chart_id"), SNAPSHOT_CHARTS)

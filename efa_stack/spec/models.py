@@ -437,6 +437,16 @@ class Observability(_Model):
     """A CloudWatch dashboard of those metrics per node; default: on with Container Insights."""
 
 
+class TrainingOperators(_Model):
+    """Extension: the Kubeflow training controllers ``cdk deploy`` installs (both off by default)."""
+
+    trainer: bool = False
+    """Kubeflow Trainer v2 (TrainJob, ClusterTrainingRuntime) with its JobSet controller, from the upstream
+    Helm chart into namespace ``kubeflow-system``."""
+    pytorch_job_v1: bool = Field(False, alias="pytorchJobV1")
+    """Kubeflow Training Operator v1 serving ``kubeflow.org/v1`` PyTorchJob only, into namespace ``kubeflow``."""
+
+
 class ClusterSpec(_Model):
     api_version: Literal["eksctl.io/v1alpha5"] = Field("eksctl.io/v1alpha5", alias="apiVersion")
     """eksctl's API version."""
@@ -470,6 +480,8 @@ class ClusterSpec(_Model):
     """Extension: Container Insights and the GPU/EFA dashboard."""
     training_image: TrainingImage | None = Field(None, alias="trainingImage")
     """Extension: the EFA PyTorch training image ``cdk deploy`` builds (spec/image_compat.py); absent: none."""
+    training_operators: TrainingOperators = Field(TrainingOperators(), alias="trainingOperators")
+    """Extension: the Kubeflow training operators to install (Trainer v2, Training Operator v1 PyTorchJob)."""
 
 
 # eksctl ClusterConfig fields that efa-stack knows but does not support, with what to do instead.

@@ -125,6 +125,22 @@ class NodeGroupPlan:
 
 
 @dataclass(frozen=True)
+class TrainingOperatorsPlan:
+    """Which Kubeflow training controllers the cluster stack installs (:mod:`k8s.training_operators`).
+
+    trainer: Kubeflow Trainer v2 (TrainJob) and JobSet, through the upstream Helm chart.
+    pytorch_job_v1: Training Operator v1 with only its PyTorchJob controller (cdk8s charts).
+    """
+
+    trainer: bool = False
+    pytorch_job_v1: bool = False
+
+    @property
+    def any(self) -> bool:
+        return self.trainer or self.pytorch_job_v1
+
+
+@dataclass(frozen=True)
 class ClusterPlan:
     name: str
     region: str
@@ -154,6 +170,8 @@ class ClusterPlan:
     training_image: TrainingImagePlan | None = None
     """The EFA PyTorch training image ``cdk deploy`` builds (:func:`spec.image_compat.training_image_plan`), or
     None without ``trainingImage.build``. Its URI is the cluster stack's output ``TrainingImageUri``."""
+    training_operators: TrainingOperatorsPlan = TrainingOperatorsPlan()
+    """The training controllers to install; from the spec's ``trainingOperators``."""
 
     def addon(self, name: str) -> AddonPlan | None:
         """The plan of add-on ``name``, or None when no stack creates it."""
@@ -617,6 +635,10 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         addons=addons,
         observability=observability,
         training_image=training_image,
+        training_operators=TrainingOperatorsPlan(
+            trainer=spec.training_operators.trainer,
+            pytorch_job_v1=spec.training_operators.pytorch_job_v1,
+        ),
     )
 
 

@@ -1,0 +1,333 @@
+"""The Kubeflow training controllers: Training Operator v1 (PyTorchJob) and Trainer v2 (TrainJob).
+
+Which ones are installed is the plan's :class:`efa_stack.spec.plan.TrainingOperatorsPlan` (spec
+``trainingOperators: {trainer, pytorchJobV1}``, both off by default). Each is installed the way its
+upstream artefacts allow through CDK's kubectl handler, decided on these facts:
+
+Trainer v2 (kubeflow/trainer@v2.3.0): **the upstream Helm chart** (``cluster.add_helm_chart``).
+
+* Its CRDs are far too large to go through ``kubectl apply``: ``charts/kubeflow-trainer/templates/crd/``
+  holds ``trainer.kubeflow.org_clustertrainingruntimes.yaml`` (926,604 bytes),
+  ``..._trainingruntimes.yaml`` (926,589) and ``..._trainjobs.yaml`` (554,698). The kubectl handler
+  applies client-side and stores each object in the 262,144-byte ``last-applied-configuration``
+  annotation, and each manifest travels inline in the CloudFormation template (1 MB in all).
+  Helm creates/patches objects without that annotation and keeps its release (gzip) in a Secret.
+* The controller issues its own webhook certificates (values ``manager.config.certManagement.enable:
+  true``; the chart ships the empty Secret and the Validating/MutatingWebhookConfigurations), and needs
+  the JobSet controller, which the chart installs as a dependency (Chart.yaml: ``jobset`` 0.12.0 from
+  ``oci://registry.k8s.io/jobset/charts``, condition ``jobset.install``). Re-typing the manager, its
+  ConfigMap, webhooks, RBAC and all of JobSet would have to follow two upstream projects by hand.
+* The kubectl provider can do it: aws-cdk-lib 2.275 ``custom-resource-handlers/dist/aws-eks-v2/
+  kubectl-handler/helm/__init__.py`` handles ``oci://`` repositories by ``helm pull REPOSITORY
+  --version V --untar`` (with an ECR login only for ECR registries; ghcr.io needs none for public
+  charts) and then ``helm upgrade --install`` of the pulled directory with the values file.
+  The chart is published as ``oci://ghcr.io/kubeflow/charts/kubeflow-trainer`` (docs/operator-guides/
+  installation.md; .github/workflows/publish-helm-charts.yaml). The handler Lambda needs egress to
+  ghcr.io and registry.k8s.io (the cluster's private subnets route through NAT).
+
+Training Operator v1 (kubeflow/trainer@v1.9.4, the renamed kubeflow/training-operator; the newest
+non-rc ``v1.*`` tag): **typed cdk8s manifests** like :mod:`k8s.mpi_operator`.
+
+* Upstream has no Helm chart for v1 (``manifests/`` is kustomize only: ``base/`` plus the
+  ``standalone`` overlay into namespace ``kubeflow``).
+* Upstream's kustomize base installs all six v1 CRDs, including ``kubeflow.org_mpijobs.yaml``: the
+  same name ``mpijobs.kubeflow.org`` as the MPI operator's v2beta1 CRD (``k8s/crds/mpijob.yaml``),
+  serving only ``v1``. Applying it would replace the CRD the MPI operator and the nccl-tests MPIJob
+  need (the v1.9.4 README: "The Training Operator implements the V1 API version of MPI Operator. For
+  the MPI Operator V2 version, please follow this guide to install MPI Operator V2"). So only the
+  PyTorchJob CRD is applied, and the controller runs with ``--enable-scheme=pytorchjob``
+  (cmd/training-operator.v1/main.go: without the flag every scheme of
+  ``pkg/controller.v1/register_controller.go`` SupportedSchemeReconciler is enabled, MPIJob
+  included; with it only the listed reconcilers and webhooks are set up).
+* The PyTorchJob CRD is 293,028 bytes as compact JSON (over the annotation limit); without its
+  ``description`` strings it is 71,701 bytes and validates the same: ``k8s/crds/upstream/
+  kubeflow.org_pytorchjobs.yaml`` (see its header).
+* Webhook certificates: the controller runs open-policy-agent cert-controller (``pkg/cert/cert.go``):
+  it fills Secret ``training-operator-webhook-cert`` (the overlay's secretGenerator creates it empty)
+  and writes the CA into ValidatingWebhookConfiguration ``validator.training-operator.kubeflow.org``.
+  Both are applied here without the fields the rotator writes, so a later client-side ``kubectl
+  apply`` (a three-way merge against the last-applied annotation) leaves them in place. Only the
+  PyTorchJob webhook is registered: the others would point at paths the controller does not serve.
+* RBAC is upstream's ClusterRole verbatim (``manifests/base/rbac/role.yaml``, generated from the
+  ``+kubebuilder:rbac`` markers; the test compares with a copy in ``tests/fixtures/upstream/``).
+
+Trainer v2 and Training Operator v1 coexist: different API groups (``trainer.kubeflow.org`` vs
+``kubeflow.org``), namespaces (``kubeflow-system`` vs ``kubeflow``) and object names. Trainer v2 uses
+``mpijobs`` nowhere (its MPI support builds JobSets), so the MPI operator's CRD is untouched by both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import cdk8s
+from cdk8s_plus_33 import k8s as k8s_l1
+from constructs import Construct
+
+from efa_stack import contract
+from k8s import images
+from k8s.scheduling import mebibytes, millicores, system_node_selector
+
+CRD_FILE = Path(__file__).parent / "crds" / "upstream" / "kubeflow.org_pytorchjobs.yaml"
+CRD_NAME = contract.PYTORCHJOB_CRD_NAME
+
+NAMESPACE = contract.TRAINING_OPERATOR_NAMESPACE
+NAME = contract.TRAINING_OPERATOR_NAME
+# Upstream's labels (manifests/base/deployment.yaml, service.yaml, webhook/kustomization.yaml).
+SELECTOR = {"control-plane": "kubeflow-training-operator"}
+LABELS = {"app": NAME, "app.kubernetes.io/name": NAME, "app.kubernetes.io/component": "pytorchjob", **SELECTOR}
+
+# cmd/training-operator.v1/main.go defaults: webhook-secret-name, webhook-service-name, the webhook
+# configuration the cert rotator patches, and the enabled scheme (case-insensitive kind).
+WEBHOOK_SECRET = "training-operator-webhook-cert"
+WEBHOOK_CONFIGURATION = "validator.training-operator.kubeflow.org"
+WEBHOOK_PATH = "/validate-kubeflow-org-v1-pytorchjob"
+WEBHOOK_PORT = 9443
+METRICS_PORT = 8080
+PROBE_PORT = 8081
+CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # the path pkg/cert/cert.go writes to
+ENABLED_SCHEME = "pytorchjob"
+
+
+class PyTorchJobCrd(Construct):
+    """The ``pytorchjobs.kubeflow.org`` CRD (upstream v1.9.4 without descriptions)."""
+
+    def __init__(self, scope: Construct, id: str, *, file: Path = CRD_FILE) -> None:
+        super().__init__(scope, id)
+        self.include = cdk8s.Include(self, "Crd", url=str(file))
+        self.crd: cdk8s.ApiObject = self.include.api_objects[0]
+
+
+@dataclass(frozen=True)
+class TrainingOperatorProps:
+    """image: default :data:`k8s.images.TRAINING_OPERATOR_IMAGE`.
+    node_selector: where the controller runs; default the system node group.
+    cpu_millicores / memory_mib: requests (default 100m / 128Mi; no limits).
+    """
+
+    image: str = images.TRAINING_OPERATOR_IMAGE
+    node_selector: dict[str, str] = field(default_factory=system_node_selector, hash=False)
+    cpu_millicores: int = 100
+    memory_mib: int = 128
+
+    def __post_init__(self) -> None:
+        if self.cpu_millicores < 1 or self.memory_mib < 1:
+            raise ValueError(
+                f"TrainingOperatorProps: cpu_millicores={self.cpu_millicores} and memory_mib={self.memory_mib} "
+                "must both be at least 1"
+            )
+
+
+_ALL_VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+_JOB_KINDS = ("jaxjobs", "mpijobs", "paddlejobs", "pytorchjobs", "tfjobs", "xgboostjobs")
+
+
+def cluster_role_rules() -> list[k8s_l1.PolicyRule]:
+    """Upstream's ClusterRole rules, in upstream's order (kubeflow/trainer@v1.9.4 manifests/base/rbac/role.yaml).
+
+    Kept whole although only PyTorchJob is enabled: the rules are generated from the markers of every
+    reconciler and upstream ships no narrower role.
+    """
+    r = k8s_l1.PolicyRule
+    rules = [
+        r(api_groups=[""], resources=["configmaps"], verbs=["create", "list", "update", "watch"]),
+        r(api_groups=[""], resources=["events"], verbs=list(_ALL_VERBS)),
+        r(api_groups=[""], resources=["pods"], verbs=list(_ALL_VERBS)),
+        r(api_groups=[""], resources=["pods/exec"], verbs=["create"]),
+        r(api_groups=[""], resources=["secrets"], verbs=["get", "list", "update", "watch"]),
+        r(api_groups=[""], resources=["serviceaccounts"], verbs=["create", "get", "list", "watch"]),
+        r(api_groups=[""], resources=["services"], verbs=["create", "delete", "get", "list", "watch"]),
+        r(api_groups=["admissionregistration.k8s.io"], resources=["validatingwebhookconfigurations"],
+          verbs=["get", "list", "update", "watch"]),
+        r(api_groups=["autoscaling"], resources=["horizontalpodautoscalers"], verbs=list(_ALL_VERBS)),
+    ]
+    for kind in _JOB_KINDS:
+        rules += [
+            r(api_groups=[contract.PYTORCHJOB_GROUP], resources=[kind], verbs=list(_ALL_VERBS)),
+            r(api_groups=[contract.PYTORCHJOB_GROUP], resources=[f"{kind}/finalizers"], verbs=["update"]),
+            r(api_groups=[contract.PYTORCHJOB_GROUP], resources=[f"{kind}/status"], verbs=["get", "patch", "update"]),
+        ]
+    rules += [
+        r(api_groups=["rbac.authorization.k8s.io"], resources=["rolebindings"], verbs=["create", "list", "update", "watch"]),
+        r(api_groups=["rbac.authorization.k8s.io"], resources=["roles"], verbs=["create", "list", "update", "watch"]),
+        r(api_groups=["scheduling.volcano.sh"], resources=["podgroups"], verbs=list(_ALL_VERBS)),
+        r(api_groups=["scheduling.x-k8s.io"], resources=["podgroups"], verbs=list(_ALL_VERBS)),
+    ]
+    return rules
+
+
+class TrainingOperator(Construct):
+    """Namespace, RBAC, webhook Secret/Service/configuration and the controller Deployment (PyTorchJob only)."""
+
+    def __init__(self, scope: Construct, id: str, props: TrainingOperatorProps | None = None) -> None:
+        super().__init__(scope, id)
+        props = props or TrainingOperatorProps()
+        labels = dict(LABELS)
+
+        def meta(name: str, *, namespaced: bool = True) -> k8s_l1.ObjectMeta:
+            return k8s_l1.ObjectMeta(name=name, namespace=NAMESPACE if namespaced else None, labels=dict(labels))
+
+        self.namespace = k8s_l1.KubeNamespace(self, "Namespace", metadata=meta(NAMESPACE, namespaced=False))
+        self.service_account = k8s_l1.KubeServiceAccount(self, "ServiceAccount", metadata=meta(NAME))
+        self.cluster_role = k8s_l1.KubeClusterRole(
+            self, "ClusterRole", metadata=meta(NAME, namespaced=False), rules=cluster_role_rules()
+        )
+        self.cluster_role_binding = k8s_l1.KubeClusterRoleBinding(
+            self,
+            "ClusterRoleBinding",
+            metadata=meta(NAME, namespaced=False),
+            role_ref=k8s_l1.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=NAME),
+            subjects=[k8s_l1.Subject(kind="ServiceAccount", name=NAME, namespace=NAMESPACE)],
+        )
+        # Empty: the controller's cert rotator writes the CA and serving certificate into it.
+        self.webhook_secret = k8s_l1.KubeSecret(self, "WebhookSecret", metadata=meta(WEBHOOK_SECRET), type="Opaque")
+        self.service = k8s_l1.KubeService(
+            self,
+            "Service",
+            metadata=meta(NAME),
+            spec=k8s_l1.ServiceSpec(
+                type="ClusterIP",
+                selector=dict(SELECTOR),
+                ports=[
+                    k8s_l1.ServicePort(name="monitoring-port", port=METRICS_PORT,
+                                       target_port=k8s_l1.IntOrString.from_number(METRICS_PORT)),
+                    k8s_l1.ServicePort(name="webhook-server", port=443, protocol="TCP",
+                                       target_port=k8s_l1.IntOrString.from_number(WEBHOOK_PORT)),
+                ],
+            ),
+        )
+        # manifests/base/webhook/manifests.yaml, the PyTorchJob entry only; caBundle comes from the rotator.
+        self.webhook = k8s_l1.KubeValidatingWebhookConfiguration(
+            self,
+            "ValidatingWebhook",
+            metadata=meta(WEBHOOK_CONFIGURATION, namespaced=False),
+            webhooks=[
+                k8s_l1.ValidatingWebhook(
+                    name="validator.pytorchjob.training-operator.kubeflow.org",
+                    admission_review_versions=["v1"],
+                    client_config=k8s_l1.WebhookClientConfig(
+                        service=k8s_l1.ServiceReference(name=NAME, namespace=NAMESPACE, path=WEBHOOK_PATH)
+                    ),
+                    failure_policy="Fail",
+                    side_effects="None",
+                    rules=[
+                        k8s_l1.RuleWithOperations(
+                            api_groups=[contract.PYTORCHJOB_GROUP],
+                            api_versions=[contract.PYTORCHJOB_VERSION],
+                            operations=["CREATE", "UPDATE"],
+                            resources=[contract.PYTORCHJOB_PLURAL],
+                        )
+                    ],
+                )
+            ],
+        )
+        self.deployment = k8s_l1.KubeDeployment(
+            self,
+            "Deployment",
+            metadata=meta(NAME),
+            spec=k8s_l1.DeploymentSpec(
+                replicas=1,
+                selector=k8s_l1.LabelSelector(match_labels=dict(SELECTOR)),
+                template=k8s_l1.PodTemplateSpec(
+                    metadata=k8s_l1.ObjectMeta(labels=dict(labels), annotations={"sidecar.istio.io/inject": "false"}),
+                    spec=k8s_l1.PodSpec(
+                        service_account_name=NAME,
+                        node_selector=dict(props.node_selector),
+                        termination_grace_period_seconds=10,
+                        containers=[self._container(props)],
+                        volumes=[
+                            k8s_l1.Volume(
+                                name="cert",
+                                secret=k8s_l1.SecretVolumeSource(secret_name=WEBHOOK_SECRET, default_mode=420),
+                            )
+                        ],
+                    ),
+                ),
+            ),
+        )
+        for obj in (self.service_account, self.webhook_secret, self.service, self.deployment):
+            obj.add_dependency(self.namespace)
+
+    @staticmethod
+    def _container(props: TrainingOperatorProps) -> k8s_l1.Container:
+        def probe(path: str, delay: int, period: int) -> k8s_l1.Probe:
+            return k8s_l1.Probe(
+                http_get=k8s_l1.HttpGetAction(path=path, port=k8s_l1.IntOrString.from_number(PROBE_PORT)),
+                initial_delay_seconds=delay, period_seconds=period, timeout_seconds=3,
+            )
+
+        def field_env(name: str, path: str) -> k8s_l1.EnvVar:
+            return k8s_l1.EnvVar(
+                name=name, value_from=k8s_l1.EnvVarSource(field_ref=k8s_l1.ObjectFieldSelector(field_path=path))
+            )
+
+        return k8s_l1.Container(
+            name=NAME,
+            image=props.image,
+            command=["/manager"],
+            args=[f"--enable-scheme={ENABLED_SCHEME}"],
+            # pkg/cert/cert.go reads the namespace for the certificate's DNS name from MY_POD_NAMESPACE.
+            env=[field_env("MY_POD_NAMESPACE", "metadata.namespace"), field_env("MY_POD_NAME", "metadata.name")],
+            ports=[
+                k8s_l1.ContainerPort(container_port=METRICS_PORT),
+                k8s_l1.ContainerPort(container_port=WEBHOOK_PORT, name="webhook-server", protocol="TCP"),
+            ],
+            liveness_probe=probe("/healthz", 15, 20),
+            readiness_probe=probe("/readyz", 10, 15),
+            resources=k8s_l1.ResourceRequirements(
+                requests={"cpu": millicores(props.cpu_millicores), "memory": mebibytes(props.memory_mib)}
+            ),
+            security_context=k8s_l1.SecurityContext(
+                allow_privilege_escalation=False, capabilities=k8s_l1.Capabilities(drop=["ALL"])
+            ),
+            volume_mounts=[k8s_l1.VolumeMount(mount_path=CERT_DIR, name="cert", read_only=True)],
+        )
+
+
+# --- Trainer v2 (Helm) -----------------------------------------------------------------------------
+
+TRAINER_RELEASE = contract.TRAINER_RELEASE
+TRAINER_NAMESPACE = contract.TRAINER_NAMESPACE
+TRAINER_CHART = images.TRAINER_CHART_REPOSITORY.rsplit("/", 1)[-1]
+"""The chart name, the last part of its OCI reference (``kubeflow-trainer``)."""
+
+
+@dataclass(frozen=True)
+class TrainerHelmProps:
+    """The ``cluster.add_helm_chart`` arguments for Kubeflow Trainer v2 (see the module docstring).
+
+    repository / version: the OCI chart and its pinned version (:mod:`k8s.images`).
+    node_selector: where the Trainer manager and the JobSet controller run (default: the system nodes).
+    """
+
+    repository: str = images.TRAINER_CHART_REPOSITORY
+    version: str = images.TRAINER_CHART_VERSION
+    node_selector: dict[str, str] = field(default_factory=system_node_selector, hash=False)
+
+    def values(self) -> dict[str, Any]:
+        """The chart values: pinned images, the manager and JobSet on ``node_selector``, no bundled runtimes.
+
+        Keys from kubeflow/trainer@v2.3.0 charts/kubeflow-trainer/values.yaml (``image.*``,
+        ``manager.nodeSelector``, ``crds.enabled``, ``jobset.install``, ``runtimes.defaultEnabled``,
+        ``runtimes.installer.nodeSelector``) and kubernetes-sigs/jobset@v0.12.0 charts/jobset/values.yaml
+        (``image.repository/tag``, ``controller.nodeSelector``), passed under the subchart name ``jobset``.
+        """
+        selector = dict(self.node_selector)
+        return {
+            "crds": {"enabled": True},
+            "image": {
+                "registry": images.TRAINER_IMAGE_REGISTRY,
+                "repository": images.TRAINER_IMAGE_REPOSITORY,
+                "tag": images.TRAINER_IMAGE_TAG,
+            },
+            "manager": {"nodeSelector": selector},
+            "jobset": {
+                "install": True,
+                "image": {"repository": images.JOBSET_IMAGE_REPOSITORY, "tag": images.JOBSET_IMAGE_TAG},
+                "controller": {"nodeSelector": dict(selector)},
+            },
+            # ClusterTrainingRuntimes are efa-stack's own (chart training-runtimes), not the chart's.
+            "runtimes": {"defaultEnabled": False, "installer": {"nodeSelector": dict(selector)}},
+        }
