@@ -77,6 +77,27 @@ JOB_NAME_LABEL: Final = "training.kubeflow.org/job-name"
 JOB_ROLE_LABEL: Final = "training.kubeflow.org/job-role"
 NCCL_JOB_NAMESPACE: Final = "default"
 NCCL_JOB_PREFIX: Final = "nccl-tests-"
+# Kubeflow Trainer v2 (kubeflow/trainer@v2.3.0 pkg/apis/trainer/v1alpha1: groupversion_info.go,
+# trainjob_types.go, trainingruntime_types.go; CRDs in k8s/crds/).
+TRAINER_RELEASE: Final = "v2.3.0"
+TRAINER_GROUP: Final = "trainer.kubeflow.org"
+TRAINER_VERSION: Final = "v1alpha1"
+TRAINER_API_VERSION: Final = f"{TRAINER_GROUP}/{TRAINER_VERSION}"
+TRAINJOB_KIND: Final = "TrainJob"
+CLUSTER_TRAINING_RUNTIME_KIND: Final = "ClusterTrainingRuntime"
+TRAINING_RUNTIME_KIND: Final = "TrainingRuntime"
+TRAINJOB_CRD_NAME: Final = f"trainjobs.{TRAINER_GROUP}"
+CLUSTER_TRAINING_RUNTIME_CRD_NAME: Final = f"clustertrainingruntimes.{TRAINER_GROUP}"
+TRAINING_RUNTIME_CRD_NAME: Final = f"trainingruntimes.{TRAINER_GROUP}"
+# Kubeflow Training Operator v1 (the v1 line lives in kubeflow/trainer: tag v1.9.4,
+# pkg/apis/kubeflow.org/v1/pytorch_types.go; its group is the MPIJob's).
+TRAINING_OPERATOR_RELEASE: Final = "v1.9.4"
+PYTORCHJOB_VERSION: Final = "v1"
+PYTORCHJOB_API_VERSION: Final = f"{MPIJOB_GROUP}/{PYTORCHJOB_VERSION}"
+PYTORCHJOB_KIND: Final = "PyTorchJob"
+PYTORCHJOB_CRD_NAME: Final = f"pytorchjobs.{MPIJOB_GROUP}"
+TRAINING_JOB_NAMESPACE: Final = "default"
+LABEL_TRAINING_JOB: Final = LABEL_PREFIX + "training-job"
 
 # FSx for Lustre objects (the static volume and its claim).
 FSX_CSI_DRIVER: Final = "fsx.csi.aws.com"

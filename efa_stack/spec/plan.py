@@ -22,6 +22,7 @@ from efa_stack.spec.loader import load_spec
 from efa_stack.spec.models import KUBERNETES_VERSIONS, ClusterSpec, ManagedNodeGroupSpec, NcclTest
 from efa_stack.spec.nccl import NcclJobPlan, nccl_job_plan, node_hugepages_mib, validate_nccl
 from efa_stack.spec.storage import StoragePlan, storage_plan, validate_storage
+from efa_stack.spec.training import TrainingJobPlan, training_job_plans
 
 LABEL_PREFIX = contract.LABEL_PREFIX
 LABEL_NODE_GROUP = contract.LABEL_NODE_GROUP
@@ -136,6 +137,8 @@ class ClusterPlan:
     addons: tuple[AddonPlan, ...] = ()
     """Every EKS add-on the stacks create: efa-stack's own merged with the spec's ``addons``
     (:func:`spec.addons.addon_plans`)."""
+    training_jobs: tuple[TrainingJobPlan, ...] = ()
+    """The spec's ``trainingJobs`` (:func:`spec.training.training_job_plans`), in spec order."""
 
     def addon(self, name: str) -> AddonPlan | None:
         """The plan of add-on ``name``, or None when no stack creates it."""
@@ -526,6 +529,8 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
     problems.extend(addon_problems)
     problems.extend(validate_nccl(spec, groups))
     problems.extend(validate_storage(spec, groups))
+    training_jobs, training_problems = training_job_plans(spec, groups)
+    problems.extend(training_problems)
     if len(set(azs)) >= 2:
         problems.extend(validate_plan_limits(groups, spec.vpc.cidr, azs, sys_sizes[2]))
     if problems:
@@ -579,6 +584,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         nccl_job=nccl_job_plan(groups, spec.nccl_test),
         storage=storage_plan(spec.storage, groups, system),
         addons=addons,
+        training_jobs=training_jobs,
     )
 
 
