@@ -77,15 +77,15 @@ JOB_NAME_LABEL: Final = "training.kubeflow.org/job-name"
 JOB_ROLE_LABEL: Final = "training.kubeflow.org/job-role"
 NCCL_JOB_NAMESPACE: Final = "default"
 NCCL_JOB_PREFIX: Final = "nccl-tests-"
-
 # FSx for Lustre objects (the static volume and its claim).
 FSX_CSI_DRIVER: Final = "fsx.csi.aws.com"
 FSX_CLAIM_NAME: Final = "fsx-claim"
 FSX_VOLUME_NAME: Final = "fsx-pv"
 FSX_CLAIM_NAMESPACE: Final = "default"
 FSX_STORAGE_CLASS_NAME: Final = "fsx-lustre"
-# Kubeflow Training Operator v1 (kubeflow/trainer@v1.9.4, pkg/apis/kubeflow.org/v1): PyTorchJob only.
-PYTORCHJOB_GROUP: Final = MPIJOB_GROUP  # the same API group as the MPI operator's MPIJob
+# Kubeflow Training Operator v1 (the v1 line lives in kubeflow/trainer: tag v1.9.4,
+# pkg/apis/kubeflow.org/v1/pytorch_types.go): PyTorchJob only, in the MPIJob's API group.
+PYTORCHJOB_GROUP: Final = MPIJOB_GROUP
 PYTORCHJOB_VERSION: Final = "v1"
 PYTORCHJOB_PLURAL: Final = "pytorchjobs"
 PYTORCHJOB_KIND: Final = "PyTorchJob"
@@ -93,17 +93,24 @@ PYTORCHJOB_API_VERSION: Final = f"{PYTORCHJOB_GROUP}/{PYTORCHJOB_VERSION}"
 PYTORCHJOB_CRD_NAME: Final = f"{PYTORCHJOB_PLURAL}.{PYTORCHJOB_GROUP}"
 TRAINING_OPERATOR_NAMESPACE: Final = "kubeflow"
 TRAINING_OPERATOR_NAME: Final = "training-operator"
-# Kubeflow Trainer v2 (kubeflow/trainer@v2.3.0, pkg/apis/trainer/v1alpha1; Helm chart namespace from
+# Kubeflow Trainer v2 (kubeflow/trainer@v2.3.0, pkg/apis/trainer/v1alpha1: groupversion_info.go,
+# trainjob_types.go, trainingruntime_types.go; CRDs in k8s/crds/; Helm chart namespace from
 # docs/operator-guides/installation.md).
 TRAINER_GROUP: Final = "trainer.kubeflow.org"
 TRAINER_VERSION: Final = "v1alpha1"
 TRAINER_API_VERSION: Final = f"{TRAINER_GROUP}/{TRAINER_VERSION}"
 TRAINJOB_KIND: Final = "TrainJob"
 CLUSTER_TRAINING_RUNTIME_KIND: Final = "ClusterTrainingRuntime"
+TRAINING_RUNTIME_KIND: Final = "TrainingRuntime"
 TRAINJOB_CRD_NAME: Final = f"trainjobs.{TRAINER_GROUP}"
 CLUSTER_TRAINING_RUNTIME_CRD_NAME: Final = f"clustertrainingruntimes.{TRAINER_GROUP}"
+TRAINING_RUNTIME_CRD_NAME: Final = f"trainingruntimes.{TRAINER_GROUP}"
 TRAINER_NAMESPACE: Final = "kubeflow-system"
 TRAINER_RELEASE: Final = "kubeflow-trainer"
+"""The Helm release name of Kubeflow Trainer v2."""
+# The training jobs efa-stack renders.
+TRAINING_JOB_NAMESPACE: Final = "default"
+LABEL_TRAINING_JOB: Final = LABEL_PREFIX + "training-job"
 
 # --- Checks of the command line (preflight, verify) ------------------------------------------------
 CheckStatus = Literal["pass", "warn", "fail"]

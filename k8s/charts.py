@@ -11,6 +11,8 @@
 30  ``mpi-operator``          the MPI operator on the system nodes (always)
 32  ``training-operator``     Training Operator v1 (PyTorchJob only) on the system nodes, with the CRD above
 40  ``nccl-tests``            the suspended nccl-tests MPIJob, when a GPU node group can run it
+45  ``training-runtimes``     the ClusterTrainingRuntimes the spec's TrainJobs reference, when it has any
+50  ``training-jobs``         the spec's ``trainingJobs`` (TrainJob / PyTorchJob), when it has any
 ==  =======================  ==============================================================
 
 Kubeflow Trainer v2 is not a cdk8s chart: the cluster stack installs its upstream Helm chart at
@@ -43,6 +45,7 @@ from k8s.nccl_tests import NcclTestsJob, NcclTestsJobProps
 from k8s.neuron_device_plugin import NeuronDevicePlugin, NeuronDevicePluginProps
 from k8s.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginProps
 from k8s.training_operators import PyTorchJobCrd, TrainingOperator, TrainingOperatorProps
+from k8s.training_jobs import EfaTrainingRuntime, TrainingJob, TrainingJobProps, TrainingRuntimeProps, runtimes_of
 
 EFA_DEVICE_PLUGIN = "efa-device-plugin"
 NVIDIA_DEVICE_PLUGIN = "nvidia-device-plugin"
@@ -53,16 +56,20 @@ NCCL_TESTS = "nccl-tests"
 TRAINING_OPERATOR_CRD = "training-operator-crd"
 TRAINING_OPERATOR = "training-operator"
 KUBEFLOW_TRAINER = "kubeflow-trainer"
+TRAINING_RUNTIMES = "training-runtimes"
+TRAINING_JOBS = "training-jobs"
 
 CHART_ORDER: dict[str, int] = {
     EFA_DEVICE_PLUGIN: 10,
     NVIDIA_DEVICE_PLUGIN: 11,
     NEURON_DEVICE_PLUGIN: 12,
     MPI_OPERATOR_CRD: 20,
-    MPI_OPERATOR: 30,
-    NCCL_TESTS: 40,
     TRAINING_OPERATOR_CRD: 22,
+    MPI_OPERATOR: 30,
     TRAINING_OPERATOR: 32,
+    NCCL_TESTS: 40,
+    TRAINING_RUNTIMES: 45,
+    TRAINING_JOBS: 50,
 }
 """Every chart id with its position; the order is the apply order."""
 
@@ -131,7 +138,36 @@ def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
             if needed in charts and not (needed == EFA_DEVICE_PLUGIN and job.fabric != "efa"):
                 chart.add_dependency(charts[needed])
 
+    _training_charts(plan, app, charts)
     return [charts[c] for c in sorted(charts, key=CHART_ORDER.__getitem__)]
+
+
+_TRAINING_PREREQUISITES = (TRAINING_OPERATOR_CRD, TRAINING_OPERATOR)
+"""Chart ids (when rendered) that install the training APIs and operators the training charts need; Kubeflow
+Trainer v2 comes from Helm at :data:`HELM_ORDER`, before every chart above it in the cluster stack's chain."""
+
+
+def _training_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.Chart]) -> None:
+    """``training-runtimes`` (45) and ``training-jobs`` (50), when the spec has training jobs."""
+    jobs = plan.training_jobs
+    if not jobs:
+        return
+    needed = [c for c in (*_TRAINING_PREREQUISITES, NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN) if c in charts]
+    runtimes = runtimes_of(jobs)
+    if runtimes:
+        chart = charts[TRAINING_RUNTIMES] = _chart(app, TRAINING_RUNTIMES)
+        for name, (worker, image) in runtimes.items():
+            EfaTrainingRuntime(chart, name, TrainingRuntimeProps(
+                name=name, worker=worker, image=image, taints=plan.node_group(worker.node_group).taints,
+            ))
+        for c in needed:
+            chart.add_dependency(charts[c])
+    chart = charts[TRAINING_JOBS] = _chart(app, TRAINING_JOBS)
+    for job in jobs:
+        TrainingJob(chart, job.name, TrainingJobProps(job=job, taints=plan.node_group(job.node_group).taints))
+    for c in (*needed, TRAINING_RUNTIMES):
+        if c in charts:
+            chart.add_dependency(charts[c])
 
 
 def chart_file_name(chart_id: str) -> str:

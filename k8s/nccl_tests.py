@@ -172,26 +172,43 @@ def fabric_env(props: NcclTestsJobProps) -> list[tuple[str, str]]:
         ("LD_LIBRARY_PATH", layout.ld_library_path(job.lib_arch)),
         ("NCCL_DEBUG", "INFO"),
     ]
-    if job.fabric == "efa":
+    return env + nccl_fabric_env(
+        job.fabric,
+        gpudirect_rdma=job.gpudirect_rdma,
+        tuner_plugin=layout.tuner_plugin_path(job.lib_arch),
+        infiniband=props.infiniband,
+    )
+
+
+def nccl_fabric_env(
+    fabric: str, *, gpudirect_rdma: bool, tuner_plugin: str | None, infiniband: InfinibandSettings
+) -> list[tuple[str, str]]:
+    """The NCCL/libfabric settings of ``fabric`` (efa, tcp or infiniband), in order; shared by every NCCL job.
+
+    ``tuner_plugin``: the aws-ofi-nccl tuner's path in the image (efa only; None leaves NCCL_TUNER_PLUGIN unset).
+    """
+    env: list[tuple[str, str]] = []
+    if fabric == "efa":
         env += [("FI_PROVIDER", "efa")]
-        if job.gpudirect_rdma:
+        if gpudirect_rdma:
             env += [("FI_EFA_USE_DEVICE_RDMA", "1")]
+        env += [("FI_EFA_FORK_SAFE", "1")]
+        if tuner_plugin is not None:
+            env += [("NCCL_TUNER_PLUGIN", tuner_plugin)]
         env += [
-            ("FI_EFA_FORK_SAFE", "1"),
-            ("NCCL_TUNER_PLUGIN", layout.tuner_plugin_path(job.lib_arch)),
             # the AWS nccl-tests image's defaults for EFA (nccl-tests.Dockerfile / kubernetes sample)
             ("NCCL_BUFFSIZE", "8388608"),
             ("NCCL_P2P_NET_CHUNKSIZE", "524288"),
             ("NCCL_SOCKET_IFNAME", "^docker,lo,veth"),
         ]
-    elif job.fabric == "tcp":
+    elif fabric == "tcp":
         env += [
             ("NCCL_NET", "Socket"),
             ("FI_PROVIDER", "tcp"),
             ("NCCL_SOCKET_IFNAME", "^docker,lo,veth"),
         ]
     else:  # infiniband
-        ib = props.infiniband
+        ib = infiniband
         env += [
             ("NCCL_NET", "IB"),
             ("NCCL_IB_DISABLE", "0"),

@@ -40,8 +40,9 @@ non-rc ``v1.*`` tag): **typed cdk8s manifests** like :mod:`k8s.mpi_operator`.
   ``pkg/controller.v1/register_controller.go`` SupportedSchemeReconciler is enabled, MPIJob
   included; with it only the listed reconcilers and webhooks are set up).
 * The PyTorchJob CRD is 293,028 bytes as compact JSON (over the annotation limit); without its
-  ``description`` strings it is 71,701 bytes and validates the same: ``k8s/crds/upstream/
-  kubeflow.org_pytorchjobs.yaml`` (see its header).
+  ``description`` strings it is 71,701 bytes and validates the same, so :class:`PyTorchJobCrd` applies
+  upstream's file (``k8s/crds/kubeflow.org_pytorchjobs.yaml``, see its header) with its documentation
+  strings removed (what controller-gen's ``crd:maxDescLen=0`` would have generated).
 * Webhook certificates: the controller runs open-policy-agent cert-controller (``pkg/cert/cert.go``):
   it fills Secret ``training-operator-webhook-cert`` (the overlay's secretGenerator creates it empty)
   and writes the CA into ValidatingWebhookConfiguration ``validator.training-operator.kubeflow.org``.
@@ -63,6 +64,7 @@ from pathlib import Path
 from typing import Any
 
 import cdk8s
+import yaml
 from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
@@ -70,7 +72,7 @@ from efa_stack import contract
 from k8s import images
 from k8s.scheduling import mebibytes, millicores, system_node_selector
 
-CRD_FILE = Path(__file__).parent / "crds" / "upstream" / "kubeflow.org_pytorchjobs.yaml"
+CRD_FILE = Path(__file__).parent / "crds" / "kubeflow.org_pytorchjobs.yaml"
 CRD_NAME = contract.PYTORCHJOB_CRD_NAME
 
 NAMESPACE = contract.TRAINING_OPERATOR_NAMESPACE
@@ -91,13 +93,32 @@ CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # the path pkg/cert/cert.go 
 ENABLED_SCHEME = "pytorchjob"
 
 
+def without_descriptions(node: Any) -> Any:
+    """``node`` with every schema ``description`` string removed (a property *named* description, whose
+    value is a schema object, stays)."""
+    if isinstance(node, dict):
+        return {k: without_descriptions(v) for k, v in node.items() if not (k == "description" and isinstance(v, str))}
+    if isinstance(node, list):
+        return [without_descriptions(v) for v in node]
+    return node
+
+
+def pytorchjob_crd_document(file: Path = CRD_FILE) -> dict[str, Any]:
+    """Upstream's PyTorchJob CRD without its documentation strings."""
+    (doc,) = [d for d in yaml.safe_load_all(file.read_text()) if d]
+    return without_descriptions(doc)  # type: ignore[no-any-return]
+
+
 class PyTorchJobCrd(Construct):
     """The ``pytorchjobs.kubeflow.org`` CRD (upstream v1.9.4 without descriptions)."""
 
     def __init__(self, scope: Construct, id: str, *, file: Path = CRD_FILE) -> None:
         super().__init__(scope, id)
-        self.include = cdk8s.Include(self, "Crd", url=str(file))
-        self.crd: cdk8s.ApiObject = self.include.api_objects[0]
+        doc = pytorchjob_crd_document(file)
+        self.crd = cdk8s.ApiObject(self, "Crd", api_version=doc["apiVersion"], kind=doc["kind"],
+                                   metadata=cdk8s.ApiObjectMetadata(name=doc["metadata"]["name"],
+                                                                             annotations=doc["metadata"].get("annotations")))
+        self.crd.add_json_patch(cdk8s.JsonPatch.add("/spec", doc["spec"]))
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ SNAPSHOT_CHARTS = [
     ("default", "nccl-tests"),
     ("trn2", "efa-device-plugin"),
     ("trn2", "neuron-device-plugin"),
+    ("training-p5", "training-runtimes"),
+    ("training-p5", "training-jobs"),
 ]
 
 

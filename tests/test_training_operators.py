@@ -37,6 +37,8 @@ from k8s.training_operators import (
     TrainerHelmProps,
     TrainingOperator,
     TrainingOperatorProps,
+    pytorchjob_crd_document,
+    without_descriptions,
 )
 from tests.conftest import synth_text
 from tests.test_k8s_support import KUBECTL_HANDLER_LIMIT, built, built_text, spec_text
@@ -124,7 +126,13 @@ def test_v1_never_touches_the_mpijob_crd():
 
 
 def test_pytorchjob_crd_is_upstream_without_descriptions():
-    doc = yaml.safe_load(CRD_FILE.read_text())
+    upstream = yaml.safe_load(CRD_FILE.read_text())
+    doc = pytorchjob_crd_document()
+    # only documentation goes: a property named "description" (a schema object) would stay
+    assert without_descriptions({"description": "doc", "properties": {"description": {"type": "string"}}}) == {
+        "properties": {"description": {"type": "string"}}
+    }
+    assert len(json.dumps(upstream)) > KUBECTL_HANDLER_LIMIT > len(json.dumps(doc))
     assert doc["metadata"]["name"] == contract.PYTORCHJOB_CRD_NAME
     assert doc["spec"]["group"] == contract.PYTORCHJOB_GROUP
     assert doc["spec"]["names"]["kind"] == contract.PYTORCHJOB_KIND

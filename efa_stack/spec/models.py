@@ -438,13 +438,121 @@ class Observability(_Model):
 
 
 class TrainingOperators(_Model):
-    """Extension: the Kubeflow training controllers ``cdk deploy`` installs (both off by default)."""
+    """Extension: the Kubeflow training controllers ``cdk deploy`` installs besides those the spec's
+    ``trainingJobs`` need, which are always installed (both off by default)."""
 
     trainer: bool = False
     """Kubeflow Trainer v2 (TrainJob, ClusterTrainingRuntime) with its JobSet controller, from the upstream
     Helm chart into namespace ``kubeflow-system``."""
     pytorch_job_v1: bool = Field(False, alias="pytorchJobV1")
     """Kubeflow Training Operator v1 serving ``kubeflow.org/v1`` PyTorchJob only, into namespace ``kubeflow``."""
+# An OCI image reference as the distribution grammar spells it (github.com/distribution/reference
+# regexp.go: [domain[:port]/]path-component(/path-component)* [":" tag] ["@" digest], path components
+# lowercase alphanumerics joined by '.', '_', '__' or '-'+, tag [A-Za-z0-9_][A-Za-z0-9_.-]{0,127},
+# digest algorithm ":" hex of at least 32), with a tag or a digest required so nothing floats.
+_OCI_DOMAIN = r"(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(?::[0-9]+)?/)?"
+_OCI_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+_OCI_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+_OCI_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+IMAGE_PATTERN = rf"^{_OCI_DOMAIN}{_OCI_PATH}(?::{_OCI_TAG}(?:@{_OCI_DIGEST})?|@{_OCI_DIGEST})$"
+"""A container image pinned by tag or digest (``registry/repo:tag``, ``repo@sha256:...``)."""
+DNS1035_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+MAX_TRAINING_JOBS = 20
+
+
+class EmptyDirSpec(_Model):
+    """A scratch directory that lives as long as the pod (``emptyDir``)."""
+
+    size_mib: int | None = Field(None, alias="sizeMiB", ge=1, le=67108864)
+    """Size limit in MiB (none: bounded by the node's disk)."""
+    medium: Literal["", "Memory"] = ""
+    """``""`` (the node's disk) or ``Memory`` (tmpfs; counts against the worker's memory limit)."""
+
+
+class TrainingVolume(_Model):
+    """A volume every worker of the job mounts: the spec's FSx for Lustre claim or an ``emptyDir``."""
+
+    name: str = Field(pattern=K8S_NAME_PATTERN, max_length=63)
+    """The volume's name in the pod (a DNS-1123 label; ``dshm`` is efa-stack's ``/dev/shm``)."""
+    mount_path: str | None = Field(None, alias="mountPath", pattern=r"^/[^:]*$", max_length=1024)
+    """Where the container mounts it (absolute); default for ``fsx``: the storage section's ``mountPath``."""
+    fsx: bool = False
+    """Mount the FSx for Lustre claim of the spec's ``storage`` section."""
+    empty_dir: EmptyDirSpec | None = Field(None, alias="emptyDir")
+    """A scratch ``emptyDir`` instead."""
+
+
+class TrainingJobSpec(_Model):
+    """Extension: a distributed PyTorch training job (torchrun) on one node group; see spec/training.py."""
+
+    name: str = Field(pattern=DNS1035_NAME_PATTERN, max_length=63)
+    """The job's Kubernetes name (a DNS-1035 label: lowercase letters, digits and '-', starting with a letter)."""
+    node_group: str = Field(alias="nodeGroup", pattern=NAME_PATTERN)
+    """The managed node group (NVIDIA GPUs) the workers run on, one worker per node."""
+    image: str = Field(max_length=500, json_schema_extra={"pattern": IMAGE_PATTERN})
+    """The training image (PyTorch with NCCL; with aws-ofi-nccl and libfabric for ``fabric: efa``), pinned by tag
+    or digest."""
+    command: list[str] | None = Field(None, min_length=1, max_length=128)
+    """The command each worker runs, e.g. ``[torchrun, /workspace/train.py]``; not together with ``script``."""
+    args: list[str] = Field(default_factory=list, max_length=128)
+    """Arguments after the command (or after the script)."""
+    script: str | None = Field(None, min_length=1, max_length=65536)
+    """An inline Python training script that each worker runs under ``torchrun``; not together with ``command``."""
+    nnodes: int | None = Field(None, ge=1, le=MAX_NODES_PER_NODE_GROUP)
+    """Nodes (one worker each); default: the node group's ``desiredCapacity``."""
+    kind: Literal["trainjob", "pytorchjob"] = "trainjob"
+    """``trainjob`` (Kubeflow Trainer v2 TrainJob on an efa-stack ClusterTrainingRuntime) or ``pytorchjob``
+    (Kubeflow Training Operator v1 PyTorchJob)."""
+    fabric: Literal["efa", "tcp", "infiniband"] = "efa"
+    """``efa`` (every EFA device of the node); ``tcp`` (no EFA: NCCL over sockets); ``infiniband`` (an IB/RoCE
+    cluster outside AWS, with the RDMA device plugin)."""
+    rdma_resource: str | None = Field(
+        None, alias="rdmaResource", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+        max_length=253,
+    )
+    """``fabric: infiniband`` only: the RDMA device plugin's resource (default ``rdma/hca``)."""
+    ib_hca: str | None = Field(None, alias="ibHca", pattern=r"^[\^=]?[A-Za-z0-9_:,\-]+$", max_length=256)
+    """``fabric: infiniband`` only: ``NCCL_IB_HCA`` (default ``mlx5``)."""
+    ib_gid_index: int | None = Field(None, alias="ibGidIndex", ge=0, le=255)
+    """``fabric: infiniband`` only: ``NCCL_IB_GID_INDEX`` (default 3, RoCE v2)."""
+    socket_ifname: str | None = Field(None, alias="socketIfname", pattern=r"^[\^=]?[A-Za-z0-9_.,\-]+$", max_length=256)
+    """``fabric: infiniband`` only: ``NCCL_SOCKET_IFNAME`` (default ``eth0``)."""
+    env: dict[str, str] = Field(default_factory=dict, max_length=100)
+    """Further environment variables of the training container."""
+    volumes: list[TrainingVolume] = Field(default_factory=list, max_length=16)
+    """Volumes every worker mounts."""
+    namespace: str = Field(contract.TRAINING_JOB_NAMESPACE, pattern=K8S_NAME_PATTERN, max_length=63)
+    """The job's namespace (must exist)."""
+    suspend: bool = True
+    """Create the job suspended so that a deploy does not start GPU work."""
+    memory_mib: int | None = Field(None, alias="memoryMiB", ge=256, le=4194304)
+    """Memory request and limit per worker; default sized from the GPUs as for ncclTest (4000 MiB per GPU plus the
+    ``/dev/shm``)."""
+    shm_mib: int | None = Field(None, alias="shmSizeMiB", ge=64, le=4194304)
+    """Size of the memory-backed ``/dev/shm`` per worker; default 1024 MiB per GPU."""
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str) -> str:
+        if not re.match(IMAGE_PATTERN, v):
+            raise FixError(
+                "not a container image reference pinned by a tag or a digest",
+                "write registry/repository:tag or registry/repository@sha256:<digest> (repository in lowercase), "
+                "e.g. nvcr.io/nvidia/pytorch:25.01-py3",
+            )
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for key in v:
+            if not re.match(ENV_NAME_PATTERN, key):
+                raise FixError(
+                    f"{key!r} is not an environment variable name",
+                    "use letters, digits and '_', not starting with a digit",
+                )
+        return v
 
 
 class ClusterSpec(_Model):
@@ -482,6 +590,8 @@ class ClusterSpec(_Model):
     """Extension: the EFA PyTorch training image ``cdk deploy`` builds (spec/image_compat.py); absent: none."""
     training_operators: TrainingOperators = Field(TrainingOperators(), alias="trainingOperators")
     """Extension: the Kubeflow training operators to install (Trainer v2, Training Operator v1 PyTorchJob)."""
+    training_jobs: list[TrainingJobSpec] = Field(default_factory=list, alias="trainingJobs", max_length=MAX_TRAINING_JOBS)
+    """Extension: distributed PyTorch training jobs (Kubeflow TrainJob or PyTorchJob) sized from their node group."""
 
 
 # eksctl ClusterConfig fields that efa-stack knows but does not support, with what to do instead.

@@ -25,6 +25,7 @@ from efa_stack.spec.nccl import NcclJobPlan, nccl_job_plan, node_hugepages_mib, 
 from efa_stack.spec.observability import ObservabilityPlan, observability_plan
 from efa_stack.spec.storage import StoragePlan, storage_plan, validate_storage
 from efa_stack.spec.tuning import KubeletTuning, guaranteed_cpus, kubelet_tuning
+from efa_stack.spec.training import TrainingJobPlan, training_job_plans
 
 LABEL_PREFIX = contract.LABEL_PREFIX
 LABEL_NODE_GROUP = contract.LABEL_NODE_GROUP
@@ -171,7 +172,10 @@ class ClusterPlan:
     """The EFA PyTorch training image ``cdk deploy`` builds (:func:`spec.image_compat.training_image_plan`), or
     None without ``trainingImage.build``. Its URI is the cluster stack's output ``TrainingImageUri``."""
     training_operators: TrainingOperatorsPlan = TrainingOperatorsPlan()
-    """The training controllers to install; from the spec's ``trainingOperators``."""
+    """The training controllers to install: those the spec's ``trainingOperators`` names and those its
+    ``trainingJobs`` need (Trainer v2 for ``kind: trainjob``, Training Operator v1 for ``kind: pytorchjob``)."""
+    training_jobs: tuple[TrainingJobPlan, ...] = ()
+    """The spec's ``trainingJobs`` (:func:`spec.training.training_job_plans`), in spec order."""
 
     def addon(self, name: str) -> AddonPlan | None:
         """The plan of add-on ``name``, or None when no stack creates it."""
@@ -576,6 +580,8 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
     problems.extend(addon_problems)
     problems.extend(validate_nccl(spec, groups))
     problems.extend(validate_storage(spec, groups))
+    training_jobs, training_problems = training_job_plans(spec, groups)
+    problems.extend(training_problems)
     if len(set(azs)) >= 2:
         problems.extend(validate_plan_limits(groups, spec.vpc.cidr, azs, sys_sizes[2]))
     training_image, image_problems = training_image_plan(
@@ -636,9 +642,10 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         observability=observability,
         training_image=training_image,
         training_operators=TrainingOperatorsPlan(
-            trainer=spec.training_operators.trainer,
-            pytorch_job_v1=spec.training_operators.pytorch_job_v1,
+            trainer=spec.training_operators.trainer or any(j.kind == "trainjob" for j in training_jobs),
+            pytorch_job_v1=spec.training_operators.pytorch_job_v1 or any(j.kind == "pytorchjob" for j in training_jobs),
         ),
+        training_jobs=training_jobs,
     )
 
 

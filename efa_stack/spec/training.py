@@ -1,0 +1,402 @@
+"""Training jobs, derived from the plan: which node group, how many nodes, processes, devices and memory.
+
+Each ``trainingJobs[]`` entry becomes a :class:`TrainingJobPlan`. Every number comes from the node
+group's :class:`spec.plan.NodeGroupPlan` (itself from the instance catalog), through the same rules the
+NCCL-tests job uses (:func:`spec.nccl.worker_memory` for memory and ``/dev/shm``, the node's reserved
+hugepages, :data:`spec.nccl.GPUDIRECT_RDMA_GPUS`): for 2 x p5.48xlarge the plan gives 2 nodes,
+``nproc_per_node`` 8 (one process per GPU), 8 ``nvidia.com/gpu`` and 32 ``vpc.amazonaws.com/efa`` per
+worker. Nothing here is typed twice.
+
+NVIDIA GPU node groups only: torchrun with NCCL needs CUDA devices. Trainium/Inferentia groups would
+need the Neuron runtime, ``aws.amazon.com/neuroncore`` requests and torch-neuronx's own launcher
+settings, which efa-stack does not render yet; such a group (and a CPU group) is refused with a message.
+
+The pod-level part of a job (everything a Kubeflow ClusterTrainingRuntime carries) is a
+:class:`WorkerPlan`; TrainJobs whose WorkerPlans are equal share one runtime, named by
+:func:`runtime_name`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal
+
+from efa_stack import contract
+from efa_stack.names import DNS1035_LABEL, DNS1123_SUBDOMAIN, Rule
+from efa_stack.spec.errors import Problem
+from efa_stack.spec.models import ClusterSpec, NcclTest, TrainingJobSpec
+from efa_stack.spec.nccl import GPUDIRECT_RDMA_GPUS, worker_memory
+
+if TYPE_CHECKING:  # spec.plan imports this module; keep the import one-way at runtime
+    from efa_stack.spec.plan import NodeGroupPlan
+
+Fabric = Literal["efa", "tcp", "infiniband"]
+JobKind = Literal["trainjob", "pytorchjob"]
+
+# --- whole CPUs per worker ----------------------------------------------------------------------
+# Node allocatable CPU on the EKS AL2023 AMIs: kubeReserved cpu from awslabs/amazon-eks-ami nodeadm
+# internal/kubelet/config.go getCPUMillicoresToReserve: 6 % of the first core, 1 % of the second,
+# 0.5 % of cores 3-4, 0.25 % of every further core (cpuPercentageReservedForRanges 600/100/50/25 per
+# 10,000); no systemReserved. efa-stack keeps one more core for the node's DaemonSets (VPC CNI,
+# kube-proxy, device plugins, FSx CSI node), whose requests the scheduler counts against allocatable.
+_CPU_RANGES_MILLI = (0, 1000, 2000, 4000)
+_CPU_RESERVED_PER_10000 = (600, 100, 50, 25)
+DAEMONSET_CPU_MILLI = 1000
+
+
+def kube_reserved_cpu_milli(vcpus: int) -> int:
+    """nodeadm's kubeReserved CPU (millicores) for a node with ``vcpus``."""
+    total = vcpus * 1000
+    bounds = (*_CPU_RANGES_MILLI, total)
+    reserved = 0
+    for i, per in enumerate(_CPU_RESERVED_PER_10000):
+        start, end = bounds[i], bounds[i + 1]
+        if total > start:
+            reserved += (min(total, end) - start) * per // 10000
+    return reserved
+
+
+def worker_cpus(vcpus: int) -> int:
+    """Whole CPUs one worker (one per node) can request: allocatable less the DaemonSet margin, rounded down.
+
+    Whole CPUs with requests = limits give the pod Guaranteed QoS, so a static CPU manager policy can pin them.
+    p5.48xlarge (192 vCPUs): 190.
+    """
+    return max(1, (vcpus * 1000 - kube_reserved_cpu_milli(vcpus) - DAEMONSET_CPU_MILLI) // 1000)
+
+
+# --- names the operators derive ----------------------------------------------------------------
+# Kubeflow Trainer v2.3.0: the TrainJob becomes a JobSet of the same name whose replicated job is
+# "node" (pkg/constants/constants.go Node); JobSet names each Job "<jobset>-<replicated job>-<index>"
+# and its pods' hostnames "<job>-<pod index>", the hostnames torch's rendezvous uses
+# (pkg/runtime/framework/plugins/torch/torch.go: PET_MASTER_ADDR "<name>-node-0-0.<name>").
+TRAINER_NODE_JOB = "node"
+# Training Operator v1.9.4 pkg/core/utils.go GenGeneralName: pods and services "<job>-<replica type>-<index>";
+# the PyTorchJob webhook requires a DNS-1035 name (pkg/webhooks/pytorch/pytorchjob_webhook.go).
+PYTORCH_MASTER = "master"
+PYTORCH_WORKER = "worker"
+RUNTIME_PREFIX = "efa-stack-"
+# Kubeflow Trainer v2.3.0 pkg/constants/constants.go TorchRunReservedEnvNames: the torch plugin sets these.
+RESERVED_ENV = frozenset({"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"})
+SCRIPT_ENV = "EFA_STACK_TRAIN_SCRIPT"
+"""The inline ``script`` travels in this variable; the command writes it to a file and runs it under torchrun."""
+SHM_VOLUME = "dshm"
+
+
+def trainjob_hostname(job: str, node_index: int) -> str:
+    """The hostname of a TrainJob's node ``node_index`` (``<job>-node-0-<index>``)."""
+    return f"{job}-{TRAINER_NODE_JOB}-0-{node_index}"
+
+
+def pytorchjob_pod_name(job: str, replica: str, index: int) -> str:
+    """A PyTorchJob pod and service name (``<job>-master-0``, ``<job>-worker-<index>``)."""
+    return f"{job}-{replica}-{index}"
+
+
+@dataclass(frozen=True)
+class VolumePlan:
+    """One volume of the workers: a claim (the FSx for Lustre one) or an ``emptyDir``."""
+
+    name: str
+    mount_path: str
+    claim_name: str | None = None
+    empty_dir_mib: int | None = None
+    medium: str = ""
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """What one worker pod needs on its node: devices, memory, CPUs, fabric settings and volumes.
+
+    A TrainJob's ClusterTrainingRuntime carries exactly this; a PyTorchJob's pod template too.
+    """
+
+    node_group: str
+    instance_type: str
+    fabric: Fabric
+    gpus: int
+    efa_devices: int
+    """``vpc.amazonaws.com/efa`` per worker: every EFA device of the node (0 unless fabric is efa)."""
+    hugepages_mib: int
+    """``hugepages-2Mi``: what the node reserves (``NodeGroupPlan.hugepages_2mi_mib``) over EFA, 0 otherwise."""
+    memory_mib: int
+    shm_mib: int
+    cpus: int
+    gpudirect_rdma: bool
+    arm64: bool
+    rdma_resource: str | None = None
+    ib_hca: str | None = None
+    ib_gid_index: int | None = None
+    socket_ifname: str | None = None
+    volumes: tuple[VolumePlan, ...] = ()
+
+    @property
+    def nproc_per_node(self) -> int:
+        """torchrun ``--nproc-per-node``: one process per GPU."""
+        return self.gpus
+
+
+@dataclass(frozen=True)
+class TrainingJobPlan:
+    """Everything one training job needs, derived once from the node group plan and the spec."""
+
+    name: str
+    namespace: str
+    kind: JobKind
+    nnodes: int
+    worker: WorkerPlan
+    image: str
+    command: tuple[str, ...]
+    args: tuple[str, ...]
+    script: str | None
+    env: tuple[tuple[str, str], ...]
+    suspend: bool
+    runtime_name: str
+    """The ClusterTrainingRuntime a TrainJob references (shared by TrainJobs with equal WorkerPlans)."""
+
+    @property
+    def node_group(self) -> str:
+        return self.worker.node_group
+
+    @property
+    def nproc_per_node(self) -> int:
+        return self.worker.nproc_per_node
+
+
+def runtime_name(worker: WorkerPlan, shared_with_others: bool) -> str:
+    """``efa-stack-<node group>-<fabric>``, plus a digest of the WorkerPlan when that name would be shared by
+    runtimes that differ (other memory, volumes or RDMA settings on the same node group and fabric)."""
+    base = f"{RUNTIME_PREFIX}{worker.node_group.lower()}-{worker.fabric}"
+    if not shared_with_others:
+        return base
+    return f"{base}-{hashlib.sha256(repr(worker).encode()).hexdigest()[:8]}"
+
+
+def _name_problems(prefix: str, job: TrainingJobSpec, nnodes: int) -> list[Problem]:
+    checks: list[tuple[Rule, str]] = [(DNS1123_SUBDOMAIN, job.name), (DNS1035_LABEL, job.name)]
+    if job.kind == "trainjob":
+        last = trainjob_hostname(job.name, max(nnodes, 1) - 1)
+        checks.append((DNS1035_LABEL, last))
+        room = DNS1035_LABEL.max_len - len(last) + len(job.name)
+    else:
+        last = pytorchjob_pod_name(job.name, PYTORCH_WORKER, max(nnodes - 1, 1) - 1)
+        checks += [(DNS1035_LABEL, pytorchjob_pod_name(job.name, PYTORCH_MASTER, 0)), (DNS1035_LABEL, last)]
+        room = DNS1035_LABEL.max_len - len(last) + len(job.name)
+    for rule, value in checks:
+        why = rule.violation(value)
+        if why:
+            return [Problem(
+                f"{prefix}.name", job.name,
+                f"the operator would name a pod {value!r}, which is not {why.removeprefix('a ')}",
+                f"shorten the job name to at most {room} characters",
+            )]
+    return []
+
+
+def _fabric_problems(prefix: str, job: TrainingJobSpec) -> list[Problem]:
+    out: list[Problem] = []
+    if job.fabric != "infiniband":
+        for alias, value in (("rdmaResource", job.rdma_resource), ("ibHca", job.ib_hca),
+                             ("ibGidIndex", job.ib_gid_index), ("socketIfname", job.socket_ifname)):
+            if value is not None:
+                out.append(Problem(
+                    f"{prefix}.{alias}", value, f"an InfiniBand setting, but the job's fabric is {job.fabric}",
+                    f"remove {alias}, or set fabric: infiniband",
+                ))
+    return out
+
+
+def _volumes(prefix: str, job: TrainingJobSpec, spec: ClusterSpec, problems: list[Problem]) -> tuple[VolumePlan, ...]:
+    out: list[VolumePlan] = []
+    seen_names: set[str] = set()
+    seen_paths: set[str] = set()
+    for i, v in enumerate(job.volumes):
+        where = f"{prefix}.volumes[{i}]"
+        if v.fsx == (v.empty_dir is not None):
+            problems.append(Problem(
+                where, v.name, "a volume is either the FSx claim (fsx: true) or an emptyDir",
+                "set exactly one of fsx: true and emptyDir",
+            ))
+            continue
+        if v.name in seen_names or v.name == SHM_VOLUME:
+            problems.append(Problem(
+                f"{where}.name", v.name,
+                "volume names must be unique and 'dshm' is efa-stack's /dev/shm", "choose another name",
+            ))
+            continue
+        seen_names.add(v.name)
+        if v.fsx:
+            if spec.storage is None:
+                problems.append(Problem(
+                    f"{where}.fsx", True, "the spec has no storage section, so there is no FSx claim to mount",
+                    "add a storage section (FSx for Lustre) or use an emptyDir",
+                ))
+                continue
+            if job.namespace != contract.FSX_CLAIM_NAMESPACE:
+                problems.append(Problem(
+                    f"{prefix}.namespace", job.namespace,
+                    f"the FSx claim {contract.FSX_CLAIM_NAME} lives in namespace {contract.FSX_CLAIM_NAMESPACE} and a "
+                    "pod can only mount claims of its own namespace",
+                    f"use namespace: {contract.FSX_CLAIM_NAMESPACE}, or drop the fsx volume",
+                ))
+                continue
+            path = v.mount_path or spec.storage.mount_path
+            vol = VolumePlan(name=v.name, mount_path=path, claim_name=contract.FSX_CLAIM_NAME)
+        else:
+            assert v.empty_dir is not None
+            if v.mount_path is None:
+                problems.append(Problem(
+                    f"{where}.mountPath", None, "an emptyDir needs a mount path", "add mountPath: /scratch (or another)",
+                ))
+                continue
+            vol = VolumePlan(name=v.name, mount_path=v.mount_path, empty_dir_mib=v.empty_dir.size_mib,
+                             medium=v.empty_dir.medium)
+        if vol.mount_path in seen_paths or vol.mount_path.rstrip("/") == "/dev/shm":
+            problems.append(Problem(
+                f"{where}.mountPath", vol.mount_path,
+                "two volumes at one path (and /dev/shm is efa-stack's memory-backed volume)", "choose another mountPath",
+            ))
+            continue
+        seen_paths.add(vol.mount_path)
+        out.append(vol)
+    return tuple(out)
+
+
+def _memory_problems(prefix: str, problems: list[Problem]) -> list[Problem]:
+    """worker_memory's problems name ``ncclTest``; the same fields of a training job live under ``prefix``."""
+    return [replace(p, field=p.field.replace("ncclTest", prefix, 1)) for p in problems]
+
+
+def _worker(
+    prefix: str, job: TrainingJobSpec, ng: NodeGroupPlan, spec: ClusterSpec, problems: list[Problem]
+) -> WorkerPlan | None:
+    before = len(problems)
+    if ng.instance.accelerator != "nvidia" or ng.gpus_per_node < 1:
+        what = "a Neuron (Trainium/Inferentia)" if ng.role == "neuron" else "a CPU-only"
+        problems.append(Problem(
+            f"{prefix}.nodeGroup", job.node_group,
+            f"training jobs run torchrun with NCCL on NVIDIA GPUs and this is {what} node group ({ng.instance_type})",
+            "name a node group with NVIDIA GPUs (efa-stack does not render Neuron training jobs)",
+        ))
+        return None
+    if job.fabric == "efa" and not ng.efa_enabled:
+        problems.append(Problem(
+            f"{prefix}.fabric", job.fabric, f"node group {ng.name} has efaEnabled: false, so it has no EFA devices",
+            f"set efaEnabled: true on node group {ng.name}, or fabric: tcp for a job without EFA",
+        ))
+    efa = job.fabric == "efa"
+    sizing = NcclTest.model_validate(
+        {k: v for k, v in (("memoryMiB", job.memory_mib), ("shmSizeMiB", job.shm_mib)) if v is not None}
+    )
+    sized = worker_memory(sizing, ng.instance, ng.hugepages_2mi_mib if efa else 0)
+    problems.extend(_memory_problems(prefix, sized.problems(ng.instance_type, ng.gpus_per_node)))
+    volumes = _volumes(prefix, job, spec, problems)
+    if len(problems) > before:
+        return None
+    assert ng.instance.gpu is not None
+    ib = job.fabric == "infiniband"
+    return WorkerPlan(
+        node_group=ng.name,
+        instance_type=ng.instance_type,
+        fabric=job.fabric,
+        gpus=ng.gpus_per_node,
+        efa_devices=ng.efa_devices_per_node if efa else 0,
+        hugepages_mib=sized.hugepages_mib,
+        memory_mib=sized.memory_mib,
+        shm_mib=sized.shm_mib,
+        cpus=worker_cpus(ng.instance.vcpus),
+        gpudirect_rdma=efa and ng.instance.gpu.name in GPUDIRECT_RDMA_GPUS,
+        arm64=ng.instance.arm64,
+        rdma_resource=(job.rdma_resource or contract.RDMA_RESOURCE) if ib else None,
+        ib_hca=job.ib_hca if ib else None,
+        ib_gid_index=job.ib_gid_index if ib else None,
+        socket_ifname=job.socket_ifname if ib else None,
+        volumes=volumes,
+    )
+
+
+def training_job_plans(
+    spec: ClusterSpec, node_groups: Sequence[NodeGroupPlan]
+) -> tuple[tuple[TrainingJobPlan, ...], list[Problem]]:
+    """The plans of ``spec.trainingJobs`` over the planned ``node_groups``, and every problem with them.
+
+    Called once, by :func:`spec.plan.build_plan` (which raises on problems); everyone else reads
+    ``ClusterPlan.training_jobs``. A node group that failed to plan has its own problem already.
+    """
+    problems: list[Problem] = []
+    planned = {ng.name: ng for ng in node_groups}
+    declared = [ng.name for ng in spec.managed_node_groups]
+    first_with_name: dict[str, int] = {}
+    drafts: list[tuple[TrainingJobSpec, int, WorkerPlan]] = []
+    for i, job in enumerate(spec.training_jobs):
+        prefix = f"trainingJobs[{i}]"
+        if job.name in first_with_name:
+            problems.append(Problem(
+                f"{prefix}.name", job.name, f"trainingJobs[{first_with_name[job.name]}] already has this name",
+                "give every training job its own name",
+            ))
+        first_with_name.setdefault(job.name, i)
+        if (job.command is None) == (job.script is None):
+            problems.append(Problem(
+                f"{prefix}.command/script", {"command": job.command, "script": "..." if job.script else None},
+                "a job runs either a command or an inline script", "set exactly one of command and script",
+            ))
+        for env_key in job.env:
+            if env_key in RESERVED_ENV or env_key == SCRIPT_ENV:
+                problems.append(Problem(
+                    f"{prefix}.env", env_key, "the training operator (or efa-stack, for the script) sets this variable",
+                    "remove it; nnodes and the node group's GPUs set torchrun's numbers",
+                ))
+        problems.extend(_fabric_problems(prefix, job))
+        if job.node_group not in declared:
+            problems.append(Problem(
+                f"{prefix}.nodeGroup", job.node_group, "no managed node group has this name",
+                f"use one of {', '.join(declared)}",
+            ))
+            continue
+        ng = planned.get(job.node_group)
+        if ng is None:
+            continue
+        nnodes = job.nnodes if job.nnodes is not None else ng.desired_size
+        if nnodes > ng.max_size:
+            problems.append(Problem(
+                f"{prefix}.nnodes", nnodes,
+                f"node group {ng.name} has at most {ng.max_size} nodes (maxSize) and each worker takes a whole node",
+                f"use nnodes <= {ng.max_size}, or raise maxSize of node group {ng.name}",
+            ))
+        if nnodes < 1:
+            problems.append(Problem(
+                f"{prefix}.nnodes", nnodes, f"node group {ng.name} has desiredCapacity 0, so the job would have no node",
+                "set nnodes: 1 or more (the node group scales up to it), or raise desiredCapacity",
+            ))
+        problems.extend(_name_problems(prefix, job, nnodes))
+        worker = _worker(prefix, job, ng, spec, problems)
+        if worker is not None:
+            drafts.append((job, nnodes, worker))
+    if problems:
+        return (), problems
+
+    variants: dict[tuple[str, str], set[WorkerPlan]] = {}
+    for job, _, worker in drafts:
+        if job.kind == "trainjob":
+            variants.setdefault((worker.node_group, worker.fabric), set()).add(worker)
+    plans = []
+    for job, nnodes, worker in drafts:
+        script_mode = job.script is not None
+        plans.append(TrainingJobPlan(
+            name=job.name,
+            namespace=job.namespace,
+            kind=job.kind,
+            nnodes=nnodes,
+            worker=worker,
+            image=job.image,
+            command=tuple(job.command) if job.command is not None else (),
+            args=tuple(job.args),
+            script=job.script if script_mode else None,
+            env=tuple(sorted(job.env.items())),
+            suspend=job.suspend,
+            runtime_name=runtime_name(worker, len(variants.get((worker.node_group, worker.fabric), ())) > 1),
+        ))
+    return tuple(plans), []

@@ -1,0 +1,385 @@
+"""Training jobs: Kubeflow Trainer v2 TrainJobs on efa-stack ClusterTrainingRuntimes, and Training Operator v1
+PyTorchJobs, every number from :class:`spec.training.TrainingJobPlan`.
+
+The objects are frozen dataclasses mirroring the upstream Go types (field names, defaults), rendered to
+cdk8s ApiObjects; pod templates are cdk8s-plus's generated Kubernetes classes. Tests validate every
+rendered object against the upstream CRDs in ``k8s/crds/`` (kubeflow/trainer@v2.3.0 for
+``trainer.kubeflow.org/v1alpha1``, kubeflow/trainer@v1.9.4 for ``kubeflow.org/v1`` PyTorchJob) and the pod
+templates against the Kubernetes schema.
+
+``trainjob``
+    A ClusterTrainingRuntime per distinct worker (node group, fabric, sizes, volumes) carries the pod:
+    ``nvidia.com/gpu`` = GPUs per node, ``vpc.amazonaws.com/efa`` = EFA devices per node, ``hugepages-2Mi`` =
+    what the node reserves, memory and whole CPUs (requests = limits), a memory-backed ``/dev/shm``, the
+    fabric's NCCL/libfabric environment and ``mlPolicy.torch``. The TrainJob sets ``trainer.numNodes``
+    and ``trainer.numProcPerNode`` (= GPUs per node; the torch plugin passes them to torchrun as
+    ``PET_NNODES``/``PET_NPROC_PER_NODE``), the image, command and environment, and never
+    ``trainer.resourcesPerNode``: kubeflow/trainer up to v2.2.1 replaced the runtime container's resources
+    with it (pkg/runtime/core/trainingruntime.go@v2.2.1 assigns ``*trainJob.Spec.Trainer.ResourcesPerNode``
+    to the container's Resources), which drops the EFA and hugepage requests a TrainJob author does not
+    repeat (NVIDIA/aicr issue #2275); v2.3.0 merges it (pkg/util/trainingruntime/trainingruntime.go
+    ``MergeResourceRequirements``, a strategic merge patch). Leaving it unset keeps every device on every
+    version.
+``pytorchjob``
+    A PyTorchJob with one Master and ``nnodes - 1`` Workers sharing the same pod template, container
+    ``pytorch`` (pytorch_types.go PyTorchJobDefaultContainerName), ``nprocPerNode`` = GPUs per node.
+
+Start a suspended job with ``kubectl patch trainjob <name> --type merge -p '{"spec":{"suspend":false}}'``
+(PyTorchJob: ``-p '{"spec":{"runPolicy":{"suspend":false}}}'``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import cdk8s
+from cdk8s_plus_33 import k8s as k8s_l1
+from constructs import Construct
+
+from efa_stack import contract
+from efa_stack.spec.plan import LABEL_NODE_GROUP, Taint
+from efa_stack.spec.training import (
+    SCRIPT_ENV,
+    SHM_VOLUME,
+    TRAINER_NODE_JOB,
+    TrainingJobPlan,
+    VolumePlan,
+    WorkerPlan,
+)
+from k8s.mpijob import pod_template_json
+from k8s.nccl_tests import InfinibandSettings, nccl_fabric_env
+from k8s.scheduling import count, mebibytes, tolerations
+
+# kubeflow/trainer@v2.3.0 pkg/constants/constants.go: the "node" container and replicated job of the trainer,
+# and the label that marks the replicated job the TrainJob's trainer settings apply to.
+TRAINER_CONTAINER = TRAINER_NODE_JOB
+ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+ANCESTOR_TRAINER = "trainer"
+# kubeflow/trainer@v1.9.4 pkg/apis/kubeflow.org/v1/pytorch_types.go
+PYTORCH_CONTAINER = "pytorch"
+SCRIPT_PATH = "/tmp/efa-stack-train.py"
+SCRIPT_RUNNER = f'printf "%s" "${SCRIPT_ENV}" > {SCRIPT_PATH} && exec torchrun {SCRIPT_PATH} "$@"'
+"""Writes the inline script to a file and runs it under torchrun (which reads its node counts from PET_*)."""
+
+START_TRAINJOB = "kubectl patch trainjob {name} -n {namespace} --type merge -p '{{\"spec\":{{\"suspend\":false}}}}'"
+START_PYTORCHJOB = (
+    "kubectl patch pytorchjob {name} -n {namespace} --type merge -p '{{\"spec\":{{\"runPolicy\":{{\"suspend\":false}}}}}}'"
+)
+LOGS_TRAINJOB = "kubectl logs -n {namespace} -f -l jobset.sigs.k8s.io/jobset-name={name} --max-log-requests 64"
+LOGS_PYTORCHJOB = "kubectl logs -n {namespace} -f {name}-master-0"
+
+
+def start_command(job: TrainingJobPlan) -> str:
+    fmt = START_TRAINJOB if job.kind == "trainjob" else START_PYTORCHJOB
+    return fmt.format(name=job.name, namespace=job.namespace)
+
+
+def logs_command(job: TrainingJobPlan) -> str:
+    fmt = LOGS_TRAINJOB if job.kind == "trainjob" else LOGS_PYTORCHJOB
+    return fmt.format(name=job.name, namespace=job.namespace)
+
+
+def infiniband_settings(worker: WorkerPlan) -> InfinibandSettings:
+    """The NCCL-tests job's InfiniBand defaults, overridden by the job's ``ibHca``/``ibGidIndex``/``socketIfname``."""
+    d = InfinibandSettings()
+    return InfinibandSettings(
+        hca=worker.ib_hca or d.hca,
+        gid_index=d.gid_index if worker.ib_gid_index is None else worker.ib_gid_index,
+        socket_ifname=worker.socket_ifname or d.socket_ifname,
+        devices_per_worker=d.devices_per_worker,
+    )
+
+
+def worker_init_and_env(worker: WorkerPlan) -> tuple[list[k8s_l1.Container], list[tuple[str, str]]]:
+    """THE place a worker pod's init containers and fabric environment are assembled (both job kinds).
+
+    Env: ``NCCL_DEBUG=INFO`` (the log shows whether EFA or a socket carried the traffic) and the fabric's
+    NCCL/libfabric settings, shared with the NCCL-tests job (:func:`k8s.nccl_tests.nccl_fabric_env`). No
+    aws-ofi-nccl tuner path: where it lives depends on the training image. No init containers yet.
+    """
+    env = [("NCCL_DEBUG", "INFO")] + nccl_fabric_env(
+        worker.fabric, gpudirect_rdma=worker.gpudirect_rdma, tuner_plugin=None, infiniband=infiniband_settings(worker),
+    )
+    return [], env
+
+
+def worker_resources(worker: WorkerPlan) -> dict[str, k8s_l1.Quantity]:
+    """Requests = limits (extended resources must match; with whole CPUs and memory the pod is Guaranteed)."""
+    res: dict[str, k8s_l1.Quantity] = {
+        contract.GPU_RESOURCE: count(worker.gpus),
+        "cpu": count(worker.cpus),
+        "memory": mebibytes(worker.memory_mib),
+    }
+    if worker.efa_devices:
+        res[contract.EFA_RESOURCE] = count(worker.efa_devices)
+    if worker.hugepages_mib:
+        res[contract.HUGEPAGES_2MI_RESOURCE] = mebibytes(worker.hugepages_mib)
+    if worker.fabric == "infiniband":
+        assert worker.rdma_resource is not None
+        res[worker.rdma_resource] = count(infiniband_settings(worker).devices_per_worker)
+    return res
+
+
+def _volume(v: VolumePlan) -> k8s_l1.Volume:
+    if v.claim_name is not None:
+        return k8s_l1.Volume(
+            name=v.name, persistent_volume_claim=k8s_l1.PersistentVolumeClaimVolumeSource(claim_name=v.claim_name)
+        )
+    return k8s_l1.Volume(name=v.name, empty_dir=k8s_l1.EmptyDirVolumeSource(
+        medium=v.medium or None, size_limit=mebibytes(v.empty_dir_mib) if v.empty_dir_mib else None,
+    ))
+
+
+def job_env(job: TrainingJobPlan) -> list[tuple[str, str]]:
+    """The job's own environment: the spec's ``env`` and, for an inline script, the script."""
+    env = list(job.env)
+    if job.script is not None:
+        env.append((SCRIPT_ENV, job.script))
+    return env
+
+
+def job_command(job: TrainingJobPlan) -> tuple[list[str], list[str]]:
+    """(command, args) of the training container: the spec's command, or bash writing the script and exec'ing torchrun."""
+    if job.script is not None:
+        return ["/bin/bash", "-c", SCRIPT_RUNNER, "train"], list(job.args)
+    return list(job.command), list(job.args)
+
+
+def worker_pod_template(
+    worker: WorkerPlan,
+    *,
+    container_name: str,
+    image: str,
+    taints: tuple[Taint, ...],
+    command: list[str] | None = None,
+    args: list[str] | None = None,
+    extra_env: list[tuple[str, str]] | None = None,
+    labels: dict[str, str] | None = None,
+) -> k8s_l1.PodTemplateSpec:
+    """The worker pod: on the node group, tolerating its taints, every device of the node, /dev/shm, volumes."""
+    init, env = worker_init_and_env(worker)
+    env = env + list(extra_env or [])
+    res = worker_resources(worker)
+    mounts = [k8s_l1.VolumeMount(name=SHM_VOLUME, mount_path="/dev/shm")]
+    mounts += [k8s_l1.VolumeMount(name=v.name, mount_path=v.mount_path) for v in worker.volumes]
+    volumes = [k8s_l1.Volume(
+        name=SHM_VOLUME, empty_dir=k8s_l1.EmptyDirVolumeSource(medium="Memory", size_limit=mebibytes(worker.shm_mib)),
+    )] + [_volume(v) for v in worker.volumes]
+    security = (
+        k8s_l1.SecurityContext(capabilities=k8s_l1.Capabilities(add=["IPC_LOCK"]))
+        if worker.fabric == "infiniband" else None
+    )
+    return k8s_l1.PodTemplateSpec(
+        metadata=k8s_l1.ObjectMeta(labels=labels) if labels else None,
+        spec=k8s_l1.PodSpec(
+            restart_policy="Never",
+            node_selector={LABEL_NODE_GROUP: worker.node_group},
+            tolerations=tolerations(taints) or None,
+            init_containers=init or None,
+            containers=[k8s_l1.Container(
+                name=container_name,
+                image=image,
+                image_pull_policy="IfNotPresent",
+                command=command or None,
+                args=args or None,
+                env=[k8s_l1.EnvVar(name=k, value=v) for k, v in env] or None,
+                resources=k8s_l1.ResourceRequirements(limits=res, requests=res),
+                security_context=security,
+                volume_mounts=mounts,
+            )],
+            volumes=volumes,
+        ),
+    )
+
+
+# --- typed objects (kubeflow/trainer@v2.3.0 pkg/apis/trainer/v1alpha1) ------------------------------------
+@dataclass(frozen=True)
+class ClusterTrainingRuntimeSpec:
+    """``TrainingRuntimeSpec``: ``mlPolicy.torch`` and a JobSet template with one replicated job ``node``."""
+
+    pod: k8s_l1.PodTemplateSpec
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mlPolicy": {"torch": {}},
+            "template": {"spec": {"replicatedJobs": [{
+                "name": TRAINER_NODE_JOB,
+                "template": {
+                    "metadata": {"labels": {ANCESTOR_LABEL: ANCESTOR_TRAINER}},
+                    "spec": {"template": pod_template_json(self.pod)},
+                },
+            }]}},
+        }
+
+
+@dataclass(frozen=True)
+class TrainerSpec:
+    """``Trainer`` of a TrainJob. ``resourcesPerNode`` is deliberately absent (see the module docstring)."""
+
+    image: str
+    num_nodes: int
+    num_proc_per_node: int
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.num_nodes < 1 or self.num_proc_per_node < 1:
+            raise ValueError(f"numNodes and numProcPerNode must be >= 1 (got {self.num_nodes}, {self.num_proc_per_node})")
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"image": self.image}
+        if self.command:
+            out["command"] = list(self.command)
+        if self.args:
+            out["args"] = list(self.args)
+        if self.env:
+            out["env"] = [{"name": k, "value": v} for k, v in self.env]
+        out["numNodes"] = self.num_nodes
+        out["numProcPerNode"] = self.num_proc_per_node
+        return out
+
+
+@dataclass(frozen=True)
+class TrainJobSpec:
+    runtime_name: str
+    trainer: TrainerSpec
+    suspend: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runtimeRef": {
+                "name": self.runtime_name,
+                "apiGroup": contract.TRAINER_GROUP,
+                "kind": contract.CLUSTER_TRAINING_RUNTIME_KIND,
+            },
+            "trainer": self.trainer.to_json(),
+            "suspend": self.suspend,
+        }
+
+
+# --- typed objects (kubeflow/trainer@v1.9.4 pkg/apis/kubeflow.org/v1) -------------------------------------
+@dataclass(frozen=True)
+class PyTorchReplicaSpec:
+    replicas: int
+    template: k8s_l1.PodTemplateSpec
+    restart_policy: str = "OnFailure"  # PyTorchJobDefaultRestartPolicy
+
+    def to_json(self) -> dict[str, Any]:
+        return {"replicas": self.replicas, "restartPolicy": self.restart_policy,
+                "template": pod_template_json(self.template)}
+
+
+@dataclass(frozen=True)
+class PyTorchJobSpec:
+    master: PyTorchReplicaSpec
+    worker: PyTorchReplicaSpec | None
+    nproc_per_node: int
+    suspend: bool = False
+    backoff_limit: int = 3
+
+    def __post_init__(self) -> None:
+        if self.master.replicas != 1:
+            raise ValueError(f"a PyTorchJob has exactly one Master (got {self.master.replicas})")
+
+    def to_json(self) -> dict[str, Any]:
+        replicas = {"Master": self.master.to_json()}
+        if self.worker is not None:
+            replicas["Worker"] = self.worker.to_json()
+        return {
+            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": self.backoff_limit, "suspend": self.suspend},
+            "nprocPerNode": str(self.nproc_per_node),
+            "pytorchReplicaSpecs": replicas,
+        }
+
+
+def _api_object(scope: Construct, id: str, *, api_version: str, kind: str, name: str, namespace: str | None,
+                 spec: dict[str, Any], labels: dict[str, str], annotations: dict[str, str] | None = None) -> cdk8s.ApiObject:
+    obj = cdk8s.ApiObject(scope, id, api_version=api_version, kind=kind, metadata=cdk8s.ApiObjectMetadata(
+        name=name, namespace=namespace, labels=labels or None, annotations=annotations or None,
+    ))
+    obj.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
+    return obj
+
+
+# --- constructs ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TrainingRuntimeProps:
+    """name: the runtime's name; worker: what its pods need; image: the default image (TrainJobs set their own)."""
+
+    name: str
+    worker: WorkerPlan
+    image: str
+    taints: tuple[Taint, ...] = ()
+
+
+class EfaTrainingRuntime(Construct):
+    """A ClusterTrainingRuntime whose ``node`` pods use every device of their node (see the module docstring)."""
+
+    def __init__(self, scope: Construct, id: str, props: TrainingRuntimeProps) -> None:
+        super().__init__(scope, id)
+        w = props.worker
+        self.spec = ClusterTrainingRuntimeSpec(pod=worker_pod_template(
+            w, container_name=TRAINER_CONTAINER, image=props.image, taints=props.taints,
+            labels={LABEL_NODE_GROUP: w.node_group},
+        ))
+        self.api_object = _api_object(
+            self, "Resource", api_version=contract.TRAINER_API_VERSION, kind=contract.CLUSTER_TRAINING_RUNTIME_KIND,
+            name=props.name, namespace=None, spec=self.spec.to_json(),
+            labels={"trainer.kubeflow.org/framework": "torch", LABEL_NODE_GROUP: w.node_group},
+        )
+
+
+@dataclass(frozen=True)
+class TrainingJobProps:
+    job: TrainingJobPlan
+    taints: tuple[Taint, ...] = ()
+    labels: dict[str, str] = field(default_factory=dict, hash=False)
+
+
+class TrainingJob(Construct):
+    """A TrainJob (on its ClusterTrainingRuntime, rendered in the ``training-runtimes`` chart) or a PyTorchJob."""
+
+    def __init__(self, scope: Construct, id: str, props: TrainingJobProps) -> None:
+        super().__init__(scope, id)
+        job = props.job
+        labels = {contract.LABEL_TRAINING_JOB: job.name, LABEL_NODE_GROUP: job.node_group, **props.labels}
+        annotations = {contract.ANNOTATION_START: start_command(job), contract.ANNOTATION_LOGS: logs_command(job)}
+        command, args = job_command(job)
+        if job.kind == "trainjob":
+            self.spec: TrainJobSpec | PyTorchJobSpec = TrainJobSpec(
+                runtime_name=job.runtime_name,
+                suspend=job.suspend,
+                trainer=TrainerSpec(
+                    image=job.image, num_nodes=job.nnodes, num_proc_per_node=job.nproc_per_node,
+                    command=tuple(command), args=tuple(args), env=tuple(job_env(job)),
+                ),
+            )
+            api_version, kind = contract.TRAINER_API_VERSION, contract.TRAINJOB_KIND
+        else:
+            pod = worker_pod_template(
+                job.worker, container_name=PYTORCH_CONTAINER, image=job.image, taints=props.taints,
+                command=command, args=args, extra_env=job_env(job), labels={contract.LABEL_TRAINING_JOB: job.name},
+            )
+            self.spec = PyTorchJobSpec(
+                master=PyTorchReplicaSpec(replicas=1, template=pod),
+                worker=PyTorchReplicaSpec(replicas=job.nnodes - 1, template=pod) if job.nnodes > 1 else None,
+                nproc_per_node=job.nproc_per_node,
+                suspend=job.suspend,
+            )
+            api_version, kind = contract.PYTORCHJOB_API_VERSION, contract.PYTORCHJOB_KIND
+        self.api_object = _api_object(
+            self, "Resource", api_version=api_version, kind=kind, name=job.name, namespace=job.namespace,
+            spec=self.spec.to_json(), labels=labels, annotations=annotations,
+        )
+
+
+def runtimes_of(jobs: tuple[TrainingJobPlan, ...]) -> dict[str, tuple[WorkerPlan, str]]:
+    """Runtime name -> (worker, default image: the first TrainJob's) for the TrainJobs of ``jobs``, in order."""
+    out: dict[str, tuple[WorkerPlan, str]] = {}
+    for job in jobs:
+        if job.kind == "trainjob":
+            out.setdefault(job.runtime_name, (job.worker, job.image))
+    return out
+
