@@ -44,8 +44,8 @@ from k8s.mpi_operator import MpiJobCrd, MpiOperator, MpiOperatorProps
 from k8s.nccl_tests import NcclTestsJob, NcclTestsJobProps
 from k8s.neuron_device_plugin import NeuronDevicePlugin, NeuronDevicePluginProps
 from k8s.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginProps
-from k8s.training_operators import PyTorchJobCrd, TrainingOperator, TrainingOperatorProps
 from k8s.training_jobs import EfaTrainingRuntime, TrainingJob, TrainingJobProps, TrainingRuntimeProps, runtimes_of
+from k8s.training_operators import PyTorchJobCrd, TrainingOperator, TrainingOperatorProps
 
 EFA_DEVICE_PLUGIN = "efa-device-plugin"
 NVIDIA_DEVICE_PLUGIN = "nvidia-device-plugin"

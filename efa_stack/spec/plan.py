@@ -24,8 +24,8 @@ from efa_stack.spec.models import KUBERNETES_VERSIONS, ClusterSpec, ManagedNodeG
 from efa_stack.spec.nccl import NcclJobPlan, nccl_job_plan, node_hugepages_mib, validate_nccl
 from efa_stack.spec.observability import ObservabilityPlan, observability_plan
 from efa_stack.spec.storage import StoragePlan, storage_plan, validate_storage
-from efa_stack.spec.tuning import KubeletTuning, guaranteed_cpus, kubelet_tuning
 from efa_stack.spec.training import TrainingJobPlan, training_job_plans
+from efa_stack.spec.tuning import KubeletTuning, guaranteed_cpus, kubelet_tuning
 
 LABEL_PREFIX = contract.LABEL_PREFIX
 LABEL_NODE_GROUP = contract.LABEL_NODE_GROUP
