@@ -17,7 +17,6 @@ from efa_stack import contract
 from efa_stack.spec.errors import Problem, SpecError
 from efa_stack.spec.loader import parse_spec
 from efa_stack.spec.plan import build_plan
-from efa_stack.spec.training import kube_reserved_cpu_milli, worker_cpus
 from k8s.dist import render_chart
 from tests.conftest import golden_check
 from tests.test_k8s_support import Built, built, built_text, spec_text
@@ -141,11 +140,13 @@ def test_memory_and_shm_follow_the_nccl_sizing_rule():
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{nccl.shm_mib}Mi"}} in volumes
 
 
-def test_whole_cpus_follow_nodeadms_reservation():
-    # nodeadm: 60 + 10 + 2*5 millicores for the first 4 cores, 2.5 per further core
-    assert kube_reserved_cpu_milli(16) == 60 + 10 + 10 + 30
-    assert worker_cpus(192) == (192_000 - kube_reserved_cpu_milli(192) - 1000) // 1000 == 190
-    assert worker_container(built_text(job_spec()))["resources"]["requests"]["cpu"] == 190
+def test_whole_cpus_are_the_node_groups_guaranteed_cpus():
+    # the node group's whole CPUs for a Guaranteed pod (spec/tuning.py: nodeadm's reservation and a DaemonSet core)
+    b = built_text(job_spec())
+    (job,) = b.plan.training_jobs
+    assert b.plan.node_group(job.node_group).guaranteed_cpus == 190
+    resources = worker_container(b)["resources"]
+    assert resources["requests"]["cpu"] == resources["limits"]["cpu"] == 190
 
 
 def test_trainjob_never_sets_resources_per_node_and_every_device_survives():

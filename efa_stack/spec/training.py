@@ -35,38 +35,6 @@ if TYPE_CHECKING:  # spec.plan imports this module; keep the import one-way at r
 Fabric = Literal["efa", "tcp", "infiniband"]
 JobKind = Literal["trainjob", "pytorchjob"]
 
-# --- whole CPUs per worker ----------------------------------------------------------------------
-# Node allocatable CPU on the EKS AL2023 AMIs: kubeReserved cpu from awslabs/amazon-eks-ami nodeadm
-# internal/kubelet/config.go getCPUMillicoresToReserve: 6 % of the first core, 1 % of the second,
-# 0.5 % of cores 3-4, 0.25 % of every further core (cpuPercentageReservedForRanges 600/100/50/25 per
-# 10,000); no systemReserved. efa-stack keeps one more core for the node's DaemonSets (VPC CNI,
-# kube-proxy, device plugins, FSx CSI node), whose requests the scheduler counts against allocatable.
-_CPU_RANGES_MILLI = (0, 1000, 2000, 4000)
-_CPU_RESERVED_PER_10000 = (600, 100, 50, 25)
-DAEMONSET_CPU_MILLI = 1000
-
-
-def kube_reserved_cpu_milli(vcpus: int) -> int:
-    """nodeadm's kubeReserved CPU (millicores) for a node with ``vcpus``."""
-    total = vcpus * 1000
-    bounds = (*_CPU_RANGES_MILLI, total)
-    reserved = 0
-    for i, per in enumerate(_CPU_RESERVED_PER_10000):
-        start, end = bounds[i], bounds[i + 1]
-        if total > start:
-            reserved += (min(total, end) - start) * per // 10000
-    return reserved
-
-
-def worker_cpus(vcpus: int) -> int:
-    """Whole CPUs one worker (one per node) can request: allocatable less the DaemonSet margin, rounded down.
-
-    Whole CPUs with requests = limits give the pod Guaranteed QoS, so a static CPU manager policy can pin them.
-    p5.48xlarge (192 vCPUs): 190.
-    """
-    return max(1, (vcpus * 1000 - kube_reserved_cpu_milli(vcpus) - DAEMONSET_CPU_MILLI) // 1000)
-
-
 # --- names the operators derive ----------------------------------------------------------------
 # Kubeflow Trainer v2.3.0: the TrainJob becomes a JobSet of the same name whose replicated job is
 # "node" (pkg/constants/constants.go Node); JobSet names each Job "<jobset>-<replicated job>-<index>"
@@ -306,7 +274,7 @@ def _worker(
         hugepages_mib=sized.hugepages_mib,
         memory_mib=sized.memory_mib,
         shm_mib=sized.shm_mib,
-        cpus=worker_cpus(ng.instance.vcpus),
+        cpus=ng.guaranteed_cpus,
         gpudirect_rdma=efa and ng.instance.gpu.name in GPUDIRECT_RDMA_GPUS,
         arm64=ng.instance.arm64,
         rdma_resource=(job.rdma_resource or contract.RDMA_RESOURCE) if ib else None,
