@@ -277,7 +277,7 @@ def render(report: AcceptanceReport, console: Any) -> None:
                       f"{escape(q.reason)}:NoSchedule (patch {escape(json.dumps(q.patch))})")
     for n in report.notes:
         console.print(f"note: {escape(n)}")
-    s = {k: report.count(k) for k in ("pass", "slow", "failed")}  # type: ignore[arg-type]
+    s = report.to_json()["summary"]
     head = "[green]OK[/]" if report.ok else "[bold red]FAIL[/]"
     console.print(f"{head}: {s['pass']} pass, {s['slow']} slow, {s['failed']} failed")
 
