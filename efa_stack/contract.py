@@ -126,3 +126,12 @@ def nccl_job_name(node_group: str) -> str:
     from efa_stack import names
 
     return names.nccl_job_name(node_group)
+
+# --- Node acceptance (``efa-stack verify --acceptance``) ------------------------------------------
+# The taint a failing or slow node gets with --quarantine (value: the reason, e.g. "dcgm-failed").
+QUARANTINE_TAINT_KEY: Final = LABEL_PREFIX + "quarantine"
+# Label on the pods and MPIJobs acceptance creates (value: the node group), so they can be listed and cleaned up.
+LABEL_ACCEPTANCE: Final = LABEL_PREFIX + "acceptance"
+# The checks, in the order they run; names in the verdict, the --json document and the taint reasons.
+AcceptanceCheck = Literal["gpu-count", "dcgm", "efa-devices", "efa-pingpong", "nccl-single", "nccl-pair"]
+ACCEPTANCE_CHECKS: Final = get_args(AcceptanceCheck)

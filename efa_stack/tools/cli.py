@@ -374,6 +374,15 @@ def verify(
     threshold: float | None = typer.Option(None, "--threshold", help="nccl-report pass mark (fraction of line rate)."),
     plot: Path | None = typer.Option(None, "--plot", help="With --run-nccl: write the busbw plot (PNG)."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    acceptance: bool = typer.Option(
+        False, "--acceptance", help="Run acceptance checks on every node of --node-group (GPU, DCGM, EFA, NCCL) "
+        "and pairwise NCCL; --timeout bounds the whole run."
+    ),
+    dcgm_level: int = typer.Option(2, "--dcgm-level", help="With --acceptance: dcgmi diag -r LEVEL (1-4)."),
+    no_efa: bool = typer.Option(False, "--no-efa", help="With --acceptance: GPU-only checks (no EFA, no pair tests)."),
+    quarantine: bool = typer.Option(
+        False, "--quarantine", help="With --acceptance: cordon and taint (efa-stack.io/quarantine) every node that is not pass."
+    ),
 ) -> None:
     """Check a deployed cluster's nodes (instance type, allocatable GPUs and EFA devices) against the spec.
 
@@ -381,11 +390,23 @@ def verify(
     bar) until they match or --timeout passes.
 
     With --run-nccl, starts nccl-tests-NODEGROUP, follows it and hands the launcher log to nccl-report.
+
+    With --acceptance, runs a check pod on every node of the node group and 2-node NCCL tests between them;
+    each node is pass, slow or failed, with evidence (efa_stack/acceptance).
     """
     from efa_stack.tools.verify import run_verify
 
     plan = _load_plan(spec)
     core, custom = _kube_apis(kubeconfig, context, plan)
+    if acceptance:
+        from efa_stack.tools.verify import run_acceptance
+
+        raise typer.Exit(run_acceptance(
+            plan, core, custom, console=_out(), err_console=_err(), json_out=json_out, echo=typer.echo,
+            node_group=node_group, dcgm_level=dcgm_level, no_efa=no_efa, quarantine=quarantine,
+            namespace=namespace, timeout=timeout, interval=interval,
+            threshold=threshold if threshold is not None else contract.NCCL_PASS_THRESHOLD,
+        ))
     code = run_verify(
         plan, core, custom,
         console=_out(), err_console=_err(), json_out=json_out, timeout=timeout, interval=interval,

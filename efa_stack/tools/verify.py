@@ -575,6 +575,13 @@ def render_nodes(result: VerifyResult, console: Any) -> None:
         console.print(f"[yellow]note[/]: node {escape(u)} is not in the spec")
 
 
+def run_acceptance(plan: ClusterPlan, core: Any, custom: Any, **kwargs: Any) -> int:
+    """``verify --acceptance``: see :func:`efa_stack.acceptance.run.acceptance_command`."""
+    from efa_stack.acceptance.run import acceptance_command
+
+    return acceptance_command(plan, core, custom, **kwargs)
+
+
 def run_verify(
     plan: ClusterPlan,
     core: Any,

@@ -1,0 +1,79 @@
+#!/bin/bash
+# efa-stack node acceptance: the checks one node runs, printed as machine-readable sections:
+#   === efa-stack-check BEGIN <check> ===
+#   <the tool's own output>
+#   === efa-stack-check END <check> rc=<exit code>|rc=skipped ===
+# efa_stack/acceptance/checks.py reads them back. Run as
+#   check.sh dcgm LEVEL OUTFILE               (DCGM image, init container: writes the dcgm section to OUTFILE)
+#   check.sh node GPUS EFA DCGMFILE           (nccl-tests image: every other section; EFA 0 skips the EFA checks)
+# The script never fails itself (exit 0): the verdict is read from the sections.
+set -u
+mode="${1:?usage: check.sh dcgm LEVEL OUTFILE | node GPUS EFA DCGMFILE}"
+
+begin() { echo "=== efa-stack-check BEGIN $1 ==="; }
+end() { echo "=== efa-stack-check END $1 rc=$2 ==="; }
+section() {
+  local name="$1"; shift
+  begin "$name"
+  "$@" 2>&1
+  local rc=$?
+  end "$name" "$rc"
+}
+skipped() { begin "$1"; echo "skipped: $2"; end "$1" skipped; }
+
+# fabtests fi_pingpong, server and client on this node over the EFA provider's RDM endpoint (as the
+# EFA installer's efa_test.sh does); the client connects its control socket to 127.0.0.1.
+pingpong() {
+  fi_pingpong -p efa -e rdm >/tmp/pingpong-server.log 2>&1 &
+  local server=$!
+  sleep 2
+  timeout 120 fi_pingpong -p efa -e rdm 127.0.0.1
+  local rc=$?
+  wait "$server"
+  local src=$?
+  echo "server:"
+  cat /tmp/pingpong-server.log
+  [ "$rc" -ne 0 ] && return "$rc"
+  return "$src"
+}
+
+case "$mode" in
+  dcgm)
+    level="${2:?level}"; out="${3:?outfile}"
+    {
+      if ! command -v dcgmi >/dev/null 2>&1; then
+        skipped dcgm "image has no dcgmi"
+      else
+        # dcgmi needs a host engine; the DCGM image ships nv-hostengine: start one for this pod.
+        if ! dcgmi discovery -l >/dev/null 2>&1; then
+          nv-hostengine -f /tmp/nv-hostengine.log >/dev/null 2>&1
+          sleep 5
+        fi
+        section dcgm dcgmi diag -r "$level" -j
+      fi
+    } >"$out"
+    cat "$out"
+    ;;
+  node)
+    gpus="${2:?gpus}"; efa="${3:?efa}"; dcgmfile="${4:?dcgm file}"
+    section gpu-count nvidia-smi -L
+    if [ -s "$dcgmfile" ]; then
+      cat "$dcgmfile"
+    else
+      skipped dcgm "no DCGM result in $dcgmfile (the dcgm init container did not write one)"
+    fi
+    if [ "$efa" -gt 0 ]; then
+      section efa-devices fi_info -p efa -t FI_EP_RDM
+      section efa-pingpong pingpong
+    else
+      skipped efa-devices "node group has no EFA (--no-efa)"
+      skipped efa-pingpong "node group has no EFA (--no-efa)"
+    fi
+    section nccl-single all_reduce_perf -b 8 -e 4G -f 2 -g "$gpus"
+    ;;
+  *)
+    echo "check.sh: unknown mode $mode" >&2
+    exit 2
+    ;;
+esac
+exit 0

@@ -1,0 +1,234 @@
+"""Read back the check script's sections (``check.sh``) and judge each check of one node.
+
+Formats, each from its tool's source:
+
+* ``nvidia-smi -L``: one line per GPU, ``GPU <index>: <name> (UUID: GPU-...)``.
+* ``dcgmi diag -r <level> -j``: NVIDIA/DCGM@v4.6.0 ``nvvs/include/NvvsJsonStrings.h`` and
+  ``testing/python3/dcgm_diag_schema.json``: ``{"DCGM Diagnostic": {"test_categories": [{"category",
+  "tests": [{"name", "results": [{"entity_group", "entity_id", "status", "warnings": [{"warning", ...}]}],
+  "test_summary": {"status"}}]}], "runtime_error"?}, "entity_groups", "metadata": {"version"}}``; statuses
+  ``Pass``/``Skip``/``Warn``/``Fail``/``Not Run`` (``dcgmi/Diag.cpp`` ``HelperDisplayDiagResult``). DCGM 3.x
+  named the top key ``"DCGM GPU Diagnostic"`` and had no ``test_summary`` (the 4.0 release notes' breaking
+  changes); both are read.
+* ``fi_info -p efa -t FI_EP_RDM``: one block per (provider, domain) with ``domain: rdmapXsY-rdm``; one RDM
+  domain per EFA device the container was given.
+* ``fi_pingpong``: fabtests ``show_perf`` table ``bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec``.
+* ``all_reduce_perf``: nccl-tests output, parsed by :mod:`efa_stack.nccl_report`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from efa_stack.acceptance.model import CheckName, Evidence
+
+BEGIN = re.compile(r"^=== efa-stack-check BEGIN (\S+) ===$")
+END = re.compile(r"^=== efa-stack-check END (\S+) rc=(\d+|skipped) ===$")
+MAX_SECTION_CHARS = 4 << 20
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    text: str
+    rc: int | None
+    """The tool's exit code; None when the section was skipped or its END line is missing."""
+    skipped: bool = False
+    complete: bool = True
+
+
+def parse_sections(log: str) -> dict[str, Section]:
+    """The sections of a check pod's log by name (an unfinished last section is kept, marked incomplete)."""
+    out: dict[str, Section] = {}
+    name: str | None = None
+    lines: list[str] = []
+    size = 0
+    for raw in log.splitlines():
+        line = raw.rstrip("\r")
+        if name is None:
+            m = BEGIN.match(line)
+            if m:
+                name, lines, size = m.group(1), [], 0
+            continue
+        m = END.match(line)
+        if m and m.group(1) == name:
+            rc = m.group(2)
+            skipped = rc == "skipped"
+            out[name] = Section(name, "\n".join(lines), None if skipped else int(rc), skipped=skipped)
+            name = None
+            continue
+        if size < MAX_SECTION_CHARS:
+            lines.append(line)
+            size += len(line) + 1
+    if name is not None:
+        out[name] = Section(name, "\n".join(lines), None, complete=False)
+    return out
+
+
+def _tail(text: str, n: int = 3) -> str:
+    return " | ".join(x.strip() for x in text.strip().splitlines()[-n:] if x.strip())
+
+
+def _not_run(check: CheckName, section: Section | None, expected: str) -> Evidence | None:
+    """Evidence for a section that is missing, skipped or cut off; None when it ran to the end."""
+    if section is None:
+        return Evidence(check, "failed", "no output", expected, "the check did not run (the pod log has no such section)")
+    if section.skipped:
+        return Evidence(check, "skipped", section.text.strip() or "skipped", expected)
+    if not section.complete:
+        return Evidence(check, "failed", "cut off", expected, f"the check did not finish: {_tail(section.text)}")
+    return None
+
+
+# --- GPU count ----------------------------------------------------------------------------------
+
+GPU_LINE = re.compile(r"^GPU (\d+): (.+?)(?: \(UUID: [^)]*\))?$")
+
+
+def judge_gpu_count(section: Section | None, expected: int) -> Evidence:
+    want = f"{expected} GPUs (nvidia-smi -L)"
+    early = _not_run("gpu-count", section, want)
+    if early is not None:
+        return early
+    assert section is not None
+    gpus = [m.group(2) for m in (GPU_LINE.match(x.strip()) for x in section.text.splitlines()) if m]
+    if section.rc != 0 and not gpus:
+        return Evidence("gpu-count", "failed", f"nvidia-smi exit {section.rc}", want, _tail(section.text))
+    names = ", ".join(f"{n} x {g}" for g, n in _counts(gpus).items())
+    if len(gpus) != expected:
+        return Evidence("gpu-count", "failed", f"{len(gpus)} GPUs ({names or 'none'})", want,
+                        "a GPU fell off the bus or is not visible: look for Xid errors (dmesg) and replace the node")
+    return Evidence("gpu-count", "pass", f"{len(gpus)} GPUs ({names})", want)
+
+
+def _counts(items: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for i in items:
+        out[i] = out.get(i, 0) + 1
+    return out
+
+
+# --- DCGM ---------------------------------------------------------------------------------------
+
+DCGM_KEYS = ("DCGM Diagnostic", "DCGM GPU Diagnostic")  # 4.x, 3.x
+
+
+def _dcgm_json(text: str) -> dict[str, Any] | None:
+    start = text.find("{")
+    if start < 0:
+        return None
+    try:
+        doc, _ = json.JSONDecoder().raw_decode(text[start:])
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _test_status(test: dict[str, Any]) -> str:
+    summary = test.get("test_summary")
+    if isinstance(summary, dict) and isinstance(summary.get("status"), str):
+        return summary["status"]
+    states = [str(r.get("status")) for r in test.get("results") or [] if isinstance(r, dict)]
+    for s in ("Fail", "Warn", "Pass", "Skip", "Not Run"):
+        if s in states:
+            return s
+    return "unknown"
+
+
+def judge_dcgm(section: Section | None, level: int) -> Evidence:
+    want = f"every test of dcgmi diag -r {level} Pass (Skip allowed)"
+    early = _not_run("dcgm", section, want)
+    if early is not None:
+        return early
+    assert section is not None
+    doc = _dcgm_json(section.text)
+    body = next((doc[k] for k in DCGM_KEYS if doc is not None and isinstance(doc.get(k), dict)), None)
+    if body is None:
+        return Evidence("dcgm", "failed", f"no diag JSON (dcgmi exit {section.rc})", want, _tail(section.text))
+    if body.get("runtime_error"):
+        return Evidence("dcgm", "failed", "runtime error", want, str(body["runtime_error"]))
+    failed: list[str] = []
+    warned: list[str] = []
+    ran = 0
+    for cat in body.get("test_categories") or []:
+        for test in (cat.get("tests") or []) if isinstance(cat, dict) else []:
+            if not isinstance(test, dict):
+                continue
+            status, name = _test_status(test), str(test.get("name", "?"))
+            ran += status in ("Pass", "Warn", "Fail")
+            if status == "Fail":
+                msgs = [
+                    f"GPU {r.get('entity_id', r.get('gpu_id', '?'))}: {w.get('warning')}"
+                    for r in test.get("results") or [] if isinstance(r, dict) and r.get("status") == "Fail"
+                    for w in r.get("warnings") or [] if isinstance(w, dict) and w.get("warning")
+                ]
+                failed.append(name + (f" ({'; '.join(msgs)})" if msgs else ""))
+            elif status == "Warn":
+                warned.append(name)
+    version = (doc or {}).get("metadata", {}).get("version") if isinstance((doc or {}).get("metadata"), dict) else None
+    ver = f"DCGM {version}: " if version else ""
+    if failed:
+        return Evidence("dcgm", "failed", f"{ver}{len(failed)} test(s) failed: {'; '.join(failed)}", want,
+                        "a GPU failed NVIDIA's diagnostic: replace the node (terminate the instance)")
+    if ran == 0:
+        return Evidence("dcgm", "failed", f"{ver}no test ran", want, "every test was skipped or not run")
+    note = f"warnings from {', '.join(warned)}" if warned else ""
+    return Evidence("dcgm", "pass", f"{ver}{ran} test(s) passed", want, note)
+
+
+# --- EFA devices ----------------------------------------------------------------------------------
+
+DOMAIN = re.compile(r"^\s*domain:\s*(\S+)\s*$", re.MULTILINE)
+PROVIDER = re.compile(r"^\s*provider:\s*(\S+)\s*$", re.MULTILINE)
+
+
+def judge_efa_devices(section: Section | None, expected: int) -> Evidence:
+    want = f"{expected} EFA RDM domains (fi_info -p efa -t FI_EP_RDM)"
+    early = _not_run("efa-devices", section, want)
+    if early is not None:
+        return early
+    assert section is not None
+    domains = sorted(set(DOMAIN.findall(section.text)))
+    if not domains:
+        return Evidence("efa-devices", "failed", f"no EFA domain (fi_info exit {section.rc})", want,
+                        f"{_tail(section.text)}; check the EFA device plugin and the node's EFA interfaces")
+    if len(domains) < expected:
+        return Evidence("efa-devices", "failed", f"{len(domains)} EFA RDM domains", want,
+                        "an EFA device is missing: check the launch template's EFA interfaces and the EFA device "
+                        "plugin on this node; a device that stays missing means replacing the node")
+    return Evidence("efa-devices", "pass", f"{len(domains)} EFA RDM domains", want)
+
+
+# --- fi_pingpong ----------------------------------------------------------------------------------
+
+PINGPONG_HEADER = re.compile(r"^\s*bytes\s+#sent\s+#ack\s+total\s+time\s+MB/sec\s+usec/xfer\s+Mxfers/sec\s*$")
+PINGPONG_ROW = re.compile(r"^\s*(\S+)\s+(\d+)\s+=?(\d+)\s+(\S+)\s+([\d.]+)s\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
+
+
+def judge_pingpong(section: Section | None) -> Evidence:
+    want = "fi_pingpong -p efa -e rdm client and server on the node complete (exit 0)"
+    early = _not_run("efa-pingpong", section, want)
+    if early is not None:
+        return early
+    assert section is not None
+    rows: list[tuple[str, float, float]] = []
+    in_table = False
+    for line in section.text.splitlines():
+        if PINGPONG_HEADER.match(line):
+            in_table = True
+            rows = []  # the client's table comes first; the server's after "server:"
+            continue
+        m = PINGPONG_ROW.match(line) if in_table else None
+        if m:
+            rows.append((m.group(1), float(m.group(6)), float(m.group(7))))
+        elif in_table:
+            break
+    if section.rc != 0 or not rows:
+        return Evidence("efa-pingpong", "failed", f"exit {section.rc}, {len(rows)} result rows", want,
+                        _tail(section.text))
+    first, last = rows[0], rows[-1]
+    return Evidence("efa-pingpong", "pass",
+                    f"{first[2]:g} usec/xfer at {first[0]}, {last[1]:g} MB/sec at {last[0]}", want)

@@ -1,0 +1,308 @@
+"""Run acceptance against a cluster: ``efa-stack verify --acceptance``.
+
+1. one check pod per node of the node group (:func:`manifests.check_pod`), all at once; each log is read
+   back into evidence (:mod:`.checks`, :func:`judge.judge_nccl_single`);
+2. with EFA, 2-node NCCL all_reduce MPIJobs between the nodes that passed step 1: round 1 pairs (0,1),
+   (2,3), ... in parallel; round 2 re-tests each member of a pair that did not pass against a known-good
+   peer, one job at a time (:func:`judge.attribute_pairs` names the slow node);
+3. per node ``pass | slow | failed`` with evidence; ``--quarantine`` cordons and taints every node that is
+   not ``pass`` (``efa-stack.io/quarantine=<reason>:NoSchedule``), printing each patch.
+
+The Kubernetes API objects (``CoreV1Api``, ``CustomObjectsApi``), the clock and sleep are injected; tests
+pass fakes. Pods and MPIJobs acceptance made are deleted at the end, whatever the outcome.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from efa_stack import contract
+from efa_stack.acceptance import checks, judge, manifests
+from efa_stack.acceptance.model import (
+    DCGM_IMAGE,
+    DCGM_LEVELS,
+    AcceptanceReport,
+    Evidence,
+    NodeVerdict,
+    PairResult,
+    QuarantineAction,
+)
+from efa_stack.spec.plan import ClusterPlan, NodeGroupPlan
+from efa_stack.tools.verify import VerifyError, _api_error, launcher_log, wait_for_job
+
+Progress = Callable[[str], None]
+
+
+def select_group(plan: ClusterPlan, name: str | None, *, no_efa: bool, dcgm_level: int) -> NodeGroupPlan:
+    """The node group to accept, or a VerifyError naming the field, the value and the fix."""
+    if dcgm_level not in DCGM_LEVELS:
+        raise VerifyError(f"--dcgm-level {dcgm_level} is out of range",
+                          "use 1 (quick), 2 (medium, the default), 3 (long) or 4 (extended): dcgmi diag -r LEVEL")
+    gpu_groups = [g for g in plan.all_node_groups if g.instance.accelerator == "nvidia" and g.gpus_per_node > 0]
+    if name is None:
+        efa_groups = [g for g in gpu_groups if g.efa_devices_per_node > 0]
+        pick = (efa_groups or (gpu_groups if no_efa else []))[:1]
+        if not pick:
+            raise VerifyError(
+                "the spec has no NVIDIA GPU node group with EFA to accept"
+                + (f" (GPU node groups without EFA: {', '.join(g.name for g in gpu_groups)})" if gpu_groups else ""),
+                "pass --node-group NAME --no-efa for GPU-only checks, or enable EFA on a GPU node group",
+            )
+        return pick[0]
+    group = next((g for g in plan.all_node_groups if g.name == name), None)
+    if group is None:
+        raise VerifyError(f"node group {name!r} is not in the spec",
+                          f"use --node-group {' or '.join(g.name for g in gpu_groups) or '(none: no GPU node group)'}")
+    if group not in gpu_groups:
+        raise VerifyError(f"node group {name!r} ({group.instance_type}) has no NVIDIA GPUs; acceptance runs "
+                          "GPU, DCGM and NCCL checks", "pick a GPU node group with --node-group")
+    if group.efa_devices_per_node == 0 and not no_efa:
+        raise VerifyError(
+            f"node group {name!r} ({group.instance_type}) has no EFA devices, so the EFA and pair checks cannot run",
+            f"set efaEnabled: true on node group {name} (and deploy), or pass --no-efa to run the GPU-only checks "
+            "(GPU count, DCGM, single-node NCCL)",
+        )
+    return group
+
+
+def _call(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:  # ApiException, urllib3 errors
+        raise _api_error(exc, what) from exc
+
+
+def _delete_quietly(fn: Callable[..., Any], *args: Any) -> None:
+    with contextlib.suppress(Exception):  # cleanup of our own objects: already gone is fine
+        fn(*args)
+
+
+class Runner:
+    def __init__(self, plan: ClusterPlan, core: Any, custom: Any, group: NodeGroupPlan, *, dcgm_level: int,
+                 efa: bool, namespace: str, timeout: float, interval: float, threshold: float,
+                 clock: Callable[[], float] | None, sleep: Callable[[float], None] | None, progress: Progress):
+        self.plan, self.core, self.custom, self.group = plan, core, custom, group
+        self.dcgm_level, self.efa, self.namespace = dcgm_level, efa, namespace
+        self.interval, self.threshold = interval, threshold
+        self.clock, self.sleep = clock or time.monotonic, sleep or time.sleep
+        self.deadline = self.clock() + timeout
+        self.timeout = timeout
+        self.progress = progress
+        self.job = next((j for j in plan.nccl_jobs if j.node_group == group.name), None)
+        self.image = self.job.image if self.job else _default_image()
+
+    # --- nodes -------------------------------------------------------------------------------------
+    def nodes(self) -> list[Any]:
+        selector = f"{contract.LABEL_NODE_GROUP}={self.group.name}"
+        items = list(_call("list nodes", self.core.list_node, label_selector=selector).items or [])
+        if not items:
+            raise VerifyError(
+                f"no nodes found for node group {self.group.name!r} (label selector {selector})",
+                "deploy the cluster and wait for the nodes (efa-stack verify --spec FILE), then run acceptance",
+            )
+        return sorted(items, key=lambda n: n.metadata.name)
+
+    def check_nodes(self, names: list[str]) -> dict[str, NodeVerdict]:
+        pods = {}
+        for n in names:
+            body = manifests.check_pod(self.group, n, namespace=self.namespace, image=self.image, job=self.job,
+                                       dcgm_level=self.dcgm_level, efa=self.efa, dcgm_image=DCGM_IMAGE)
+            name = body["metadata"]["name"]
+            _delete_quietly(self.core.delete_namespaced_pod, name, self.namespace)
+            _call(f"create pod {self.namespace}/{name}", self.core.create_namespaced_pod, self.namespace, body)
+            pods[n] = name
+            self.progress(f"check pod {name} created on {n}")
+        try:
+            phases = self._wait_pods(pods)
+            out = {}
+            for n, pod in pods.items():
+                log = ""
+                if phases[n] in ("Succeeded", "Failed", "Running"):
+                    log = _call(f"read the log of pod {self.namespace}/{pod}", self.core.read_namespaced_pod_log,
+                                pod, self.namespace, container=manifests.CHECK_CONTAINER)
+                out[n] = self._verdict(n, log, phases[n])
+                self.progress(f"{n}: {out[n].status}")
+            return out
+        finally:
+            for pod in pods.values():
+                _delete_quietly(self.core.delete_namespaced_pod, pod, self.namespace)
+
+    def _wait_pods(self, pods: dict[str, str]) -> dict[str, str]:
+        phases: dict[str, str] = {}
+        while True:
+            for n, pod in pods.items():
+                if phases.get(n) in ("Succeeded", "Failed"):
+                    continue
+                obj = _call(f"read pod {self.namespace}/{pod}", self.core.read_namespaced_pod, pod, self.namespace)
+                phases[n] = (obj.status.phase if obj.status else None) or "Pending"
+            done = sum(p in ("Succeeded", "Failed") for p in phases.values())
+            self.progress(f"check pods: {done}/{len(pods)} finished")
+            remaining = self.deadline - self.clock()
+            if done == len(pods) or remaining <= 0:
+                return phases
+            self.sleep(min(self.interval, remaining))
+
+    def _verdict(self, node: str, log: str, phase: str) -> NodeVerdict:
+        sections = checks.parse_sections(log)
+        g = self.group
+        ev = [
+            checks.judge_gpu_count(sections.get("gpu-count"), g.gpus_per_node),
+            checks.judge_dcgm(sections.get("dcgm"), self.dcgm_level),
+        ]
+        if self.efa:
+            ev += [checks.judge_efa_devices(sections.get("efa-devices"), g.efa_devices_per_node),
+                   checks.judge_pingpong(sections.get("efa-pingpong"))]
+        ev.append(judge.judge_nccl_single(sections.get("nccl-single"), g.instance.gpu.name if g.instance.gpu else None,
+                                          g.gpus_per_node, f"{node}:nccl-single"))
+        if phase not in ("Succeeded", "Failed") and not sections:
+            ev = [Evidence("gpu-count", "failed", f"check pod {phase} after {self.timeout:g} s",
+                           "the check pod to run to completion",
+                           "the pod did not start: kubectl describe pod (not enough free GPUs/EFA devices? image pull?)"
+                           "; raise --timeout")]
+        return NodeVerdict(node, tuple(ev))
+
+    # --- pairs ------------------------------------------------------------------------------------
+    def _start_pair(self, name: str, nodes: tuple[str, str]) -> None:
+        assert self.job is not None
+        body = manifests.pair_job(self.job, self.group, name, nodes, self.namespace)
+        args = (contract.MPIJOB_GROUP, contract.MPIJOB_VERSION, self.namespace, contract.MPIJOB_PLURAL)
+        _delete_quietly(self.custom.delete_namespaced_custom_object, *args, name)
+        _call(f"create MPIJob {self.namespace}/{name}", self.custom.create_namespaced_custom_object, *args, body)
+        self.progress(f"pair {nodes[0]} + {nodes[1]}: MPIJob {name} created")
+
+    def _finish_pair(self, rnd: int, name: str, nodes: tuple[str, str]) -> PairResult:
+        try:
+            outcome = wait_for_job(self.custom, name, self.namespace, timeout=max(0.0, self.deadline - self.clock()),
+                                   interval=self.interval, clock=self.clock, sleep=self.sleep)
+            log = None
+            if outcome.state in ("Succeeded", "Failed"):
+                try:
+                    log = launcher_log(self.core, name, self.namespace)
+                except VerifyError as exc:
+                    outcome.message += f" (launcher log unavailable: {exc.message})"
+            status, busbw, detail = judge.pair_status(log, outcome.state, outcome.message, self.group.instance_type,
+                                                      f"{name}-launcher.log", self.threshold)
+        finally:
+            _delete_quietly(self.custom.delete_namespaced_custom_object, contract.MPIJOB_GROUP,
+                            contract.MPIJOB_VERSION, self.namespace, contract.MPIJOB_PLURAL, name)
+        self.progress(f"pair {nodes[0]} + {nodes[1]}: {status}" + (f", {busbw:g} GB/s busbw" if busbw is not None else ""))
+        return PairResult(rnd, nodes, name, status, busbw, detail)
+
+    def pairs(self, names: list[str]) -> tuple[list[PairResult], dict[str, Evidence]]:
+        first, leftover = judge.round_one(names)
+        jobs = [(f"accept-{self.group.name}-r1-{i}", p) for i, p in enumerate(first)]
+        for name, p in jobs:
+            self._start_pair(name, p)
+        round1 = [self._finish_pair(1, name, p) for name, p in jobs]
+        peer = judge.good_peer(round1)
+        round2: list[PairResult] = []
+        if peer is not None:
+            for i, n in enumerate(judge.suspects(round1, leftover)):
+                name = f"accept-{self.group.name}-r2-{i}"
+                self._start_pair(name, (peer, n))
+                round2.append(self._finish_pair(2, name, (peer, n)))
+        return round1 + round2, judge.attribute_pairs(round1, round2, leftover)
+
+    # --- quarantine -------------------------------------------------------------------------------
+    def quarantine(self, verdict: NodeVerdict) -> QuarantineAction:
+        node = _call(f"read node {verdict.node}", self.core.read_node, verdict.node)
+        kept = [
+            {k: v for k, v in (("key", t.key), ("value", t.value), ("effect", t.effect)) if v is not None}
+            for t in ((node.spec.taints if node.spec else None) or []) if t.key != contract.QUARANTINE_TAINT_KEY
+        ]
+        taint = {"key": contract.QUARANTINE_TAINT_KEY, "value": verdict.reason(), "effect": "NoSchedule"}
+        # Node.spec.taints has no patch merge key: a patch replaces the list, so the node's own taints are kept.
+        patch = {"spec": {"unschedulable": True, "taints": [*kept, taint]}}
+        _call(f"cordon and taint node {verdict.node}", self.core.patch_node, verdict.node, patch)
+        self.progress(f"quarantined {verdict.node}: cordoned (spec.unschedulable=true) and tainted "
+                      f"{taint['key']}={taint['value']}:NoSchedule")
+        return QuarantineAction(verdict.node, verdict.reason(), patch)
+
+
+def _default_image() -> str:
+    from efa_stack.spec.models import DEFAULT_NCCL_TESTS_IMAGE
+
+    return DEFAULT_NCCL_TESTS_IMAGE
+
+
+def run_acceptance(
+    plan: ClusterPlan, core: Any, custom: Any, *, node_group: str | None = None, dcgm_level: int = 2,
+    no_efa: bool = False, quarantine: bool = False, namespace: str = contract.NCCL_JOB_NAMESPACE,
+    timeout: float = 3600.0, interval: float = 10.0, threshold: float = contract.NCCL_PASS_THRESHOLD,
+    clock: Callable[[], float] | None = None, sleep: Callable[[float], None] | None = None,
+    progress: Progress = lambda _: None,
+) -> AcceptanceReport:
+    """Accept the nodes of one node group (see the module docstring); raises VerifyError on bad input."""
+    group = select_group(plan, node_group, no_efa=no_efa, dcgm_level=dcgm_level)
+    efa = group.efa_devices_per_node > 0 and not no_efa
+    r = Runner(plan, core, custom, group, dcgm_level=dcgm_level, efa=efa, namespace=namespace, timeout=timeout,
+               interval=interval, threshold=threshold, clock=clock, sleep=sleep, progress=progress)
+    names = [n.metadata.name for n in r.nodes()]
+    progress(f"accepting {len(names)} node(s) of {group.name} ({group.instance_type}), DCGM level {dcgm_level}")
+    verdicts = r.check_nodes(names)
+    notes: list[str] = []
+    pairs: list[PairResult] = []
+    healthy = [n for n in names if verdicts[n].status != "failed"]
+    if not efa:
+        notes.append("no EFA checks and no pair tests (--no-efa)")
+    elif r.job is None:
+        notes.append(f"no pair tests: the spec makes no NCCL-tests job for {group.name}")
+    elif len(healthy) < 2:
+        notes.append(f"no pair tests: {len(healthy)} node(s) passed the single-node checks, a pair needs 2")
+    else:
+        pairs, pair_ev = r.pairs(healthy)
+        verdicts = {n: NodeVerdict(n, v.evidence + ((pair_ev[n],) if n in pair_ev else ())) for n, v in verdicts.items()}
+    ordered = tuple(verdicts[n] for n in names)
+    actions = tuple(r.quarantine(v) for v in ordered if v.status != "pass") if quarantine else ()
+    return AcceptanceReport(plan.name, group.name, group.instance_type, dcgm_level, efa, ordered, tuple(pairs),
+                            actions, tuple(notes))
+
+
+def render(report: AcceptanceReport, console: Any) -> None:
+    from rich.markup import escape
+
+    style = {"pass": "green", "slow": "yellow", "failed": "bold red", "skipped": "dim"}
+    console.print(f"[bold]acceptance[/] of node group {escape(report.node_group)} ({escape(report.instance_type)}), "
+                  f"DCGM level {report.dcgm_level}")
+    for v in report.nodes:
+        console.print(f"[{style[v.status]}]{v.status.upper()}[/] {escape(v.node)}")
+        for e in v.evidence:
+            console.print(f"  [{style[e.status]}]{e.status}[/] {escape(e.line())}")
+    for q in report.quarantine:
+        console.print(f"quarantined {escape(q.node)}: kubectl cordon + taint {contract.QUARANTINE_TAINT_KEY}="
+                      f"{escape(q.reason)}:NoSchedule (patch {escape(json.dumps(q.patch))})")
+    for n in report.notes:
+        console.print(f"note: {escape(n)}")
+    s = report.to_json()["summary"]
+    head = "[green]OK[/]" if report.ok else "[bold red]FAIL[/]"
+    console.print(f"{head}: {s['pass']} pass, {s['slow']} slow, {s['failed']} failed")
+
+
+def acceptance_command(
+    plan: ClusterPlan, core: Any, custom: Any, *, console: Any, json_out: bool, echo: Callable[[str], None] = print,
+    err_console: Any | None = None, **kwargs: Any,
+) -> int:
+    """``verify --acceptance``: 0 every node passed, 1 a node is slow or failed, 2 bad input or no API access."""
+    from rich.markup import escape
+
+    def progress(text: str) -> None:
+        if not json_out:
+            console.print(f"[dim]{escape(text)}[/]")
+
+    try:
+        report = run_acceptance(plan, core, custom, progress=progress, **kwargs)
+    except VerifyError as exc:
+        if json_out:
+            echo(json.dumps({"cluster": plan.name, "ok": False, "error": exc.message, "fix": exc.fix}, indent=2))
+        else:
+            (err_console or console).print(f"[bold red]error[/]: {escape(exc.render())}")
+        return exc.exit_code
+    if json_out:
+        echo(json.dumps(report.to_json(), indent=2))
+    else:
+        render(report, console)
+    return 0 if report.ok else 1

@@ -1,0 +1,294 @@
+"""verify --acceptance: per-node checks, pairwise NCCL, verdicts and quarantine, against recorded responses.
+
+Fake CoreV1Api/CustomObjectsApi objects (every call checked against the real client method's signature)
+replay the node list of tests/fixtures/acceptance/nodes_p5x4.json, pod phases, the check pods' logs and
+the pair MPIJobs' launcher logs (see tests/fixtures/acceptance/SOURCES.md); nothing touches a network.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from rich.console import Console
+
+from efa_stack import contract
+from efa_stack.acceptance import checks, judge, manifests
+from efa_stack.acceptance.model import Evidence, PairResult
+from efa_stack.acceptance.run import run_acceptance
+from efa_stack.spec.plan import plan_from_file
+from efa_stack.tools import verify
+from efa_stack.tools.verify import VerifyError
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = Path(__file__).resolve().parent / "fixtures" / "acceptance"
+PLAN = plan_from_file(ROOT / "clusters" / "default.yaml")
+NODES = [f"ip-10-0-96-{i}.us-west-2.compute.internal" for i in (11, 12, 13, 14)]
+GOOD_PAIR = (Path(__file__).resolve().parent / "fixtures" / "nccl" / "p5.48xlarge-2node-efa-mpijob-table.log").read_text()
+
+
+def _text(name: str) -> str:
+    return (FIX / name).read_text()
+
+
+def _bind(method: Any, *args: Any, **kwargs: Any) -> None:
+    inspect.signature(method).bind(None, *args, **kwargs)
+
+
+class FakeCore:
+    def __init__(self, logs: dict[str, str], nodes: str = "nodes_p5x4.json", phase: str = "Succeeded"):
+        self.node_list = client.ApiClient().deserialize(_text(nodes), "V1NodeList", "application/json")
+        self.logs = {manifests.pod_name(n): log for n, log in logs.items()}
+        self.phase = phase
+        self.pair_logs: dict[str, str] = {}
+        self.created: list[dict[str, Any]] = []
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.deleted: list[str] = []
+
+    def list_node(self, *a: Any, **k: Any) -> Any:
+        _bind(client.CoreV1Api.list_node, *a, **k)
+        return self.node_list
+
+    def create_namespaced_pod(self, *a: Any, **k: Any) -> Any:
+        _bind(client.CoreV1Api.create_namespaced_pod, *a, **k)
+        self.created.append(a[1])
+
+    def delete_namespaced_pod(self, *a: Any, **k: Any) -> Any:
+        _bind(client.CoreV1Api.delete_namespaced_pod, *a, **k)
+        self.deleted.append(a[0])
+
+    def read_namespaced_pod(self, *a: Any, **k: Any) -> Any:
+        _bind(client.CoreV1Api.read_namespaced_pod, *a, **k)
+        return client.V1Pod(status=client.V1PodStatus(phase=self.phase))
+
+    def read_namespaced_pod_log(self, *a: Any, **k: Any) -> str:
+        _bind(client.CoreV1Api.read_namespaced_pod_log, *a, **k)
+        name = a[0]
+        return self.pair_logs.get(name.removesuffix("-launcher-abcde"), self.logs.get(name, ""))
+
+    def list_namespaced_pod(self, *a: Any, **k: Any) -> Any:
+        _bind(client.CoreV1Api.list_namespaced_pod, *a, **k)
+        job = k["label_selector"].split(",")[0].split("=")[1]
+        return client.V1PodList(items=[client.V1Pod(metadata=client.V1ObjectMeta(name=f"{job}-launcher-abcde"))])
+
+    def read_node(self, *a: Any, **k: Any) -> Any:
+        _bind(client.CoreV1Api.read_node, *a, **k)
+        return next(n for n in self.node_list.items if n.metadata.name == a[0])
+
+    def patch_node(self, *a: Any, **k: Any) -> Any:
+        _bind(client.CoreV1Api.patch_node, *a, **k)
+        self.patches.append((a[0], a[1]))
+
+
+class FakeCustom:
+    """MPIJobs: created, immediately Succeeded; the launcher log is slow when a slow node is among the workers."""
+
+    def __init__(self, core: FakeCore, slow: set[str]):
+        self.core, self.slow = core, slow
+        self.created: list[dict[str, Any]] = []
+
+    def create_namespaced_custom_object(self, *a: Any, **k: Any) -> Any:
+        _bind(client.CustomObjectsApi.create_namespaced_custom_object, *a, **k)
+        body = a[4]
+        self.created.append(body)
+        worker = body["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+        pinned = set(worker["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                     ["nodeSelectorTerms"][0]["matchFields"][0]["values"])
+        self.core.pair_logs[body["metadata"]["name"]] = _text("pair_slow.log") if pinned & self.slow else GOOD_PAIR
+
+    def get_namespaced_custom_object(self, *a: Any, **k: Any) -> Any:
+        _bind(client.CustomObjectsApi.get_namespaced_custom_object, *a, **k)
+        return {"status": {"conditions": [{"type": "Succeeded", "status": "True", "reason": "MPIJobSucceeded"}]}}
+
+    def delete_namespaced_custom_object(self, *a: Any, **k: Any) -> Any:
+        _bind(client.CustomObjectsApi.delete_namespaced_custom_object, *a, **k)
+
+
+def _run(logs: dict[str, str], slow: set[str] = frozenset(), **kw: Any) -> tuple[Any, FakeCore, FakeCustom]:  # type: ignore[assignment]
+    core = FakeCore(logs)
+    custom = FakeCustom(core, set(slow))
+    report = run_acceptance(PLAN, core, custom, node_group="p5", clock=lambda: 0.0, sleep=lambda s: None, **kw)
+    return report, core, custom
+
+
+def _healthy() -> dict[str, str]:
+    return {n: _text("node_pass.log") for n in NODES}
+
+
+def _verdict(report: Any, node: str) -> Any:
+    return next(v for v in report.nodes if v.node == node)
+
+
+# --- the section reader and single checks ----------------------------------------------------------
+
+
+def test_sections_are_read_back_with_exit_codes_and_skips() -> None:
+    s = checks.parse_sections(_text("node_dcgm_failed.log") + "=== efa-stack-check BEGIN x ===\nhalf")
+    assert s["dcgm"].rc == 226 and s["gpu-count"].rc == 0
+    assert not s["x"].complete
+    skipped = checks.parse_sections("=== efa-stack-check BEGIN dcgm ===\nskipped: image has no dcgmi\n"
+                                    "=== efa-stack-check END dcgm rc=skipped ===")
+    e = checks.judge_dcgm(skipped["dcgm"], 2)
+    assert e.status == "skipped" and "image has no dcgmi" in e.measured
+
+
+def test_fails_dcgm_memory_test_naming_the_gpu_and_warning() -> None:
+    s = checks.Section("dcgm", _text("dcgm_diag_r2_memory_fail.json"), 226)
+    e = checks.judge_dcgm(s, 2)
+    assert e.status == "failed"
+    assert "memory (GPU 3: Pending page retirements" in e.measured and "DCGM 4.6.0" in e.measured
+
+
+def test_dcgm_3x_key_without_test_summary_is_read() -> None:
+    doc = {"DCGM GPU Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [
+        {"name": "GPU Memory", "results": [{"gpu_id": "0", "status": "Fail"}]}]}]}}
+    assert checks.judge_dcgm(checks.Section("dcgm", json.dumps(doc), 0), 1).status == "failed"
+
+
+def test_fails_missing_efa_device() -> None:
+    s = checks.parse_sections(_text("node_missing_efa.log"))
+    e = checks.judge_efa_devices(s["efa-devices"], 32)
+    assert (e.status, e.measured) == ("failed", "31 EFA RDM domains")
+
+
+def test_fails_pingpong_that_exits_non_zero() -> None:
+    e = checks.judge_pingpong(checks.Section("efa-pingpong", "fi_getinfo(): -61 (No data available)", 1))
+    assert e.status == "failed" and "No data available" in e.detail
+
+
+def test_single_node_nccl_below_the_nvlink_mark_is_slow_and_pcie_gpus_are_not_judged() -> None:
+    s = checks.parse_sections(_text("node_slow_nvlink.log"))["nccl-single"]
+    e = judge.judge_nccl_single(s, "H100", 8, "n")
+    assert e.status == "slow" and e.measured.startswith("290 GB/s") and "0.8 x 460 GB/s, published" in e.expected
+    assert judge.judge_nccl_single(s, "A10G", 8, "n").status == "pass"
+    assert judge.nvlink_expectation("H200").kind.startswith("derived")  # type: ignore[union-attr]
+
+
+def test_attribution_names_the_slow_member_of_a_slow_pair() -> None:
+    r1 = [PairResult(1, ("a", "b"), "j0", "slow", 200.0, "below"), PairResult(1, ("c", "d"), "j1", "pass", 444.0, "ok")]
+    assert judge.good_peer(r1) == "c" and judge.suspects(r1, "e") == ["a", "b", "e"]
+    r2 = [PairResult(2, ("c", "a"), "k0", "pass", 440.0, "ok"), PairResult(2, ("c", "b"), "k1", "slow", 190.0, "below"),
+          PairResult(2, ("c", "e"), "k2", "pass", 441.0, "ok")]
+    out = judge.attribute_pairs(r1, r2, "e")
+    assert {n: e.status for n, e in out.items()} == {"a": "pass", "b": "slow", "c": "pass", "d": "pass", "e": "pass"}
+    assert "round 1 with a was slow" in out["b"].detail
+
+
+def test_attribution_without_a_good_peer_says_so() -> None:
+    r1 = [PairResult(1, ("a", "b"), "j0", "slow", 200.0, "below")]
+    out = judge.attribute_pairs(r1, [], None)
+    assert out["a"].status == "slow" and "no known-good peer" in out["a"].detail
+
+
+# --- whole runs --------------------------------------------------------------------------------------
+
+
+def test_healthy_cluster_passes_with_pods_pinned_and_sized_from_the_plan() -> None:
+    report, core, custom = _run(_healthy())
+    assert report.ok and [v.status for v in report.nodes] == ["pass"] * 4
+    pod = core.created[0]
+    spec = pod["spec"]
+    assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+        "matchFields"] == [{"key": "metadata.name", "operator": "In", "values": [NODES[0]]}]
+    res = spec["containers"][0]["resources"]["limits"]
+    g = PLAN.node_group("p5")
+    assert res[contract.GPU_RESOURCE] == str(g.gpus_per_node) and res[contract.EFA_RESOURCE] == str(g.efa_devices_per_node)
+    assert res[contract.HUGEPAGES_2MI_RESOURCE] == f"{g.hugepages_2mi_mib}Mi"
+    assert {"key": contract.QUARANTINE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+    assert spec["initContainers"][0]["command"][4:] == ["dcgm", "2", manifests.DCGM_RESULT]
+    assert [b["metadata"]["name"] for b in custom.created] == ["accept-p5-r1-0", "accept-p5-r1-1"]
+    assert set(core.deleted) == {manifests.pod_name(n) for n in NODES}
+
+
+def test_one_slow_node_is_named_and_its_partner_cleared() -> None:
+    report, _, custom = _run(_healthy(), slow={NODES[1]})
+    assert {v.node: v.status for v in report.nodes} == dict.fromkeys(NODES, "pass") | {NODES[1]: "slow"}
+    pair_ev = next(e for e in _verdict(report, NODES[1]).evidence if e.check == "nccl-pair")
+    assert pair_ev.measured.startswith(f"199.94 GB/s busbw with {NODES[2]}") and "round 2" in pair_ev.detail
+    assert [b["metadata"]["name"] for b in custom.created][2:] == ["accept-p5-r2-0", "accept-p5-r2-1"]
+    assert not report.ok and report.to_json()["summary"] == {"pass": 3, "slow": 1, "failed": 0}
+
+
+def test_fails_node_with_failed_dcgm_and_leaves_it_out_of_pair_tests() -> None:
+    logs = _healthy() | {NODES[2]: _text("node_dcgm_failed.log")}
+    report, _, custom = _run(logs)
+    v = _verdict(report, NODES[2])
+    assert v.status == "failed" and v.reason() == "dcgm-failed"
+    assert all(NODES[2] not in json.dumps(b["spec"]["mpiReplicaSpecs"]["Worker"]) for b in custom.created)
+    assert _verdict(report, NODES[3]).status == "pass"  # the odd node out was tested against a good peer
+
+
+def test_fails_node_with_a_missing_efa_device() -> None:
+    report, _, _ = _run(_healthy() | {NODES[3]: _text("node_missing_efa.log")})
+    v = _verdict(report, NODES[3])
+    assert v.status == "failed" and v.reason() == "efa-devices-failed"
+    assert any(e.line().startswith("efa-devices: failed: measured 31 EFA RDM domains") for e in v.evidence)
+
+
+def test_quarantine_cordons_and_taints_keeping_the_nodes_own_taints() -> None:
+    report, core, _ = _run(_healthy() | {NODES[2]: _text("node_dcgm_failed.log")}, slow=set(), quarantine=True)
+    assert core.patches == [(NODES[2], {"spec": {"unschedulable": True, "taints": [
+        {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
+        {"key": "efa-stack.io/quarantine", "value": "dcgm-failed", "effect": "NoSchedule"},
+    ]}})]
+    assert report.to_json()["quarantine"][0]["taint"]["value"] == "dcgm-failed"
+
+
+def test_no_quarantine_without_the_flag() -> None:
+    _, core, _ = _run(_healthy() | {NODES[2]: _text("node_dcgm_failed.log")})
+    assert core.patches == []
+
+
+def test_pod_that_never_ran_fails_with_the_timeout_fix() -> None:
+    core = FakeCore(_healthy())
+    core.phase = "Pending"
+    report = run_acceptance(PLAN, core, FakeCustom(core, set()), node_group="p5", timeout=0, clock=lambda: 0.0,
+                            sleep=lambda s: None)
+    assert all(v.status == "failed" for v in report.nodes)
+    assert "raise --timeout" in report.nodes[0].evidence[0].detail
+
+
+# --- bad input ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kw", "message", "fix"), [
+    ({"dcgm_level": 5}, "--dcgm-level 5 is out of range", "1 (quick)"),
+    ({"node_group": "gpu"}, "node group 'gpu' is not in the spec", "--node-group p5"),
+    ({"node_group": "system"}, "has no NVIDIA GPUs", "--node-group"),
+])
+def test_fails_bad_input_with_field_and_fix(kw: dict[str, Any], message: str, fix: str) -> None:
+    core = FakeCore(_healthy())
+    with pytest.raises(VerifyError) as exc:
+        run_acceptance(PLAN, core, FakeCustom(core, set()), **({"node_group": "p5"} | kw))
+    assert message in exc.value.message and fix in exc.value.fix
+
+
+def test_fails_when_no_nodes_are_found() -> None:
+    core = FakeCore(_healthy(), nodes="nodes_p5x4.json")
+    core.node_list.items = []
+    with pytest.raises(VerifyError, match="no nodes found for node group 'p5'"):
+        run_acceptance(PLAN, core, FakeCustom(core, set()), node_group="p5")
+
+
+def test_command_prints_json_document_and_exit_code() -> None:
+    core = FakeCore(_healthy() | {NODES[2]: _text("node_dcgm_failed.log")})
+    out: list[str] = []
+    code = verify.run_acceptance(PLAN, core, FakeCustom(core, set()), console=Console(file=io.StringIO()),
+                                 json_out=True, echo=out.append, node_group="p5", clock=lambda: 0.0,
+                                 sleep=lambda s: None)
+    doc = json.loads(out[0])
+    assert code == 1 and doc["summary"] == {"pass": 3, "slow": 0, "failed": 1}
+    assert doc["nodes"][2]["evidence"][1]["check"] == "dcgm" and doc["nodes"][2]["evidence"][1]["status"] == "failed"
+    buf = io.StringIO()
+    code = verify.run_acceptance(PLAN, core, FakeCustom(core, set()), console=Console(file=buf, width=200),
+                                 json_out=False, node_group="p5", dcgm_level=0)
+    assert code == 2 and "--dcgm-level 0 is out of range" in buf.getvalue()
+
+
+def test_evidence_line_names_check_measured_and_expected() -> None:
+    assert Evidence("gpu-count", "failed", "7 GPUs", "8 GPUs").line() == "gpu-count: failed: measured 7 GPUs; expected 8 GPUs"
