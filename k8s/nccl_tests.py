@@ -28,7 +28,9 @@ deploy, or ``kubectl apply -f dist/<cluster>/after-crds/``, create it again.
 Fabrics (``ncclTest.fabric``) render the same job three ways:
 
 ``efa``
-    ``vpc.amazonaws.com/efa`` and hugepages requested; ``FI_PROVIDER=efa``; ``FI_EFA_USE_DEVICE_RDMA=1``
+    ``vpc.amazonaws.com/efa`` and hugepages requested; ``FI_PROVIDER=efa``; with ``ncclTest.efaGuard``
+    (default on) ``NCCL_NET=AWS Libfabric`` and an ``efa-guard`` init container on every worker, so a
+    worker without EFA fails with one clear line instead of running over sockets (:mod:`k8s.efa_guard`); ``FI_EFA_USE_DEVICE_RDMA=1``
     when the GPU supports GPUDirect RDMA (A100/H100/H200/B200/B300, see :mod:`spec.nccl`);
     the aws-ofi-nccl tuner (``NCCL_TUNER_PLUGIN``); ``NCCL_DEBUG=INFO`` so the log shows the
     ``NET/Libfabric`` transport (NCCL silently falls back to sockets when EFA is missing).
@@ -55,6 +57,7 @@ from constructs import Construct
 from efa_stack import contract
 from efa_stack.spec.nccl import NcclJobPlan
 from efa_stack.spec.plan import LABEL_NODE_GROUP, Taint
+from k8s.efa_guard import fail_closed_env, guard_init_container
 from k8s.mpijob import MpiJob, MpiJobSpec, ReplicaSpec, RunPolicy
 from k8s.scheduling import count, mebibytes, one_pod_per_node, system_node_selector, tolerations
 
@@ -174,6 +177,9 @@ def fabric_env(props: NcclTestsJobProps) -> list[tuple[str, str]]:
     ]
     if job.fabric == "efa":
         env += [("FI_PROVIDER", "efa")]
+        if job.efa_guard:
+            # NCCL_NET names the aws-ofi-nccl network: no silent fallback to sockets (k8s/efa_guard.py)
+            env += [(k, v) for k, v in fail_closed_env("efa").items() if k != "FI_PROVIDER"]
         if job.gpudirect_rdma:
             env += [("FI_EFA_USE_DEVICE_RDMA", "1")]
         env += [
@@ -186,14 +192,14 @@ def fabric_env(props: NcclTestsJobProps) -> list[tuple[str, str]]:
         ]
     elif job.fabric == "tcp":
         env += [
-            ("NCCL_NET", "Socket"),
+            ("NCCL_NET", fail_closed_env("tcp")["NCCL_NET"]),
             ("FI_PROVIDER", "tcp"),
             ("NCCL_SOCKET_IFNAME", "^docker,lo,veth"),
         ]
     else:  # infiniband
         ib = props.infiniband
         env += [
-            ("NCCL_NET", "IB"),
+            ("NCCL_NET", fail_closed_env("infiniband")["NCCL_NET"]),
             ("NCCL_IB_DISABLE", "0"),
             ("NCCL_IB_HCA", ib.hca),
             ("NCCL_IB_GID_INDEX", str(ib.gid_index)),
@@ -278,6 +284,28 @@ def worker_resources(props: NcclTestsJobProps) -> dict[str, k8s_l1.Quantity]:
     return res
 
 
+def worker_init_containers(props: NcclTestsJobProps) -> list[k8s_l1.Container]:
+    """The worker's init containers: the EFA guard when the job runs over EFA with ``efaGuard`` on.
+
+    The guard requests the worker's EFA devices (device plugins allocate per container; the kubelet
+    hands them on to the worker, see :mod:`k8s.efa_guard`) and checks them with the worker's own
+    image and environment before sshd starts. The MPI operator runs the worker's first container as
+    given (mpi-operator@v0.8.2 copies the replica template) and adds no init container of its own.
+    """
+    job = props.job
+    if not job.efa_guard:
+        return []
+    return [
+        guard_init_container(
+            image=job.image,
+            expected_efa=job.efa_per_worker,
+            expected_gpus=job.gpus_per_worker,
+            fabric=job.fabric,
+            env=fabric_env(props),
+        )
+    ]
+
+
 class NcclTestsJob(Construct):
     """The nccl-tests MPIJob for one node group (see the module docstring)."""
 
@@ -318,6 +346,7 @@ class NcclTestsJob(Construct):
                 node_selector={LABEL_NODE_GROUP: job.node_group},
                 tolerations=tolerations(props.taints) or None,
                 affinity=one_pod_per_node(worker_labels),
+                init_containers=worker_init_containers(props) or None,
                 containers=[
                     # No command: the operator starts sshd (/usr/sbin/sshd -De) for mpirun to reach.
                     k8s_l1.Container(
