@@ -114,9 +114,13 @@ class ImageLayout:
         "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin",
     )
     ofi_nccl_lib: str = "/opt/amazon/ofi-nccl/lib/{arch}"
+    # /opt/aws-ofi-nccl/install/lib: where the default image builds aws-ofi-nccl itself
+    # (awsome-distributed-training micro-benchmarks/nccl-tests/nccl-tests.Dockerfile at EFA installer
+    # 1.43.2 / aws-ofi-nccl v1.16.3: ./configure --prefix=/opt/aws-ofi-nccl/install; its own ENV
+    # LD_LIBRARY_PATH lists that lib directory, which the container env set here replaces).
     lib_path: tuple[str, ...] = (
-        "/opt/amazon/ofi-nccl/lib/{arch}", "/opt/nccl/build/lib", "/opt/amazon/efa/lib",
-        "/opt/amazon/openmpi/lib", "/usr/local/cuda/lib64",
+        "/opt/amazon/ofi-nccl/lib/{arch}", "/opt/aws-ofi-nccl/install/lib", "/opt/nccl/build/lib",
+        "/opt/amazon/efa/lib", "/opt/amazon/openmpi/lib", "/usr/local/cuda/lib64",
     )
     tuner_plugin: str = "libnccl-ofi-tuner.so"
 

@@ -18,6 +18,7 @@
 #   NCCL_NET_PLUGIN, LD_LIBRARY_PATH     as the workload sees them
 #   EFA_GUARD_DEVICE_DIR       default /dev/infiniband (tests point it at a temporary directory)
 #   EFA_GUARD_TERMINATION_LOG  default /dev/termination-log (tests point it at a temporary file)
+#   EFA_GUARD_LDCONFIG         default ldconfig (tests replace it)
 set -u
 
 expected="${EFA_GUARD_EXPECTED_EFA:-}"
@@ -70,17 +71,24 @@ for name in $candidates; do
   case "$name" in
     /*) [ -e "$name" ] && found_plugin="$name" ;;
     *)
+      # where dlopen looks: LD_LIBRARY_PATH, the ld.so cache, then the trusted directories
       old_ifs="$IFS"; IFS=":"
       for dir in ${LD_LIBRARY_PATH:-}; do
         if [ -n "$dir" ] && [ -e "$dir/$name" ]; then found_plugin="$dir/$name"; break; fi
       done
       IFS="$old_ifs"
+      if [ -z "$found_plugin" ] && command -v "${EFA_GUARD_LDCONFIG:-ldconfig}" >/dev/null 2>&1; then
+        found_plugin=$("${EFA_GUARD_LDCONFIG:-ldconfig}" -p 2>/dev/null | sed -n "s|^[[:space:]]*$name (.*) => ||p" | sed -n '1p')
+      fi
+      for dir in /lib /usr/lib /lib64 /usr/lib64; do
+        if [ -z "$found_plugin" ] && [ -e "$dir/$name" ]; then found_plugin="$dir/$name"; fi
+      done
       ;;
   esac
   [ -n "$found_plugin" ] && break
 done
 if [ -z "$found_plugin" ]; then
-  fail "found no NCCL net plugin ($candidates) on LD_LIBRARY_PATH (${LD_LIBRARY_PATH:-unset}): the image lacks aws-ofi-nccl" \
+  fail "found no NCCL net plugin ($candidates) on LD_LIBRARY_PATH (${LD_LIBRARY_PATH:-unset}), in the ld.so cache or in /lib, /usr/lib: the image lacks aws-ofi-nccl" \
     "use an image with aws-ofi-nccl (the EFA installer puts it in /opt/amazon/ofi-nccl/lib/<arch>) and put that directory on LD_LIBRARY_PATH"
 fi
 
