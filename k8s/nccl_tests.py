@@ -293,8 +293,9 @@ def worker_init_containers(props: NcclTestsJobProps) -> list[k8s_l1.Container]:
 
     The guard requests the worker's EFA devices (device plugins allocate per container; the kubelet
     hands them on to the worker, see :mod:`k8s.efa_guard`) and checks them with the worker's own
-    image and environment before sshd starts. The MPI operator runs the worker's first container as
-    given (mpi-operator@v0.8.2 copies the replica template) and adds no init container of its own.
+    image and environment before sshd starts. The MPI operator keeps init containers as given
+    (mpi-operator@v0.8.2 pkg/controller/mpi_job_controller.go ``newWorker``: a DeepCopy of the Worker
+    template, only ``Containers[0]`` gets the sshd command).
     """
     job = props.job
     if not job.efa_guard:
