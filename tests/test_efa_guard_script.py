@@ -8,6 +8,7 @@ host's own tools never leak into a result.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -224,3 +225,12 @@ def test_the_script_is_shellcheck_clean():
         [shellcheck, "--shell=sh", str(SCRIPT_PATH)], capture_output=True, text=True, timeout=60, check=False
     )
     assert proc.returncode == 0, proc.stdout
+
+
+def test_the_verify_fixture_carries_the_line_this_script_prints(node):
+    # tests/fixtures/k8s_api/worker_pods_guard_failed.json holds worker-1's termination message
+    doc = json.loads((FIXTURES.parent / "k8s_api" / "worker_pods_guard_failed.json").read_text())
+    message = doc["items"][1]["status"]["initContainerStatuses"][0]["state"]["terminated"]["message"]
+    node.fi_info(stderr="no-efa-provider.stderr.txt", rc=61)
+    r = node.run(expected=32, NODE_NAME="ip-10-0-1-24.us-west-2.compute.internal", POD_NAME="nccl-tests-p5-worker-1")
+    assert r.termination == message
