@@ -119,8 +119,8 @@ class ImageLayout:
     # 1.43.2 / aws-ofi-nccl v1.16.3: ./configure --prefix=/opt/aws-ofi-nccl/install; its own ENV
     # LD_LIBRARY_PATH lists that lib directory, which the container env set here replaces).
     lib_path: tuple[str, ...] = (
-        "/opt/amazon/ofi-nccl/lib/{arch}", "/opt/aws-ofi-nccl/install/lib", "/opt/nccl/build/lib",
-        "/opt/amazon/efa/lib", "/opt/amazon/openmpi/lib", "/usr/local/cuda/lib64",
+        "/opt/amazon/ofi-nccl/lib/{arch}", "/opt/nccl/build/lib", "/opt/amazon/efa/lib",
+        "/opt/amazon/openmpi/lib", "/usr/local/cuda/lib64", "/opt/aws-ofi-nccl/install/lib",
     )
     tuner_plugin: str = "libnccl-ofi-tuner.so"
 
