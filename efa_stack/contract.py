@@ -77,6 +77,11 @@ JOB_NAME_LABEL: Final = "training.kubeflow.org/job-name"
 JOB_ROLE_LABEL: Final = "training.kubeflow.org/job-role"
 NCCL_JOB_NAMESPACE: Final = "default"
 NCCL_JOB_PREFIX: Final = "nccl-tests-"
+# The EFA guard init container of EFA worker pods (k8s/efa_guard.py) and the prefix of the one line it
+# prints when a pod would fall back to TCP (k8s/scripts/efa_guard.sh; verify reads it back).
+EFA_GUARD_CONTAINER: Final = "efa-guard"
+EFA_GUARD_FAIL_PREFIX: Final = "efa-stack guard: FAIL"
+
 # FSx for Lustre objects (the static volume and its claim).
 FSX_CSI_DRIVER: Final = "fsx.csi.aws.com"
 FSX_CLAIM_NAME: Final = "fsx-claim"

@@ -28,7 +28,9 @@ deploy, or ``kubectl apply -f dist/<cluster>/after-crds/``, create it again.
 Fabrics (``ncclTest.fabric``) render the same job three ways:
 
 ``efa``
-    ``vpc.amazonaws.com/efa`` and hugepages requested; ``FI_PROVIDER=efa``; ``FI_EFA_USE_DEVICE_RDMA=1``
+    ``vpc.amazonaws.com/efa`` and hugepages requested; ``FI_PROVIDER=efa``; with ``ncclTest.efaGuard``
+    (default on) ``NCCL_NET=AWS Libfabric`` and an ``efa-guard`` init container on every worker, so a
+    worker without EFA fails with one clear line instead of running over sockets (:mod:`k8s.efa_guard`); ``FI_EFA_USE_DEVICE_RDMA=1``
     when the GPU supports GPUDirect RDMA (A100/H100/H200/B200/B300, see :mod:`spec.nccl`);
     the aws-ofi-nccl tuner (``NCCL_TUNER_PLUGIN``); ``NCCL_DEBUG=INFO`` so the log shows the
     ``NET/Libfabric`` transport (NCCL silently falls back to sockets when EFA is missing).
@@ -55,6 +57,7 @@ from constructs import Construct
 from efa_stack import contract
 from efa_stack.spec.nccl import NcclJobPlan
 from efa_stack.spec.plan import LABEL_NODE_GROUP, Taint
+from k8s.efa_guard import fail_closed_env, guard_init_container
 from k8s.mpijob import MpiJob, MpiJobSpec, ReplicaSpec, RunPolicy
 from k8s.scheduling import count, mebibytes, one_pod_per_node, system_node_selector, tolerations
 
@@ -111,9 +114,13 @@ class ImageLayout:
         "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin",
     )
     ofi_nccl_lib: str = "/opt/amazon/ofi-nccl/lib/{arch}"
+    # /opt/aws-ofi-nccl/install/lib: where the default image builds aws-ofi-nccl itself
+    # (awsome-distributed-training micro-benchmarks/nccl-tests/nccl-tests.Dockerfile at EFA installer
+    # 1.43.2 / aws-ofi-nccl v1.16.3: ./configure --prefix=/opt/aws-ofi-nccl/install; its own ENV
+    # LD_LIBRARY_PATH lists that lib directory, which the container env set here replaces).
     lib_path: tuple[str, ...] = (
         "/opt/amazon/ofi-nccl/lib/{arch}", "/opt/nccl/build/lib", "/opt/amazon/efa/lib",
-        "/opt/amazon/openmpi/lib", "/usr/local/cuda/lib64",
+        "/opt/amazon/openmpi/lib", "/usr/local/cuda/lib64", "/opt/aws-ofi-nccl/install/lib",
     )
     tuner_plugin: str = "libnccl-ofi-tuner.so"
 
@@ -177,19 +184,26 @@ def fabric_env(props: NcclTestsJobProps) -> list[tuple[str, str]]:
         gpudirect_rdma=job.gpudirect_rdma,
         tuner_plugin=layout.tuner_plugin_path(job.lib_arch),
         infiniband=props.infiniband,
+        efa_guard=job.efa_guard,
     )
 
 
 def nccl_fabric_env(
-    fabric: str, *, gpudirect_rdma: bool, tuner_plugin: str | None, infiniband: InfinibandSettings
+    fabric: str, *, gpudirect_rdma: bool, tuner_plugin: str | None, infiniband: InfinibandSettings,
+    efa_guard: bool = True,
 ) -> list[tuple[str, str]]:
     """The NCCL/libfabric settings of ``fabric`` (efa, tcp or infiniband), in order; shared by every NCCL job.
 
     ``tuner_plugin``: the aws-ofi-nccl tuner's path in the image (efa only; None leaves NCCL_TUNER_PLUGIN unset).
+    ``efa_guard``: with efa, name the aws-ofi-nccl network in ``NCCL_NET`` so NCCL fails instead of using
+    sockets (:func:`k8s.efa_guard.fail_closed_env`); the caller runs the guard init container too.
     """
     env: list[tuple[str, str]] = []
     if fabric == "efa":
         env += [("FI_PROVIDER", "efa")]
+        if efa_guard:
+            # NCCL_NET names the aws-ofi-nccl network: no silent fallback to sockets (k8s/efa_guard.py)
+            env += [(k, v) for k, v in fail_closed_env("efa").items() if k != "FI_PROVIDER"]
         if gpudirect_rdma:
             env += [("FI_EFA_USE_DEVICE_RDMA", "1")]
         env += [("FI_EFA_FORK_SAFE", "1")]
@@ -203,14 +217,14 @@ def nccl_fabric_env(
         ]
     elif fabric == "tcp":
         env += [
-            ("NCCL_NET", "Socket"),
+            ("NCCL_NET", fail_closed_env("tcp")["NCCL_NET"]),
             ("FI_PROVIDER", "tcp"),
             ("NCCL_SOCKET_IFNAME", "^docker,lo,veth"),
         ]
     else:  # infiniband
         ib = infiniband
         env += [
-            ("NCCL_NET", "IB"),
+            ("NCCL_NET", fail_closed_env("infiniband")["NCCL_NET"]),
             ("NCCL_IB_DISABLE", "0"),
             ("NCCL_IB_HCA", ib.hca),
             ("NCCL_IB_GID_INDEX", str(ib.gid_index)),
@@ -306,6 +320,29 @@ def worker_resources(props: NcclTestsJobProps) -> dict[str, k8s_l1.Quantity]:
     return res
 
 
+def worker_init_containers(props: NcclTestsJobProps) -> list[k8s_l1.Container]:
+    """The worker's init containers: the EFA guard when the job runs over EFA with ``efaGuard`` on.
+
+    The guard requests the worker's EFA devices (device plugins allocate per container; the kubelet
+    hands them on to the worker, see :mod:`k8s.efa_guard`) and checks them with the worker's own
+    image and environment before sshd starts. The MPI operator keeps init containers as given
+    (mpi-operator@v0.8.2 pkg/controller/mpi_job_controller.go ``newWorker``: a DeepCopy of the Worker
+    template, only ``Containers[0]`` gets the sshd command).
+    """
+    job = props.job
+    if not job.efa_guard:
+        return []
+    return [
+        guard_init_container(
+            image=job.image,
+            expected_efa=job.efa_per_worker,
+            expected_gpus=job.gpus_per_worker,
+            fabric=job.fabric,
+            env=fabric_env(props),
+        )
+    ]
+
+
 class NcclTestsJob(Construct):
     """The nccl-tests MPIJob for one node group (see the module docstring)."""
 
@@ -346,6 +383,7 @@ class NcclTestsJob(Construct):
                 node_selector={LABEL_NODE_GROUP: job.node_group},
                 tolerations=tolerations(props.taints) or None,
                 affinity=one_pod_per_node(worker_labels),
+                init_containers=worker_init_containers(props) or None,
                 containers=[
                     # No command: the operator starts sshd (/usr/sbin/sshd -De) for mpirun to reach.
                     k8s_l1.Container(

@@ -47,6 +47,7 @@ from efa_stack.spec.training import (
     VolumePlan,
     WorkerPlan,
 )
+from k8s.efa_guard import guard_init_container
 from k8s.mpijob import pod_template_json
 from k8s.nccl_tests import InfinibandSettings, nccl_fabric_env
 from k8s.scheduling import count, mebibytes, tolerations
@@ -91,17 +92,25 @@ def infiniband_settings(worker: WorkerPlan) -> InfinibandSettings:
     )
 
 
-def worker_init_and_env(worker: WorkerPlan) -> tuple[list[k8s_l1.Container], list[tuple[str, str]]]:
+def worker_init_and_env(worker: WorkerPlan, image: str) -> tuple[list[k8s_l1.Container], list[tuple[str, str]]]:
     """THE place a worker pod's init containers and fabric environment are assembled (both job kinds).
 
     Env: ``NCCL_DEBUG=INFO`` (the log shows whether EFA or a socket carried the traffic) and the fabric's
     NCCL/libfabric settings, shared with the NCCL-tests job (:func:`k8s.nccl_tests.nccl_fabric_env`). No
-    aws-ofi-nccl tuner path: where it lives depends on the training image. No init containers yet.
+    aws-ofi-nccl tuner path: where it lives depends on the training image. Init containers: the EFA guard
+    (:mod:`k8s.efa_guard`) in the training image with that environment, when ``worker.efa_guard``, so a
+    worker that would train over sockets fails before torchrun starts.
     """
     env = [("NCCL_DEBUG", "INFO")] + nccl_fabric_env(
         worker.fabric, gpudirect_rdma=worker.gpudirect_rdma, tuner_plugin=None, infiniband=infiniband_settings(worker),
+        efa_guard=worker.efa_guard,
     )
-    return [], env
+    if not worker.efa_guard:
+        return [], env
+    guard = guard_init_container(
+        image=image, expected_efa=worker.efa_devices, expected_gpus=worker.gpus, fabric=worker.fabric, env=env,
+    )
+    return [guard], env
 
 
 def worker_resources(worker: WorkerPlan) -> dict[str, k8s_l1.Quantity]:
@@ -158,7 +167,7 @@ def worker_pod_template(
     labels: dict[str, str] | None = None,
 ) -> k8s_l1.PodTemplateSpec:
     """The worker pod: on the node group, tolerating its taints, every device of the node, /dev/shm, volumes."""
-    init, env = worker_init_and_env(worker)
+    init, env = worker_init_and_env(worker, image)
     env = env + list(extra_env or [])
     res = worker_resources(worker)
     mounts = [k8s_l1.VolumeMount(name=SHM_VOLUME, mount_path="/dev/shm")]

@@ -213,7 +213,7 @@ def test_fsx_and_empty_dir_volumes_are_mounted():
 
 # --- fabrics ---------------------------------------------------------------------------------------------------
 def _env(c: dict[str, Any]) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in c.get("env", [])}
+    return {e["name"]: e.get("value") for e in c.get("env", [])}
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -221,6 +221,38 @@ def test_efa_fabric(kind):
     c = worker_container(built_text(job_spec(kind=kind)))
     env = _env(c)
     assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1" and env["NCCL_DEBUG"] == "INFO"
+
+
+def worker_pod(b: Built) -> dict[str, Any]:
+    objs = training_objects(b)
+    source = next(o for o in objs if o["kind"] in ("ClusterTrainingRuntime", "PyTorchJob"))
+    return pod_templates(source)[0]["spec"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_efa_workers_run_the_guard_and_fail_closed(kind):
+    # GIVEN an EFA training job on 2 x p5.48xlarge WHEN rendered
+    b = built_text(job_spec(kind=kind))
+    pod = worker_pod(b)
+    (guard,) = pod["initContainers"]
+    worker = pod["containers"][0]
+    # THEN every worker pod first runs the EFA guard in the training image, expecting the node's 32 devices
+    assert guard["name"] == contract.EFA_GUARD_CONTAINER
+    assert guard["image"] == worker["image"]
+    assert guard["resources"]["requests"][contract.EFA_RESOURCE] == 32 == worker["resources"]["requests"][contract.EFA_RESOURCE]
+    guard_env = _env(guard)
+    assert guard_env["EFA_GUARD_EXPECTED_EFA"] == "32" and guard_env["EFA_GUARD_EXPECTED_GPUS"] == "8"
+    # AND NCCL may only use the aws-ofi-nccl network, in the guard and the worker alike
+    assert _env(worker)["NCCL_NET"] == guard_env["NCCL_NET"] == "AWS Libfabric"
+    # AND the guard keeps the pod Guaranteed (requests = limits)
+    assert guard["resources"]["requests"] == guard["resources"]["limits"]
+
+
+@pytest.mark.parametrize(("fabric", "extra"), [("efa", "    efaGuard: false\n"), ("tcp", "")])
+def test_no_guard_when_switched_off_or_not_efa(fabric, extra):
+    pod = worker_pod(built_text(job_spec(fabric=fabric, extra=extra)))
+    assert "initContainers" not in pod
+    assert _env(pod["containers"][0]).get("NCCL_NET") in (None, "Socket")
 
 
 @pytest.mark.parametrize("kind", KINDS)

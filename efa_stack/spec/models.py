@@ -425,6 +425,12 @@ class NcclTest(_Model):
     shm_mib: int | None = Field(None, alias="shmSizeMiB", ge=64, le=4194304)
     """Size limit of the memory-backed ``/dev/shm`` per worker (counts against ``memoryMiB``); when unset,
     1024 MiB per GPU."""
+    efa_guard: bool = Field(True, alias="efaGuard")
+    """With ``fabric: efa``, fail the job instead of letting NCCL fall back to TCP sockets: an ``efa-guard``
+    init container checks each worker's EFA devices, libfabric and aws-ofi-nccl against the plan, and
+    ``NCCL_NET`` names the aws-ofi-nccl network (k8s/efa_guard.py). Turn it off only for an image whose
+    EFA stack the guard cannot see (no ``fi_info`` on PATH, or a net plugin outside LD_LIBRARY_PATH) or
+    whose plugin registers another network name; NCCL may then fall back to sockets silently again."""
 
 
 class Observability(_Model):
@@ -526,6 +532,10 @@ class TrainingJobSpec(_Model):
     """The job's namespace (must exist)."""
     suspend: bool = True
     """Create the job suspended so that a deploy does not start GPU work."""
+    efa_guard: bool = Field(True, alias="efaGuard")
+    """With ``fabric: efa``, fail the job instead of letting NCCL fall back to TCP sockets, as
+    ``ncclTest.efaGuard`` does: an ``efa-guard`` init container checks each worker's EFA devices, libfabric
+    and aws-ofi-nccl before torchrun starts, and ``NCCL_NET`` names the aws-ofi-nccl network."""
     memory_mib: int | None = Field(None, alias="memoryMiB", ge=256, le=4194304)
     """Memory request and limit per worker; default sized from the GPUs as for ncclTest (4000 MiB per GPU plus the
     ``/dev/shm``)."""

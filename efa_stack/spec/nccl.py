@@ -182,6 +182,9 @@ class NcclJobPlan:
     check: int
     image: str
     suspend: bool
+    efa_guard: bool = False
+    """Render the EFA guard (fail-closed NCCL env and the ``efa-guard`` init container): ``ncclTest.efaGuard``
+    when the fabric is efa, False otherwise."""
 
     @property
     def np(self) -> int:
@@ -286,6 +289,7 @@ def nccl_job_plan(node_groups: Sequence[NodeGroupPlan], cfg: NcclTest) -> NcclJo
         check=cfg.check,
         image=cfg.image,
         suspend=cfg.suspend,
+        efa_guard=efa and cfg.efa_guard,
     )
 
 

@@ -99,6 +99,8 @@ class WorkerPlan:
     ib_gid_index: int | None = None
     socket_ifname: str | None = None
     volumes: tuple[VolumePlan, ...] = ()
+    efa_guard: bool = False
+    """Run the EFA guard and name the aws-ofi-nccl network in ``NCCL_NET`` (``efaGuard`` with fabric efa)."""
 
     @property
     def nproc_per_node(self) -> int:
@@ -282,6 +284,7 @@ def _worker(
         ib_gid_index=job.ib_gid_index if ib else None,
         socket_ifname=job.socket_ifname if ib else None,
         volumes=volumes,
+        efa_guard=efa and job.efa_guard,
     )
 
 

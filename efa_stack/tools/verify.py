@@ -424,6 +424,47 @@ def launcher_log(core: Any, job: str, namespace: str = DEFAULT_NAMESPACE) -> str
         raise _api_error(exc, f"read the log of pod {namespace}/{pod.metadata.name}") from exc
 
 
+EFA_GUARD_CONTAINER = contract.EFA_GUARD_CONTAINER
+EFA_GUARD_FAIL_PREFIX = contract.EFA_GUARD_FAIL_PREFIX
+
+
+def guard_failures(core: Any, job: str, namespace: str = DEFAULT_NAMESPACE) -> list[str]:
+    """The lines the ``efa-guard`` init container of the job's workers failed with, one per stopped worker.
+
+    The guard (k8s/scripts/efa_guard.sh) writes its one line to the termination message file; with
+    ``terminationMessagePolicy: FallbackToLogsOnError`` the kubelet uses the log's tail when the file is
+    empty, so the message is read first and the container's log only when the message lacks the line.
+    Best effort: an API error here returns what was found, the job's own outcome is reported anyway.
+    """
+    selector = f"{JOB_NAME_LABEL}={job},{JOB_ROLE_LABEL}=worker"
+    try:
+        pods = list(core.list_namespaced_pod(namespace, label_selector=selector).items or [])
+    except Exception:  # noqa: BLE001 - ApiException, urllib3 errors: nothing to add to the job's outcome
+        return []
+    lines: list[str] = []
+    for pod in sorted(pods, key=lambda p: p.metadata.name):
+        for st in (pod.status.init_container_statuses or []) if pod.status else []:
+            if st.name != EFA_GUARD_CONTAINER:
+                continue
+            states = [x for x in (st.state, st.last_state) if x is not None and x.terminated is not None]
+            done = next((x.terminated for x in states if x.terminated.exit_code), None)
+            if done is None:
+                continue
+            text = done.message or ""
+            if EFA_GUARD_FAIL_PREFIX not in text:
+                try:
+                    text = core.read_namespaced_pod_log(pod.metadata.name, namespace, container=EFA_GUARD_CONTAINER)
+                except Exception:  # noqa: BLE001 - the log may be gone; the fallback line still names the pod
+                    text = ""
+            found = [ln.strip() for ln in (text or "").splitlines() if ln.strip().startswith(EFA_GUARD_FAIL_PREFIX)]
+            lines.append(found[-1] if found else (
+                f"{EFA_GUARD_FAIL_PREFIX} pod={namespace}/{pod.metadata.name}: the {EFA_GUARD_CONTAINER} init container "
+                f"exited {done.exit_code} ({done.reason or 'no reason'}) without its line. Fix: kubectl -n {namespace} "
+                f"logs {pod.metadata.name} -c {EFA_GUARD_CONTAINER}"
+            ))
+    return lines
+
+
 def pick_node_group(plan: ClusterPlan, name: str | None) -> NodeGroupPlan:
     """The node group whose NCCL test to run: ``name``, or the one the k8s charts made the job for
     (``plan.nccl_job``: ``ncclTest.nodeGroup``, else the first EFA NVIDIA group).
@@ -671,11 +712,17 @@ def run_verify(
             }[outcome.state]
             nccl["fix"] = fix
             tail = "\n".join((outcome.log or "").splitlines()[-20:])
+            guard = guard_failures(core, name, namespace) if outcome.state in ("Failed", "Timeout") else []
+            nccl["guard"] = guard
             if json_out:
                 nccl["log_tail"] = tail
                 echo(json.dumps(doc, indent=2))
             else:
                 console.print(f"[bold red]FAIL[/]: MPIJob {escape(name)} {outcome.state.lower()}: {escape(outcome.message)}")
+                if guard:
+                    console.print(f"the EFA guard stopped {len(guard)} worker(s) before NCCL could fall back to TCP:")
+                    for line in guard:
+                        console.print(line, markup=False, highlight=False, soft_wrap=True)
                 if tail:
                     console.print("last lines of the launcher log:", markup=False)
                     console.print(tail, markup=False, highlight=False)
