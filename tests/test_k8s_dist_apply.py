@@ -17,7 +17,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from k8s.dist import AFTER_CRDS_DIR, APPLY_SCRIPT, crd_kinds, dist_dir, render_dist, write_dist
+from efa_stack import contract
+from k8s.dist import (
+    AFTER_CRDS_DIR,
+    APPLY_SCRIPT,
+    TRAINER_VALUES,
+    crd_kinds,
+    dist_dir,
+    helm_crd_kinds,
+    render_dist,
+    write_dist,
+)
+from k8s.training_operators import TrainerHelmProps
 from tests.test_k8s_support import GOLDEN_SPECS, built
 
 
@@ -63,10 +74,27 @@ class FreshCluster:
         self.established.add(name)
 
 
-def run_script(script: Path, cluster: FreshCluster) -> None:
-    """Run the kubectl lines of ``apply.sh`` (relative to its directory) against ``cluster``."""
+# What `helm upgrade --install` of the Kubeflow Trainer chart creates (kubeflow/trainer@v2.3.0
+# charts/kubeflow-trainer/crds/: the TrainJob, TrainingRuntime and ClusterTrainingRuntime CRDs).
+HELM_CRDS = {
+    contract.TRAINER_RELEASE: {
+        contract.TRAINJOB_CRD_NAME, contract.TRAINING_RUNTIME_CRD_NAME, contract.CLUSTER_TRAINING_RUNTIME_CRD_NAME,
+    },
+}
+
+
+def run_script(script: Path, cluster: FreshCluster, helm_releases: list[list[str]] | None = None) -> None:
+    """Run the kubectl and helm lines of ``apply.sh`` (relative to its directory) against ``cluster``."""
     for line in script.read_text().splitlines():
         words = shlex.split(line, comments=True)
+        if words[:1] == ["helm"]:
+            assert words[1:3] == ["upgrade", "--install"], line
+            values = words[words.index("--values") + 1]
+            assert (script.parent / values).is_file(), line
+            cluster.crds |= HELM_CRDS[words[3]]
+            if helm_releases is not None:
+                helm_releases.append(words)
+            continue
         if not words or words[0] != "kubectl":
             continue
         if words[1] == "apply":
@@ -130,3 +158,44 @@ def test_trainium_cluster_has_a_single_step(tmp_path):
     assert not (out / AFTER_CRDS_DIR).exists()
     commands = [ln for ln in (out / APPLY_SCRIPT).read_text().splitlines() if ln.startswith("kubectl")]
     assert commands == ["kubectl apply -f ."]
+
+
+def test_training_jobs_wait_for_the_crds_the_trainer_helm_release_installs(tmp_path):
+    # GIVEN a spec with a TrainJob (Kubeflow Trainer v2 comes from its Helm chart, not from a chart here)
+    b = built("training-p5")
+    out = dist_dir(b.plan, tmp_path)
+    write_dist(b.plan, out, b.charts)
+    charts = render_dist(b.plan, b.charts)
+    kinds = {**crd_kinds(charts), **helm_crd_kinds(b.plan)}
+    # WHEN apply.sh runs against a fresh cluster
+    releases: list[list[str]] = []
+    cluster = FreshCluster(kinds)
+    run_script(out / APPLY_SCRIPT, cluster, releases)
+    # THEN the runtimes and jobs were applied after helm installed their CRDs, and every object once
+    assert sorted(cluster.applied) == sorted(_objects(charts))
+    assert (out / AFTER_CRDS_DIR / "45-training-runtimes.yaml").is_file()
+    assert (out / AFTER_CRDS_DIR / "50-training-jobs.yaml").is_file()
+    # AND helm installed the pinned chart with the values the cluster stack passes
+    (words,) = releases
+    props = TrainerHelmProps()
+    assert words[3:7] == [contract.TRAINER_RELEASE, props.repository, "--version", props.version]
+    assert words[words.index("--namespace") + 1] == contract.TRAINER_NAMESPACE and "--wait" in words
+    assert yaml.safe_load((out / TRAINER_VALUES).read_text()) == props.values()
+
+
+def test_fails_training_jobs_without_the_trainer_release(tmp_path):
+    # the simulator is not vacuous: without the helm step the TrainJob's kind is unknown
+    b = built("training-p5")
+    out = dist_dir(b.plan, tmp_path)
+    write_dist(b.plan, out, b.charts)
+    cluster = FreshCluster(helm_crd_kinds(b.plan))
+    cluster.apply(out)
+    with pytest.raises(KubectlError, match='no matches for kind "ClusterTrainingRuntime"'):
+        cluster.apply(out / AFTER_CRDS_DIR)
+
+
+def test_no_helm_without_the_trainer(tmp_path):
+    b = built("default")
+    out = dist_dir(b.plan, tmp_path)
+    write_dist(b.plan, out, b.charts)
+    assert "helm" not in (out / APPLY_SCRIPT).read_text() and not (out / "helm").exists()
