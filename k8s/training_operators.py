@@ -106,7 +106,7 @@ def without_descriptions(node: Any) -> Any:
 def pytorchjob_crd_document(file: Path = CRD_FILE) -> dict[str, Any]:
     """Upstream's PyTorchJob CRD without its documentation strings."""
     (doc,) = [d for d in yaml.safe_load_all(file.read_text()) if d]
-    return without_descriptions(doc)  # type: ignore[no-any-return]
+    return without_descriptions(doc)
 
 
 class PyTorchJobCrd(Construct):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import textwrap
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -611,7 +612,7 @@ def _addon(name: str, versions: list[str], k8s: str = "1.34", default: str | Non
     }
 
 
-def _eks_stub(eks, answers: list[tuple[str, dict | str]], k8s: str = "1.34") -> Stubber:
+def _eks_stub(eks, answers: Sequence[tuple[str, dict | str]], k8s: str = "1.34") -> Stubber:
     """Queue one DescribeAddonVersions answer per add-on, in the plan's order (a str is an error code)."""
     stub = Stubber(eks)
     for name, answer in answers:
@@ -787,7 +788,7 @@ def test_access_denied_on_addon_versions_is_a_warning_naming_the_action() -> Non
 def test_server_error_on_one_addon_warns_and_the_others_are_still_checked() -> None:
     plan = _spec(P5)
     eks = _client("eks")
-    answers = [
+    answers: list[tuple[str, dict | str]] = [
         ("vpc-cni", "ServerException"),
         ("eks-pod-identity-agent", _offered("eks-pod-identity-agent", ["v1.3.8-eksbuild.2"])),
         ("eks-node-monitoring-agent", _offered("eks-node-monitoring-agent", ["v1.4.0-eksbuild.2"])),

@@ -4,6 +4,7 @@ gets, the nodeadm NodeConfig in the launch template's user data, and the NCCL-te
 from __future__ import annotations
 
 import email
+import email.message
 import textwrap
 
 import pytest
@@ -156,7 +157,9 @@ def test_single_numa_node_is_allowed_on_a_group_the_nccl_job_does_not_run_on():
 def _parts(user_data: str) -> list[tuple[str, str]]:
     msg = email.message_from_string(user_data)
     assert msg.is_multipart()
-    return [(part.get_content_type(), part.get_payload()) for part in msg.get_payload()]
+    parts = msg.get_payload()
+    assert isinstance(parts, list)
+    return [(part.get_content_type(), str(part.get_payload())) for part in parts if isinstance(part, email.message.Message)]
 
 
 def test_user_data_carries_a_nodeconfig_after_the_boot_script():
