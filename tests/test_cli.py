@@ -370,3 +370,32 @@ def test_verify_kubeconfig_problem_exits_2(monkeypatch: pytest.MonkeyPatch) -> N
     assert result.exit_code == 2
     assert "cannot load the kubeconfig" in result.stderr
     assert "aws eks update-kubeconfig --name efa-training --region us-west-2" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--dcgm-level", "7"), "--dcgm-level 7 is out of range"),
+        (("--node-group", "nope"), "node group 'nope' is not in the spec"),
+        (("--node-group", "system"), "has no NVIDIA GPUs"),
+    ],
+)
+def test_fails_acceptance_bad_input_before_any_cluster_access(
+    monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], said: str
+) -> None:
+    # GIVEN a kubeconfig that would fail if it were read
+    import kubernetes.config
+
+    def never(**_: Any) -> None:
+        raise AssertionError("the kubeconfig was loaded for bad input")
+
+    monkeypatch.setattr(kubernetes.config, "load_kube_config", never)
+    # WHEN acceptance is asked with a bad option THEN it exits 2 naming the value and the fix
+    result = invoke("verify", "--spec", DEFAULT, "--acceptance", *args)
+    assert result.exit_code == 2, result.output
+    assert said in result.stderr and "Fix: " in result.stderr
+    # AND with --json the same error is one JSON document on stdout
+    result = invoke("verify", "--spec", DEFAULT, "--acceptance", "--json", *args)
+    assert result.exit_code == 2
+    data = json.loads(result.stdout)
+    assert data["ok"] is False and said in data["error"] and data["fix"]

@@ -397,6 +397,18 @@ def verify(
     from efa_stack.tools.verify import run_verify
 
     plan = _load_plan(spec)
+    if acceptance:
+        # bad input (node group, --dcgm-level, --no-efa) is reported before any cluster access
+        from efa_stack.acceptance.run import select_group
+        from efa_stack.tools.verify import VerifyError
+
+        try:
+            select_group(plan, node_group, no_efa=no_efa, dcgm_level=dcgm_level)
+        except VerifyError as exc:
+            if json_out:
+                _echo_json({"cluster": plan.name, "ok": False, "error": exc.message, "fix": exc.fix})
+                raise typer.Exit(exc.exit_code) from None
+            _fail(exc.message, exc.fix, exc.exit_code)
     core, custom = _kube_apis(kubeconfig, context, plan)
     if acceptance:
         from efa_stack.tools.verify import run_acceptance
