@@ -383,3 +383,16 @@ def test_command_prints_json_document_and_exit_code() -> None:
 
 def test_evidence_line_names_check_measured_and_expected() -> None:
     assert Evidence("gpu-count", "failed", "7 GPUs", "8 GPUs").line() == "gpu-count: failed: measured 7 GPUs; expected 8 GPUs"
+
+
+def test_every_nvlink_expectation_says_where_it_comes_from() -> None:
+    # GIVEN data/nvlink.json WHEN an entry is read THEN a published figure has its source and corroboration,
+    # and a derived one is half the published bidirectional NVLink bandwidth
+    for gpu, e in json.loads(judge.NVLINK_FILE.read_text())["gpus"].items():
+        assert e["nvlink_source"], gpu
+        if e["expected_kind"] == "published":
+            assert e["published_source"] and e["published_kind"] and e["corroboration"], gpu
+            assert e["expected_busbw_gbytes"] == e["published_busbw_gbytes"], gpu
+        else:
+            assert e["expected_kind"].startswith("derived") and e["published_busbw_gbytes"] is None, gpu
+            assert e["expected_busbw_gbytes"] == e["nvlink_bidirectional_gbytes"] / 2, gpu
