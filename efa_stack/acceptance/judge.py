@@ -177,7 +177,7 @@ def attribute_pairs(round1: list[PairResult], round2: list[PairResult], leftover
             before = (f"round 1 with {_peer(first, n)} was {first.status}"
                       if first is not None and own is not first else "")
             if n in named:
-                worst = "failed" if any(n in q.nodes and q.status == "failed" for q in round1 + round2) else "slow"
+                worst: CheckStatus = "failed" if any(n in q.nodes and q.status == "failed" for q in round1 + round2) else "slow"
                 out[n] = _pair_evidence(own, n, worst, before, f"named slow: {analysis.reason}")
             elif own.status == "pass":
                 link = links.get(n)

@@ -53,7 +53,7 @@ def node_status(evidence: tuple[Evidence, ...] | list[Evidence]) -> NodeStatus:
     states = {e.status for e in evidence}
     for worst in ("failed", "slow", "ambiguous"):
         if worst in states:
-            return worst  # type: ignore[return-value]
+            return worst
     return "pass"
 
 
