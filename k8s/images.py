@@ -27,6 +27,13 @@ NVIDIA_DEVICE_PLUGIN_BROKEN = ("v0.19.0", "v0.19.1", "v0.19.2")
 # tag EKS Neuron AMIs also pre-pull). Image on Public ECR (Neuron docs, "Kubernetes environment setup").
 NEURON_DEVICE_PLUGIN_IMAGE = "public.ecr.aws/neuron/neuron-device-plugin:2.32.0.0"
 
+# --- NVIDIA DCGM (node acceptance: dcgmi diag) ------------------------------------------------------
+# NVIDIA/gpu-operator@v26.7.0 deployments/gpu-operator/values.yaml: dcgm.repository nvcr.io/nvidia/cloud-native,
+# image dcgm, version 4.6.0-1-ubuntu24.04 (the standalone DCGM the operator deploys). 4.6.0 is the newest
+# NVIDIA/DCGM release tag (v4.6.0); its docker/Dockerfile.* install datacenter-gpu-manager-4 and set
+# ENTRYPOINT nv-hostengine, so the image carries dcgmi and nv-hostengine.
+DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04"
+
 # --- Kubeflow MPI operator -------------------------------------------------------------------------
 # kubeflow/mpi-operator release v0.8.2 (issue #820 "Release v0.8.2 requirements", released
 # 2026-07-03; fixes stability bugs of v0.8.0). Images are tagged without the "v".

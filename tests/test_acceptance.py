@@ -21,6 +21,7 @@ from efa_stack import contract
 from efa_stack.acceptance import checks, judge, manifests
 from efa_stack.acceptance.model import Evidence, PairResult
 from efa_stack.acceptance.run import run_acceptance
+from efa_stack.spec.models import KUBERNETES_VERSIONS
 from efa_stack.spec.plan import plan_from_file
 from efa_stack.tools import verify
 from efa_stack.tools.verify import VerifyError
@@ -144,6 +145,66 @@ def test_fails_dcgm_memory_test_naming_the_gpu_and_warning() -> None:
     assert "memory (GPU 3: Pending page retirements" in e.measured and "DCGM 4.6.0" in e.measured
 
 
+def _schema_errors(doc_file: str, schema_file: str) -> list[str]:
+    import jsonschema
+
+    validator = jsonschema.Draft4Validator(json.loads(_text(schema_file)))
+    return [e.message for e in validator.iter_errors(json.loads(_text(doc_file)))]
+
+
+@pytest.mark.parametrize(("doc", "schema"), [
+    ("dcgm_diag_r2_pass.json", "dcgm_diag_schema-v4.6.0.json"),
+    ("dcgm_diag_r2_memory_fail.json", "dcgm_diag_schema-v4.6.0.json"),
+    ("dcgm_diag_runtime_error.json", "dcgm_diag_schema-v4.6.0.json"),
+    ("dcgm_diag_r1_3x_memory_fail.json", "dcgm_diag_schema-v3.3.9.json"),
+])
+def test_dcgm_fixtures_match_the_upstream_schema_of_their_version(doc: str, schema: str) -> None:
+    assert _schema_errors(doc, schema) == []
+
+
+def test_fails_schema_check_of_a_3x_document_against_the_4x_schema() -> None:
+    assert any("'DCGM Diagnostic' is a required property" in e
+               for e in _schema_errors("dcgm_diag_r1_3x_memory_fail.json", "dcgm_diag_schema-v4.6.0.json"))
+
+
+def test_fails_dcgm_3x_layout_naming_the_gpu_and_the_version() -> None:
+    e = checks.judge_dcgm(checks.Section("dcgm", _text("dcgm_diag_r1_3x_memory_fail.json"), 226), 1)
+    assert e.status == "failed" and e.measured.startswith("DCGM 3.3.9: 1 test(s) failed: GPU Memory (GPU 5: Pending")
+
+
+def test_fails_dcgm_runtime_error_with_the_version_and_message() -> None:
+    e = checks.judge_dcgm(checks.Section("dcgm", _text("dcgm_diag_runtime_error.json"), 1), 2)
+    assert (e.status, e.measured) == ("failed", "DCGM 4.6.0: runtime error") and "could not start" in e.detail
+
+
+def test_dcgm_container_runs_privileged_from_the_pinned_image_and_hands_its_gpus_on() -> None:
+    from k8s.images import DCGM_IMAGE
+
+    _, core, _ = _run(_healthy())
+    dcgm = core.created[0]["spec"]["initContainers"][0]
+    assert dcgm["image"] == DCGM_IMAGE == "nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04"
+    assert dcgm["securityContext"] == {"privileged": True, "runAsUser": 0}
+    # a restartable (sidecar) init container would keep its GPUs from the app container
+    assert "restartPolicy" not in dcgm
+
+
+def test_every_rendered_check_pod_and_pair_job_is_valid_kubernetes() -> None:
+    import jsonschema
+    import kubernetes_validate
+
+    from tests.test_k8s_support import crd_schema
+
+    _, core, custom = _run(_healthy(), slow={NODES[1]})
+    for pod in core.created:
+        kubernetes_validate.validate(pod, KUBERNETES_VERSIONS[0], strict=True)
+    for job in custom.created:
+        jsonschema.validate(job, crd_schema())
+        for role, replica in job["spec"]["mpiReplicaSpecs"].items():
+            kubernetes_validate.validate({"apiVersion": "v1", "kind": "PodTemplate", "template": replica["template"],
+                                          "metadata": {"name": f"{job['metadata']['name']}-{role.lower()}"}},
+                                         KUBERNETES_VERSIONS[0], strict=True)
+
+
 def test_dcgm_3x_key_without_test_summary_is_read() -> None:
     doc = {"DCGM GPU Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [
         {"name": "GPU Memory", "results": [{"gpu_id": "0", "status": "Fail"}]}]}]}}
@@ -179,10 +240,40 @@ def test_attribution_names_the_slow_member_of_a_slow_pair() -> None:
     assert "round 1 with a was slow" in out["b"].detail
 
 
-def test_attribution_without_a_good_peer_says_so() -> None:
+def test_one_slow_pair_and_no_good_peer_is_ambiguous_and_names_no_node() -> None:
+    # GIVEN the only pair is slow, so there is no known-good peer to re-test against
     r1 = [PairResult(1, ("a", "b"), "j0", "slow", 200.0, "below")]
+    # WHEN the pairs are attributed THEN neither node is named slow: both are ambiguous, as nccl-report says
     out = judge.attribute_pairs(r1, [], None)
-    assert out["a"].status == "slow" and "no known-good peer" in out["a"].detail
+    assert {n: e.status for n, e in out.items()} == {"a": "ambiguous", "b": "ambiguous"}
+    assert judge.pair_analysis(r1, []).status == "ambiguous" and "no host named" in out["a"].detail
+
+
+def test_attribution_and_nccl_report_name_the_same_hosts() -> None:
+    from efa_stack.nccl_report.hosts import find_slow_hosts
+
+    r1 = [PairResult(1, ("a", "b"), "j0", "slow", 200.0, "x"), PairResult(1, ("c", "d"), "j1", "slow", 190.0, "x")]
+    out = judge.attribute_pairs(r1, [], None)
+    assert find_slow_hosts(judge.pair_runs(r1)).slow_hosts == ()
+    assert {e.status for e in out.values()} == {"ambiguous"}
+
+
+def test_a_pair_slow_only_together_is_a_suspect_link_and_both_nodes_pass() -> None:
+    r1 = [PairResult(1, ("a", "b"), "j0", "slow", 200.0, "x"), PairResult(1, ("c", "d"), "j1", "pass", 444.0, "ok")]
+    r2 = [PairResult(2, ("c", "a"), "k0", "pass", 440.0, "ok"), PairResult(2, ("c", "b"), "k1", "pass", 441.0, "ok")]
+    out = judge.attribute_pairs(r1, r2, None)
+    assert {e.status for e in out.values()} == {"pass"} and "suspect link a <-> b" in out["a"].detail
+
+
+def test_ambiguous_nodes_fail_acceptance_but_are_not_quarantined() -> None:
+    # GIVEN two nodes whose only pair is slow WHEN acceptance runs with --quarantine
+    core = FakeCore({n: _text("node_pass.log") for n in NODES[:2]})
+    core.node_list.items = core.node_list.items[:2]
+    report = run_acceptance(PLAN, core, FakeCustom(core, {NODES[0]}), node_group="p5", quarantine=True,
+                            clock=lambda: 0.0, sleep=lambda s: None)
+    # THEN the report is not OK, both are ambiguous, nothing is tainted, and a note says why
+    assert not report.ok and [v.status for v in report.nodes] == ["ambiguous", "ambiguous"]
+    assert core.patches == [] and any(n.startswith("pair tests (ambiguous)") for n in report.notes)
 
 
 # --- whole runs --------------------------------------------------------------------------------------
@@ -211,7 +302,7 @@ def test_one_slow_node_is_named_and_its_partner_cleared() -> None:
     pair_ev = next(e for e in _verdict(report, NODES[1]).evidence if e.check == "nccl-pair")
     assert pair_ev.measured.startswith(f"199.94 GB/s busbw with {NODES[2]}") and "round 2" in pair_ev.detail
     assert [b["metadata"]["name"] for b in custom.created][2:] == ["accept-p5-r2-0", "accept-p5-r2-1"]
-    assert not report.ok and report.to_json()["summary"] == {"pass": 3, "slow": 1, "failed": 0}
+    assert not report.ok and report.to_json()["summary"] == {"pass": 3, "slow": 1, "failed": 0, "ambiguous": 0}
 
 
 def test_fails_node_with_failed_dcgm_and_leaves_it_out_of_pair_tests() -> None:
@@ -282,7 +373,7 @@ def test_command_prints_json_document_and_exit_code() -> None:
                                  json_out=True, echo=out.append, node_group="p5", clock=lambda: 0.0,
                                  sleep=lambda s: None)
     doc = json.loads(out[0])
-    assert code == 1 and doc["summary"] == {"pass": 3, "slow": 0, "failed": 1}
+    assert code == 1 and doc["summary"] == {"pass": 3, "slow": 0, "failed": 1, "ambiguous": 0}
     assert doc["nodes"][2]["evidence"][1]["check"] == "dcgm" and doc["nodes"][2]["evidence"][1]["status"] == "failed"
     buf = io.StringIO()
     code = verify.run_acceptance(PLAN, core, FakeCustom(core, set()), console=Console(file=buf, width=200),
@@ -292,3 +383,16 @@ def test_command_prints_json_document_and_exit_code() -> None:
 
 def test_evidence_line_names_check_measured_and_expected() -> None:
     assert Evidence("gpu-count", "failed", "7 GPUs", "8 GPUs").line() == "gpu-count: failed: measured 7 GPUs; expected 8 GPUs"
+
+
+def test_every_nvlink_expectation_says_where_it_comes_from() -> None:
+    # GIVEN data/nvlink.json WHEN an entry is read THEN a published figure has its source and corroboration,
+    # and a derived one is half the published bidirectional NVLink bandwidth
+    for gpu, e in json.loads(judge.NVLINK_FILE.read_text())["gpus"].items():
+        assert e["nvlink_source"], gpu
+        if e["expected_kind"] == "published":
+            assert e["published_source"] and e["published_kind"] and e["corroboration"], gpu
+            assert e["expected_busbw_gbytes"] == e["published_busbw_gbytes"], gpu
+        else:
+            assert e["expected_kind"].startswith("derived") and e["published_busbw_gbytes"] is None, gpu
+            assert e["expected_busbw_gbytes"] == e["nvlink_bidirectional_gbytes"] / 2, gpu

@@ -3,13 +3,20 @@
 Formats, each from its tool's source:
 
 * ``nvidia-smi -L``: one line per GPU, ``GPU <index>: <name> (UUID: GPU-...)``.
-* ``dcgmi diag -r <level> -j``: NVIDIA/DCGM@v4.6.0 ``nvvs/include/NvvsJsonStrings.h`` and
-  ``testing/python3/dcgm_diag_schema.json``: ``{"DCGM Diagnostic": {"test_categories": [{"category",
-  "tests": [{"name", "results": [{"entity_group", "entity_id", "status", "warnings": [{"warning", ...}]}],
-  "test_summary": {"status"}}]}], "runtime_error"?}, "entity_groups", "metadata": {"version"}}``; statuses
-  ``Pass``/``Skip``/``Warn``/``Fail``/``Not Run`` (``dcgmi/Diag.cpp`` ``HelperDisplayDiagResult``). DCGM 3.x
-  named the top key ``"DCGM GPU Diagnostic"`` and had no ``test_summary`` (the 4.0 release notes' breaking
-  changes); both are read.
+* ``dcgmi diag -r <level> -j``, two layouts (both schemas are kept in tests/fixtures/acceptance/):
+
+  - DCGM 4.x, NVIDIA/DCGM@v4.6.0 (51b65cc) ``testing/python3/dcgm_diag_schema.json`` and
+    ``nvvs/include/NvvsJsonStrings.h``: ``{"DCGM Diagnostic": {"test_categories": [{"category", "tests":
+    [{"name", "results": [{"entity_group", "entity_group_id", "entity_id", "status", "warnings"?: [{"warning",
+    "error_id", "error_category", "error_severity"}]}], "test_summary": {"status"}}]}]}, "entity_groups",
+    "metadata": {"version", "Driver Version Detected"}}``. When the diagnostic cannot run, ``dcgmi/Diag.cpp``
+    writes ``{"DCGM Diagnostic": {"version", "runtime_error"}}`` instead.
+  - DCGM 3.x, NVIDIA/DCGM@v3.3.9 (3869efb), same files: top key ``"DCGM GPU Diagnostic"``, results
+    ``{"gpu_id": "<index as a string>", "status", "info"?, "warnings"?}``, no ``test_summary``, and
+    ``version`` / ``Driver Version Detected`` at the top level of the document.
+
+  Statuses ``Pass``/``Skip``/``Warn``/``Fail``/``Not Run`` (v4.6.0 ``dcgmi/Diag.cpp``, the result-to-string
+  switch).
 * ``fi_info -p efa -t FI_EP_RDM``: one block per (provider, domain) with ``domain: rdmapXsY-rdm``; one RDM
   domain per EFA device the container was given.
 * ``fi_pingpong``: fabtests ``show_perf`` table ``bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec``.
@@ -127,6 +134,15 @@ def _dcgm_json(text: str) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
+def _dcgm_version(doc: dict[str, Any], body: dict[str, Any]) -> str | None:
+    """4.x ``metadata.version``; 3.x top-level ``version``; a 4.x runtime error's ``version`` in the body."""
+    meta = doc.get("metadata")
+    for v in ((meta.get("version") if isinstance(meta, dict) else None), doc.get("version"), body.get("version")):
+        if isinstance(v, str) and v:
+            return v
+    return None
+
+
 def _test_status(test: dict[str, Any]) -> str:
     summary = test.get("test_summary")
     if isinstance(summary, dict) and isinstance(summary.get("status"), str):
@@ -149,7 +165,8 @@ def judge_dcgm(section: Section | None, level: int) -> Evidence:
     if body is None:
         return Evidence("dcgm", "failed", f"no diag JSON (dcgmi exit {section.rc})", want, _tail(section.text))
     if body.get("runtime_error"):
-        return Evidence("dcgm", "failed", "runtime error", want, str(body["runtime_error"]))
+        ver = f"DCGM {version}: " if (version := _dcgm_version(doc or {}, body)) else ""
+        return Evidence("dcgm", "failed", f"{ver}runtime error", want, str(body["runtime_error"]))
     failed: list[str] = []
     warned: list[str] = []
     ran = 0
@@ -168,8 +185,7 @@ def judge_dcgm(section: Section | None, level: int) -> Evidence:
                 failed.append(name + (f" ({'; '.join(msgs)})" if msgs else ""))
             elif status == "Warn":
                 warned.append(name)
-    version = (doc or {}).get("metadata", {}).get("version") if isinstance((doc or {}).get("metadata"), dict) else None
-    ver = f"DCGM {version}: " if version else ""
+    ver = f"DCGM {version}: " if (version := _dcgm_version(doc or {}, body)) else ""
     if failed:
         return Evidence("dcgm", "failed", f"{ver}{len(failed)} test(s) failed: {'; '.join(failed)}", want,
                         "a GPU failed NVIDIA's diagnostic: replace the node (terminate the instance)")

@@ -7,8 +7,8 @@ below ``pass_fraction`` of it is *slow*. GPUs with no NVLink figure (PCIe parts 
 measured and reported, not judged.
 
 Pairs: each 2-node all_reduce is judged by :func:`efa_stack.nccl_report.judge` against the EFA line rate
-(the same verdict ``efa-stack nccl-report`` gives). :func:`attribute_pairs` names the slow node from
-two rounds (see its docstring); it is this package's own small attribution, kept behind one function.
+(the same verdict ``efa-stack nccl-report`` gives). :func:`attribute_pairs` turns two rounds of pairs into
+per-node evidence; which node is slow is decided by :func:`efa_stack.nccl_report.hosts.find_slow_hosts`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from functools import cache
 from pathlib import Path
 
 from efa_stack.acceptance.checks import Section, _not_run, _tail
-from efa_stack.acceptance.model import Evidence, NodeStatus, PairResult
+from efa_stack.acceptance.model import CheckStatus, Evidence, NodeStatus, PairResult
+from efa_stack.nccl_report.hosts import HostAnalysis, HostRun, find_slow_hosts
 
 NVLINK_FILE = Path(__file__).parent / "data" / "nvlink.json"
 
@@ -136,39 +137,67 @@ def suspects(round1: list[PairResult], leftover: str | None) -> list[str]:
     return out + ([leftover] if leftover else [])
 
 
+def pair_runs(pairs: list[PairResult]) -> list[HostRun]:
+    """Every pair test as a :class:`HostRun` for :func:`find_slow_hosts` (a failed MPIJob did not reach the mark)."""
+    return [HostRun(hosts=p.nodes, ok=p.status == "pass", busbw=p.busbw, label=f"round {p.round}, MPIJob {p.job}")
+            for p in pairs]
+
+
+def pair_analysis(round1: list[PairResult], round2: list[PairResult]) -> HostAnalysis:
+    """What the pair tests say about hosts, by the rule ``efa-stack nccl-report`` uses (:mod:`nccl_report.hosts`)."""
+    return find_slow_hosts(pair_runs(round1 + round2))
+
+
 def attribute_pairs(round1: list[PairResult], round2: list[PairResult], leftover: str | None) -> dict[str, Evidence]:
     """The ``nccl-pair`` evidence of every node from both rounds.
 
-    Round 1 pairs the nodes (0,1), (2,3), ...; both nodes of a passing pair pass. Round 2 re-tests each
-    member of a slow or failed pair (and an odd node out) against a known-good peer (:func:`good_peer`):
-    its own result there is its verdict, so the slow node of a slow pair is named and its partner cleared.
-    A suspect with no round-2 result (no pair passed, so there is no good peer) keeps its round-1 status.
+    Round 1 pairs the nodes (0,1), (2,3), ...; round 2 re-tests each member of a slow or failed pair (and
+    an odd node out) against a known-good peer (:func:`good_peer`). Which node is slow is decided by
+    :func:`efa_stack.nccl_report.hosts.find_slow_hosts` over all pair runs, the rule that names slow hosts
+    in ``efa-stack nccl-report`` too: a node is *slow* (or *failed*) only when it is named there. A node
+    whose own last pair passed is *pass*. A node in a pair that did not pass, but that the runs do not
+    name (a single slow pair and no good peer: either node, or their link, may be the cause) is
+    *ambiguous*: not accepted, and not quarantined either, since no node is named.
     """
-    out: dict[str, Evidence] = {}
-
-    def ev(p: PairResult, node: str, detail: str = "") -> Evidence:
-        peer = p.nodes[1] if p.nodes[0] == node else p.nodes[0]
-        measured = f"{p.busbw:g} GB/s busbw with {peer}" if p.busbw is not None else f"no result with {peer}"
-        text = "; ".join(x for x in (f"round {p.round}, MPIJob {p.job}", detail) if x)
-        return Evidence("nccl-pair", p.status, measured, p.detail, text)
-
-    for p in round1:
-        for n in p.nodes:
-            out[n] = ev(p, n)
+    analysis = pair_analysis(round1, round2)
+    named = {s.host for s in analysis.slow_hosts}
+    links = {h: lk for lk in analysis.suspect_links for h in lk.hosts}
     retested: dict[str, PairResult] = {}
     for p in round2:
         for n in p.nodes:
-            if n in out and out[n].status != "pass" or n == leftover:
+            if n == leftover or any(n in q.nodes and q.status != "pass" for q in round1):
                 retested[n] = p
-    for n, p in retested.items():
-        first = next((q for q in round1 if n in q.nodes), None)
-        before = f"round 1 with {next(x for x in first.nodes if x != n)} was {first.status}" if first else ""
-        out[n] = ev(p, n, before)
+    out: dict[str, Evidence] = {}
+    for p in round1 + round2:
+        for n in p.nodes:
+            if n in out or (n in retested and p.round == 1):
+                continue
+            own = retested.get(n, p)
+            first = next((q for q in round1 if n in q.nodes), None)
+            before = (f"round 1 with {_peer(first, n)} was {first.status}"
+                      if first is not None and own is not first else "")
+            if n in named:
+                worst: CheckStatus = "failed" if any(n in q.nodes and q.status == "failed" for q in round1 + round2) else "slow"
+                out[n] = _pair_evidence(own, n, worst, before, f"named slow: {analysis.reason}")
+            elif own.status == "pass":
+                link = links.get(n)
+                note = (f"suspect link {link.hosts[0]} <-> {link.hosts[1]}: that pair alone is slow"
+                        if link is not None else "")
+                out[n] = _pair_evidence(own, n, "pass", before, note)
+            else:
+                out[n] = _pair_evidence(own, n, "ambiguous", before, f"no node named: {analysis.reason}")
     if leftover and leftover not in out:
         out[leftover] = Evidence("nccl-pair", "skipped", "not tested", "a pair test with a known-good peer",
                                  "odd node out and no round-1 pair passed, so there is no known-good peer")
-    for n, e in list(out.items()):
-        if e.status != "pass" and n not in retested and any(n in p.nodes for p in round1):
-            out[n] = Evidence(e.check, e.status, e.measured, e.expected,
-                              e.detail + "; no known-good peer to tell which of the pair is slow")
     return out
+
+
+def _peer(p: PairResult, node: str) -> str:
+    return p.nodes[1] if p.nodes[0] == node else p.nodes[0]
+
+
+def _pair_evidence(p: PairResult, node: str, status: CheckStatus, *notes: str) -> Evidence:
+    peer = _peer(p, node)
+    measured = f"{p.busbw:g} GB/s busbw with {peer}" if p.busbw is not None else f"no result with {peer}"
+    detail = "; ".join(x for x in (f"round {p.round}, MPIJob {p.job}", *notes) if x)
+    return Evidence("nccl-pair", status, measured, p.detail, detail)

@@ -67,9 +67,23 @@ def check_pod(
 ) -> dict[str, Any]:
     """The check pod of ``node``: a DCGM init container, then the checks in the NCCL-tests image.
 
-    The init container requests the same GPUs: the kubelet's device manager hands devices allocated to
-    an init container on to the pod's app containers (kubernetes pkg/kubelet/cm/devicemanager,
-    ``devicesToReuse``), and init containers run before app containers, so both see every GPU.
+    Both containers request every GPU of the node, and the node has no more to give: this works because
+    the kubelet's device manager hands the devices of a finished init container on to the app containers.
+    kubernetes/kubernetes@7510f32 pkg/kubelet/cm/devicemanager/manager.go: ``Allocate`` adds a
+    non-restartable init container's devices to ``devicesToReuse[podUID]``, and ``devicesToAllocate``
+    "Allocates from reusableDevices list first" for the app container; a restartable (sidecar) init
+    container keeps its devices instead, so the DCGM container must not set ``restartPolicy: Always``.
+    The scheduler counts the pod's GPU request as max(largest init container, sum of app containers)
+    (kubernetes.io, "Init Containers", "Resource sharing within containers"), so the pod fits the node.
+
+    The DCGM container: ``dcgmi`` talks to an ``nv-hostengine`` (DCGM docs, command-line reference
+    "dcgmi": "connects to the host engine on localhost"), and the pod's own network namespace has none,
+    so ``check.sh`` starts one in the container (the image's entrypoint is nv-hostengine: NVIDIA/DCGM@v4.6.0
+    docker/Dockerfile.ubuntu22.04). nv-hostengine "can run without root privileges, but ... portions of
+    diagnostics can require root" (DCGM docs, "nv-hostengine"); the Kubernetes deployments of DCGM and
+    dcgmi diag upstream run it privileged (NVIDIA/gpu-operator@v26.7.0 assets/state-dcgm/0400_dcgm.yml,
+    GoogleCloudPlatform/cluster-health-scanner deploy/helm/health_checks/gpu_healthcheck). ``SYS_ADMIN``
+    alone is documented only for dcgm-exporter's profiling (DCP) metrics, not for diagnostics.
     """
     from k8s.nccl_tests import ImageLayout
 
@@ -102,7 +116,7 @@ def check_pod(
                 "image": dcgm_image,
                 "command": ["/bin/bash", "-c", script, "check.sh", "dcgm", str(dcgm_level), DCGM_RESULT],
                 "resources": {"requests": gpu_res, "limits": gpu_res},
-                "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}},
+                "securityContext": {"privileged": True, "runAsUser": 0},
                 "volumeMounts": mounts,
             }],
             "containers": [{

@@ -3,9 +3,9 @@
 ``--json`` prints :meth:`AcceptanceReport.to_json`::
 
     {"cluster": str, "node_group": str, "instance_type": str, "dcgm_level": int, "efa": bool,
-     "ok": bool, "summary": {"pass": int, "slow": int, "failed": int},
-     "nodes": [{"node": str, "status": "pass"|"slow"|"failed",
-                "evidence": [{"check": str, "status": "pass"|"slow"|"failed"|"skipped",
+     "ok": bool, "summary": {"pass": int, "slow": int, "failed": int, "ambiguous": int},
+     "nodes": [{"node": str, "status": "pass"|"slow"|"failed"|"ambiguous",
+                "evidence": [{"check": str, "status": "pass"|"slow"|"failed"|"ambiguous"|"skipped",
                               "measured": str, "expected": str, "detail": str}]}],
      "pairs": [{"round": 1|2, "nodes": [str, str], "job": str, "status": "pass"|"slow"|"failed",
                 "busbw": float|null, "detail": str}],
@@ -21,18 +21,13 @@ from typing import Any, Literal
 from efa_stack import contract
 
 CheckName = contract.AcceptanceCheck
-CheckStatus = Literal["pass", "slow", "failed", "skipped"]
-NodeStatus = Literal["pass", "slow", "failed"]
+CheckStatus = Literal["pass", "slow", "failed", "ambiguous", "skipped"]
+NodeStatus = Literal["pass", "slow", "failed", "ambiguous"]
+NODE_STATUSES: tuple[NodeStatus, ...] = ("pass", "slow", "failed", "ambiguous")
 
 DCGM_LEVELS = (1, 2, 3, 4)
 DEFAULT_DCGM_LEVEL = 2
 
-# The DCGM container image the dcgm check runs in (the default nccl-tests image has no DCGM: the
-# awsome-distributed-training nccl-tests.Dockerfile installs CUDA, GDRCopy, the EFA installer, NCCL
-# and nccl-tests, no datacenter-gpu-manager). NVIDIA publishes DCGM as nvcr.io/nvidia/cloud-native/dcgm,
-# tagged <DCGM version>-1-<distro> (NVIDIA/dcgm-exporter tests use 4.6.0-1-ubuntu24.04); 4.6.0 is the
-# newest NVIDIA/DCGM release tag, whose diag JSON checks.py reads.
-DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04"
 
 
 @dataclass(frozen=True)
@@ -51,12 +46,14 @@ class Evidence:
 
 
 def node_status(evidence: tuple[Evidence, ...] | list[Evidence]) -> NodeStatus:
-    """failed if any check failed, else slow if any was slow, else pass (skipped checks count for nothing)."""
+    """failed if any check failed, else slow, else ambiguous (a pair test that names no node), else pass.
+
+    Skipped checks count for nothing.
+    """
     states = {e.status for e in evidence}
-    if "failed" in states:
-        return "failed"
-    if "slow" in states:
-        return "slow"
+    for worst in ("failed", "slow", "ambiguous"):
+        if worst in states:
+            return worst
     return "pass"
 
 
@@ -130,7 +127,7 @@ class AcceptanceReport:
             "dcgm_level": self.dcgm_level,
             "efa": self.efa,
             "ok": self.ok,
-            "summary": {s: self.count(s) for s in ("pass", "slow", "failed")},
+            "summary": {s: self.count(s) for s in NODE_STATUSES},
             "nodes": [n.to_json() for n in self.nodes],
             "pairs": [p.to_json() for p in self.pairs],
             "quarantine": [q.to_json() for q in self.quarantine],

@@ -23,7 +23,6 @@ from typing import Any
 from efa_stack import contract
 from efa_stack.acceptance import checks, judge, manifests
 from efa_stack.acceptance.model import (
-    DCGM_IMAGE,
     DCGM_LEVELS,
     AcceptanceReport,
     Evidence,
@@ -31,8 +30,10 @@ from efa_stack.acceptance.model import (
     PairResult,
     QuarantineAction,
 )
+from efa_stack.nccl_report.hosts import HostAnalysis
 from efa_stack.spec.plan import ClusterPlan, NodeGroupPlan
-from efa_stack.tools.verify import VerifyError, _api_error, launcher_log, wait_for_job
+from efa_stack.tools.verify import VerifyError, _api_error, launcher_log, report_verify_error, wait_for_job
+from k8s.images import DCGM_IMAGE
 
 Progress = Callable[[str], None]
 
@@ -192,7 +193,7 @@ class Runner:
         self.progress(f"pair {nodes[0]} + {nodes[1]}: {status}" + (f", {busbw:g} GB/s busbw" if busbw is not None else ""))
         return PairResult(rnd, nodes, name, status, busbw, detail)
 
-    def pairs(self, names: list[str]) -> tuple[list[PairResult], dict[str, Evidence]]:
+    def pairs(self, names: list[str]) -> tuple[list[PairResult], dict[str, Evidence], HostAnalysis]:
         first, leftover = judge.round_one(names)
         jobs = [(f"accept-{self.group.name}-r1-{i}", p) for i, p in enumerate(first)]
         for name, p in jobs:
@@ -205,7 +206,7 @@ class Runner:
                 name = f"accept-{self.group.name}-r2-{i}"
                 self._start_pair(name, (peer, n))
                 round2.append(self._finish_pair(2, name, (peer, n)))
-        return round1 + round2, judge.attribute_pairs(round1, round2, leftover)
+        return round1 + round2, judge.attribute_pairs(round1, round2, leftover), judge.pair_analysis(round1, round2)
 
     # --- quarantine -------------------------------------------------------------------------------
     def quarantine(self, verdict: NodeVerdict) -> QuarantineAction:
@@ -254,10 +255,13 @@ def run_acceptance(
     elif len(healthy) < 2:
         notes.append(f"no pair tests: {len(healthy)} node(s) passed the single-node checks, a pair needs 2")
     else:
-        pairs, pair_ev = r.pairs(healthy)
+        pairs, pair_ev, analysis = r.pairs(healthy)
+        if analysis.status not in ("all pass", "no data"):
+            notes.append(f"pair tests ({analysis.status}): {analysis.reason}")
         verdicts = {n: NodeVerdict(n, v.evidence + ((pair_ev[n],) if n in pair_ev else ())) for n, v in verdicts.items()}
     ordered = tuple(verdicts[n] for n in names)
-    actions = tuple(r.quarantine(v) for v in ordered if v.status != "pass") if quarantine else ()
+    # An ambiguous node is not named (no evidence singles it out), so it is reported, never quarantined.
+    actions = tuple(r.quarantine(v) for v in ordered if v.status in ("slow", "failed")) if quarantine else ()
     return AcceptanceReport(plan.name, group.name, group.instance_type, dcgm_level, efa, ordered, tuple(pairs),
                             actions, tuple(notes))
 
@@ -265,7 +269,7 @@ def run_acceptance(
 def render(report: AcceptanceReport, console: Any) -> None:
     from rich.markup import escape
 
-    style = {"pass": "green", "slow": "yellow", "failed": "bold red", "skipped": "dim"}
+    style = {"pass": "green", "slow": "yellow", "failed": "bold red", "ambiguous": "magenta", "skipped": "dim"}
     console.print(f"[bold]acceptance[/] of node group {escape(report.node_group)} ({escape(report.instance_type)}), "
                   f"DCGM level {report.dcgm_level}")
     for v in report.nodes:
@@ -279,7 +283,7 @@ def render(report: AcceptanceReport, console: Any) -> None:
         console.print(f"note: {escape(n)}")
     s = report.to_json()["summary"]
     head = "[green]OK[/]" if report.ok else "[bold red]FAIL[/]"
-    console.print(f"{head}: {s['pass']} pass, {s['slow']} slow, {s['failed']} failed")
+    console.print(f"{head}: {s['pass']} pass, {s['slow']} slow, {s['failed']} failed, {s['ambiguous']} ambiguous")
 
 
 def acceptance_command(
@@ -296,11 +300,7 @@ def acceptance_command(
     try:
         report = run_acceptance(plan, core, custom, progress=progress, **kwargs)
     except VerifyError as exc:
-        if json_out:
-            echo(json.dumps({"cluster": plan.name, "ok": False, "error": exc.message, "fix": exc.fix}, indent=2))
-        else:
-            (err_console or console).print(f"[bold red]error[/]: {escape(exc.render())}")
-        return exc.exit_code
+        return report_verify_error(exc, plan, json_out=json_out, echo=echo, console=err_console or console)
     if json_out:
         echo(json.dumps(report.to_json(), indent=2))
     else:

@@ -616,6 +616,18 @@ def render_nodes(result: VerifyResult, console: Any) -> None:
         console.print(f"[yellow]note[/]: node {escape(u)} is not in the spec")
 
 
+def report_verify_error(exc: VerifyError, plan: ClusterPlan, *, json_out: bool, echo: Callable[[str], None],
+                        console: Any) -> int:
+    """A VerifyError as the ``--json`` error document or one console line; returns its exit code."""
+    from rich.markup import escape
+
+    if json_out:
+        echo(json.dumps({"cluster": plan.name, "ok": False, "error": exc.message, "fix": exc.fix}, indent=2))
+    else:
+        console.print(f"[bold red]error[/]: {escape(exc.render())}")
+    return exc.exit_code
+
+
 def run_acceptance(plan: ClusterPlan, core: Any, custom: Any, **kwargs: Any) -> int:
     """``verify --acceptance``: see :func:`efa_stack.acceptance.run.acceptance_command`."""
     from efa_stack.acceptance.run import acceptance_command
@@ -740,8 +752,4 @@ def run_verify(
             echo(json.dumps(doc, indent=2))
         return code
     except VerifyError as exc:
-        if json_out:
-            echo(json.dumps({"cluster": plan.name, "ok": False, "error": exc.message, "fix": exc.fix}, indent=2))
-        else:
-            (err_console or console).print(f"[bold red]error[/]: {escape(exc.render())}")
-        return exc.exit_code
+        return report_verify_error(exc, plan, json_out=json_out, echo=echo, console=err_console or console)
