@@ -14,11 +14,12 @@ import pytest
 import yaml
 
 from efa_stack import contract
-from efa_stack.spec.errors import Problem, SpecError
+from efa_stack.spec.errors import Problem
 from efa_stack.spec.loader import parse_spec
 from efa_stack.spec.plan import build_plan
 from k8s.dist import render_chart
 from tests.conftest import golden_check
+from tests.specs import problems_of
 from tests.test_k8s_support import Built, built, built_text, spec_text
 
 CRDS = Path(__file__).resolve().parent.parent / "k8s" / "crds"
@@ -56,12 +57,6 @@ def job_spec(*, kind: str = "trainjob", fabric: str = "efa", extra: str = "", na
     command: [torchrun, /workspace/train.py]
 {extra}"""
     return spec_text(instance_type, nodes, efa=efa, extra=cluster_extra + "trainingJobs:\n" + entry)
-
-
-def problems_of(text: str) -> list[Problem]:
-    with pytest.raises(SpecError) as info:
-        build_plan(parse_spec(text))
-    return info.value.problems
 
 
 def pod_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
