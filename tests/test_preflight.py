@@ -724,8 +724,7 @@ def test_addon_versions_are_read_across_pages() -> None:
 def test_fails_when_the_region_does_not_know_the_addon() -> None:
     plan = _spec(P5, system=OBSERVABILITY)
     eks = _client("eks")
-    answers = [*_default_answers(), ("amazon-cloudwatch-observability", {"addons": []})]
-    with _eks_stub(eks, answers) as stub:
+    with _eks_stub(eks, [*_default_answers(), ("amazon-cloudwatch-observability", {"addons": []})]) as stub:
         # an empty answer for 1.34 is asked again without the version filter
         stub.add_response("describe_addon_versions", {"addons": []}, {"addonName": "amazon-cloudwatch-observability"})
         findings = preflight.check_addon_versions(eks, plan)
@@ -738,8 +737,7 @@ def test_fails_when_the_region_does_not_know_the_addon() -> None:
 def test_fails_when_the_addon_has_no_build_for_the_kubernetes_version() -> None:
     plan = _spec(P5, system=OBSERVABILITY)
     eks = _client("eks")
-    answers = [*_default_answers(), ("amazon-cloudwatch-observability", {"addons": []})]
-    with _eks_stub(eks, answers) as stub:
+    with _eks_stub(eks, [*_default_answers(), ("amazon-cloudwatch-observability", {"addons": []})]) as stub:
         stub.add_response(
             "describe_addon_versions", {"addons": [_addon("amazon-cloudwatch-observability", ["v4.1.0-eksbuild.1"],
                                                           k8s="1.33")]},
