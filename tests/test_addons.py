@@ -11,29 +11,12 @@ import json
 import pytest
 
 from efa_stack.spec.addons import NODE_MONITORING_AGENT, VPC_CNI, known_addon_names
-from efa_stack.spec.errors import SpecError
-from efa_stack.spec.loader import parse_spec
-from efa_stack.spec.plan import ClusterPlan, build_plan
 from stacks.cluster_stack import vpc_cni_version
 from tests.conftest import synth_text
+from tests.specs import cluster_spec, cpu_group, plan_of, problems_of
 
-BASE = """
-apiVersion: eksctl.io/v1alpha5
-kind: ClusterConfig
-metadata: {name: t, region: us-west-2, version: "1.34"}
-availabilityZones: [us-west-2a, us-west-2b]
-managedNodeGroups:
-  - name: gpu
-    instanceType: p5.48xlarge
-    minSize: 1
-    availabilityZones: [us-west-2a]
-    efaEnabled: true
-"""
-CPU_GROUP = """
-  - name: cpu
-    instanceType: m7i.xlarge
-    minSize: 1
-"""
+BASE = cluster_spec()
+CPU_GROUP = cpu_group("m7i.xlarge")
 ROLE = "arn:aws:iam::123456789012:role/external-dns"
 POLICY = "arn:aws:iam::aws:policy/AmazonRoute53FullAccess"
 
@@ -57,20 +40,6 @@ addons:
   - name: vpc-cni
     configurationValues: '{"env": {"ENABLE_PREFIX_DELEGATION": "true"}}'
 """.replace("%POLICY%", POLICY).replace("%ROLE%", ROLE)
-
-
-def plan_of(text: str) -> ClusterPlan:
-    return build_plan(parse_spec(text), source="spec.yaml")
-
-
-def problems_of(text: str) -> list:
-    try:
-        from efa_stack.spec.loader import parse_spec as parse
-
-        build_plan(parse(text), source="spec.yaml")
-    except SpecError as exc:
-        return exc.problems
-    raise AssertionError("spec was accepted")
 
 
 def fields(text: str) -> list[str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import textwrap
 import types
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typer.testing import CliRunner
 from efa_stack.spec import catalog
 from efa_stack.tools import cli
 from tests.conftest import fake_aws_credentials
+from tests.specs import cluster_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = str(ROOT / "clusters" / "default.yaml")
@@ -52,20 +52,8 @@ def no_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 def bad_spec(tmp_path: Path) -> str:
     path = tmp_path / "bad.yaml"
-    path.write_text(textwrap.dedent("""\
-        apiVersion: eksctl.io/v1alpha5
-        kind: ClusterConfig
-        metadata: {name: bad, region: us-west-2, version: "1.34"}
-        availabilityZones: [us-west-2a, us-west-2b]
-        managedNodeGroups:
-          - name: gpu
-            instanceType: p5.48xlarg
-            minSize: 2
-            desiredCapacity: 3
-            maxSize: 2
-            availabilityZones: [us-west-2a]
-            efaEnabled: true
-        """))
+    # a misspelt instance type, and desiredCapacity above maxSize
+    path.write_text(cluster_spec("bad", instance_type="p5.48xlarg", min_size=2, desired=3, max_size=2).lstrip("\n"))
     return str(path)
 
 

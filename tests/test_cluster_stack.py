@@ -13,7 +13,7 @@ from aws_cdk.assertions import Match
 from efa_stack.spec.models import KUBERNETES_VERSIONS
 from stacks.cluster_stack import addon_data, vpc_cni_version
 from tests.conftest import CLUSTERS, synth_spec, synth_text
-from tests.test_spec_validation import BASE
+from tests.specs import BASE, one_problem, plan_of, problems_of
 
 
 def gpu_launch_template(s, name="p5"):
@@ -280,15 +280,11 @@ def test_api_endpoint_public_restricted_to_cidrs():
 
 
 def test_fails_no_api_endpoint():
-    from tests.test_spec_validation import one_problem
-
     p = one_problem(BASE + "vpc:\n  clusterEndpoints: {publicAccess: false, privateAccess: false}\n")
     assert p.field == "vpc.clusterEndpoints"
 
 
 def test_fails_cidrs_without_public_endpoint():
-    from tests.test_spec_validation import one_problem
-
     p = one_problem(BASE + "vpc:\n  clusterEndpoints: {publicAccess: false}\n  publicAccessCIDRs: [203.0.113.0/24]\n")
     assert p.field == "vpc.publicAccessCIDRs"
 
@@ -338,26 +334,9 @@ def node_group_spec(extra: str, capacity: str = "") -> str:
     return BASE.rstrip("\n") + "\n" + "".join(f"    {line}\n" for line in extra.splitlines()) + capacity
 
 
-def plan_problems(text: str) -> list:
-    from efa_stack.spec.errors import SpecError
-    from efa_stack.spec.loader import parse_spec
-    from efa_stack.spec.plan import build_plan
-
-    with pytest.raises(SpecError) as info:
-        build_plan(parse_spec(text, source="t.yaml"), source="t.yaml")
-    return info.value.problems
-
-
-def plan_of(text: str):
-    from efa_stack.spec.loader import parse_spec
-    from efa_stack.spec.plan import build_plan
-
-    return build_plan(parse_spec(text, source="t.yaml"), source="t.yaml")
-
-
 def test_fails_io1_without_iops():
     """EC2 requires Iops for io1/io2 (CloudFormation AWS::EC2::LaunchTemplate Ebs, Iops)."""
-    (p,) = plan_problems(node_group_spec("volumeType: io1"))
+    (p,) = problems_of(node_group_spec("volumeType: io1"))
     assert p.field == "managedNodeGroups[0].volumeIOPS" and "volumeIOPS" in p.fix
 
 
@@ -374,7 +353,7 @@ def test_fails_io1_without_iops():
     ],
 )
 def test_fails_volume_settings_ebs_does_not_take(extra, field, words):
-    problems = plan_problems(node_group_spec(extra))
+    problems = problems_of(node_group_spec(extra))
     assert [p.field for p in problems] == [f"managedNodeGroups[0].{field}"], [p.render() for p in problems]
     assert words in problems[0].message
 
@@ -417,7 +396,7 @@ def test_reservation_node_group_gets_no_new_placement_group():
 
 
 def test_fails_new_placement_group_on_a_reservation():
-    (p,) = plan_problems(node_group_spec("placementGroup: true", RESERVATION))
+    (p,) = problems_of(node_group_spec("placementGroup: true", RESERVATION))
     assert p.field == "managedNodeGroups[0].placementGroup" and "placementGroup: <name>" in p.fix
 
 
@@ -428,7 +407,7 @@ def test_reservation_uses_the_named_existing_placement_group(spelling):
 
 
 def test_fails_two_different_placement_group_names():
-    problems = plan_problems(node_group_spec("placementGroup: pg-a\nplacement: {groupName: pg-b}"))
+    problems = problems_of(node_group_spec("placementGroup: pg-a\nplacement: {groupName: pg-b}"))
     assert [p.field for p in problems] == ["managedNodeGroups[0].placement.groupName"]
 
 
@@ -475,13 +454,13 @@ def test_every_accepted_spec_fits_one_cluster_stack():
 
 
 def test_fails_more_node_groups_than_the_eks_default_quota():
-    (p,) = plan_problems(many_groups(30))  # 30 + the system group
+    (p,) = problems_of(many_groups(30))  # 30 + the system group
     assert p.field == "managedNodeGroups" and p.value == "30 node groups"
     assert "L-6D54EA21" in p.message and "30 managed node groups" in p.message
 
 
 def test_fails_180_node_groups_before_any_cloudformation():
-    (p,) = plan_problems(many_groups(180))
+    (p,) = problems_of(many_groups(180))
     assert p.field == "managedNodeGroups" and p.value == "180 node groups"
 
 

@@ -14,11 +14,12 @@ import pytest
 import yaml
 
 from efa_stack import contract
-from efa_stack.spec.errors import Problem, SpecError
+from efa_stack.spec.errors import Problem
 from efa_stack.spec.loader import parse_spec
 from efa_stack.spec.plan import build_plan
 from k8s.dist import render_chart
 from tests.conftest import golden_check
+from tests.specs import plan_of, problems_of
 from tests.test_k8s_support import Built, built, built_text, spec_text
 
 CRDS = Path(__file__).resolve().parent.parent / "k8s" / "crds"
@@ -56,12 +57,6 @@ def job_spec(*, kind: str = "trainjob", fabric: str = "efa", extra: str = "", na
     command: [torchrun, /workspace/train.py]
 {extra}"""
     return spec_text(instance_type, nodes, efa=efa, extra=cluster_extra + "trainingJobs:\n" + entry)
-
-
-def problems_of(text: str) -> list[Problem]:
-    with pytest.raises(SpecError) as info:
-        build_plan(parse_spec(text))
-    return info.value.problems
 
 
 def pod_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
@@ -138,6 +133,27 @@ def test_memory_and_shm_follow_the_nccl_sizing_rule():
     (runtime,) = [o for o in training_objects(b) if o["kind"] == "ClusterTrainingRuntime"]
     volumes = pod_templates(runtime)[0]["spec"]["volumes"]
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{nccl.shm_mib}Mi"}} in volumes
+
+
+@pytest.mark.parametrize("fabric", ["efa", "tcp"])
+def test_a_training_worker_is_sized_like_an_nccl_tests_worker_on_the_same_node_group(fabric):
+    # GIVEN a training job and the NCCL-tests job on the same p5.48xlarge node group, over the same fabric
+    text = job_spec(fabric=fabric, cluster_extra=f"ncclTest: {{fabric: {fabric}}}\n")
+    # WHEN planned
+    plan = plan_of(text)
+    (job,) = plan.training_jobs
+    nccl = plan.nccl_job
+    assert nccl is not None
+    w = job.worker
+    # THEN both workers get the same devices, CPUs, memory, /dev/shm, hugepages and GPUDirect RDMA setting
+    assert (w.gpus, w.efa_devices, w.cpus, w.memory_mib, w.shm_mib, w.hugepages_mib, w.gpudirect_rdma, w.arm64) == (
+        nccl.gpus_per_worker, nccl.efa_per_worker, nccl.cpus_per_worker, nccl.memory_mib, nccl.shm_mib,
+        nccl.hugepages_mib, nccl.gpudirect_rdma, nccl.arm64,
+    )
+    # and EFA devices, hugepages and GPUDirect RDMA only over EFA (p5.48xlarge: 32 devices, H100)
+    assert (w.efa_devices, w.gpudirect_rdma, w.hugepages_mib > 0) == (
+        (32, True, True) if fabric == "efa" else (0, False, False)
+    )
 
 
 def test_whole_cpus_are_the_node_groups_guaranteed_cpus():

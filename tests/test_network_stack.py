@@ -28,7 +28,7 @@ def test_single_nat_gateway_by_default(default_synth):
 
 def test_highly_available_nat_gateways():
     from tests.conftest import synth_text
-    from tests.test_spec_validation import BASE
+    from tests.specs import BASE
 
     s = synth_text(BASE + "vpc:\n  nat: {gateway: HighlyAvailable}\n")
     s.assertions("network").resource_count_is("AWS::EC2::NatGateway", 2)

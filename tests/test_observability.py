@@ -17,43 +17,11 @@ from efa_stack.spec.addons import (
     CLOUDWATCH_AGENT_SERVICE_ACCOUNT,
     CLOUDWATCH_OBSERVABILITY,
 )
-from efa_stack.spec.errors import SpecError
-from efa_stack.spec.loader import parse_spec
-from efa_stack.spec.plan import ClusterPlan, build_plan
 from tests.conftest import synth_text
+from tests.specs import cluster_header, cluster_spec, plan_of, problems_of
 
-BASE = """
-apiVersion: eksctl.io/v1alpha5
-kind: ClusterConfig
-metadata: {name: obs, region: us-west-2, version: "1.34"}
-availabilityZones: [us-west-2a, us-west-2b]
-managedNodeGroups:
-  - name: gpu
-    instanceType: p5.48xlarge
-    minSize: 1
-    availabilityZones: [us-west-2a]
-    efaEnabled: true
-"""
-CPU_ONLY = """
-apiVersion: eksctl.io/v1alpha5
-kind: ClusterConfig
-metadata: {name: obs, region: us-west-2, version: "1.34"}
-availabilityZones: [us-west-2a, us-west-2b]
-managedNodeGroups:
-  - {name: cpu, instanceType: m7i.xlarge, minSize: 1}
-"""
-
-
-def plan_of(text: str) -> ClusterPlan:
-    return build_plan(parse_spec(text), source="spec.yaml")
-
-
-def problems_of(text: str) -> list:
-    try:
-        plan_of(text)
-    except SpecError as exc:
-        return exc.problems
-    raise AssertionError("spec was accepted")
+BASE = cluster_spec("obs")
+CPU_ONLY = cluster_header("obs") + "  - {name: cpu, instanceType: m7i.xlarge, minSize: 1}\n"
 
 
 # --- plan ----------------------------------------------------------------------------------------------

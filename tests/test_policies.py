@@ -345,7 +345,7 @@ def test_an_efa_node_group_may_opt_out_of_its_placement_group():
     # GIVEN an on-demand EFA node group with placementGroup: false (the fix the spec validation itself
     # suggests for instance types without cluster placement support)
     from tests.conftest import synth_text
-    from tests.test_spec_validation import BASE
+    from tests.specs import BASE
 
     # WHEN it is synthesized (EfaStackChecks runs), THEN the explicit opt-out is acknowledged, not an error
     s = synth_text(BASE + "    placementGroup: false\n")

@@ -629,6 +629,17 @@ def _offered(name: str, versions: list[str], default: str | None = None) -> dict
 
 
 COREDNS = 'addons:\n- name: coredns\n  version: "v1.11.4-eksbuild.2"\n'
+OBSERVABILITY = "addons:\n- name: amazon-cloudwatch-observability\n"
+
+
+def _default_answers(cni: dict | str | None = None) -> list[tuple[str, dict | str]]:
+    """EKS's answers for the add-ons every cluster gets, in the plan's order: vpc-cni (``cni``, by default one
+    build, efa-stack's pin), then one build each of eks-pod-identity-agent and eks-node-monitoring-agent."""
+    return [
+        ("vpc-cni", _offered("vpc-cni", [CNI_PIN]) if cni is None else cni),
+        ("eks-pod-identity-agent", _offered("eks-pod-identity-agent", ["v1.3.8-eksbuild.2"])),
+        ("eks-node-monitoring-agent", _offered("eks-node-monitoring-agent", ["v1.4.0-eksbuild.2"])),
+    ]
 
 
 def test_addon_versions_pass_when_offered_and_name_the_default_where_no_version_is_set() -> None:
@@ -661,9 +672,7 @@ def test_fails_when_a_pinned_version_is_not_offered_for_the_cluster_version() ->
     offered = ["v1.12.4-eksbuild.1", "v1.12.3-eksbuild.1", "v1.12.2-eksbuild.4", "v1.12.1-eksbuild.2",
                "v1.12.0-eksbuild.1", "v1.11.4-eksbuild.10"]
     answers = [
-        ("vpc-cni", _offered("vpc-cni", [CNI_PIN])),
-        ("eks-pod-identity-agent", _offered("eks-pod-identity-agent", ["v1.3.8-eksbuild.2"])),
-        ("eks-node-monitoring-agent", _offered("eks-node-monitoring-agent", ["v1.4.0-eksbuild.2"])),
+        *_default_answers(),
         ("coredns", {"addons": [_addon("coredns", list(reversed(offered)), default="v1.12.3-eksbuild.1")]}),
     ]
     with _eks_stub(eks, answers) as stub:
@@ -684,12 +693,7 @@ def test_fails_when_a_pinned_version_is_not_offered_for_the_cluster_version() ->
 def test_fails_when_efa_stacks_own_pin_is_not_offered_and_says_how_to_override_it() -> None:
     plan = _spec(P5)
     eks = _client("eks")
-    answers = [
-        ("vpc-cni", _offered("vpc-cni", ["v1.21.0-eksbuild.2"])),
-        ("eks-pod-identity-agent", _offered("eks-pod-identity-agent", ["v1.3.8-eksbuild.2"])),
-        ("eks-node-monitoring-agent", _offered("eks-node-monitoring-agent", ["v1.4.0-eksbuild.2"])),
-    ]
-    with _eks_stub(eks, answers):
+    with _eks_stub(eks, _default_answers(_offered("vpc-cni", ["v1.21.0-eksbuild.2"]))):
         findings = preflight.check_addon_versions(eks, plan)
     cni = findings[0]
     assert cni.status == FAIL and f"vpc-cni {CNI_PIN} (pinned by efa-stack) is not offered" in cni.message
@@ -718,15 +722,9 @@ def test_addon_versions_are_read_across_pages() -> None:
 
 
 def test_fails_when_the_region_does_not_know_the_addon() -> None:
-    plan = _spec(P5, system='addons:\n- name: amazon-cloudwatch-observability\n')
+    plan = _spec(P5, system=OBSERVABILITY)
     eks = _client("eks")
-    answers = [
-        ("vpc-cni", _offered("vpc-cni", [CNI_PIN])),
-        ("eks-pod-identity-agent", _offered("eks-pod-identity-agent", ["v1.3.8-eksbuild.2"])),
-        ("eks-node-monitoring-agent", _offered("eks-node-monitoring-agent", ["v1.4.0-eksbuild.2"])),
-        ("amazon-cloudwatch-observability", {"addons": []}),
-    ]
-    with _eks_stub(eks, answers) as stub:
+    with _eks_stub(eks, [*_default_answers(), ("amazon-cloudwatch-observability", {"addons": []})]) as stub:
         # an empty answer for 1.34 is asked again without the version filter
         stub.add_response("describe_addon_versions", {"addons": []}, {"addonName": "amazon-cloudwatch-observability"})
         findings = preflight.check_addon_versions(eks, plan)
@@ -737,15 +735,9 @@ def test_fails_when_the_region_does_not_know_the_addon() -> None:
 
 
 def test_fails_when_the_addon_has_no_build_for_the_kubernetes_version() -> None:
-    plan = _spec(P5, system='addons:\n- name: amazon-cloudwatch-observability\n')
+    plan = _spec(P5, system=OBSERVABILITY)
     eks = _client("eks")
-    answers = [
-        ("vpc-cni", _offered("vpc-cni", [CNI_PIN])),
-        ("eks-pod-identity-agent", _offered("eks-pod-identity-agent", ["v1.3.8-eksbuild.2"])),
-        ("eks-node-monitoring-agent", _offered("eks-node-monitoring-agent", ["v1.4.0-eksbuild.2"])),
-        ("amazon-cloudwatch-observability", {"addons": []}),
-    ]
-    with _eks_stub(eks, answers) as stub:
+    with _eks_stub(eks, [*_default_answers(), ("amazon-cloudwatch-observability", {"addons": []})]) as stub:
         stub.add_response(
             "describe_addon_versions", {"addons": [_addon("amazon-cloudwatch-observability", ["v4.1.0-eksbuild.1"],
                                                           k8s="1.33")]},
@@ -788,10 +780,8 @@ def test_access_denied_on_addon_versions_is_a_warning_naming_the_action() -> Non
 def test_server_error_on_one_addon_warns_and_the_others_are_still_checked() -> None:
     plan = _spec(P5)
     eks = _client("eks")
-    answers: list[tuple[str, dict | str]] = [
-        ("vpc-cni", "ServerException"),
-        ("eks-pod-identity-agent", _offered("eks-pod-identity-agent", ["v1.3.8-eksbuild.2"])),
-        ("eks-node-monitoring-agent", _offered("eks-node-monitoring-agent", ["v1.4.0-eksbuild.2"])),
+    answers = [
+        *_default_answers("ServerException"),
         ("amazon-cloudwatch-observability", _offered("amazon-cloudwatch-observability", ["v4.4.0-eksbuild.1"])),
     ]
     with _eks_stub(eks, answers):

@@ -18,7 +18,7 @@ from tests.conftest import (
     synth_spec,
     synth_text,
 )
-from tests.test_spec_validation import BASE
+from tests.specs import BASE
 
 # Logical ids of resources whose replacement destroys state. Changing one is a breaking change:
 # see README "Changing a pinned resource on purpose".

@@ -8,16 +8,8 @@ from pathlib import Path
 import pytest
 
 from efa_stack.spec import catalog
-from efa_stack.spec.errors import SpecError
-from efa_stack.spec.loader import parse_spec
-from efa_stack.spec.plan import build_plan
-from tests.test_spec_validation import BASE, problems_of
-
-
-def structural(text: str) -> list:
-    with pytest.raises(SpecError) as info:
-        parse_spec(text)
-    return info.value.problems
+from tests.specs import BASE, plan_of, problems_of
+from tests.specs import structural_problems as structural
 
 
 def test_fails_every_problem_reported_with_a_group_that_has_one_already():
@@ -108,7 +100,7 @@ def test_fails_eksctl_open_reservation_preference_says_it_is_not_supported():
 
 def test_fixed_capacity_block_spec_plans():
     # The advice, applied, gives a valid spec.
-    plan = build_plan(parse_spec(BASE + f"    capacity: {{type: capacity-block, reservationId: {CB}}}\n"))
+    plan = plan_of(BASE + f"    capacity: {{type: capacity-block, reservationId: {CB}}}\n")
     assert plan.node_groups[0].capacity == "capacity-block"
     assert plan.node_groups[0].reservation_id == CB
 

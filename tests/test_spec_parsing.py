@@ -13,7 +13,7 @@ import pytest
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import MAX_SPEC_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES, load_spec, parse_spec
 from efa_stack.spec.plan import plan_from_file
-from tests.test_spec_validation import BASE
+from tests.specs import BASE
 
 # "Billion laughs": nine levels of nine aliases each, 9**9 leaves from under 1 KB of text.
 BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(

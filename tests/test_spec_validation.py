@@ -2,45 +2,16 @@
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import load_spec, parse_spec
-from efa_stack.spec.plan import build_plan, plan_from_file
-
-BASE = """
-apiVersion: eksctl.io/v1alpha5
-kind: ClusterConfig
-metadata: {name: t, region: us-west-2, version: "1.34"}
-availabilityZones: [us-west-2a, us-west-2b]
-managedNodeGroups:
-  - name: gpu
-    instanceType: p5.48xlarge
-    minSize: 1
-    desiredCapacity: 2
-    maxSize: 3
-    availabilityZones: [us-west-2a]
-    privateNetworking: true
-    efaEnabled: true
-"""
-
-
-def problems_of(text: str) -> list:
-    with pytest.raises(SpecError) as info:
-        build_plan(parse_spec(textwrap.dedent(text), source="t.yaml"), source="t.yaml")
-    return info.value.problems
-
-
-def one_problem(text: str):
-    problems = problems_of(text)
-    assert len(problems) == 1, [p.render() for p in problems]
-    return problems[0]
+from efa_stack.spec.plan import plan_from_file
+from tests.specs import BASE, one_problem, plan_of, problems_of, structural_problems
 
 
 def test_base_spec_is_valid():
-    plan = build_plan(parse_spec(BASE))
+    plan = plan_of(BASE)
     assert plan.node_groups[0].efa_devices_per_node == 32
 
 
@@ -190,7 +161,7 @@ def test_fails_unsupported_kubernetes_version():
 
 
 def test_unquoted_version_is_read_as_text():
-    plan = build_plan(parse_spec(BASE.replace('version: "1.34"', "version: 1.34")))
+    plan = plan_of(BASE.replace('version: "1.34"', "version: 1.34"))
     assert plan.kubernetes_version == "1.34"
 
 
@@ -279,14 +250,10 @@ def test_fails_unreadable_file(tmp_path):
 
 def test_render_names_field_value_and_fix():
     with pytest.raises(SpecError) as info:
-        plan_from_file_text(BASE.replace("p5.48xlarge", "p5.48xlarg"))
+        plan_of(BASE.replace("p5.48xlarge", "p5.48xlarg"))
     text = info.value.render()
     assert "t.yaml: 1 problem in the cluster spec" in text
     assert "managedNodeGroups[0].instanceType: unknown instance type (got 'p5.48xlarg'). Fix: did you mean" in text
-
-
-def plan_from_file_text(text: str):
-    return build_plan(parse_spec(text, source="t.yaml"), source="t.yaml")
 
 
 def test_shipped_specs_are_valid():
@@ -300,12 +267,6 @@ def test_shipped_specs_are_valid():
 # --- numbers in range, and of the right type ------------------------------------------------------
 
 
-def structural_problems(text: str) -> list:
-    with pytest.raises(SpecError) as info:
-        parse_spec(textwrap.dedent(text), source="t.yaml")
-    return info.value.problems
-
-
 @pytest.mark.parametrize("count", ["1000000000", "451"])
 def test_fails_node_count_beyond_eks_quota(count):
     # GIVEN maxSize above EKS's 450 nodes per managed node group
@@ -317,7 +278,7 @@ def test_fails_node_count_beyond_eks_quota(count):
 
 def test_node_count_at_eks_quota_is_accepted():
     text = BASE.replace("minSize: 1\n    desiredCapacity: 2\n    maxSize: 3", "minSize: 0\n    desiredCapacity: 0\n    maxSize: 450")
-    assert build_plan(parse_spec(text)).node_groups[0].max_size == 450
+    assert plan_of(text).node_groups[0].max_size == 450
 
 
 @pytest.mark.parametrize(
@@ -402,9 +363,9 @@ def test_fails_vpc_range_too_small_for_the_subnets():
 def test_vpc_range_of_a_slash_18_is_accepted():
     # the fuzz test once found /18 crashing in synth ("1 of /19 exceeds remaining space"): the subnet
     # sizes now follow the range, so a /18 holds two zones
-    assert build_plan(parse_spec(BASE + "vpc: {cidr: 10.20.0.0/18}\n")).vpc_cidr == "10.20.0.0/18"
+    assert plan_of(BASE + "vpc: {cidr: 10.20.0.0/18}\n").vpc_cidr == "10.20.0.0/18"
 
 
 def test_vpc_range_that_holds_the_subnets_is_accepted():
     text = BASE.replace("[us-west-2a, us-west-2b]", "[us-west-2a, us-west-2b, us-west-2c]") + "vpc: {cidr: 10.20.0.0/17}\n"
-    assert build_plan(parse_spec(text)).vpc_cidr == "10.20.0.0/17"
+    assert plan_of(text).vpc_cidr == "10.20.0.0/17"

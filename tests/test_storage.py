@@ -43,8 +43,8 @@ from tests.conftest import (
     synth_spec,
     synth_text,
 )
+from tests.specs import BASE
 from tests.test_cfn_lint import lint
-from tests.test_spec_validation import BASE
 
 FSX_SPEC = str(CLUSTERS / "fsx.yaml")
 
@@ -720,15 +720,13 @@ def test_nccl_job_mounts_the_claim_and_nodes_get_the_lustre_client():
 def test_every_node_group_that_can_mount_the_claim_gets_the_lustre_client():
     """The claim is ReadWriteMany and the CSI node plugin runs on every node: CPU node groups mount it
     too, so they install the client as well (not only GPU/Neuron groups)."""
-    from efa_stack.spec.loader import parse_spec
-    from efa_stack.spec.plan import build_plan
-    from tests.test_spec_validation import BASE
+    from tests.specs import plan_of
 
     text = BASE + (
         "  - {name: cpu, instanceType: m7i.xlarge, availabilityZones: [us-west-2a]}\n"
         "storage: {}\n"
     )
-    plan = build_plan(parse_spec(text, source="t.yaml"), source="t.yaml")
+    plan = plan_of(text)
     assert {n.name: n.lustre_client for n in plan.node_groups} == {"gpu": True, "cpu": True}
 
 

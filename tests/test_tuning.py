@@ -5,48 +5,18 @@ from __future__ import annotations
 
 import email
 import email.message
-import textwrap
 
 import pytest
 import yaml
 
 from aws_constructs.user_data import NODECONFIG_API_VERSION, NODECONFIG_CONTENT_TYPE, node_config, node_user_data
 from efa_stack.spec import catalog
-from efa_stack.spec.errors import SpecError
-from efa_stack.spec.loader import parse_spec
-from efa_stack.spec.plan import build_plan
 from efa_stack.spec.tuning import ACCELERATOR_DEFAULTS, KubeletTuning, guaranteed_cpus, kube_reserved_cpu_milli
 from k8s.nccl_tests import NcclTestsJobProps, mpirun_command, worker_resources
+from tests.specs import cluster_spec, cpu_group, plan_of, problems_of
 
-BASE = """
-apiVersion: eksctl.io/v1alpha5
-kind: ClusterConfig
-metadata: {name: t, region: us-west-2, version: "1.34"}
-availabilityZones: [us-west-2a, us-west-2b]
-managedNodeGroups:
-  - name: gpu
-    instanceType: p5.48xlarge
-    minSize: 1
-    desiredCapacity: 2
-    maxSize: 3
-    availabilityZones: [us-west-2a]
-    efaEnabled: true
-"""
-CPU_GROUP = """
-  - name: cpu
-    instanceType: c5.2xlarge
-    minSize: 1
-"""
-
-
-def plan_of(text: str):
-    return build_plan(parse_spec(textwrap.dedent(text), source="t.yaml"), source="t.yaml")
-
-
-def problems_of(text: str) -> list:
-    with pytest.raises(SpecError) as info:
-        plan_of(text)
-    return info.value.problems
+BASE = cluster_spec(desired=2, max_size=3)
+CPU_GROUP = cpu_group("c5.2xlarge")
 
 
 def with_kubelet(config: str, text: str = BASE) -> str:

@@ -134,6 +134,37 @@ def worker_memory(cfg: NcclTest, instance: InstanceType, hugepages_mib: int) -> 
     )
 
 
+@dataclass(frozen=True)
+class WorkerSizing:
+    """What one worker pod gets on a node of its node group: the whole node's GPUs, EFA devices and
+    Guaranteed CPUs, and its memory, ``/dev/shm`` and hugepages."""
+
+    gpus: int
+    efa_devices: int
+    """Every EFA device of the node over EFA; 0 over any other fabric."""
+    memory: WorkerMemory
+    cpus: int
+    gpudirect_rdma: bool
+    """Over EFA on a GPU of :data:`GPUDIRECT_RDMA_GPUS`."""
+    arm64: bool
+
+
+def worker_sizing(cfg: NcclTest, ng: NodeGroupPlan, fabric: Fabric) -> WorkerSizing:
+    """THE sizing of a worker pod on a node of ``ng`` for a job over ``fabric``, for the NCCL-tests job and
+    the training jobs alike: the node's EFA devices, reserved hugepages (:func:`worker_memory`) and GPUDirect
+    RDMA only over EFA; memory and ``/dev/shm`` from ``cfg`` (sized per GPU where unset)."""
+    efa = fabric == "efa"
+    gpu = ng.instance.gpu
+    return WorkerSizing(
+        gpus=ng.gpus_per_node,
+        efa_devices=ng.efa_devices_per_node if efa else 0,
+        memory=worker_memory(cfg, ng.instance, ng.hugepages_2mi_mib if efa else 0),
+        cpus=ng.guaranteed_cpus,
+        gpudirect_rdma=efa and gpu is not None and gpu.name in GPUDIRECT_RDMA_GPUS,
+        arm64=ng.instance.arm64,
+    )
+
+
 _SIZE = re.compile(r"^([1-9][0-9]*)([KMG]?)$")
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 
@@ -260,27 +291,25 @@ def nccl_job_plan(node_groups: Sequence[NodeGroupPlan], cfg: NcclTest) -> NcclJo
         return None
     if cfg.fabric == "efa" and not ng.efa_enabled:
         return None
-    efa = cfg.fabric == "efa"
     assert ng.instance.gpu is not None
-    gpu_name = ng.instance.gpu.name
-    sized = worker_memory(cfg, ng.instance, ng.hugepages_2mi_mib if efa else 0)
+    sized = worker_sizing(cfg, ng, cfg.fabric)
     return NcclJobPlan(
         name=nccl_job_name(ng.name),
         namespace=NCCL_JOB_NAMESPACE,
         node_group=ng.name,
         instance_type=ng.instance_type,
-        gpu_name=gpu_name,
+        gpu_name=ng.instance.gpu.name,
         workers=ng.desired_size,
-        slots_per_worker=ng.gpus_per_node,
-        gpus_per_worker=ng.gpus_per_node,
-        efa_per_worker=ng.efa_devices_per_node if efa else 0,
-        hugepages_mib=sized.hugepages_mib,
-        memory_mib=sized.memory_mib,
-        shm_mib=sized.shm_mib,
-        cpus_per_worker=ng.guaranteed_cpus,
+        slots_per_worker=sized.gpus,
+        gpus_per_worker=sized.gpus,
+        efa_per_worker=sized.efa_devices,
+        hugepages_mib=sized.memory.hugepages_mib,
+        memory_mib=sized.memory.memory_mib,
+        shm_mib=sized.memory.shm_mib,
+        cpus_per_worker=sized.cpus,
         fabric=cfg.fabric,
-        gpudirect_rdma=efa and gpu_name in GPUDIRECT_RDMA_GPUS,
-        arm64=ng.instance.arm64,
+        gpudirect_rdma=sized.gpudirect_rdma,
+        arm64=sized.arm64,
         binary=cfg.binary,
         min_bytes=cfg.min_bytes,
         max_bytes=cfg.max_bytes,
@@ -289,7 +318,7 @@ def nccl_job_plan(node_groups: Sequence[NodeGroupPlan], cfg: NcclTest) -> NcclJo
         check=cfg.check,
         image=cfg.image,
         suspend=cfg.suspend,
-        efa_guard=efa and cfg.efa_guard,
+        efa_guard=cfg.fabric == "efa" and cfg.efa_guard,
     )
 
 
@@ -354,8 +383,7 @@ def validate_nccl(spec: ClusterSpec, node_groups: tuple[NodeGroupPlan, ...] | li
                 f"ncclTest.nodeGroup ({target.name}).desiredCapacity", target.desired_size,
                 "the job needs at least one worker node", "raise desiredCapacity to 1 or more",
             ))
-        hugepages = target.hugepages_2mi_mib if cfg.fabric == "efa" else 0
-        problems += worker_memory(cfg, target.instance, hugepages).problems(target.instance_type, target.gpus_per_node)
+        problems += worker_sizing(cfg, target, cfg.fabric).memory.problems(target.instance_type, target.gpus_per_node)
         problems += _topology_problems(spec, target)
     return problems
 

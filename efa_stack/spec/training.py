@@ -1,9 +1,9 @@
 """Training jobs, derived from the plan: which node group, how many nodes, processes, devices and memory.
 
 Each ``trainingJobs[]`` entry becomes a :class:`TrainingJobPlan`. Every number comes from the node
-group's :class:`spec.plan.NodeGroupPlan` (itself from the instance catalog), through the same rules the
-NCCL-tests job uses (:func:`spec.nccl.worker_memory` for memory and ``/dev/shm``, the node's reserved
-hugepages, :data:`spec.nccl.GPUDIRECT_RDMA_GPUS`): for 2 x p5.48xlarge the plan gives 2 nodes,
+group's :class:`spec.plan.NodeGroupPlan` (itself from the instance catalog), through the function that
+sizes the NCCL-tests workers (:func:`spec.nccl.worker_sizing`: devices, CPUs, memory and ``/dev/shm``, the
+node's reserved hugepages, GPUDirect RDMA): for 2 x p5.48xlarge the plan gives 2 nodes,
 ``nproc_per_node`` 8 (one process per GPU), 8 ``nvidia.com/gpu`` and 32 ``vpc.amazonaws.com/efa`` per
 worker. Nothing here is typed twice.
 
@@ -27,12 +27,11 @@ from efa_stack import contract
 from efa_stack.names import DNS1035_LABEL, DNS1123_SUBDOMAIN, Rule
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.models import ClusterSpec, NcclTest, TrainingJobSpec
-from efa_stack.spec.nccl import GPUDIRECT_RDMA_GPUS, worker_memory
+from efa_stack.spec.nccl import Fabric, worker_sizing
 
 if TYPE_CHECKING:  # spec.plan imports this module; keep the import one-way at runtime
     from efa_stack.spec.plan import NodeGroupPlan
 
-Fabric = Literal["efa", "tcp", "infiniband"]
 JobKind = Literal["trainjob", "pytorchjob"]
 
 # --- names the operators derive ----------------------------------------------------------------
@@ -256,35 +255,33 @@ def _worker(
             f"{prefix}.fabric", job.fabric, f"node group {ng.name} has efaEnabled: false, so it has no EFA devices",
             f"set efaEnabled: true on node group {ng.name}, or fabric: tcp for a job without EFA",
         ))
-    efa = job.fabric == "efa"
     sizing = NcclTest.model_validate(
         {k: v for k, v in (("memoryMiB", job.memory_mib), ("shmSizeMiB", job.shm_mib)) if v is not None}
     )
-    sized = worker_memory(sizing, ng.instance, ng.hugepages_2mi_mib if efa else 0)
-    problems.extend(_memory_problems(prefix, sized.problems(ng.instance_type, ng.gpus_per_node)))
+    sized = worker_sizing(sizing, ng, job.fabric)
+    problems.extend(_memory_problems(prefix, sized.memory.problems(ng.instance_type, ng.gpus_per_node)))
     volumes = _volumes(prefix, job, spec, problems)
     if len(problems) > before:
         return None
-    assert ng.instance.gpu is not None
     ib = job.fabric == "infiniband"
     return WorkerPlan(
         node_group=ng.name,
         instance_type=ng.instance_type,
         fabric=job.fabric,
-        gpus=ng.gpus_per_node,
-        efa_devices=ng.efa_devices_per_node if efa else 0,
-        hugepages_mib=sized.hugepages_mib,
-        memory_mib=sized.memory_mib,
-        shm_mib=sized.shm_mib,
-        cpus=ng.guaranteed_cpus,
-        gpudirect_rdma=efa and ng.instance.gpu.name in GPUDIRECT_RDMA_GPUS,
-        arm64=ng.instance.arm64,
+        gpus=sized.gpus,
+        efa_devices=sized.efa_devices,
+        hugepages_mib=sized.memory.hugepages_mib,
+        memory_mib=sized.memory.memory_mib,
+        shm_mib=sized.memory.shm_mib,
+        cpus=sized.cpus,
+        gpudirect_rdma=sized.gpudirect_rdma,
+        arm64=sized.arm64,
         rdma_resource=(job.rdma_resource or contract.RDMA_RESOURCE) if ib else None,
         ib_hca=job.ib_hca if ib else None,
         ib_gid_index=job.ib_gid_index if ib else None,
         socket_ifname=job.socket_ifname if ib else None,
         volumes=volumes,
-        efa_guard=efa and job.efa_guard,
+        efa_guard=job.fabric == "efa" and job.efa_guard,
     )
 
 
