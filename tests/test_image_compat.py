@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from efa_stack.spec import image_compat
@@ -122,3 +124,68 @@ def test_fails_dockerfile_without_pins(tmp_path):
     (tmp_path / "Dockerfile").write_text("FROM pytorch/pytorch:2.11.0-cuda13.0-cudnn9-runtime\n")
     problems = check_dockerfile(tmp_path / "Dockerfile")
     assert {p.field for p in problems} == {f"ARG {a}" for a in image_compat.DOCKERFILE_ARGS.values()}
+
+
+# --- what the recipe does beyond its version pins --------------------------------------------------------------
+
+def recipe_env(name: str) -> list[str]:
+    """The ``:``-separated entries the recipe's ``ENV`` gives ``name``."""
+    text = RECIPE.read_text().replace("\\\n", " ")
+    values = re.findall(rf"^ENV .*?\b{name}=(\S+)", text, re.MULTILINE)
+    assert len(values) == 1, values
+    return values[0].split(":")
+
+
+def test_recipe_puts_the_plugin_directory_on_ld_library_path_and_keeps_the_bases():
+    # GIVEN the Debian/Ubuntu libnccl-ofi package, built with --libdir=/opt/amazon/ofi-nccl/lib on every
+    # architecture (aws/aws-ofi-nccl@v1.20.0 contrib/debian-template/rules)
+    path = recipe_env("LD_LIBRARY_PATH")
+    # THEN that directory comes first, no per-architecture directory of older installers is listed, and the
+    # base image's own LD_LIBRARY_PATH is kept rather than replaced
+    assert path[0] == "/opt/amazon/ofi-nccl/lib"
+    assert not [d for d in path if "linux-gnu" in d]
+    assert path[-1] == "${LD_LIBRARY_PATH}"
+
+
+def test_recipe_checks_the_library_nccl_dlopens():
+    # NCCL 2.28.9 with NCCL_NET_PLUGIN unset dlopens libnccl-net.so (NVIDIA/nccl@v2.28.9-1 src/plugin/net.cc)
+    text = RECIPE.read_text()
+    assert "test -e /opt/amazon/ofi-nccl/lib/libnccl-net.so " in text
+    assert re.search(r"ldconfig -p \| grep '[^']*libnccl-net\\\.so '", text)
+    # the installer runs ldconfig's cache refresh after installing the plugin's ld.so.conf.d entry
+    install = text.index("./efa_installer.sh")
+    assert text.index("&& ldconfig", install) > install
+
+
+def test_recipe_verifies_the_installer_signature_before_unpacking_it():
+    # GIVEN the fingerprint the Amazon EC2 User Guide prints for the EFA installer signing key
+    text = RECIPE.read_text()
+    assert image_compat.dockerfile_pins(text)["EFA_INSTALLER_KEY_FINGERPRINT"] == (
+        "4E9091BCBB97A96B26B15E59A05480B1DD2D3CCC"
+    )
+    # THEN gpg checks the tarball's .sig against that key before tar unpacks it
+    verify = text.index('gpg --batch --status-fd 1 --verify "${tarball}.sig" "${tarball}"')
+    assert "VALIDSIG (.* )?${EFA_INSTALLER_KEY_FINGERPRINT}" in text[verify:verify + 300]
+    assert verify < text.index('tar -xf "${tarball}"') < text.index("./efa_installer.sh")
+    assert "--disable-ngc" in text
+
+
+DLC_EC2_PYTORCH = re.compile(r"^public\.ecr\.aws/deep-learning-containers/pytorch:\d+\.\d+(\.\d+)?-cu\d{3}-amzn2023$")
+"""AWS Deep Learning Containers, PyTorch training for EC2/EKS: ``<version>-cu<cuda>-amzn2023`` with no suffix
+(SageMaker tags end in ``-sagemaker``): aws/deep-learning-containers docs/src/data/pytorch/2.11-cuda-ec2.yml."""
+
+
+def test_example_training_job_names_a_published_dlc_tag():
+    spec = yaml.safe_load((ROOT / "clusters" / "training-p5.yaml").read_text())
+    (job,) = spec["trainingJobs"]
+    assert DLC_EC2_PYTORCH.match(job["image"]), job["image"]
+    # the tag's PyTorch is one the compatibility data knows, with the tag's CUDA major (cu130 -> 13)
+    match = re.match(r".*:(\d+\.\d+\.\d+)-cu(\d+)\d-amzn2023$", job["image"])
+    assert match is not None
+    version, cuda_major = match.groups()
+    assert image_compat.load().pytorch[version].cuda.split(".")[0] == cuda_major
+
+
+def test_fails_the_suffixed_tag_the_example_used_to_name():
+    # GIVEN the tag with an -ec2 suffix that no DLC release publishes THEN the pattern rejects it
+    assert not DLC_EC2_PYTORCH.match("public.ecr.aws/deep-learning-containers/pytorch:2.11-cu130-amzn2023-ec2")
