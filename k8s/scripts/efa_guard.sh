@@ -89,7 +89,7 @@ for name in $candidates; do
 done
 if [ -z "$found_plugin" ]; then
   fail "found no NCCL net plugin ($candidates) on LD_LIBRARY_PATH (${LD_LIBRARY_PATH:-unset}), in the ld.so cache or in /lib, /usr/lib: the image lacks aws-ofi-nccl" \
-    "use an image with aws-ofi-nccl (the EFA installer puts it in /opt/amazon/ofi-nccl/lib/<arch>) and put that directory on LD_LIBRARY_PATH"
+    "use an image with aws-ofi-nccl (the EFA installer puts it in /opt/amazon/ofi-nccl/lib on Ubuntu, lib64 on Amazon Linux; lib/<arch> before installer 1.44) and put that directory on LD_LIBRARY_PATH"
 fi
 
 # 3. EFA devices libfabric sees: one RDM record per device and fabric (efa, and efa-direct on
