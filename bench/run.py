@@ -1,11 +1,14 @@
-"""`make bench`: cold synth CPU time of clusters/default.yaml against an empty app, and the suite's wall time.
+"""`make bench`: cold synth CPU time of the benchmark specs against an empty app, and the suite's wall time.
 
-Target: the cold synth of clusters/default.yaml (`python app.py`, no CDK CLI) costs at most 2.0x the
-CPU time of an empty CDK app with an empty cdk8s chart (bench/empty_app.py). Both are measured side by
-side in one run, as subprocesses, alternating, ``BENCH_RUNS`` times each (default 5): the CPU time of a
-run is user + sys from ``resource.getrusage(RUSAGE_CHILDREN)`` before and after it (the Python process
-and the jsii Node.js process it waits for), so other load on the machine does not count. The medians
-and their ratio are printed with the target, then the test suite's wall time (`pytest -n 2`).
+Target: the cold synth of clusters/default.yaml (`python app.py`, no CDK CLI; a GPU cluster, so with
+Container Insights and the accelerator dashboard) costs at most 2.0x the CPU time of an empty CDK app
+with an empty cdk8s chart (bench/empty_app.py). clusters/training-p5.yaml (the same nodes plus a
+TrainJob, its runtime and the Kubeflow Trainer Helm chart) is measured alongside and its ratio printed
+for information: what the training features add. All are measured side by side in one run, as
+subprocesses, alternating, ``BENCH_RUNS`` times each (default 5): the CPU time of a run is user + sys
+from ``resource.getrusage(RUSAGE_CHILDREN)`` before and after it (the Python process and the jsii
+Node.js process it waits for), so other load on the machine does not count. The medians and their
+ratios are printed with the target, then the test suite's wall time (`pytest -n 2`).
 Results also go to .bench/results.json.
 """
 
@@ -26,6 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
 TARGET = 2.0
 SPEC = "clusters/default.yaml"
+SPECS: dict[str, float | None] = {SPEC: TARGET, "clusters/training-p5.yaml": None}
+"""Benchmark specs and their target ratio to the empty app (None: printed for information)."""
+SUITE_TARGET_S = 60.0
 
 
 def cpu_seconds(args: list[str], context: dict[str, str] | None = None) -> float:
@@ -48,13 +54,17 @@ def main() -> int:
     empty_cmd = [sys.executable, "bench/empty_app.py"]
     app_cmd = [sys.executable, "app.py"]
     empty: list[float] = []
-    synth: list[float] = []
-    for _ in range(RUNS):  # alternate so that drift in the machine's speed hits both alike
+    synths: dict[str, list[float]] = {spec: [] for spec in SPECS}
+    for _ in range(RUNS):  # alternate so that drift in the machine's speed hits all alike
         empty.append(cpu_seconds(empty_cmd))
-        synth.append(cpu_seconds(app_cmd, {"spec": SPEC, "dist": str(dist)}))
+        for spec, runs in synths.items():
+            runs.append(cpu_seconds(app_cmd, {"spec": spec, "dist": str(dist)}))
     shutil.rmtree(dist, ignore_errors=True)
-    t_empty, t_synth = statistics.median(empty), statistics.median(synth)
-    ratio = t_synth / t_empty
+    t_empty = statistics.median(empty)
+    medians = {spec: statistics.median(runs) for spec, runs in synths.items()}
+    ratios = {spec: t / t_empty for spec, t in medians.items()}
+    t_synth, ratio = medians[SPEC], ratios[SPEC]
+    within = all(target is None or ratios[spec] <= target for spec, target in SPECS.items())
 
     start = time.perf_counter()
     tests = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "-q"], cwd=ROOT, capture_output=True, text=True,
@@ -68,21 +78,37 @@ def main() -> int:
         "target_ratio": TARGET,
         "runs": RUNS,
         "empty_app_cpu_s_all": [round(x, 2) for x in empty],
-        "default_synth_cpu_s_all": [round(x, 2) for x in synth],
+        "default_synth_cpu_s_all": [round(x, 2) for x in synths[SPEC]],
+        "specs": {
+            spec: {
+                "synth_cpu_s": round(medians[spec], 2),
+                "vs_empty_ratio": round(ratios[spec], 2),
+                "target_ratio": target,
+                "synth_cpu_s_all": [round(x, 2) for x in synths[spec]],
+            }
+            for spec, target in SPECS.items()
+        },
         "test_suite_wall_s": round(t_suite, 1),
+        "test_suite_target_s": SUITE_TARGET_S,
         "test_suite_passed": tests.returncode == 0,
         "cores": os.cpu_count(),
     }
     print(f"cold synth CPU time (user+sys), median of {RUNS} alternating runs each")
-    print(f"  empty CDK app + empty cdk8s chart   {t_empty:6.2f} s")
-    print(f"  python app.py ({SPEC})  {t_synth:6.2f} s")
-    print(f"  ratio                               {ratio:6.2f}x  (target <= {TARGET:.1f}x)"
-          f"  {'ok' if ratio <= TARGET else 'OVER TARGET'}")
-    print(f"test suite (pytest -n 2) wall time    {t_suite:6.1f} s   {'passed' if tests.returncode == 0 else 'FAILED'}")
+    width = max(len(f"python app.py ({spec})") for spec in SPECS)
+    print(f"  {'empty CDK app + empty cdk8s chart':<{width}}  {t_empty:6.2f} s")
+    for spec, target in SPECS.items():
+        verdict = ("(for information)" if target is None
+                   else f"(target <= {target:.1f}x)  {'ok' if ratios[spec] <= target else 'OVER TARGET'}")
+        print(f"  {f'python app.py ({spec})':<{width}}  {medians[spec]:6.2f} s  {ratios[spec]:5.2f}x  {verdict}")
+    print(f"test suite (pytest -n 2) wall time  {t_suite:6.1f} s  (target < {SUITE_TARGET_S:.0f} s on 2 cores, not checked: "
+          f"wall time depends on other load)  "
+          f"{'passed' if tests.returncode == 0 else 'FAILED'}")
+    if tests.returncode != 0:
+        print(tests.stdout[-4000:] + tests.stderr[-2000:])
     out = ROOT / ".bench"
     out.mkdir(exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-    return 0 if ratio <= TARGET and tests.returncode == 0 else 1
+    return 0 if within and tests.returncode == 0 else 1
 
 
 if __name__ == "__main__":

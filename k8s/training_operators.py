@@ -59,7 +59,9 @@ Trainer v2 and Training Operator v1 coexist: different API groups (``trainer.kub
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -103,10 +105,20 @@ def without_descriptions(node: Any) -> Any:
     return node
 
 
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's loader where PyYAML has it (the same safe constructors; the 645 KB PyTorchJob CRD parses in ~0.1 s, not ~1.5 s)."""
+
+
+@cache
+def _crd_json(file: Path) -> str:
+    (doc,) = [d for d in yaml.load_all(file.read_text(), Loader=_SafeLoader) if d]
+    return json.dumps(without_descriptions(doc))
+
+
 def pytorchjob_crd_document(file: Path = CRD_FILE) -> dict[str, Any]:
-    """Upstream's PyTorchJob CRD without its documentation strings."""
-    (doc,) = [d for d in yaml.safe_load_all(file.read_text()) if d]
-    return without_descriptions(doc)
+    """Upstream's PyTorchJob CRD without its documentation strings (parsed once per file, a fresh copy per call)."""
+    doc: dict[str, Any] = json.loads(_crd_json(file))
+    return doc
 
 
 class PyTorchJobCrd(Construct):

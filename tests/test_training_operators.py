@@ -40,7 +40,7 @@ from k8s.training_operators import (
     pytorchjob_crd_document,
     without_descriptions,
 )
-from tests.conftest import synth_text
+from tests.conftest import Synthesized, synth_text
 from tests.test_k8s_support import KUBECTL_HANDLER_LIMIT, built, built_text, spec_text
 
 UPSTREAM_ROLE = Path(__file__).parent / "fixtures" / "upstream" / "training-operator-v1.9.4-role.yaml"
@@ -126,7 +126,7 @@ def test_v1_never_touches_the_mpijob_crd():
 
 
 def test_pytorchjob_crd_is_upstream_without_descriptions():
-    upstream = yaml.safe_load(CRD_FILE.read_text())
+    upstream = yaml.load(CRD_FILE.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     doc = pytorchjob_crd_document()
     # only documentation goes: a property named "description" (a schema object) would stay
     assert without_descriptions({"description": "doc", "properties": {"description": {"type": "string"}}}) == {
@@ -228,12 +228,23 @@ def test_trainer_helm_values_pin_images_and_schedule_on_system_nodes():
 BOTH = operators_spec(True, True)
 
 
+@pytest.fixture(scope="module")
+def both_synth() -> Synthesized:
+    """Both operators, synthesized once for the module (one xdist worker runs its tests, see conftest)."""
+    return synth_text(BOTH)
+
+
+@pytest.fixture(scope="module")
+def v1_only_synth() -> Synthesized:
+    return synth_text(operators_spec(False, True))
+
+
 def _helm_charts(synth) -> dict[str, dict]:
     return synth.resources("cluster", "Custom::AWSCDK-EKS-HelmChart")
 
 
-def test_stack_installs_the_trainer_chart_pinned_with_plan_values():
-    s = synth_text(BOTH)
+def test_stack_installs_the_trainer_chart_pinned_with_plan_values(both_synth):
+    s = both_synth
     (props,) = [r["Properties"] for r in _helm_charts(s).values()]
     assert props["Chart"] == "kubeflow-trainer"
     assert props["Repository"] == "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
@@ -244,10 +255,10 @@ def test_stack_installs_the_trainer_chart_pinned_with_plan_values():
     assert json.loads(props["Values"]) == TrainerHelmProps().values()
 
 
-def test_stack_orders_crds_operators_and_waits():
+def test_stack_orders_crds_operators_and_waits(both_synth):
     # GIVEN both operators WHEN synthesized THEN: PyTorchJob CRD -> its Established wait -> MPI operator
     # -> Trainer Helm chart -> TrainJob Established wait -> training-operator; nothing without node groups.
-    s = synth_text(BOTH)
+    s = both_synth
     res = s.template("cluster")["Resources"]
     helm_id = next(iter(_helm_charts(s)))
 
@@ -275,8 +286,8 @@ def test_stack_orders_crds_operators_and_waits():
     assert pytorch_wait in deps(manifest(MPI_OPERATOR))
 
 
-def test_no_helm_chart_without_the_trainer():
-    s = synth_text(operators_spec(False, True))
+def test_no_helm_chart_without_the_trainer(v1_only_synth):
+    s = v1_only_synth
     assert _helm_charts(s) == {}
     assert HELM_ORDER[KUBEFLOW_TRAINER] == 31
 
@@ -288,14 +299,14 @@ def test_trainer_without_later_charts_still_installs():
     assert len(_helm_charts(s)) == 1
 
 
-def test_stack_with_both_operators_passes_cfn_lint_and_our_rules():
+def test_stack_with_both_operators_passes_cfn_lint_and_our_rules(both_synth):
     # GIVEN both operators WHEN the cluster stack is synthesized THEN cfn-lint has no errors and the
     # efa-stack rules (K8S1 size, K8S2 host access) find nothing: the operators need no host access.
     from efa_stack.policies.rules import check_templates
     from k8s.charts import HOST_ACCESS_WORKLOADS
     from tests.test_cfn_lint import lint
 
-    s = synth_text(BOTH)
+    s = both_synth
     errors = [m for m in lint(s.template("cluster"), s.plan.region) if m.rule.id.startswith("E")]
     assert errors == []
     assert check_templates(s.templates, HOST_ACCESS_WORKLOADS) == []
