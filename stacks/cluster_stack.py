@@ -364,7 +364,14 @@ class ClusterStack(Stack):
             from k8s.charts import build_charts
 
             charts = build_charts(self.plan, cdk8s.App())
-        from k8s.charts import CHART_ORDER, HELM_ORDER, KUBEFLOW_TRAINER, MPI_OPERATOR_CRD, TRAINING_OPERATOR_CRD
+        from k8s.charts import (
+            CHART_ORDER,
+            HELM_ORDER,
+            KUBEFLOW_TRAINER,
+            MPI_OPERATOR_CRD,
+            TRAINING_OPERATOR,
+            TRAINING_OPERATOR_CRD,
+        )
 
         # chart id -> (construct id of the wait, CRD name); the MPIJob wait keeps its original id.
         crd_waits = {
@@ -394,6 +401,8 @@ class ClusterStack(Stack):
                 after = self.crd_waits[crd_name] = self._wait_until_established(manifest, crd_name, wait_id)
                 if chart.node.id == MPI_OPERATOR_CRD:
                     self.crd_established = after
+            if chart.node.id == TRAINING_OPERATOR:
+                after = self._wait_for_training_operator(manifest)
         if helm_pending:
             self._install_trainer(after)
         return manifests
@@ -426,6 +435,38 @@ class ClusterStack(Stack):
             self.trainer, contract.TRAINJOB_CRD_NAME, "TrainJobCrdEstablished"
         )
         return wait
+
+    def _wait_for_training_operator(self, operator: Construct) -> eks.KubernetesObjectValue:
+        """Waits until Training Operator v1 can admit a PyTorchJob; returns the last wait.
+
+        Its ValidatingWebhookConfiguration has ``failurePolicy: Fail`` (upstream's), so the API server rejects
+        every PyTorchJob until the controller serves the webhook: first the Deployment has an available
+        replica (``.status.availableReplicas`` appears only then), then the controller's cert-controller has
+        written the CA into the webhook configuration (``caBundle``, see :mod:`k8s.training_operators`).
+        The kubectl handler polls each JSONPath until it yields a value, up to the timeout.
+        """
+        from k8s.training_operators import NAME, NAMESPACE, WEBHOOK_CONFIGURATION
+
+        available = eks.KubernetesObjectValue(
+            self, "TrainingOperatorAvailable",
+            cluster=self.cluster,
+            object_type="deployment",
+            object_name=NAME,
+            object_namespace=NAMESPACE,
+            json_path=".status.availableReplicas",
+            timeout=Duration.minutes(10),
+        )
+        available.node.add_dependency(operator)
+        ca = eks.KubernetesObjectValue(
+            self, "TrainingOperatorWebhookCa",
+            cluster=self.cluster,
+            object_type="validatingwebhookconfiguration",
+            object_name=WEBHOOK_CONFIGURATION,
+            json_path=".webhooks[0].clientConfig.caBundle",
+            timeout=Duration.minutes(5),
+        )
+        ca.node.add_dependency(available)
+        return ca
 
     def _wait_until_established(
         self, crd: Construct, name: str, id: str = "CrdEstablished"

@@ -267,7 +267,8 @@ def test_stack_orders_crds_operators_and_waits(both_synth):
         return set([d] if isinstance(d, str) else d)
 
     waits = {k: v for k, v in res.items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"}
-    by_crd = {v["Properties"]["ObjectName"]: k for k, v in waits.items()}
+    by_crd = {v["Properties"]["ObjectName"]: k for k, v in waits.items()
+              if v["Properties"]["ObjectType"] == "customresourcedefinition"}
     assert set(by_crd) == {contract.MPIJOB_CRD_NAME, contract.PYTORCHJOB_CRD_NAME, contract.TRAINJOB_CRD_NAME}
     trainjob_wait = by_crd[contract.TRAINJOB_CRD_NAME]
     assert helm_id in deps(trainjob_wait)
@@ -284,6 +285,30 @@ def test_stack_orders_crds_operators_and_waits(both_synth):
     pytorch_wait = by_crd[contract.PYTORCHJOB_CRD_NAME]
     assert deps(pytorch_wait) >= {manifest(TRAINING_OPERATOR_CRD)}
     assert pytorch_wait in deps(manifest(MPI_OPERATOR))
+
+
+def test_charts_after_the_v1_operator_wait_until_its_webhook_admits(both_synth):
+    # GIVEN Training Operator v1, whose PyTorchJob webhook fails closed WHEN synthesized
+    res = both_synth.template("cluster")["Resources"]
+    waits = {v["Properties"]["ObjectType"]: (k, v["Properties"]) for k, v in res.items()
+             if v["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"}
+    available, deployment = waits["deployment"]
+    ca, webhook = waits["validatingwebhookconfiguration"]
+    # THEN the stack waits for an available controller replica, then for the CA the controller injects
+    assert (deployment["ObjectName"], deployment["ObjectNamespace"], deployment["JsonPath"]) == (
+        contract.TRAINING_OPERATOR_NAME, contract.TRAINING_OPERATOR_NAMESPACE, ".status.availableReplicas")
+    assert (webhook["ObjectName"], webhook["JsonPath"]) == (
+        "validator.training-operator.kubeflow.org", ".webhooks[0].clientConfig.caBundle")
+
+    def deps(logical: str) -> set[str]:
+        d = res[logical].get("DependsOn", [])
+        return set([d] if isinstance(d, str) else d)
+
+    operator = next(k for k in res if re.match("Cluster" + TRAINING_OPERATOR.replace("-", "") + "[0-9A-F]{8}$", k))
+    assert operator in deps(available) and available in deps(ca)
+    # AND every chart applied after the operator (here the NCCL-tests job) waits for it
+    later = [k for k in res if re.match("Clusternccltests[0-9A-F]{8}$", k)]
+    assert later and all(ca in deps(k) for k in later)
 
 
 def test_no_helm_chart_without_the_trainer(v1_only_synth):
