@@ -57,6 +57,7 @@ HELM_DIR = "helm"
 """Sub-directory for the values of Helm releases ``apply.sh`` installs (not manifests: kubectl never reads it)."""
 TRAINER_VALUES = f"{HELM_DIR}/{contract.TRAINER_RELEASE}-values.yaml"
 HELM_TIMEOUT = "10m"
+ROLLOUT_TIMEOUT = "300s"
 CRD_WAIT_TIMEOUT = "120s"
 _OURS = re.compile(r"^\d\d-[a-z0-9-]+\.yaml$")
 
@@ -204,6 +205,12 @@ def apply_script(plan: ClusterPlan, waits: list[str], second_step: bool) -> str:
     lines.append("kubectl apply -f .")
     lines += helm
     lines += [f"kubectl wait --for=condition=established --timeout={CRD_WAIT_TIMEOUT} crd/{name}" for name in waits]
+    if second_step and plan.training_operators.pytorch_job_v1:
+        # Training Operator v1's PyTorchJob webhook fails closed: PyTorchJobs wait for a serving controller.
+        lines.append(
+            f"kubectl rollout status deployment/{contract.TRAINING_OPERATOR_NAME} "
+            f"-n {contract.TRAINING_OPERATOR_NAMESPACE} --timeout={ROLLOUT_TIMEOUT}"
+        )
     if second_step:
         lines.append(f"kubectl apply -f {AFTER_CRDS_DIR}/")
     return "\n".join(lines) + "\n"

@@ -53,6 +53,7 @@ class FreshCluster:
         self.crds: set[str] = set()
         self.established: set[str] = set()
         self.applied: list[tuple[str, str]] = []
+        self.rolled_out: list[str] = []
 
     def apply(self, directory: Path) -> None:
         objs = [o for f in _files(directory) for o in yaml.safe_load_all(f.read_text()) if o]
@@ -100,6 +101,10 @@ def run_script(script: Path, cluster: FreshCluster, helm_releases: list[list[str
         if words[1] == "apply":
             assert words[2] == "-f" and "-R" not in words and "--recursive" not in words, line
             cluster.apply(script.parent / words[3])
+        elif words[1:3] == ["rollout", "status"]:
+            kind, name = words[3].split("/")
+            assert kind == "deployment" and ("Deployment", name) in cluster.applied, line
+            cluster.rolled_out.append(name)
         elif words[1] == "wait":
             assert "--for=condition=established" in words, line
             (target,) = [w for w in words if w.startswith("crd/")]
@@ -199,3 +204,21 @@ def test_no_helm_without_the_trainer(tmp_path):
     out = dist_dir(b.plan, tmp_path)
     write_dist(b.plan, out, b.charts)
     assert "helm" not in (out / APPLY_SCRIPT).read_text() and not (out / "helm").exists()
+
+
+def test_pytorchjobs_wait_for_the_v1_operator_to_roll_out(tmp_path):
+    # GIVEN a PyTorchJob (Training Operator v1's webhook fails closed until its controller serves)
+    from tests.test_k8s_support import built_text
+    from tests.test_k8s_training import job_spec
+
+    b = built_text(job_spec(kind="pytorchjob"))
+    out = dist_dir(b.plan, tmp_path)
+    write_dist(b.plan, out, b.charts)
+    charts = render_dist(b.plan, b.charts)
+    cluster = FreshCluster(crd_kinds(charts))
+    run_script(out / APPLY_SCRIPT, cluster)
+    # THEN the controller rolled out before the second step, and every object was applied once
+    assert cluster.rolled_out == [contract.TRAINING_OPERATOR_NAME]
+    assert sorted(cluster.applied) == sorted(_objects(charts))
+    lines = (out / APPLY_SCRIPT).read_text().splitlines()
+    assert lines.index(f"kubectl apply -f {AFTER_CRDS_DIR}/") > next(i for i, ln in enumerate(lines) if "rollout" in ln)
