@@ -447,26 +447,31 @@ class ClusterStack(Stack):
         """
         from k8s.training_operators import NAME, NAMESPACE, WEBHOOK_CONFIGURATION
 
-        available = eks.KubernetesObjectValue(
-            self, "TrainingOperatorAvailable",
-            cluster=self.cluster,
-            object_type="deployment",
-            object_name=NAME,
-            object_namespace=NAMESPACE,
-            json_path=".status.availableReplicas",
-            timeout=Duration.minutes(10),
+        available = self._wait_for_value(
+            "TrainingOperatorAvailable", operator, "deployment", NAME, ".status.availableReplicas",
+            minutes=10, namespace=NAMESPACE,
         )
-        available.node.add_dependency(operator)
-        ca = eks.KubernetesObjectValue(
-            self, "TrainingOperatorWebhookCa",
-            cluster=self.cluster,
-            object_type="validatingwebhookconfiguration",
-            object_name=WEBHOOK_CONFIGURATION,
-            json_path=".webhooks[0].clientConfig.caBundle",
-            timeout=Duration.minutes(5),
+        return self._wait_for_value(
+            "TrainingOperatorWebhookCa", available, "validatingwebhookconfiguration", WEBHOOK_CONFIGURATION,
+            ".webhooks[0].clientConfig.caBundle",
         )
-        ca.node.add_dependency(available)
-        return ca
+
+    def _wait_for_value(
+        self, id: str, after: Construct, object_type: str, name: str, json_path: str, *, minutes: int = 5,
+        namespace: str | None = None,
+    ) -> eks.KubernetesObjectValue:
+        """A resource, created after ``after``, that completes once ``json_path`` of the object yields a value."""
+        wait = eks.KubernetesObjectValue(
+            self, id,
+            cluster=self.cluster,
+            object_type=object_type,
+            object_name=name,
+            json_path=json_path,
+            timeout=Duration.minutes(minutes),
+            **({"object_namespace": namespace} if namespace else {}),
+        )
+        wait.node.add_dependency(after)
+        return wait
 
     def _wait_until_established(
         self, crd: Construct, name: str, id: str = "CrdEstablished"
@@ -479,16 +484,9 @@ class ClusterStack(Stack):
         handler's ``get`` polls ``kubectl get`` every 10 s until the JSONPath yields a value, up to the
         timeout (aws-cdk-lib 2.275 custom-resource-handlers aws-eks-v2/kubectl-handler/get).
         """
-        wait = eks.KubernetesObjectValue(
-            self, id,
-            cluster=self.cluster,
-            object_type="customresourcedefinition",
-            object_name=name,
-            json_path='.status.conditions[?(@.type=="Established")].status',
-            timeout=Duration.minutes(5),
+        return self._wait_for_value(
+            id, crd, "customresourcedefinition", name, '.status.conditions[?(@.type=="Established")].status'
         )
-        wait.node.add_dependency(crd)
-        return wait
 
     def _acknowledge_findings(self) -> None:
         for name in NODE_ROLE_POLICIES:
