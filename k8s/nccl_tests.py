@@ -162,6 +162,9 @@ class NcclTestsJobProps:
     """How long the launcher waits for every worker to resolve and accept ssh before mpirun (the
     workers pull a multi-GB image on first start); past it the launcher fails with a clear message."""
     worker_wait_interval_seconds: int = 5
+    pin_nodes: tuple[str, ...] = ()
+    """Node names the workers must run on (a required node affinity, ``matchFields`` on ``metadata.name``);
+    empty: any node of the node group. ``efa-stack verify --acceptance`` pins a pair job to its two nodes."""
 
     def __post_init__(self) -> None:
         if self.worker_wait_seconds < 0 or self.worker_wait_interval_seconds < 1:
@@ -169,6 +172,16 @@ class NcclTestsJobProps:
                 "worker_wait_seconds must be >= 0 and worker_wait_interval_seconds >= 1 "
                 f"(got {self.worker_wait_seconds}, {self.worker_wait_interval_seconds})"
             )
+        if self.pin_nodes:
+            distinct = set(self.pin_nodes)
+            if "" in distinct or len(distinct) != len(self.pin_nodes):
+                raise ValueError(f"pin_nodes must be distinct, non-empty node names (got {list(self.pin_nodes)})")
+            if len(distinct) < self.job.workers:
+                # one worker per node (pod anti-affinity): fewer nodes than workers would never schedule
+                raise ValueError(
+                    f"pin_nodes names {len(distinct)} node(s) for {self.job.workers} workers "
+                    "(one worker per node); name at least as many nodes as workers"
+                )
 
 
 def fabric_env(props: NcclTestsJobProps) -> list[tuple[str, str]]:
@@ -343,6 +356,31 @@ def worker_init_containers(props: NcclTestsJobProps) -> list[k8s_l1.Container]:
     ]
 
 
+# Pin a pod to named nodes through the scheduler (so resources and taints are still honoured) with a node
+# affinity on the node's name, as the DaemonSet controller does (kubernetes.io, "DaemonSet", "How Daemon Pods
+# are scheduled": nodeAffinity with matchFields on metadata.name).
+NODE_NAME_FIELD = "metadata.name"
+
+
+def pin_to_nodes(nodes: tuple[str, ...]) -> k8s_l1.NodeAffinity:
+    """A required node affinity: one term, ``matchFields`` ``metadata.name In nodes``."""
+    return k8s_l1.NodeAffinity(
+        required_during_scheduling_ignored_during_execution=k8s_l1.NodeSelector(node_selector_terms=[
+            k8s_l1.NodeSelectorTerm(match_fields=[
+                k8s_l1.NodeSelectorRequirement(key=NODE_NAME_FIELD, operator="In", values=list(nodes))
+            ])
+        ])
+    )
+
+
+def worker_affinity(worker_labels: dict[str, str], pin_nodes: tuple[str, ...]) -> k8s_l1.Affinity:
+    """One worker per node (pod anti-affinity) and, with ``pin_nodes``, only on those nodes."""
+    spread = one_pod_per_node(worker_labels)
+    if not pin_nodes:
+        return spread
+    return k8s_l1.Affinity(node_affinity=pin_to_nodes(pin_nodes), pod_anti_affinity=spread.pod_anti_affinity)
+
+
 class NcclTestsJob(Construct):
     """The nccl-tests MPIJob for one node group (see the module docstring)."""
 
@@ -382,7 +420,7 @@ class NcclTestsJob(Construct):
             spec=k8s_l1.PodSpec(
                 node_selector={LABEL_NODE_GROUP: job.node_group},
                 tolerations=tolerations(props.taints) or None,
-                affinity=one_pod_per_node(worker_labels),
+                affinity=worker_affinity(worker_labels, props.pin_nodes),
                 init_containers=worker_init_containers(props) or None,
                 containers=[
                     # No command: the operator starts sshd (/usr/sbin/sshd -De) for mpirun to reach.

@@ -1,9 +1,14 @@
 """The API bodies acceptance creates: one check pod per node and one 2-node NCCL-tests MPIJob per pair.
 
-Numbers come from the plan (:class:`NodeGroupPlan`, :class:`NcclJobPlan`), as for the NCCL-tests MPIJob
-the charts render: every GPU and every EFA device of the node, the node's hugepages with a memory
-request (Kubernetes requires one with hugepages), a memory-backed ``/dev/shm``. The MPIJob's launcher
-command and environment are made by the same functions as the chart's (:mod:`k8s.nccl_tests`).
+Both are rendered from typed constructs: the check pod from :class:`k8s.acceptance.AcceptanceCheckPod`,
+the pair job from the charts' own :class:`k8s.nccl_tests.NcclTestsJob` (the same launcher, workers,
+environment, ``efa-guard`` init container and Guaranteed-QoS resources as the chart's job), pinned to
+the pair's two nodes. Numbers come from the plan (:class:`NodeGroupPlan`, :class:`NcclJobPlan`):
+every GPU and every EFA device of the node, the node's hugepages with a memory request (Kubernetes
+requires one with hugepages), a memory-backed ``/dev/shm``.
+
+The constructs (cdk8s, hence a jsii runtime) are imported only when a body is made, so loading this
+module stays cheap for the rest of the CLI.
 """
 
 from __future__ import annotations
@@ -15,18 +20,22 @@ from typing import Any
 
 from efa_stack import contract
 from efa_stack.spec.nccl import NcclJobPlan
-from efa_stack.spec.plan import NodeGroupPlan
+from efa_stack.spec.plan import NodeGroupPlan, Taint
 
 CHECK_SCRIPT = Path(__file__).parent / "check.sh"
 RESULTS_DIR = "/results"
 DCGM_RESULT = f"{RESULTS_DIR}/dcgm.txt"
 CHECK_CONTAINER = "check"
+DCGM_CONTAINER = "dcgm"
+DCGM_MEMORY_MIB = 2048
 PAIR_MAX_BYTES = "4G"
+PAIR_BACKOFF_LIMIT = 0
+"""A pair job is not retried: a failed run is evidence, and the verdict is read from it."""
 
 # Pin a pod to one node through the scheduler (so resources and taints are honoured) with a node
 # affinity on the node's name: the DaemonSet controller does the same (kubernetes.io, "DaemonSet",
 # "How Daemon Pods are scheduled": nodeAffinity with matchFields on metadata.name).
-NODE_NAME_FIELD = "metadata.name"
+# The affinity is made by k8s.nccl_tests.pin_to_nodes, for the check pod and the pair job alike.
 
 
 def pod_name(node: str, prefix: str = "accept") -> str:
@@ -35,17 +44,20 @@ def pod_name(node: str, prefix: str = "accept") -> str:
     return f"{prefix}-{head}"[:63].rstrip("-")
 
 
-def _pin(nodes: list[str]) -> dict[str, Any]:
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchFields": [{"key": NODE_NAME_FIELD, "operator": "In", "values": list(nodes)}]}
-    ]}}}
+def acceptance_taints(group: NodeGroupPlan) -> tuple[Taint, ...]:
+    """The taints acceptance pods tolerate: the group's, plus the quarantine taint (so a quarantined node
+    can be accepted again). Tolerations match on key and effect (operator Exists), so the value is empty."""
+    return (*group.taints, Taint(contract.QUARANTINE_TAINT_KEY, "", "NoSchedule"))
+
+
+def labels_of(group: NodeGroupPlan) -> dict[str, str]:
+    """The labels of every object acceptance creates for ``group``."""
+    return {contract.LABEL_ACCEPTANCE: group.name, contract.LABEL_NODE_GROUP: group.name}
 
 
 def tolerations(group: NodeGroupPlan) -> list[dict[str, str]]:
     """The group's taints, plus the quarantine taint (so a quarantined node can be accepted again)."""
-    out = [{"key": t.key, "operator": "Exists", "effect": t.effect} for t in group.taints]
-    out.append({"key": contract.QUARANTINE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"})
-    return out
+    return [{"key": t.key, "operator": "Exists", "effect": t.effect} for t in acceptance_taints(group)]
 
 
 def node_resources(group: NodeGroupPlan, job: NcclJobPlan | None, *, efa: bool) -> dict[str, str]:
@@ -85,110 +97,29 @@ def check_pod(
     GoogleCloudPlatform/cluster-health-scanner deploy/helm/health_checks/gpu_healthcheck). ``SYS_ADMIN``
     alone is documented only for dcgm-exporter's profiling (DCP) metrics, not for diagnostics.
     """
-    from k8s.nccl_tests import ImageLayout
+    from k8s.acceptance import AcceptanceCheckPodProps, render_check_pod
 
-    script = CHECK_SCRIPT.read_text()
-    layout = ImageLayout()
-    res = node_resources(group, job, efa=efa)
-    gpu_res = {contract.GPU_RESOURCE: res[contract.GPU_RESOURCE], "memory": "2048Mi"}
-    env = [
-        {"name": "PATH", "value": ":".join((*layout.path, layout.tests_dir))},
-        {"name": "LD_LIBRARY_PATH", "value": layout.ld_library_path(job.lib_arch if job else "x86_64-linux-gnu")},
-        {"name": "FI_EFA_FORK_SAFE", "value": "1"},
-    ]
-    mounts = [{"name": "results", "mountPath": RESULTS_DIR}]
-    shm = job.shm_mib if job else 1024 * group.gpus_per_node
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": pod_name(node),
-            "namespace": namespace,
-            "labels": {contract.LABEL_ACCEPTANCE: group.name, contract.LABEL_NODE_GROUP: group.name,
-                       **contract.COMMON_LABELS},
-        },
-        "spec": {
-            "restartPolicy": "Never",
-            "affinity": _pin([node]),
-            "tolerations": tolerations(group),
-            "initContainers": [{
-                "name": "dcgm",
-                "image": dcgm_image,
-                "command": ["/bin/bash", "-c", script, "check.sh", "dcgm", str(dcgm_level), DCGM_RESULT],
-                "resources": {"requests": gpu_res, "limits": gpu_res},
-                "securityContext": {"privileged": True, "runAsUser": 0},
-                "volumeMounts": mounts,
-            }],
-            "containers": [{
-                "name": CHECK_CONTAINER,
-                "image": image,
-                "command": ["/bin/bash", "-c", script, "check.sh", "node", str(group.gpus_per_node),
-                            str(group.efa_devices_per_node if efa else 0), DCGM_RESULT],
-                "env": env,
-                "resources": {"requests": res, "limits": res},
-                "volumeMounts": [*mounts, {"name": "dshm", "mountPath": "/dev/shm"}],
-            }],
-            "volumes": [
-                {"name": "results", "emptyDir": {}},
-                {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm}Mi"}},
-            ],
-        },
-    }
+    return render_check_pod(AcceptanceCheckPodProps(
+        group=group, node=node, name=pod_name(node), namespace=namespace, image=image, dcgm_image=dcgm_image,
+        script=CHECK_SCRIPT.read_text(), dcgm_level=dcgm_level, job=job, efa=efa, labels=labels_of(group),
+    ))
 
 
 def pair_job(job: NcclJobPlan, group: NodeGroupPlan, name: str, nodes: tuple[str, str], namespace: str) -> dict[str, Any]:
-    """A 2-node NCCL-tests MPIJob (the chart's launcher command and env) whose workers are pinned to ``nodes``."""
-    from k8s.nccl_tests import LABEL_JOB, LABEL_MPI_ROLE, NcclTestsJobProps, fabric_env, launcher_command
+    """The chart's NCCL-tests MPIJob for a pair: 2 workers pinned to ``nodes``, started at once, not retried.
+
+    Rendered by :class:`k8s.nccl_tests.NcclTestsJob` from the group's job plan (so the workers carry the
+    chart's ``efa-guard`` init container, whole-CPU requests = limits and mpirun arguments), with
+    ``PAIR_MAX_BYTES`` as the largest message, the acceptance label, and tolerations of the group's taints
+    plus the quarantine taint.
+    """
+    from k8s.acceptance import scratch_chart
+    from k8s.nccl_tests import NcclTestsJob, NcclTestsJobProps
 
     pair = dataclasses.replace(job, name=name, namespace=namespace, workers=2, suspend=False, max_bytes=PAIR_MAX_BYTES)
-    props = NcclTestsJobProps(job=pair, taints=group.taints)
-    env = [{"name": k, "value": v} for k, v in fabric_env(props)]
-    res: dict[str, str] = {contract.GPU_RESOURCE: str(pair.gpus_per_worker), "memory": f"{pair.memory_mib}Mi"}
-    if pair.efa_per_worker:
-        res[contract.EFA_RESOURCE] = str(pair.efa_per_worker)
-    if pair.hugepages_mib:
-        res[contract.HUGEPAGES_2MI_RESOURCE] = f"{pair.hugepages_mib}Mi"
-    worker_labels = {LABEL_JOB: name, LABEL_MPI_ROLE: "worker"}
-    labels = {contract.LABEL_ACCEPTANCE: group.name, contract.LABEL_NODE_GROUP: group.name, **contract.COMMON_LABELS}
-    return {
-        "apiVersion": contract.MPIJOB_API_VERSION,
-        "kind": contract.MPIJOB_KIND,
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {
-            "slotsPerWorker": pair.slots_per_worker,
-            "launcherCreationPolicy": "WaitForWorkersReady",
-            "mpiImplementation": "OpenMPI",
-            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0},
-            "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "restartPolicy": "OnFailure", "template": {
-                    "metadata": {"labels": {LABEL_JOB: name, LABEL_MPI_ROLE: "launcher"}},
-                    "spec": {
-                        "nodeSelector": {contract.LABEL_ROLE: contract.SYSTEM_NODE_GROUP},
-                        "containers": [{
-                            "name": "launcher", "image": pair.image, "command": launcher_command(props), "env": env,
-                            "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}},
-                        }],
-                    },
-                }},
-                "Worker": {"replicas": 2, "restartPolicy": "Never", "template": {
-                    "metadata": {"labels": worker_labels},
-                    "spec": {
-                        "affinity": {
-                            **_pin(list(nodes)),
-                            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                                {"labelSelector": {"matchLabels": worker_labels},
-                                 "topologyKey": "kubernetes.io/hostname"}
-                            ]},
-                        },
-                        "tolerations": tolerations(group),
-                        "containers": [{
-                            "name": "worker", "image": pair.image, "env": env,
-                            "resources": {"requests": res, "limits": res},
-                            "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
-                        }],
-                        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{pair.shm_mib}Mi"}}],
-                    },
-                }},
-            },
-        },
-    }
+    props = NcclTestsJobProps(job=pair, taints=acceptance_taints(group), backoff_limit=PAIR_BACKOFF_LIMIT,
+                              labels=labels_of(group), pin_nodes=tuple(nodes))
+    chart = scratch_chart()
+    NcclTestsJob(chart, "Pair", props)
+    (mpijob,) = chart.to_json()
+    return dict(mpijob)
