@@ -160,7 +160,9 @@ def helm_crd_kinds(plan: ClusterPlan) -> dict[tuple[str, str], str]:
 def helm_commands(plan: ClusterPlan) -> list[str]:
     """The ``helm`` command lines of ``apply.sh``: Kubeflow Trainer v2 when the plan installs it, with the
     chart, version, release, namespace and values the cluster stack uses (``--wait``: its webhooks answer
-    before the runtimes and jobs are applied)."""
+    before the runtimes and jobs are applied). The chart is an ``oci://`` reference, which Helm reads
+    without extra settings from v3.8.0 (helm.sh, "Use OCI-based registries": "Beginning in Helm v3.8.0,
+    OCI support is enabled by default"), hence the version the script asks for."""
     if not plan.training_operators.trainer:
         return []
     from k8s.training_operators import TrainerHelmProps

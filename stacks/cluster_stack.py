@@ -443,7 +443,12 @@ class ClusterStack(Stack):
         every PyTorchJob until the controller serves the webhook: first the Deployment has an available
         replica (``.status.availableReplicas`` appears only then), then the controller's cert-controller has
         written the CA into the webhook configuration (``caBundle``, see :mod:`k8s.training_operators`).
-        The kubectl handler polls each JSONPath until it yields a value, up to the timeout.
+        The kubectl handler polls each JSONPath until it yields a value, up to the timeout, and returns the
+        value as the custom resource's data: CloudFormation caps a custom resource response at 4,096 bytes
+        (CloudFormation User Guide, "Custom resources" response objects), and the CA bundle, the base64 PEM
+        of the rotator's self-signed CA (open-policy-agent/cert-controller@0320677 pkg/rotator/rotator.go
+        ``CreateCACert``: an RSA 2048 key; ``injectCertToWebhook`` writes it to every webhook's
+        ``clientConfig.caBundle``), is about 1.6 KB.
         """
         from k8s.training_operators import NAME, NAMESPACE, WEBHOOK_CONFIGURATION
 
