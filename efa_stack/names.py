@@ -16,6 +16,7 @@ any later construct that names one.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -191,6 +192,26 @@ def mpi_worker_pod_name(job: str, index: int) -> str:
 def mpi_launcher_job_name(job: str) -> str:
     """The MPI operator's launcher Job ``<job>-launcher`` (same file, launcherSuffix)."""
     return f"{job}{MPI_LAUNCHER_SUFFIX}"
+
+
+ACCEPTANCE_JOB_PREFIX = "accept-"
+
+
+def acceptance_pair_job_name(node_group: str, round_no: int, index: int) -> str:
+    """The 2-node MPIJob of ``verify --acceptance``: ``accept-<node group>-r<round>-<index>``, lowercased.
+
+    The MPI operator derives ``<job>-launcher`` and ``<job>-worker-1`` from it, each a DNS-1035 label of at
+    most 63 characters (see :func:`nccl_job_problems`); a node group name too long for that is cut and
+    given a digest of the whole name, so two long names never share a job name.
+    """
+    tail = f"-r{round_no}-{index}"
+    longest_suffix = max(len(MPI_LAUNCHER_SUFFIX), len(mpi_worker_pod_name("", 1)))
+    room = DNS1035_LABEL.max_len - longest_suffix - len(ACCEPTANCE_JOB_PREFIX) - len(tail)
+    group = node_group.lower()
+    if len(group) > room:
+        digest = hashlib.sha256(node_group.encode()).hexdigest()[:6]
+        group = f"{group[: room - len(digest) - 1].rstrip('-')}-{digest}"
+    return f"{ACCEPTANCE_JOB_PREFIX}{group}{tail}"
 
 
 # --- Checks -------------------------------------------------------------------------------------------------

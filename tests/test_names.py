@@ -220,3 +220,19 @@ def test_every_derived_name_of_an_accepted_spec_is_valid(cluster, group, desired
     for ng in plan.all_node_groups:
         for key, value in ng.labels.items():
             assert names.label_key_violation(key) is None and names.label_value_violation(value) is None
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(group=st.from_regex(r"\A[a-zA-Z][-a-zA-Z0-9]{0,62}\Z"), round_no=st.integers(1, 2), index=st.integers(0, 999))
+def test_acceptance_pair_jobs_make_valid_launcher_and_worker_names(group, round_no, index):
+    # every node group name the spec accepts gives pair jobs whose derived pods the MPI operator accepts
+    job = names.acceptance_pair_job_name(group, round_no, index)
+    assert names.DNS1123_SUBDOMAIN.violation(job) is None
+    for derived in (names.mpi_launcher_job_name(job), names.mpi_worker_pod_name(job, 1)):
+        assert names.DNS1035_LABEL.violation(derived) is None, derived
+
+
+def test_acceptance_pair_job_names_of_long_node_groups_stay_apart():
+    a, b = "G" * 60 + "a", "G" * 60 + "b"
+    assert names.acceptance_pair_job_name("P5", 1, 0) == "accept-p5-r1-0"
+    assert names.acceptance_pair_job_name(a, 1, 0) != names.acceptance_pair_job_name(b, 1, 0)

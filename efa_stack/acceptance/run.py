@@ -30,6 +30,7 @@ from efa_stack.acceptance.model import (
     PairResult,
     QuarantineAction,
 )
+from efa_stack.names import acceptance_pair_job_name
 from efa_stack.nccl_report.hosts import HostAnalysis
 from efa_stack.spec.plan import ClusterPlan, NodeGroupPlan
 from efa_stack.tools.verify import VerifyError, _api_error, launcher_log, report_verify_error, wait_for_job
@@ -195,7 +196,7 @@ class Runner:
 
     def pairs(self, names: list[str]) -> tuple[list[PairResult], dict[str, Evidence], HostAnalysis]:
         first, leftover = judge.round_one(names)
-        jobs = [(f"accept-{self.group.name}-r1-{i}", p) for i, p in enumerate(first)]
+        jobs = [(acceptance_pair_job_name(self.group.name, 1, i), p) for i, p in enumerate(first)]
         for name, p in jobs:
             self._start_pair(name, p)
         round1 = [self._finish_pair(1, name, p) for name, p in jobs]
@@ -203,7 +204,7 @@ class Runner:
         round2: list[PairResult] = []
         if peer is not None:
             for i, n in enumerate(judge.suspects(round1, leftover)):
-                name = f"accept-{self.group.name}-r2-{i}"
+                name = acceptance_pair_job_name(self.group.name, 2, i)
                 self._start_pair(name, (peer, n))
                 round2.append(self._finish_pair(2, name, (peer, n)))
         return round1 + round2, judge.attribute_pairs(round1, round2, leftover), judge.pair_analysis(round1, round2)
