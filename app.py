@@ -13,8 +13,8 @@ from pathlib import Path
 import cdk8s
 from aws_cdk import App
 
+from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec.errors import SpecError
-from efa_stack.spec.plan import plan_from_file
 from k8s.charts import build_charts
 from k8s.dist import APPLY_SCRIPT, dist_dir, write_dist
 from stacks.compose import build

@@ -1,7 +1,7 @@
 """A CloudWatch dashboard of the accelerator nodes: GPU or Neuron use, EFA traffic and EFA errors, per node.
 
 The metrics are Container Insights with enhanced observability's (namespace ``ContainerInsights``; the
-decision, metric names and sources are in :mod:`efa_stack.spec.observability`). Each graph is a metric
+decision, metric names and sources are in :mod:`efa_stack.planning.observability`). Each graph is a metric
 ``SEARCH`` over the node-level dimension set ``{ClusterName, InstanceId, NodeName}`` (CloudWatch User Guide,
 "Amazon EKS and Kubernetes Container Insights with enhanced observability metrics": the node metrics'
 dimensions), so a node that joins shows up as a new line and one that leaves stops, without a deploy

@@ -22,7 +22,7 @@ Defaults, as behaviour:
   network interfaces, and with every client security group, both ways, and nothing else. Lustre
   servers also open connections to clients, so each client group gets the matching ingress rule
   from the file system's group;
-- the S3 link the deployment type supports (see :mod:`spec.storage`): a
+- the S3 link the deployment type supports (see :mod:`efa_stack.planning.storage`): a
   ``AWS::FSx::DataRepositoryAssociation`` on PERSISTENT_2, ``LustreConfiguration.ImportPath`` (and
   ``AutoImportPolicy``) on the other types.
 """
@@ -36,7 +36,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from constructs import Construct
 
-from efa_stack.spec.storage import (
+from efa_stack.planning.storage import (
     CAPACITY_STEP_GIB,
     DEPLOYMENT_TYPES,
     LUSTRE_VERSION,
@@ -143,7 +143,7 @@ class LustreFileSystem(Construct):
     - ``per_unit_storage_throughput``: MB/s/TiB, persistent types only (P1: 50/100/200,
       P2: 125/250/500/1000); required by FSx for them;
     - ``data_compression``: ``NONE`` or ``LZ4``;
-    - ``s3``: the bucket link (:class:`spec.storage.S3LinkPlan`), or None;
+    - ``s3``: the bucket link (:class:`efa_stack.planning.storage.S3LinkPlan`), or None;
     - ``lustre_version``: default 2.15.
     """
 

@@ -1,6 +1,6 @@
 """A launch template whose network interfaces expose every EFA device of the instance type.
 
-The interfaces come from :func:`spec.layout.interface_layout` (the catalog's per-card data), never
+The interfaces come from :func:`efa_stack.planning.layout.interface_layout` (the catalog's per-card data), never
 from a formula. Rules this construct enforces for EKS managed node groups:
 - the security groups (cluster SG + EFA SG) sit on every interface and nowhere else (a template that
   lists interfaces must not also set template-level security groups or a subnet);
@@ -27,7 +27,7 @@ from constructs import Construct
 
 from aws_constructs.user_data import node_user_data
 from efa_stack import contract
-from efa_stack.spec.layout import Interface
+from efa_stack.planning.layout import Interface
 
 ROOT_DEVICE = "/dev/xvda"  # root device of the EKS-optimized AL2023 AMIs
 
@@ -59,7 +59,7 @@ class EfaLaunchTemplate(Construct):
         if capacity != contract.ON_DEMAND and not reservation_id:
             raise ValueError(f"capacity {capacity!r} needs reservation_id (cr-...)")
         # EC2 requires Iops for io1/io2 (CloudFormation "AWS::EC2::LaunchTemplate Ebs", Iops); a template
-        # without it fails at launch, not at deploy. Ranges are checked in spec.aws_limits.validate_volume.
+        # without it fails at launch, not at deploy. Ranges are checked in planning.limits.validate_volume.
         if volume_type in ("io1", "io2") and volume_iops is None:
             raise ValueError(f"volume_type {volume_type} needs volume_iops (EC2 requires Iops for io1/io2)")
         if volume_throughput is not None and volume_type != "gp3":

@@ -53,7 +53,7 @@ class EfaVpc(Construct):
         public_subnet_mask: int = 24,
     ) -> None:
         """``private_subnet_mask``/``public_subnet_mask``: one subnet of each per zone; use
-        :func:`spec.aws_limits.subnet_plan` for masks that ``cidr`` holds (private large: every ENA or
+        :func:`planning.limits.subnet_plan` for masks that ``cidr`` holds (private large: every ENA or
         EFA interface of a node takes an address, and the VPC CNI gives pods addresses too)."""
         super().__init__(scope, id)
         if len(availability_zones) < 2:

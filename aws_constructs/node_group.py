@@ -1,7 +1,7 @@
 """An EKS managed node group with an EFA-ready launch template, from its own props.
 
 :class:`ManagedNodeGroupProps` says everything the construct needs, so it composes into any CDK app;
-efa-stack's cluster stack maps each :class:`spec.plan.NodeGroupPlan` to props
+efa-stack's cluster stack maps each :class:`efa_stack.planning.plan.NodeGroupPlan` to props
 (``stacks.cluster_stack.node_group_props``).
 
 For an EFA node group this is the whole set the EFA switch implies: a cluster placement group (on-demand
@@ -24,9 +24,10 @@ from constructs import Construct
 from aws_constructs.launch_template import EfaLaunchTemplate
 from aws_constructs.security import acknowledge
 from efa_stack import contract, names
-from efa_stack.policies.nag_pack import PACK_NAME
-from efa_stack.spec.layout import Interface
-from efa_stack.spec.plan import LABEL_NODE_GROUP, Taint
+from efa_stack.checks.nag_pack import PACK_NAME
+from efa_stack.planning.layout import Interface
+from efa_stack.planning.node_groups import Taint
+from efa_stack.planning.plan import LABEL_NODE_GROUP
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class ManagedNodeGroupProps:
     desired_size: int = 1
     max_size: int = 1
     interfaces: Sequence[Interface] = ()
-    """Network interfaces of the launch template (:func:`spec.layout.interface_layout`); none: the
+    """Network interfaces of the launch template (:func:`efa_stack.planning.layout.interface_layout`); none: the
     instance's default ENA interface and template-level security groups."""
     volume_size_gib: int = 200
     """Root volume (encrypted) size in GiB."""

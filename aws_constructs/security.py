@@ -18,7 +18,7 @@ def acknowledge(construct: IConstruct, rule: str, reason: str, finding: str | No
 
     ``finding`` narrows it to one finding of the rule, e.g. ``Policy::arn:<AWS::Partition>:iam::aws:policy/X``.
     ``pack`` is the cdk-nag pack that reports the rule: CDK matches an acknowledgement to a violation by
-    ``<plugin name>::<rule id>`` (``EfaStack`` for the project's own rules, efa_stack/policies/nag_pack.py).
+    ``<plugin name>::<rule id>`` (``EfaStack`` for the project's own rules, efa_stack/checks/nag_pack.py).
     """
     if len(reason) < 20:
         raise ValueError(f"acknowledging {rule} needs a reason a reviewer can check, got {reason!r}")

@@ -7,7 +7,7 @@ its own part (the nodeadm ``NodeConfig`` with the cluster's name, endpoint and C
   2 MiB hugepages that pods request as ``hugepages-2Mi`` (libfabric's bounce buffers), and, when the
   cluster has FSx for Lustre storage, the Lustre client is installed before any volume is mounted;
 - a nodeadm ``NodeConfig`` (``Content-Type: application/node.eks.aws``) whose ``spec.kubelet.config``
-  carries the node group's kubelet CPU manager and Topology Manager settings (:mod:`spec.tuning`).
+  carries the node group's kubelet CPU manager and Topology Manager settings (:mod:`efa_stack.planning.tuning`).
   nodeadm merges every ``NodeConfig`` of the user data in the order they appear, a later value winning
   (awslabs/amazon-eks-ami@v20260724 nodeadm/doc/examples.md, "Merging multiple configuration objects";
   nodeadm/internal/api/merge.go merges ``spec.kubelet.config`` key by key), and writes the user-provided

@@ -126,12 +126,6 @@ CheckStatus = Literal["pass", "warn", "fail"]
 NCCL_PASS_THRESHOLD: Final = 0.7
 
 
-def nccl_job_name(node_group: str) -> str:
-    """The NCCL-tests MPIJob of ``node_group`` (the chart renders it, verify starts it); see efa_stack.names."""
-    from efa_stack import names
-
-    return names.nccl_job_name(node_group)
-
 # --- Node acceptance (``efa-stack verify --acceptance``) ------------------------------------------
 # The taint a failing or slow node gets with --quarantine (value: the reason, e.g. "dcgm-failed").
 QUARANTINE_TAINT_KEY: Final = LABEL_PREFIX + "quarantine"

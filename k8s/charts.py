@@ -37,7 +37,8 @@ import cdk8s
 from constructs import Construct
 
 from efa_stack import contract
-from efa_stack.spec.plan import ClusterPlan, taints_of
+from efa_stack.planning.node_groups import taints_of
+from efa_stack.planning.plan import ClusterPlan
 from k8s import efa_device_plugin, neuron_device_plugin, nvidia_device_plugin
 from k8s.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginProps
 from k8s.mpi_operator import MpiJobCrd, MpiOperator, MpiOperatorProps

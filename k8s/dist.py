@@ -46,7 +46,7 @@ import cdk8s
 import yaml
 
 from efa_stack import contract
-from efa_stack.spec.plan import ClusterPlan
+from efa_stack.planning.plan import ClusterPlan
 from k8s.charts import build_charts, chart_file_name
 
 DIST_ROOT = Path("dist")

@@ -28,7 +28,8 @@ from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
 from efa_stack import contract
-from efa_stack.spec.plan import LABEL_EFA, Taint
+from efa_stack.planning.node_groups import Taint
+from efa_stack.planning.plan import LABEL_EFA
 from k8s.images import EFA_DEVICE_PLUGIN_TAG, efa_device_plugin_image
 from k8s.scheduling import (
     SYSTEM_NODE_CRITICAL,

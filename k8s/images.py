@@ -1,7 +1,7 @@
 """Every container image the Kubernetes side runs, pinned, with where the version comes from.
 
 One place for versions: bump a tag here and the snapshot and golden tests show every manifest that
-changes. The NCCL test image is the spec's (``ncclTest.image``, default in :mod:`spec.models`).
+changes. The NCCL test image is the spec's (``ncclTest.image``, default in :mod:`efa_stack.spec.models`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The nccl-tests MPIJob: one worker per node, one rank per GPU, created suspended.
 
-Every number comes from :class:`spec.nccl.NcclJobPlan` (itself from the node group plan and the
+Every number comes from :class:`efa_stack.planning.nccl.NcclJobPlan` (itself from the node group plan and the
 instance catalog): worker replicas = the node group's desired size, ``slotsPerWorker`` = GPUs per
 node, ``-np`` = workers x slots, ``nvidia.com/gpu`` = GPUs per node, ``vpc.amazonaws.com/efa`` = EFA
 devices per node (32 on p5.48xlarge). Workers also request ``hugepages-2Mi`` with a memory
@@ -31,7 +31,7 @@ Fabrics (``ncclTest.fabric``) render the same job three ways:
     ``vpc.amazonaws.com/efa`` and hugepages requested; ``FI_PROVIDER=efa``; with ``ncclTest.efaGuard``
     (default on) ``NCCL_NET=AWS Libfabric`` and an ``efa-guard`` init container on every worker, so a
     worker without EFA fails with one clear line instead of running over sockets (:mod:`k8s.efa_guard`); ``FI_EFA_USE_DEVICE_RDMA=1``
-    when the GPU supports GPUDirect RDMA (A100/H100/H200/B200/B300, see :mod:`spec.nccl`);
+    when the GPU supports GPUDirect RDMA (A100/H100/H200/B200/B300, see :mod:`efa_stack.planning.nccl`);
     the aws-ofi-nccl tuner (``NCCL_TUNER_PLUGIN``); ``NCCL_DEBUG=INFO`` so the log shows the
     ``NET/Libfabric`` transport (NCCL silently falls back to sockets when EFA is missing).
 ``tcp``
@@ -55,8 +55,9 @@ from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
 from efa_stack import contract
-from efa_stack.spec.nccl import NcclJobPlan
-from efa_stack.spec.plan import LABEL_NODE_GROUP, Taint
+from efa_stack.planning.nccl import NcclJobPlan
+from efa_stack.planning.node_groups import Taint
+from efa_stack.planning.plan import LABEL_NODE_GROUP
 from k8s.efa_guard import fail_closed_env, guard_init_container
 from k8s.mpijob import MpiJob, MpiJobSpec, ReplicaSpec, RunPolicy
 from k8s.scheduling import count, mebibytes, one_pod_per_node, system_node_selector, tolerations

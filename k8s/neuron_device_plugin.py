@@ -10,7 +10,7 @@ aws-neuron/neuron-helm-charts@14049c2 ``charts/neuron-helm-chart/values.yaml``,
 :data:`k8s.images.NEURON_DEVICE_PLUGIN_IMAGE` keeps the same mounts). Scheduled only on ``efa-stack.io/accelerator=neuron`` nodes, tolerating their taints
 (``aws.amazon.com/neuron``) and ``CriticalAddonsOnly``.
 
-Neuron node groups get no NCCL job: nccl-tests are CUDA programs (see :mod:`spec.nccl`).
+Neuron node groups get no NCCL job: nccl-tests are CUDA programs (see :mod:`efa_stack.planning.nccl`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
 from efa_stack import contract
-from efa_stack.spec.plan import LABEL_ACCELERATOR, Taint
+from efa_stack.planning.node_groups import Taint
+from efa_stack.planning.plan import LABEL_ACCELERATOR
 from k8s.images import NEURON_DEVICE_PLUGIN_IMAGE
 from k8s.scheduling import (
     SYSTEM_NODE_CRITICAL,

@@ -24,7 +24,8 @@ from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
 from efa_stack import contract
-from efa_stack.spec.plan import LABEL_ACCELERATOR, Taint
+from efa_stack.planning.node_groups import Taint
+from efa_stack.planning.plan import LABEL_ACCELERATOR
 from k8s.images import NVIDIA_DEVICE_PLUGIN_BROKEN, NVIDIA_DEVICE_PLUGIN_IMAGE
 from k8s.scheduling import (
     SYSTEM_NODE_CRITICAL,

@@ -1,7 +1,7 @@
 """Placement helpers shared by the constructs: node affinity on efa-stack labels, tolerations, sizes.
 
 Pods are placed by the labels every node group carries (``efa-stack.io/node-group``, ``/role``,
-``/efa``, ``/accelerator``; set in :mod:`spec.plan`), never by a hand-kept list of instance types,
+``/efa``, ``/accelerator``; set in :mod:`efa_stack.planning.plan`), never by a hand-kept list of instance types,
 and tolerate exactly the taints of the node groups they run on.
 """
 
@@ -14,8 +14,9 @@ from typing import Literal
 from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
-from efa_stack.policies.rules import HOST_ACCESS_REASON
-from efa_stack.spec.plan import LABEL_ROLE, SYSTEM_NODE_GROUP, Taint
+from efa_stack.checks.rules import HOST_ACCESS_REASON
+from efa_stack.planning.node_groups import Taint
+from efa_stack.planning.plan import LABEL_ROLE, SYSTEM_NODE_GROUP
 
 CRITICAL_ADDONS_ONLY = "CriticalAddonsOnly"
 """The taint EKS and most clusters use for add-on-only nodes; node agents tolerate it (as upstream)."""

@@ -27,7 +27,7 @@ from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
 from efa_stack import contract
-from efa_stack.spec.storage import CSI_DRIVER
+from efa_stack.planning.storage import CSI_DRIVER
 
 MOUNT_OPTIONS = ("flock",)
 """``flock``: POSIX locks coherent across clients (the driver's static-provisioning example)."""

@@ -1,5 +1,5 @@
 """Training jobs: Kubeflow Trainer v2 TrainJobs on efa-stack ClusterTrainingRuntimes, and Training Operator v1
-PyTorchJobs, every number from :class:`spec.training.TrainingJobPlan`.
+PyTorchJobs, every number from :class:`efa_stack.planning.training.TrainingJobPlan`.
 
 The objects are frozen dataclasses mirroring the upstream Go types (field names, defaults), rendered to
 cdk8s ApiObjects; pod templates are cdk8s-plus's generated Kubernetes classes. Tests validate every
@@ -38,8 +38,9 @@ from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
 from efa_stack import contract
-from efa_stack.spec.plan import LABEL_NODE_GROUP, Taint
-from efa_stack.spec.training import (
+from efa_stack.planning.node_groups import Taint
+from efa_stack.planning.plan import LABEL_NODE_GROUP
+from efa_stack.planning.training import (
     SCRIPT_ENV,
     SHM_VOLUME,
     TRAINER_NODE_JOB,

@@ -1,6 +1,6 @@
 """The Kubeflow training controllers: Training Operator v1 (PyTorchJob) and Trainer v2 (TrainJob).
 
-Which ones are installed is the plan's :class:`efa_stack.spec.plan.TrainingOperatorsPlan` (spec
+Which ones are installed is the plan's :class:`efa_stack.planning.plan.TrainingOperatorsPlan` (spec
 ``trainingOperators: {trainer, pytorchJobV1}``, both off by default). Each is installed the way its
 upstream artefacts allow through CDK's kubectl handler, decided on these facts:
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aws_cdk import CfnOutput, Duration, Stack, Tags
@@ -20,8 +19,9 @@ from aws_constructs.pod_identity import associate_with_addon, pod_identity_role
 from aws_constructs.security import acknowledge, managed_policy
 from aws_constructs.training_image import TrainingImage, TrainingImageProps
 from efa_stack import contract, names
-from efa_stack.spec.addons import CLOUDWATCH_OBSERVABILITY, POD_IDENTITY_AGENT, VPC_CNI, AddonPlan
-from efa_stack.spec.plan import ClusterPlan, NodeGroupPlan
+from efa_stack.planning.addons import CLOUDWATCH_OBSERVABILITY, POD_IDENTITY_AGENT, VPC_CNI, AddonPlan
+from efa_stack.planning.node_groups import NodeGroupPlan
+from efa_stack.planning.plan import ClusterPlan
 from stacks.network_stack import NetworkStack
 
 if TYPE_CHECKING:
@@ -52,25 +52,6 @@ NODE_ROLE_POLICIES = (
     "AmazonEC2ContainerRegistryPullOnly",
     "AmazonSSMManagedInstanceCore",
 )
-
-ADDONS_FILE = Path(__file__).resolve().parent.parent / "efa_stack" / "spec" / "data" / "addons.json"
-"""Add-on versions per Kubernetes version, with their sources (efa-only needs VPC CNI >= 1.18.5)."""
-
-
-def addon_data(name: str) -> dict[str, Any]:
-    """The entry of ``name`` in :data:`ADDONS_FILE` (versions per Kubernetes version, conflict policy)."""
-    return dict(json.loads(ADDONS_FILE.read_text())[name])
-
-
-def vpc_cni_version(kubernetes_version: str) -> str:
-    """The pinned ``vpc-cni`` add-on build for ``kubernetes_version``."""
-    versions = addon_data("vpc-cni")["versions"]
-    if kubernetes_version not in versions:
-        raise ValueError(
-            f"no vpc-cni version pinned for Kubernetes {kubernetes_version} in {ADDONS_FILE.name}; "
-            f"pinned: {', '.join(versions)}"
-        )
-    return str(versions[kubernetes_version])
 
 def addon_construct_id(name: str) -> str:
     """The construct id of an add-on the spec adds (``coredns`` -> ``AddonCoredns``): stable per name."""
@@ -189,15 +170,17 @@ class ClusterStack(Stack):
             description="VPC CNI (aws-node) through EKS Pod Identity",
             managed_policies=["AmazonEKS_CNI_Policy"],
         )
-        cni = plan.addon(VPC_CNI) or AddonPlan(VPC_CNI, vpc_cni_version(plan.kubernetes_version))
+        cni = plan.addon(VPC_CNI)
+        if cni is None or cni.version is None:  # the plan always pins efa-stack's own VPC CNI build
+            raise ValueError(f"the plan of {plan.name} has no pinned {VPC_CNI} add-on")
         self.vpc_cni = eks.Addon(
             self, "VpcCni", cluster=self.cluster, addon_name=VPC_CNI,
-            addon_version=cni.version or vpc_cni_version(plan.kubernetes_version), preserve_on_delete=False,
+            addon_version=cni.version, preserve_on_delete=False,
         )
         # EKS installs a self-managed aws-node with every cluster; the add-on takes it over (see the data file).
         vpc_cni_cfn = self.vpc_cni.node.default_child
         assert isinstance(vpc_cni_cfn, eks.CfnAddon)
-        vpc_cni_cfn.resolve_conflicts = cni.resolve_conflicts or addon_data(VPC_CNI)["resolve_conflicts"]
+        vpc_cni_cfn.resolve_conflicts = cni.resolve_conflicts
         apply_addon_settings(self.vpc_cni, cni, version=False)
         associate_with_addon(self.vpc_cni, self.vpc_cni_role, "aws-node")
         self.node_role = iam.Role(

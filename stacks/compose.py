@@ -10,8 +10,8 @@ from aws_cdk import App, Environment, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from efa_stack import contract, names
-from efa_stack.policies.nag_pack import EfaStackChecks
-from efa_stack.spec.plan import ClusterPlan
+from efa_stack.checks.nag_pack import EfaStackChecks
+from efa_stack.planning.plan import ClusterPlan
 from stacks.cluster_stack import ClusterStack
 from stacks.network_stack import NetworkStack
 from stacks.storage_stack import StorageStack
@@ -45,7 +45,7 @@ def build(
     also write to ``dist/`` so that both come from the same objects (built here when absent).
 
     With ``nag`` (the default) the cdk-nag AwsSolutions pack and the project's EfaStack pack
-    (efa_stack/policies/nag_pack.py) check every synth: an unacknowledged finding fails the synth
+    (efa_stack/checks/nag_pack.py) check every synth: an unacknowledged finding fails the synth
     (see aws_constructs/security.py for the acknowledged ones).
     """
     if nag:

@@ -9,8 +9,8 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from aws_constructs.network import EfaSecurityGroup, EfaVpc
-from efa_stack.spec.aws_limits import subnet_plan
-from efa_stack.spec.plan import ClusterPlan
+from efa_stack.planning.limits import subnet_plan
+from efa_stack.planning.plan import ClusterPlan
 
 
 class NetworkStack(Stack):

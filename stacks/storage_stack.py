@@ -25,8 +25,8 @@ from constructs import Construct
 from aws_constructs.fsx import LustreFileSystem
 from aws_constructs.pod_identity import associate_with_addon, pod_identity_role
 from aws_constructs.security import acknowledge
-from efa_stack.spec.plan import ClusterPlan
-from efa_stack.spec.storage import StoragePlan
+from efa_stack.planning.plan import ClusterPlan
+from efa_stack.planning.storage import StoragePlan
 from k8s.storage import StaticVolumeProps, StorageClassProps, storage_manifests
 from stacks.cluster_stack import ClusterStack, apply_addon_settings
 from stacks.network_stack import NetworkStack

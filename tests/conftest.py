@@ -101,7 +101,7 @@ tests (tests/test_app.py) keep it on."""
 def synth_spec(path: str) -> Synthesized:
     from aws_cdk import App
 
-    from efa_stack.spec.plan import plan_from_file
+    from efa_stack.planning.plan import plan_from_file
     from stacks.compose import build
 
     plan = plan_from_file(path)

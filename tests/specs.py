@@ -12,9 +12,9 @@ import textwrap
 
 import pytest
 
+from efa_stack.planning.plan import ClusterPlan, build_plan
 from efa_stack.spec.errors import Problem, SpecError
 from efa_stack.spec.loader import parse_spec
-from efa_stack.spec.plan import ClusterPlan, build_plan
 
 SOURCE = "t.yaml"
 """The file name the spec's problems are reported against."""

@@ -18,13 +18,14 @@ from kubernetes import client
 from rich.console import Console
 
 from efa_stack import contract
-from efa_stack.acceptance import checks, judge, manifests
+from efa_stack.acceptance import checks, judge
 from efa_stack.acceptance.model import Evidence, PairResult
 from efa_stack.acceptance.run import run_acceptance
+from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec.models import KUBERNETES_VERSIONS
-from efa_stack.spec.plan import plan_from_file
 from efa_stack.tools import verify
 from efa_stack.tools.verify import VerifyError
+from k8s import acceptance as manifests
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = Path(__file__).resolve().parent / "fixtures" / "acceptance"

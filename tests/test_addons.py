@@ -10,8 +10,7 @@ import json
 
 import pytest
 
-from efa_stack.spec.addons import NODE_MONITORING_AGENT, VPC_CNI, known_addon_names
-from stacks.cluster_stack import vpc_cni_version
+from efa_stack.planning.addons import NODE_MONITORING_AGENT, VPC_CNI, known_addon_names, pinned_version
 from tests.conftest import synth_text
 from tests.specs import cluster_spec, cpu_group, plan_of, problems_of
 
@@ -86,7 +85,7 @@ def test_vpc_cni_entry_merges_with_the_pinned_build():
     plan = plan_of(BASE + "addons:\n  - name: vpc-cni\n    configurationValues: 'env: {WARM_IP_TARGET: \"5\"}'\n")
     cni = plan.addon(VPC_CNI)
     assert cni is not None and cni.managed
-    assert cni.version == vpc_cni_version("1.34")
+    assert cni.version == pinned_version("vpc-cni", "1.34")
     assert cni.resolve_conflicts == "OVERWRITE"
     assert json.loads(cni.configuration_values or "") == {"env": {"WARM_IP_TARGET": "5"}}
     assert [a.name for a in plan.addons].count(VPC_CNI) == 1
@@ -161,7 +160,7 @@ def test_role_arn_is_associated_as_given(synth):
 
 def test_vpc_cni_keeps_its_pin_and_takes_the_users_configuration(synth):
     props = addons_by_name(synth)["vpc-cni"]["Properties"]
-    assert props["AddonVersion"] == vpc_cni_version("1.34")
+    assert props["AddonVersion"] == pinned_version("vpc-cni", "1.34")
     assert props["ResolveConflicts"] == "OVERWRITE"
     assert json.loads(props["ConfigurationValues"]) == {"env": {"ENABLE_PREFIX_DELEGATION": "true"}}
     assert props["PodIdentityAssociations"][0]["ServiceAccount"] == "aws-node"
@@ -220,7 +219,7 @@ def test_fails_version_without_v_and_says_to_add_it():
 
 def test_fails_vpc_cni_below_the_efa_only_minimum():
     (p,) = problems_of(BASE + "addons:\n  - {name: vpc-cni, version: v1.18.3-eksbuild.1}\n")
-    assert p.field == "addons[0].version" and "1.18.5" in p.message and vpc_cni_version("1.34") in p.fix
+    assert p.field == "addons[0].version" and "1.18.5" in p.message and pinned_version("vpc-cni", "1.34") in p.fix
 
 
 def test_fails_vpc_cni_resolve_conflicts_none():

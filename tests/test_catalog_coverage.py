@@ -12,11 +12,11 @@ import json
 import pytest
 from moto.ec2.models.instance_types import INSTANCE_TYPES
 
-from efa_stack.spec import catalog
-from efa_stack.spec.catalog import SUPPLEMENT_FILE
+from efa_stack.planning import catalog
+from efa_stack.planning.catalog import SUPPLEMENT_FILE
+from efa_stack.planning.plan import build_plan
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.models import ClusterSpec
-from efa_stack.spec.plan import build_plan
 
 # Instance families listed on the EC2 documentation's instance-type pages ("Amazon EC2 instance
 # types": general purpose gp.html, compute optimized co.html, memory optimized mo.html, storage

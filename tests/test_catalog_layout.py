@@ -8,8 +8,8 @@ import pytest
 from aws_cdk import App, Stack
 
 from aws_constructs.launch_template import EfaLaunchTemplate
-from efa_stack.spec import catalog
-from efa_stack.spec.layout import LayoutError, efa_devices, interface_layout
+from efa_stack.planning import catalog
+from efa_stack.planning.layout import LayoutError, efa_devices, interface_layout
 from tests.conftest import GOLDEN, golden_check
 
 GOLDEN_TYPES = [

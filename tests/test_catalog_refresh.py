@@ -8,7 +8,7 @@ import json
 import pytest
 from moto import mock_aws
 
-from efa_stack.spec.catalog import CATALOG_FILE, REGIONS_FILE
+from efa_stack.planning.catalog import CATALOG_FILE, REGIONS_FILE
 from tests.conftest import fake_aws_credentials
 
 

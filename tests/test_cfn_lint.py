@@ -52,9 +52,9 @@ def test_cfn_lint_catches_a_broken_launch_template(default_synth):
 
 @pytest.mark.parametrize("spec", SPECS)
 def test_cluster_stack_fits_the_resource_count_the_limit_check_assumes(spec):
-    """spec.aws_limits counts the cluster stack's resources from the plan before CloudFormation: its
+    """planning.limits counts the cluster stack's resources from the plan before CloudFormation: its
     bound must hold for every shipped spec, exactly per node group, within the fixed part."""
-    from efa_stack.spec.aws_limits import CLUSTER_STACK_FIXED_RESOURCES, count_cluster_resources
+    from efa_stack.planning.limits import CLUSTER_STACK_FIXED_RESOURCES, count_cluster_resources
 
     s = synth_spec(str(CLUSTERS / spec))
     actual = len(s.template("cluster")["Resources"])

@@ -17,7 +17,7 @@ import moto as _moto
 import pytest
 from typer.testing import CliRunner
 
-from efa_stack.spec import catalog
+from efa_stack.planning import catalog
 from efa_stack.tools import cli
 from tests.conftest import fake_aws_credentials
 from tests.specs import cluster_spec

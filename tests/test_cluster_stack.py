@@ -10,8 +10,8 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.assertions import Match
 
+from efa_stack.planning.addons import addon_data, pinned_version
 from efa_stack.spec.models import KUBERNETES_VERSIONS
-from stacks.cluster_stack import addon_data, vpc_cni_version
 from tests.conftest import CLUSTERS, synth_spec, synth_text
 from tests.specs import BASE, one_problem, plan_of, problems_of
 
@@ -62,12 +62,12 @@ def version_tuple(v: str) -> tuple[int, int, int]:
 def test_vpc_cni_addon_is_pinned_for_the_clusters_version_and_takes_over_aws_node(default_synth):
     default_synth.assertions("cluster").has_resource_properties(
         "AWS::EKS::Addon",
-        {"AddonName": "vpc-cni", "AddonVersion": vpc_cni_version("1.34"), "ResolveConflicts": "OVERWRITE"},
+        {"AddonName": "vpc-cni", "AddonVersion": pinned_version("vpc-cni", "1.34"), "ResolveConflicts": "OVERWRITE"},
     )
 
 
 def test_every_pinned_vpc_cni_supports_efa_only_and_every_kubernetes_version_has_one():
-    data = addon_data("vpc-cni")
+    data = addon_data()["vpc-cni"]
     assert set(data["versions"]) == set(KUBERNETES_VERSIONS)
     assert data["source"] and data["minimum_source"] and data["resolve_conflicts_source"]
     for k8s, version in data["versions"].items():
@@ -437,7 +437,7 @@ def many_groups(n: int) -> str:
 def test_fails_too_many_resources_for_one_stack_with_the_count_and_the_limit():
     """180 EFA node groups (a quota raised far above EKS's default): 3 resources each; CloudFormation
     allows 500 per stack (AWS CloudFormation User Guide, "Understand CloudFormation quotas")."""
-    from efa_stack.spec.aws_limits import CFN_MAX_RESOURCES, count_cluster_resources, validate_quotas
+    from efa_stack.planning.limits import CFN_MAX_RESOURCES, count_cluster_resources, validate_quotas
 
     count = count_cluster_resources([False] + [True] * 180)
     (cfn,) = validate_quotas([f"g{i}" for i in range(181)], count, [2])
@@ -447,7 +447,7 @@ def test_fails_too_many_resources_for_one_stack_with_the_count_and_the_limit():
 def test_every_accepted_spec_fits_one_cluster_stack():
     """Class check: the most node groups a spec may hold, each with a new placement group, stay under
     CloudFormation's 500 resources per stack, so the limit cannot be reached through the spec."""
-    from efa_stack.spec.aws_limits import CFN_MAX_RESOURCES, count_cluster_resources
+    from efa_stack.planning.limits import CFN_MAX_RESOURCES, count_cluster_resources
     from efa_stack.spec.models import MAX_USER_NODE_GROUPS
 
     assert count_cluster_resources([False] + [True] * MAX_USER_NODE_GROUPS) <= CFN_MAX_RESOURCES
@@ -466,7 +466,7 @@ def test_fails_180_node_groups_before_any_cloudformation():
 
 def test_resources_per_node_group_match_the_synthesized_node_group(default_synth):
     """The counts the limit check uses are what the constructs synthesize, per node group."""
-    from efa_stack.spec.aws_limits import RESOURCES_PER_NEW_PLACEMENT_GROUP, RESOURCES_PER_NODE_GROUP
+    from efa_stack.planning.limits import RESOURCES_PER_NEW_PLACEMENT_GROUP, RESOURCES_PER_NODE_GROUP
 
     resources = default_synth.template("cluster")["Resources"]
     for ng in default_synth.plan.all_node_groups:

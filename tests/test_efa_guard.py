@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from efa_stack import contract
+from efa_stack.planning.plan import build_plan
 from efa_stack.spec.loader import parse_spec
-from efa_stack.spec.plan import build_plan
 from k8s import efa_guard
 from k8s.mpijob import pod_template_json
 from tests.test_k8s_support import built, built_text, mpirun_args, spec_text, worker, worker_container

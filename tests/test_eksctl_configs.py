@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from efa_stack import contract
-from efa_stack.spec import catalog
+from efa_stack.planning import catalog
+from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec.errors import SpecError
-from efa_stack.spec.plan import plan_from_file
 from tests.conftest import ROOT, synth_spec
 
 FIXTURES = ROOT / "tests" / "fixtures" / "eksctl"

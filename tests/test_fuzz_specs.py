@@ -10,10 +10,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from efa_stack.spec import catalog
+from efa_stack.planning import catalog
+from efa_stack.planning.plan import build_plan
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import parse_spec
-from efa_stack.spec.plan import build_plan
 
 BASE = {
     "apiVersion": "eksctl.io/v1alpha5",

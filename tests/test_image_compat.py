@@ -10,8 +10,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from efa_stack.spec import image_compat
-from efa_stack.spec.image_compat import COMPAT_FILE, Combination, CompatData, Range, check, check_dockerfile
+from efa_stack.planning import image_compat
+from efa_stack.planning.image_compat import COMPAT_FILE, Combination, CompatData, Range, check, check_dockerfile
 
 ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "images" / "efa-pytorch" / "Dockerfile"

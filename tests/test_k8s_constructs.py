@@ -6,7 +6,8 @@ import pytest
 from cdk8s import Testing as K8sTesting
 
 from efa_stack.contract import ANNOTATION_HOST_ACCESS_REASON
-from efa_stack.spec.plan import GPU_TAINT_KEY, LABEL_ACCELERATOR, LABEL_EFA, LABEL_ROLE, NEURON_TAINT_KEY, Taint
+from efa_stack.planning.node_groups import Taint
+from efa_stack.planning.plan import GPU_TAINT_KEY, LABEL_ACCELERATOR, LABEL_EFA, LABEL_ROLE, NEURON_TAINT_KEY
 from k8s.charts import (
     CHART_ORDER,
     EFA_DEVICE_PLUGIN,

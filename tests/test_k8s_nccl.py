@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from efa_stack.spec import catalog
+from efa_stack.planning import catalog
+from efa_stack.planning.nccl import node_allocatable_memory_mib, size_bytes, validate_nccl, worker_memory
+from efa_stack.planning.plan import LABEL_NODE_GROUP, LABEL_ROLE, build_plan
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import load_spec, parse_spec
 from efa_stack.spec.models import NcclTest
-from efa_stack.spec.nccl import node_allocatable_memory_mib, size_bytes, validate_nccl, worker_memory
-from efa_stack.spec.plan import LABEL_NODE_GROUP, LABEL_ROLE, build_plan
 from k8s.charts import NCCL_TESTS
 from k8s.nccl_tests import LOGS_COMMAND, START_COMMAND, logs_command, start_command
 from tests.conftest import CLUSTERS

@@ -64,7 +64,7 @@ def _build(plan: Any) -> Built:
 @cache
 def built(spec_stem: str) -> Built:
     """Charts of ``clusters/<spec_stem>.yaml``."""
-    from efa_stack.spec.plan import plan_from_file
+    from efa_stack.planning.plan import plan_from_file
 
     return _build(plan_from_file(CLUSTERS / f"{spec_stem}.yaml"))
 
@@ -72,8 +72,8 @@ def built(spec_stem: str) -> Built:
 @cache
 def built_text(text: str) -> Built:
     """Charts of a spec given as YAML text."""
+    from efa_stack.planning.plan import build_plan
     from efa_stack.spec.loader import parse_spec
-    from efa_stack.spec.plan import build_plan
 
     return _build(build_plan(parse_spec(text)))
 

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from efa_stack import contract
+from efa_stack.planning.plan import build_plan
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.loader import parse_spec
-from efa_stack.spec.plan import build_plan
 from k8s.dist import render_chart
 from tests.conftest import golden_check
 from tests.specs import plan_of, problems_of

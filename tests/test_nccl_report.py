@@ -29,7 +29,7 @@ from efa_stack.nccl_report import (
     report_command,
     report_dict,
 )
-from efa_stack.spec.catalog import UnknownInstanceType
+from efa_stack.planning.catalog import UnknownInstanceType
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nccl"
 G4DN = FIXTURES / "g4dn.metal-2node-efa-mpijob.log"

@@ -98,10 +98,10 @@ def test_every_prefix_and_zone_count_synthesizes_or_is_a_spec_error():
     from aws_cdk import App, Stack
 
     from aws_constructs.network import EfaVpc
-    from efa_stack.spec.aws_limits import subnet_plan
+    from efa_stack.planning.limits import subnet_plan
+    from efa_stack.planning.plan import build_plan
     from efa_stack.spec.errors import SpecError
     from efa_stack.spec.loader import parse_spec
-    from efa_stack.spec.plan import build_plan
 
     app = App()
     built = 0
@@ -133,7 +133,7 @@ def test_default_vpc_keeps_its_subnet_layout(default_synth):
 
 
 def test_small_vpc_gets_smaller_subnets_not_a_traceback():
-    from efa_stack.spec.aws_limits import subnet_plan
+    from efa_stack.planning.limits import subnet_plan
 
     plan = subnet_plan("10.0.0.0/18", 2)
     assert plan is not None and plan.private_mask == 20 and plan.public_mask == 24
@@ -142,9 +142,9 @@ def test_small_vpc_gets_smaller_subnets_not_a_traceback():
 def test_fails_private_subnet_too_small_for_the_nodes_interfaces():
     """GIVEN a /20 VPC over 6 zones (/23 private subnets) WHEN 40 p5 nodes with the legacy layout (32
     `efa` interfaces, each with an address) land in one zone THEN vpc.cidr is reported with the count."""
+    from efa_stack.planning.plan import build_plan
     from efa_stack.spec.errors import SpecError
     from efa_stack.spec.loader import parse_spec
-    from efa_stack.spec.plan import build_plan
 
     with pytest.raises(SpecError) as info:
         build_plan(parse_spec(network_spec(20, 6, max_size=40, layout="legacy"), source="t.yaml"), source="t.yaml")

@@ -12,7 +12,7 @@ import pytest
 
 from aws_constructs.dashboard import EFA_WIDGETS, GPU_WIDGETS, NVLINK_NOTE
 from efa_stack import names
-from efa_stack.spec.addons import (
+from efa_stack.planning.addons import (
     CLOUDWATCH_AGENT_POLICIES,
     CLOUDWATCH_AGENT_SERVICE_ACCOUNT,
     CLOUDWATCH_OBSERVABILITY,

@@ -21,10 +21,10 @@ from aws_cdk.assertions import Match, Template
 from aws_constructs.node_group import ManagedNodeGroup, ManagedNodeGroupProps
 from aws_constructs.user_data import HUGEPAGE_MIB
 from efa_stack import contract
-from efa_stack.spec import catalog
-from efa_stack.spec.layout import interface_layout
+from efa_stack.planning import catalog
+from efa_stack.planning.layout import interface_layout
+from efa_stack.planning.plan import ClusterPlan
 from efa_stack.spec.loader import load_spec
-from efa_stack.spec.plan import ClusterPlan
 from k8s.charts import EFA_DEVICE_PLUGIN, NCCL_TESTS
 from tests.conftest import CLUSTERS
 from tests.test_cluster_stack import gpu_launch_template, gpu_nodegroup

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from efa_stack.policies.rules import (
+from efa_stack.checks.rules import (
     HOST_ACCESS_REASON,
     KUBERNETES_MANIFEST,
     App,
@@ -177,7 +177,7 @@ def synth_with_pack(build) -> dict[str, list[str]]:
     from aws_cdk import App as CdkApp
     from aws_cdk import Validations
 
-    from efa_stack.policies.nag_pack import EfaStackChecks
+    from efa_stack.checks.nag_pack import EfaStackChecks
 
     outdir = scratch_dir("efa-stack-nag-")
     app = CdkApp(outdir=str(outdir), context=NO_ASSET_STAGING)
@@ -203,7 +203,7 @@ def pack_findings():
 
         from aws_constructs.network import EfaSecurityGroup
         from aws_constructs.security import acknowledge
-        from efa_stack.policies.nag_pack import PACK_NAME
+        from efa_stack.checks.nag_pack import PACK_NAME
 
         net = Stack(app, "net")
         vpc = ec2.Vpc(net, "Vpc", availability_zones=["us-west-2a"], nat_gateways=0, subnet_configuration=[
@@ -283,7 +283,7 @@ def _tiny_stacks(monkeypatch):
 def test_build_checks_every_synth_with_both_packs(monkeypatch, nag):
     from aws_cdk import App as CdkApp
 
-    from efa_stack.spec.plan import plan_from_file
+    from efa_stack.planning.plan import plan_from_file
     from stacks.compose import build
 
     _tiny_stacks(monkeypatch)
@@ -330,8 +330,8 @@ def test_project_rules_catch_an_open_efa_group(default_synth):
 def test_shipped_manifests_pass_the_kubernetes_rules(spec):
     import yaml
 
-    from efa_stack.policies.rules import check_manifests
-    from efa_stack.spec.plan import plan_from_file
+    from efa_stack.checks.rules import check_manifests
+    from efa_stack.planning.plan import plan_from_file
     from k8s.dist import render_dist
 
     plan = plan_from_file(CLUSTERS / spec)

@@ -25,8 +25,8 @@ from botocore.awsrequest import AWSResponse
 from botocore.stub import Stubber
 from rich.console import Console
 
+from efa_stack.planning.plan import ClusterPlan, build_plan
 from efa_stack.spec.loader import parse_spec
-from efa_stack.spec.plan import ClusterPlan, build_plan
 from efa_stack.tools import preflight
 from efa_stack.tools.preflight import FAIL, PASS, WARN, Clients, Finding, PreflightAbort
 from tests.conftest import fake_aws_credentials
@@ -154,7 +154,7 @@ class TestOfferingsUnderMoto:
     """moto's recorded offerings are real data: p5en.48xlarge is not in us-west-2b, trn1 not in us-west-2a."""
 
     def test_default_spec_passes_efa_and_zone_checks_under_moto(self) -> None:
-        from efa_stack.spec.plan import plan_from_file
+        from efa_stack.planning.plan import plan_from_file
 
         plan = plan_from_file(ROOT / "clusters" / "default.yaml")
         findings = preflight.run_preflight(plan, _session(), now=NOW)
@@ -595,7 +595,7 @@ def test_exit_code_is_one_only_on_failures() -> None:
 # .addonVersion and .compatibilities[].clusterVersion/defaultVersion); the Stubber validates them against
 # botocore's EKS service model.
 
-CNI_PIN = "v1.20.1-eksbuild.3"  # efa_stack/spec/data/addons.json for 1.34
+CNI_PIN = "v1.20.1-eksbuild.3"  # efa_stack/planning/data/addons.json for 1.34
 
 
 def _addon(name: str, versions: list[str], k8s: str = "1.34", default: str | None = None) -> dict:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from efa_stack.policies.replacement import UnknownResourceType, replaced_resources, replacing_properties
+from efa_stack.checks.replacement import UnknownResourceType, replaced_resources, replacing_properties
 from tests.conftest import (
     CLUSTERS,
     NO_ASSET_STAGING,
@@ -144,7 +144,7 @@ def test_fails_on_a_type_without_a_schema():
 def synth_files(spec: Path) -> dict[str, str]:
     from aws_cdk import App
 
-    from efa_stack.spec.plan import plan_from_file
+    from efa_stack.planning.plan import plan_from_file
     from stacks.compose import build
 
     out = scratch_dir("efa-stack-det-")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from efa_stack.spec import catalog
+from efa_stack.planning import catalog
 from tests.specs import BASE, plan_of, problems_of
 from tests.specs import structural_problems as structural
 

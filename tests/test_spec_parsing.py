@@ -9,10 +9,13 @@ import os
 import tracemalloc
 
 import pytest
+from yaml.error import Mark
+from yaml.scanner import ScannerError
 
+from efa_stack.planning.plan import plan_from_file
+from efa_stack.spec import loader
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import MAX_SPEC_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES, load_spec, parse_spec
-from efa_stack.spec.plan import plan_from_file
 from tests.specs import BASE
 
 # "Billion laughs": nine levels of nine aliases each, 9**9 leaves from under 1 KB of text.
@@ -78,9 +81,31 @@ def test_fails_deep_nesting_without_recursion_error(tmp_path, opener):
     text = "metadata: " + opener * 10000 + closer * 10000 + "\n"
     assert len(text) < MAX_SPEC_BYTES
     err, peak = _reject(text, tmp_path)
+    # THEN efa-stack's own refusal, whichever stops first: its depth count or libyaml's (PyYAML >= 6.0.4's libyaml
+    # refuses '[' nested 1000 deep while reading ahead)
     (p,) = err.problems
-    assert f"nests deeper than {MAX_YAML_DEPTH} levels" in p.message
+    assert p.field == "file"
+    assert p.message == f"the document nests deeper than {MAX_YAML_DEPTH} levels"
+    assert "flatten the structure" in p.fix
+    assert p.value.startswith("line 1, column ")
     assert peak < PEAK_LIMIT
+
+
+def test_fails_libyaml_nesting_limit_in_own_words(monkeypatch):
+    # GIVEN a libyaml that stops at its own nesting limit before the loader counts levels (whatever PyYAML is here)
+    mark = Mark("<spec>", 1009, 0, 1009, None, None)
+
+    def libyaml_refuses(self):
+        raise ScannerError("while increasing flow level", mark, "exceeded maximum nesting depth", mark)
+
+    monkeypatch.setattr(loader._SpecLoader, "get_single_node", libyaml_refuses)
+    with pytest.raises(SpecError) as info:
+        parse_spec("metadata: [[[]]]\n")
+    # THEN the error is efa-stack's depth refusal at libyaml's position, not a YAML syntax error
+    (p,) = info.value.problems
+    assert (p.field, p.value) == ("file", "line 1, column 1010")
+    assert p.message == f"the document nests deeper than {MAX_YAML_DEPTH} levels"
+    assert "flatten the structure" in p.fix
 
 
 def test_fails_deep_block_nesting(tmp_path):

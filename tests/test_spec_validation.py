@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import load_spec, parse_spec
-from efa_stack.spec.plan import plan_from_file
 from tests.specs import BASE, one_problem, plan_of, problems_of, structural_problems
 
 
@@ -353,7 +353,7 @@ def test_fails_storage_capacity_beyond_fsx_limit():
 
 def test_fails_vpc_range_too_small_for_the_subnets():
     # GIVEN a /20 and 2 zones whose private subnets (derived from the range by
-    # spec.aws_limits.subnet_plan) cannot hold 450 p5 nodes with 32 addressed efa interfaces each
+    # planning.limits.subnet_plan) cannot hold 450 p5 nodes with 32 addressed efa interfaces each
     text = BASE.replace("maxSize: 3", "maxSize: 450\n    interfaceLayout: legacy") + "vpc: {cidr: 10.20.0.0/20}\n"
     (p,) = problems_of(text)
     assert p.field == "vpc.cidr" and p.value == "10.20.0.0/20"

@@ -25,11 +25,11 @@ from aws_constructs.fsx import (
     SECURITY_GROUP_LOGICAL_ID,
     LustreFileSystem,
 )
-from efa_stack.policies.replacement import replaced_resources
+from efa_stack.checks.replacement import replaced_resources
+from efa_stack.planning.plan import build_plan
+from efa_stack.planning.storage import S3LinkPlan, bucket_name_problem, capacity_allowed, validate_storage
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import parse_spec
-from efa_stack.spec.plan import build_plan
-from efa_stack.spec.storage import S3LinkPlan, bucket_name_problem, capacity_allowed, validate_storage
 from k8s.storage import StaticVolumeProps, storage_manifests
 from stacks.storage_stack import FSX_CSI_CONTROLLER_SA
 from tests.conftest import (
@@ -92,7 +92,7 @@ def synth_storage(path: str) -> Synthesized:
     """Synthesize ``path`` with the storage stack: the session's synth once build() creates it."""
     if build_creates_storage():
         return synth_spec(path)
-    from efa_stack.spec.plan import plan_from_file
+    from efa_stack.planning.plan import plan_from_file
     from stacks.compose import build
     from stacks.storage_stack import StorageStack
 
@@ -703,7 +703,7 @@ def test_nccl_job_mounts_the_claim_and_nodes_get_the_lustre_client():
     """The storage section reaches the NCCL job and the GPU nodes' user data, from one spec."""
     import yaml
 
-    from efa_stack.spec.plan import plan_from_file
+    from efa_stack.planning.plan import plan_from_file
     from k8s.dist import render_dist
     from tests.conftest import CLUSTERS
 
@@ -731,7 +731,7 @@ def test_every_node_group_that_can_mount_the_claim_gets_the_lustre_client():
 
 
 def test_nodes_without_storage_do_not_install_lustre():
-    from efa_stack.spec.plan import plan_from_file
+    from efa_stack.planning.plan import plan_from_file
     from tests.conftest import CLUSTERS
 
     assert not any(n.lustre_client for n in plan_from_file(CLUSTERS / "default.yaml").all_node_groups)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from efa_stack.planning.image_compat import DOCKERFILE_ARGS, dockerfile_pins
+from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec.errors import SpecError
-from efa_stack.spec.image_compat import DOCKERFILE_ARGS, dockerfile_pins
-from efa_stack.spec.plan import plan_from_file
 from tests.conftest import CLUSTERS, ROOT, scratch_dir
 
 RECIPE = ROOT / "images" / "efa-pytorch" / "Dockerfile"
@@ -81,7 +81,7 @@ def test_fails_without_nvidia_gpu_node_groups():
 SYNTH = """
 import sys
 from aws_cdk import App
-from efa_stack.spec.plan import plan_from_file
+from efa_stack.planning.plan import plan_from_file
 from stacks.compose import build
 app = App(outdir=sys.argv[2], context={"aws:cdk:disable-asset-staging": True},
           builtin_cloud_formation_validation=False)

@@ -14,9 +14,9 @@ import yaml
 from cdk8s import Testing as K8sTesting
 
 from efa_stack import contract
+from efa_stack.planning.plan import LABEL_ROLE, SYSTEM_NODE_GROUP, TrainingOperatorsPlan, build_plan
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import parse_spec
-from efa_stack.spec.plan import LABEL_ROLE, SYSTEM_NODE_GROUP, TrainingOperatorsPlan, build_plan
 from k8s import images
 from k8s.charts import (
     CHART_ORDER,
@@ -327,7 +327,7 @@ def test_trainer_without_later_charts_still_installs():
 def test_stack_with_both_operators_passes_cfn_lint_and_our_rules(both_synth):
     # GIVEN both operators WHEN the cluster stack is synthesized THEN cfn-lint has no errors and the
     # efa-stack rules (K8S1 size, K8S2 host access) find nothing: the operators need no host access.
-    from efa_stack.policies.rules import check_templates
+    from efa_stack.checks.rules import check_templates
     from k8s.charts import HOST_ACCESS_WORKLOADS
     from tests.test_cfn_lint import lint
 

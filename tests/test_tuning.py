@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from aws_constructs.user_data import NODECONFIG_API_VERSION, NODECONFIG_CONTENT_TYPE, node_config, node_user_data
-from efa_stack.spec import catalog
-from efa_stack.spec.tuning import ACCELERATOR_DEFAULTS, KubeletTuning, guaranteed_cpus, kube_reserved_cpu_milli
+from efa_stack.planning import catalog
+from efa_stack.planning.tuning import ACCELERATOR_DEFAULTS, KubeletTuning, guaranteed_cpus, kube_reserved_cpu_milli
 from k8s.nccl_tests import NcclTestsJobProps, mpirun_command, worker_resources
 from tests.specs import cluster_spec, cpu_group, plan_of, problems_of
 

@@ -22,8 +22,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from rich.console import Console
 
+from efa_stack.planning.plan import build_plan, plan_from_file
 from efa_stack.spec.loader import parse_spec
-from efa_stack.spec.plan import build_plan, plan_from_file
 from efa_stack.tools import verify
 from efa_stack.tools.verify import EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE, VerifyError
 

@@ -1,6 +1,6 @@
 """Run acceptance against a cluster: ``efa-stack verify --acceptance``.
 
-1. one check pod per node of the node group (:func:`manifests.check_pod`), all at once; each log is read
+1. one check pod per node of the node group (:func:`k8s.acceptance.check_pod`), all at once; each log is read
    back into evidence (:mod:`.checks`, :func:`judge.judge_nccl_single`);
 2. with EFA, 2-node NCCL all_reduce MPIJobs between the nodes that passed step 1: round 1 pairs (0,1),
    (2,3), ... in parallel; round 2 re-tests each member of a pair that did not pass against a known-good
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from efa_stack import contract
-from efa_stack.acceptance import checks, judge, manifests
+from efa_stack.acceptance import checks, judge
 from efa_stack.acceptance.model import (
     DCGM_LEVELS,
     AcceptanceReport,
@@ -32,8 +32,10 @@ from efa_stack.acceptance.model import (
 )
 from efa_stack.names import acceptance_pair_job_name
 from efa_stack.nccl_report.hosts import HostAnalysis
-from efa_stack.spec.plan import ClusterPlan, NodeGroupPlan
+from efa_stack.planning.node_groups import NodeGroupPlan
+from efa_stack.planning.plan import ClusterPlan
 from efa_stack.tools.verify import VerifyError, _api_error, launcher_log, report_verify_error, wait_for_job
+from k8s import acceptance as manifests
 from k8s.images import DCGM_IMAGE
 
 Progress = Callable[[str], None]

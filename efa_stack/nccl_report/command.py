@@ -77,7 +77,7 @@ def report_command(
 
     line_rate: float | None = None
     try:
-        from efa_stack.spec.catalog import UnknownInstanceType, get
+        from efa_stack.planning.catalog import UnknownInstanceType, get
     except ImportError as e:  # pragma: no cover - the catalog ships with the package
         return fail(f"the instance catalog cannot be loaded: {e}")
     try:

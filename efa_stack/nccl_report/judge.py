@@ -99,7 +99,7 @@ def expected_busbw(instance_type: str, nodes: int, threshold: float = DEFAULT_TH
     Raises ``spec.catalog.UnknownInstanceType`` (with ``.suggestions``) for names not in the catalog,
     and ValueError for ``nodes < 1`` or a threshold that is not positive.
     """
-    from efa_stack.spec.catalog import get  # imported here so that parsing works without the catalog
+    from efa_stack.planning.catalog import get  # imported here so that parsing works without the catalog
 
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
         raise ValueError(f"nodes must be a positive integer, got {nodes!r}")
@@ -193,7 +193,7 @@ def judge(
         )
 
     if instance_type is not None:
-        from efa_stack.spec.catalog import get
+        from efa_stack.planning.catalog import get
 
         get(instance_type)  # reject unknown names whatever the verdict
 

@@ -1,4 +1,4 @@
-"""Read a cluster spec file into :class:`spec.models.ClusterSpec`, or fail with every problem.
+"""Read a cluster spec file into :class:`efa_stack.spec.models.ClusterSpec`, or fail with every problem.
 
 Reading is bounded before anything is built: the file's size, the YAML nesting depth and the number
 of nodes (aliases counted as what they expand to) have fixed limits, a key given twice in one
@@ -81,6 +81,15 @@ def _where(mark: Any) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "unknown position"
 
 
+_LIBYAML_TOO_DEEP = "maximum nesting depth"
+"""In libyaml's error for nesting past its own limit ("exceeded maximum nesting depth", libyaml 0.2.6)."""
+
+
+def _too_deep(mark: Any) -> _Refused:
+    return _Refused(mark, f"the document nests deeper than {MAX_YAML_DEPTH} levels",
+                    "a cluster spec nests at most 6 levels; flatten the structure at that position")
+
+
 class _SpecLoader(Composer, _EventSource, SafeConstructor, Resolver):
     """A safe loader with limits: depth and node count while composing, no duplicate keys, short ints."""
 
@@ -101,10 +110,7 @@ class _SpecLoader(Composer, _EventSource, SafeConstructor, Resolver):
         self._depth += 1
         try:
             if self._depth > MAX_YAML_DEPTH:
-                raise _Refused(
-                    mark, f"the document nests deeper than {MAX_YAML_DEPTH} levels",
-                    "a cluster spec nests at most 6 levels; flatten the structure at that position",
-                )
+                raise _too_deep(mark)
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -234,6 +240,11 @@ def read_yaml(text: str, *, source: str = "<spec>") -> Any:
             )]) from None
         raise SpecError(source, [_syntax_problem(exc)]) from None
     except yaml.YAMLError as exc:
+        if _LIBYAML_TOO_DEEP in str(getattr(exc, "problem", "")):
+            # libyaml 0.2.6 (PyYAML 6.0.4's wheels) refuses flow collections nested past its own limit (1000) while
+            # it reads ahead, before compose_node counts to MAX_YAML_DEPTH: the same refusal, told the same way.
+            deep = _too_deep(getattr(exc, "problem_mark", None))
+            raise SpecError(source, [Problem("file", deep.where, deep.message, deep.fix)]) from None
         raise SpecError(source, [_syntax_problem(exc)]) from None
     except RecursionError:  # pragma: no cover - the depth limit is far below Python's
         raise SpecError(source, [Problem("file", "unknown position", "the document nests too deeply",

@@ -3,8 +3,8 @@
 The spec is an eksctl ``ClusterConfig`` (the fields the AWS EKS EFA guide uses, unchanged) plus
 documented extension fields for what eksctl cannot say. Field names follow eksctl's camelCase.
 Every model forbids unknown fields and is strict (a count is a whole number, not ``2.0``, ``true``
-or ``"2"``, as eksctl's Go types require); :mod:`spec.loader` turns pydantic's errors into
-:class:`spec.errors.Problem` messages that name the field, the value and the fix. Each field's
+or ``"2"``, as eksctl's Go types require); :mod:`efa_stack.spec.loader` turns pydantic's errors into
+:class:`efa_stack.spec.errors.Problem` messages that name the field, the value and the fix. Each field's
 docstring is its description in the published JSON Schema (``use_attribute_docstrings``).
 """
 
@@ -18,9 +18,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from efa_stack import contract
 from efa_stack.spec.errors import FixError
-from efa_stack.spec.image_compat import TrainingImage
-from efa_stack.spec.storage import Storage
-from efa_stack.spec.tuning import CpuManagerPolicy, TopologyManagerPolicy, TopologyManagerScope
 
 KUBERNETES_VERSIONS = ("1.33", "1.34", "1.35")
 """Versions with an EKS release, an ``aws_eks_v2.KubernetesVersion`` and a kubectl layer installed."""
@@ -52,6 +49,79 @@ class _Model(BaseModel):
     model_config = ConfigDict(
         extra="forbid", frozen=True, populate_by_name=True, strict=True, use_attribute_docstrings=True
     )
+
+
+# --- extension sections: storage, training image, kubelet tuning ------------------------------------
+
+DeploymentType = Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"]
+Compression = Literal["NONE", "LZ4"]
+Event = Literal["NEW", "CHANGED", "DELETED"]
+_ALL_EVENTS: tuple[Event, ...] = ("NEW", "CHANGED", "DELETED")
+FSX_MAX_STORAGE_CAPACITY = 2**31 - 1
+"""FSx API Reference, CreateFileSystem: ``StorageCapacity`` is an Integer (32-bit) number of GiB."""
+DEFAULT_MOUNT_PATH = "/fsx"
+VERSION_PATTERN = r"^\d+(\.\d+){1,3}$"
+DEFAULT_IMAGE_DIRECTORY = "images/efa-pytorch"
+CpuManagerPolicy = Literal["none", "static"]
+TopologyManagerPolicy = Literal["none", "best-effort", "restricted", "single-numa-node"]
+TopologyManagerScope = Literal["container", "pod"]
+
+
+class S3Link(_Model):
+    """An S3 bucket (and prefix) linked to the file system."""
+
+    bucket: str
+    """The bucket name only (no ``s3://``); it must be in the cluster's region."""
+    prefix: str = Field("", pattern=r"^[^\s]*$")
+    """Objects under this prefix appear in the file system (``""``: the whole bucket)."""
+    import_on_create: bool = Field(True, alias="importOnCreate")
+    """Load the listing of the linked objects when the link is created (always on for ImportPath)."""
+    auto_import: list[Event] = Field(default_factory=lambda: list(_ALL_EVENTS), alias="autoImport")
+    """S3 changes that FSx imports automatically (``[]``: none after the first import)."""
+    auto_export: list[Event] = Field(default_factory=list, alias="autoExport")
+    """File system changes that FSx writes back to S3 automatically (PERSISTENT_2 only)."""
+    file_system_path: str = Field("/", alias="fileSystemPath", pattern=r"^/[^\s]*$")
+    """Where the linked objects appear in the file system (PERSISTENT_2 only; ``/`` is the root)."""
+
+
+class Storage(_Model):
+    """Extension: an FSx for Lustre file system shared by the training jobs (see README "Storage")."""
+
+    enabled: bool = True
+    """Create the file system (``false`` keeps the section but builds nothing)."""
+    deployment_type: DeploymentType = Field("PERSISTENT_2", alias="deploymentType")
+    """FSx for Lustre deployment type."""
+    storage_capacity_gib: int = Field(1200, alias="storageCapacityGiB", gt=0, le=FSX_MAX_STORAGE_CAPACITY)
+    """GiB: 1200, 2400 or a multiple of 2400 (3600 for SCRATCH_1)."""
+    per_unit_storage_throughput: int | None = Field(None, alias="perUnitStorageThroughput", gt=0)
+    """MB/s/TiB for persistent types; default the lowest (PERSISTENT_1: 50, PERSISTENT_2: 125)."""
+    data_compression: Compression = Field("NONE", alias="dataCompression")
+    """``NONE`` or ``LZ4`` compression of the file system's data."""
+    s3: S3Link | None = None
+    """An S3 bucket linked to the file system (absent: none)."""
+    mount_path: str = Field(DEFAULT_MOUNT_PATH, alias="mountPath", pattern=r"^/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$")
+    """Where the NCCL/training job containers see the file system."""
+    node_group: str | None = Field(None, alias="nodeGroup", pattern=r"^[a-zA-Z][-a-zA-Z0-9]*$")
+    """Whose availability zone and private subnet get the file system; default: the first EFA node
+    group with NVIDIA GPUs (else the first EFA node group, else the first node group)."""
+    dynamic_provisioning: bool = Field(False, alias="dynamicProvisioning")
+    """Also create the ``fsx-lustre`` StorageClass: one new file system per claim (deleted with it)."""
+
+
+class TrainingImage(_Model):
+    """Extension: an EFA-ready PyTorch image that ``cdk deploy`` builds and pushes to the CDK assets ECR
+    repository (see README "Training image")."""
+
+    build: bool = False
+    """Build the image during ``cdk deploy`` (needs Docker where ``cdk deploy`` runs; synth does not)."""
+    directory: str = Field(DEFAULT_IMAGE_DIRECTORY, min_length=1, max_length=255)
+    """The Docker build context with its ``Dockerfile``, relative to the project root (the folder of
+    cdk.json) or absolute."""
+    pytorch_version: str | None = Field(None, alias="pytorchVersion", pattern=VERSION_PATTERN)
+    """PyTorch release; default: the Dockerfile's ``ARG PYTORCH_VERSION``. CUDA and NCCL follow from it."""
+    efa_installer_version: str | None = Field(None, alias="efaInstallerVersion", pattern=VERSION_PATTERN)
+    """EFA installer release; default: the Dockerfile's ``ARG EFA_INSTALLER_VERSION``. aws-ofi-nccl follows
+    from it."""
 
 
 class Metadata(_Model):

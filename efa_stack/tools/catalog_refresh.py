@@ -11,7 +11,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from efa_stack.spec.catalog import CATALOG_FILE, REGIONS_FILE, SUPPLEMENT_FILE, InstanceType, record_from_api
+from efa_stack.planning.catalog import CATALOG_FILE, REGIONS_FILE, SUPPLEMENT_FILE, InstanceType, record_from_api
 
 
 def describe_all_instance_types(ec2: Any) -> list[dict[str, Any]]:

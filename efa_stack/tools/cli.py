@@ -3,7 +3,7 @@
 Commands (each has ``--help``; human output by default, ``--json`` for machines):
 
 * ``efa-stack preflight --spec FILE``       account checks before ``cdk deploy`` (boto3)
-* ``efa-stack catalog refresh``             regenerate spec/data/ from EC2 DescribeInstanceTypes
+* ``efa-stack catalog refresh``             regenerate planning/data/ from EC2 DescribeInstanceTypes
 * ``efa-stack catalog list --efa``          the instance catalog, optionally EFA-capable types only
 * ``efa-stack catalog show TYPE``           one instance type: network cards and interface layout
 * ``efa-stack nccl-report LOG ...``         judge nccl-tests output against the EFA line rate
@@ -11,7 +11,7 @@ Commands (each has ``--help``; human output by default, ``--json`` for machines)
 
 Exit codes: 0 success; 1 a check failed (preflight finding, node mismatch, failed NCCL job, NCCL
 result below expectation); 2 bad input or no access (a spec problem, no AWS credentials, no
-kubeconfig). A bad spec prints :meth:`spec.errors.SpecError.render`, never a traceback.
+kubeconfig). A bad spec prints :meth:`efa_stack.spec.errors.SpecError.render`, never a traceback.
 Heavy modules (boto3, kubernetes, tools.nccl_report) are imported inside the commands.
 """
 
@@ -36,7 +36,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 catalog_app = typer.Typer(
-    help="The instance catalog (spec/data/instance_catalog.json): refresh, list, show.",
+    help="The instance catalog (planning/data/instance_catalog.json): refresh, list, show.",
     no_args_is_help=True,
 )
 app.add_typer(catalog_app, name="catalog")
@@ -63,7 +63,7 @@ def _echo_json(data: Any) -> None:
 
 
 def _load_plan(spec: Path) -> Any:
-    from efa_stack.spec.plan import plan_from_file
+    from efa_stack.planning.plan import plan_from_file
 
     try:
         return plan_from_file(spec)
@@ -136,10 +136,10 @@ def preflight(
 def catalog_refresh(
     region: str = typer.Option("us-east-1", "--region", help="Region to call DescribeInstanceTypes in."),
     catalog_output: Path | None = typer.Option(
-        None, "--catalog-output", "--output", help="Where to write the catalog (default: spec/data/instance_catalog.json)."
+        None, "--catalog-output", "--output", help="Where to write the catalog (default: planning/data/instance_catalog.json)."
     ),
     regions_output: Path | None = typer.Option(
-        None, "--regions-output", help="Where to write the region/zone list (default: spec/data/regions.json)."
+        None, "--regions-output", help="Where to write the region/zone list (default: planning/data/regions.json)."
     ),
     all_regions: bool = typer.Option(
         True, "--all-regions/--this-region-only", help="List the zones of every region, or of --region only."
@@ -153,7 +153,7 @@ def catalog_refresh(
     """
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from efa_stack.spec.catalog import CATALOG_FILE, REGIONS_FILE
+    from efa_stack.planning.catalog import CATALOG_FILE, REGIONS_FILE
     from efa_stack.tools.catalog_refresh import refresh
     from efa_stack.tools.preflight import abort_for
 
@@ -212,7 +212,7 @@ def catalog_list(
     """List the instance types of the catalog with vCPUs, accelerators and EFA devices."""
     from rich.table import Table
 
-    from efa_stack.spec import catalog
+    from efa_stack.planning import catalog
 
     items = catalog.efa_capable() if efa else [catalog.get(n) for n in catalog.names()]
     if family:
@@ -243,8 +243,8 @@ def catalog_show(
     """Show one instance type: network cards and the launch template's per-card interface layout."""
     from rich.table import Table
 
-    from efa_stack.spec import catalog
-    from efa_stack.spec.layout import LAYOUTS, LayoutError, describe, interface_layout
+    from efa_stack.planning import catalog
+    from efa_stack.planning.layout import LAYOUTS, LayoutError, describe, interface_layout
 
     try:
         it = catalog.get(instance_type)

@@ -50,10 +50,11 @@ from botocore.exceptions import (
 )
 
 from efa_stack import contract
-from efa_stack.spec import addons as spec_addons
-from efa_stack.spec import catalog
-from efa_stack.spec.catalog import UnknownInstanceType
-from efa_stack.spec.plan import ClusterPlan, NodeGroupPlan
+from efa_stack.planning import addons as spec_addons
+from efa_stack.planning import catalog
+from efa_stack.planning.catalog import UnknownInstanceType
+from efa_stack.planning.node_groups import NodeGroupPlan
+from efa_stack.planning.plan import ClusterPlan
 
 Status = contract.CheckStatus
 PASS: Status = "pass"
@@ -821,7 +822,7 @@ def addon_version_findings(
         )]
     if by_efa_stack:
         fix = (f"set addons: [{{name: {name}, version: {newest[0]}}}] in the spec (or update the pin in "
-               "efa_stack/spec/data/addons.json)")
+               "efa_stack/planning/data/addons.json)")
     else:
         fix = (f"set version: {newest[0]} for {name} in addons"
                + (f", or leave version out for EKS's default {offer.default}" if offer.default else ""))

@@ -30,8 +30,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from efa_stack import contract
-from efa_stack.spec.nccl import NCCL_JOB_NAMESPACE
-from efa_stack.spec.plan import LABEL_NODE_GROUP, ClusterPlan, NodeGroupPlan
+from efa_stack.names import nccl_job_name
+from efa_stack.planning.nccl import NCCL_JOB_NAMESPACE
+from efa_stack.planning.node_groups import NodeGroupPlan
+from efa_stack.planning.plan import LABEL_NODE_GROUP, ClusterPlan
 
 Status = contract.CheckStatus
 
@@ -64,7 +66,6 @@ NEURON_FIX = (
 )
 
 
-nccl_job_name = contract.nccl_job_name
 
 
 class VerifyError(Exception):

@@ -1,8 +1,8 @@
 """Extension: shared training storage, an FSx for Lustre file system declared in the spec.
 
 ``storage`` is off unless the section is present (and ``enabled`` is not false). The models here
-follow :mod:`spec.models` (unknown fields are errors, camelCase aliases, frozen); this module does not
-import :mod:`spec.models` or :mod:`spec.plan` at run time because ``spec.models`` imports it.
+follow :mod:`efa_stack.spec.models` (unknown fields are errors, camelCase aliases, frozen); this module does not
+import :mod:`efa_stack.spec.models` or :mod:`efa_stack.planning.plan` at run time because ``spec.models`` imports it.
 
 What FSx for Lustre accepts, with the document each fact comes from:
 
@@ -44,21 +44,13 @@ import ipaddress
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Literal
 
 from efa_stack import contract
+from efa_stack.planning.node_groups import NodeGroupPlan, Taint, taints_of
 from efa_stack.spec.errors import Problem
+from efa_stack.spec.models import ClusterSpec, Storage
 
-if TYPE_CHECKING:  # spec.models imports this module; keep these imports for type checkers only
-    from efa_stack.spec.models import ClusterSpec
-    from efa_stack.spec.plan import NodeGroupPlan, Taint
-
-DeploymentType = Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"]
-Compression = Literal["NONE", "LZ4"]
-Event = Literal["NEW", "CHANGED", "DELETED"]
-_ALL_EVENTS: tuple[Event, ...] = ("NEW", "CHANGED", "DELETED")
 LinkKind = Literal["association", "import-path"]
 
 DEPLOYMENT_TYPES: tuple[str, ...] = ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2")
@@ -69,8 +61,6 @@ THROUGHPUTS: dict[str, tuple[int, ...]] = {
 """Allowed ``PerUnitStorageThroughput`` (MB/s/TiB, SSD) per deployment type; scratch types take none."""
 CAPACITY_STEP_GIB: dict[str, int] = {"SCRATCH_1": 3600, "SCRATCH_2": 2400, "PERSISTENT_1": 2400, "PERSISTENT_2": 2400}
 """After 1200 and 2400 GiB, capacity grows in these increments."""
-FSX_MAX_STORAGE_CAPACITY = 2**31 - 1
-"""FSx API Reference, CreateFileSystem: ``StorageCapacity`` is an Integer (32-bit) number of GiB."""
 ASSOCIATION_TYPES = frozenset({"PERSISTENT_2"})
 """Deployment types efa-stack links to S3 with a data repository association (the rest use ImportPath)."""
 LUSTRE_VERSION = "2.15"
@@ -84,7 +74,6 @@ LEGACY_AUTO_IMPORT: dict[tuple[str, ...], str] = {
 }
 
 CSI_DRIVER = contract.FSX_CSI_DRIVER
-DEFAULT_MOUNT_PATH = "/fsx"
 CLAIM_NAME = contract.FSX_CLAIM_NAME
 VOLUME_NAME = contract.FSX_VOLUME_NAME
 CLAIM_NAMESPACE = contract.FSX_CLAIM_NAMESPACE
@@ -93,54 +82,6 @@ STORAGE_CLASS_NAME = contract.FSX_STORAGE_CLASS_NAME
 _BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$")
 _BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
 _BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3")
-
-
-class _Model(BaseModel):
-    # Same settings as spec.models._Model (defined again here so that the import stays one-way).
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, populate_by_name=True, strict=True, use_attribute_docstrings=True
-    )
-
-
-class S3Link(_Model):
-    """An S3 bucket (and prefix) linked to the file system."""
-
-    bucket: str
-    """The bucket name only (no ``s3://``); it must be in the cluster's region."""
-    prefix: str = Field("", pattern=r"^[^\s]*$")
-    """Objects under this prefix appear in the file system (``""``: the whole bucket)."""
-    import_on_create: bool = Field(True, alias="importOnCreate")
-    """Load the listing of the linked objects when the link is created (always on for ImportPath)."""
-    auto_import: list[Event] = Field(default_factory=lambda: list(_ALL_EVENTS), alias="autoImport")
-    """S3 changes that FSx imports automatically (``[]``: none after the first import)."""
-    auto_export: list[Event] = Field(default_factory=list, alias="autoExport")
-    """File system changes that FSx writes back to S3 automatically (PERSISTENT_2 only)."""
-    file_system_path: str = Field("/", alias="fileSystemPath", pattern=r"^/[^\s]*$")
-    """Where the linked objects appear in the file system (PERSISTENT_2 only; ``/`` is the root)."""
-
-
-class Storage(_Model):
-    """Extension: an FSx for Lustre file system shared by the training jobs (see README "Storage")."""
-
-    enabled: bool = True
-    """Create the file system (``false`` keeps the section but builds nothing)."""
-    deployment_type: DeploymentType = Field("PERSISTENT_2", alias="deploymentType")
-    """FSx for Lustre deployment type."""
-    storage_capacity_gib: int = Field(1200, alias="storageCapacityGiB", gt=0, le=FSX_MAX_STORAGE_CAPACITY)
-    """GiB: 1200, 2400 or a multiple of 2400 (3600 for SCRATCH_1)."""
-    per_unit_storage_throughput: int | None = Field(None, alias="perUnitStorageThroughput", gt=0)
-    """MB/s/TiB for persistent types; default the lowest (PERSISTENT_1: 50, PERSISTENT_2: 125)."""
-    data_compression: Compression = Field("NONE", alias="dataCompression")
-    """``NONE`` or ``LZ4`` compression of the file system's data."""
-    s3: S3Link | None = None
-    """An S3 bucket linked to the file system (absent: none)."""
-    mount_path: str = Field(DEFAULT_MOUNT_PATH, alias="mountPath", pattern=r"^/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$")
-    """Where the NCCL/training job containers see the file system."""
-    node_group: str | None = Field(None, alias="nodeGroup", pattern=r"^[a-zA-Z][-a-zA-Z0-9]*$")
-    """Whose availability zone and private subnet get the file system; default: the first EFA node
-    group with NVIDIA GPUs (else the first EFA node group, else the first node group)."""
-    dynamic_provisioning: bool = Field(False, alias="dynamicProvisioning")
-    """Also create the ``fsx-lustre`` StorageClass: one new file system per claim (deleted with it)."""
 
 
 # --- validation ------------------------------------------------------------------------------
@@ -202,7 +143,7 @@ def validate_storage(spec: ClusterSpec, node_groups: Sequence[NodeGroupPlan]) ->
     """Every problem with ``spec.storage``, each naming the field, the value and the fix.
 
     ``node_groups`` are the planned managed node groups (``ClusterPlan.node_groups``, or the ones
-    that planned cleanly while :func:`spec.plan.build_plan` collects problems).
+    that planned cleanly while :func:`efa_stack.planning.plan.build_plan` collects problems).
     """
     st = spec.storage
     if st is None or not st.enabled:
@@ -338,10 +279,9 @@ def storage_plan(
 ) -> StoragePlan | None:
     """The storage plan of a validated spec section (None when absent or ``enabled: false``).
 
-    Called once, by :func:`spec.plan.build_plan`, after :func:`validate_storage` found no problem;
+    Called once, by :func:`efa_stack.planning.plan.build_plan`, after :func:`validate_storage` found no problem;
     everyone else reads ``ClusterPlan.storage``. ``node_groups`` are the planned managed node groups.
     """
-    from efa_stack.spec.plan import taints_of  # spec.plan imports this module
 
     if st is None or not st.enabled:
         return None

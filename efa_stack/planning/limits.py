@@ -1,6 +1,6 @@
 """AWS limits a cluster spec must fit, checked before any CloudFormation exists.
 
-Each check returns :class:`spec.errors.Problem` objects naming the field, the value and the fix. The
+Each check returns :class:`efa_stack.spec.errors.Problem` objects naming the field, the value and the fix. The
 figures come from AWS documentation, cited next to each; the numbers that depend on efa-stack's own
 constructs (resources per node group) are checked against a synthesized template by the tests.
 """
@@ -228,7 +228,7 @@ def count_cluster_resources(new_placement_groups: Iterable[bool]) -> int:
 
 
 def validate_plan_limits(plan_groups: Sequence, cidr: str, zones: Sequence[str], system_max_size: int) -> list[Problem]:
-    """The checks above for planned node groups (:class:`spec.plan.NodeGroupPlan`) plus the system group."""
+    """The checks above for planned node groups (:class:`efa_stack.planning.plan.NodeGroupPlan`) plus the system group."""
     per_zone: dict[str, int] = {z: 0 for z in zones}
     for g in plan_groups:
         ips_per_node = sum(1 for i in g.interfaces if i.interface_type != "efa-only") if g.interfaces else 1

@@ -18,10 +18,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from efa_stack.spec.errors import Problem
+from efa_stack.spec.models import DEFAULT_IMAGE_DIRECTORY, VERSION_PATTERN, TrainingImage
 
 COMPAT_FILE = Path(__file__).resolve().parent / "data" / "efa_image_compat.json"
 
-VERSION_PATTERN = r"^\d+(\.\d+){1,3}$"
 """A dotted release number: ``2.11.0``, ``13.0``, ``1.20.0``."""
 
 
@@ -294,30 +294,6 @@ def check_dockerfile(path: Path, data: CompatData | None = None) -> list[Problem
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 """The folder of ``cdk.json``; a relative ``trainingImage.directory`` is read from here."""
-DEFAULT_IMAGE_DIRECTORY = "images/efa-pytorch"
-
-
-class _SpecModel(BaseModel):
-    # Same settings as spec.models._Model (defined again here so that the import stays one-way).
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, populate_by_name=True, strict=True, use_attribute_docstrings=True
-    )
-
-
-class TrainingImage(_SpecModel):
-    """Extension: an EFA-ready PyTorch image that ``cdk deploy`` builds and pushes to the CDK assets ECR
-    repository (see README "Training image")."""
-
-    build: bool = False
-    """Build the image during ``cdk deploy`` (needs Docker where ``cdk deploy`` runs; synth does not)."""
-    directory: str = Field(DEFAULT_IMAGE_DIRECTORY, min_length=1, max_length=255)
-    """The Docker build context with its ``Dockerfile``, relative to the project root (the folder of
-    cdk.json) or absolute."""
-    pytorch_version: str | None = Field(None, alias="pytorchVersion", pattern=VERSION_PATTERN)
-    """PyTorch release; default: the Dockerfile's ``ARG PYTORCH_VERSION``. CUDA and NCCL follow from it."""
-    efa_installer_version: str | None = Field(None, alias="efaInstallerVersion", pattern=VERSION_PATTERN)
-    """EFA installer release; default: the Dockerfile's ``ARG EFA_INSTALLER_VERSION``. aws-ofi-nccl follows
-    from it."""
 
 
 @dataclass(frozen=True)

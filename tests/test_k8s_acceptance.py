@@ -17,10 +17,11 @@ import kubernetes_validate
 import pytest
 
 from efa_stack import contract
-from efa_stack.acceptance import manifests
+from efa_stack.planning.nccl import NcclJobPlan
+from efa_stack.planning.node_groups import NodeGroupPlan
+from efa_stack.planning.plan import ClusterPlan
 from efa_stack.spec.models import KUBERNETES_VERSIONS
-from efa_stack.spec.nccl import NcclJobPlan
-from efa_stack.spec.plan import ClusterPlan, NodeGroupPlan
+from k8s import acceptance as manifests
 from k8s.efa_guard import CONTAINER_NAME as GUARD
 from k8s.nccl_tests import NcclTestsJobProps
 from tests.test_k8s_support import arg_after, built, crd_schema, mpirun_args, worker, worker_container
@@ -188,7 +189,7 @@ def test_check_pod_requests_every_device_of_the_node_and_dcgm_hands_its_gpus_on(
     assert dcgm["securityContext"] == {"privileged": True, "runAsUser": 0} and "restartPolicy" not in dcgm
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{_job().shm_mib}Mi"}} in spec["volumes"]
     assert {"name": "results", "emptyDir": {}} in spec["volumes"]
-    assert spec["tolerations"] == manifests.tolerations(g)
+    assert spec["tolerations"] == manifests.acceptance_tolerations(g)
 
 
 def test_check_pod_without_efa_requests_no_efa_devices_and_expects_none() -> None:

@@ -336,7 +336,7 @@ def addon_plans(
             problems.append(Problem(
                 f"{prefix}.name", entry.name, "not an EKS add-on efa-stack knows (EKS User Guide, AWS and community "
                 "add-ons)", f"did you mean {close[0]}?" if close else
-                "use a name `aws eks describe-addon-versions` lists (efa-stack's list: efa_stack/spec/data/"
+                "use a name `aws eks describe-addon-versions` lists (efa-stack's list: efa_stack/planning/data/"
                 "known_addons.json)",
             ))
             continue

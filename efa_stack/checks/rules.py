@@ -12,7 +12,7 @@ They cover what the AwsSolutions pack cannot know about EFA clusters:
 - ``K8S1`` every manifest fits the kubectl handler's 262,144-byte limit;
 - ``K8S2`` only the device plugins run with host access, and each says why.
 
-:class:`efa_stack.policies.nag_pack.EfaStackChecks` runs them on every synth (a violation fails it);
+:class:`efa_stack.checks.nag_pack.EfaStackChecks` runs them on every synth (a violation fails it);
 :func:`check_templates` and :func:`check_manifests` apply them to templates or to ``dist/`` manifests
 and return the findings.
 """

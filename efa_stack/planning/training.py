@@ -1,8 +1,8 @@
 """Training jobs, derived from the plan: which node group, how many nodes, processes, devices and memory.
 
 Each ``trainingJobs[]`` entry becomes a :class:`TrainingJobPlan`. Every number comes from the node
-group's :class:`spec.plan.NodeGroupPlan` (itself from the instance catalog), through the function that
-sizes the NCCL-tests workers (:func:`spec.nccl.worker_sizing`: devices, CPUs, memory and ``/dev/shm``, the
+group's :class:`efa_stack.planning.plan.NodeGroupPlan` (itself from the instance catalog), through the function that
+sizes the NCCL-tests workers (:func:`efa_stack.planning.nccl.worker_sizing`: devices, CPUs, memory and ``/dev/shm``, the
 node's reserved hugepages, GPUDirect RDMA): for 2 x p5.48xlarge the plan gives 2 nodes,
 ``nproc_per_node`` 8 (one process per GPU), 8 ``nvidia.com/gpu`` and 32 ``vpc.amazonaws.com/efa`` per
 worker. Nothing here is typed twice.
@@ -21,16 +21,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from efa_stack import contract
 from efa_stack.names import DNS1035_LABEL, DNS1123_SUBDOMAIN, Rule
+from efa_stack.planning.nccl import Fabric, worker_sizing
+from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.models import ClusterSpec, NcclTest, TrainingJobSpec
-from efa_stack.spec.nccl import Fabric, worker_sizing
-
-if TYPE_CHECKING:  # spec.plan imports this module; keep the import one-way at runtime
-    from efa_stack.spec.plan import NodeGroupPlan
 
 JobKind = Literal["trainjob", "pytorchjob"]
 
@@ -290,7 +288,7 @@ def training_job_plans(
 ) -> tuple[tuple[TrainingJobPlan, ...], list[Problem]]:
     """The plans of ``spec.trainingJobs`` over the planned ``node_groups``, and every problem with them.
 
-    Called once, by :func:`spec.plan.build_plan` (which raises on problems); everyone else reads
+    Called once, by :func:`efa_stack.planning.plan.build_plan` (which raises on problems); everyone else reads
     ``ClusterPlan.training_jobs``. A node group that failed to plan has its own problem already.
     """
     problems: list[Problem] = []

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
-from efa_stack.spec.catalog import InstanceType, NetworkCard
+from efa_stack.planning.catalog import InstanceType, NetworkCard
 
 Layout = Literal["current", "legacy"]
 LAYOUTS: tuple[Layout, ...] = ("current", "legacy")

@@ -29,7 +29,7 @@ from aws_cdk import CfnResource, Stack, Stage
 from cdk_nag import IApplyRule, NagMessageLevel, NagPack, NagRuleCompliance
 from constructs import IConstruct
 
-from efa_stack.policies import rules as R
+from efa_stack.checks import rules as R
 
 PACK_NAME = "EfaStack"
 """cdk-nag pack name: rule ids are ``EfaStack-EFA1``; CDK acknowledgements use ``EfaStack::EfaStack-EFA1``."""

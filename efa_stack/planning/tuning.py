@@ -35,14 +35,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import get_args
 
-from efa_stack.spec.catalog import InstanceType
+from efa_stack.planning.catalog import InstanceType
 from efa_stack.spec.errors import Problem
+from efa_stack.spec.models import CpuManagerPolicy, TopologyManagerPolicy, TopologyManagerScope
 
-CpuManagerPolicy = Literal["none", "static"]
-TopologyManagerPolicy = Literal["none", "best-effort", "restricted", "single-numa-node"]
-TopologyManagerScope = Literal["container", "pod"]
 CPU_MANAGER_POLICIES: tuple[str, ...] = get_args(CpuManagerPolicy)
 TOPOLOGY_MANAGER_POLICIES: tuple[str, ...] = get_args(TopologyManagerPolicy)
 TOPOLOGY_MANAGER_SCOPES: tuple[str, ...] = get_args(TopologyManagerScope)

@@ -7,25 +7,25 @@ counts all read it from a :class:`NodeGroupPlan`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from efa_stack import contract, names
-from efa_stack.spec import catalog
-from efa_stack.spec.addons import CLOUDWATCH_OBSERVABILITY, AddonPlan, NodeRepairPlan, addon_plans, node_repair_plan
-from efa_stack.spec.aws_limits import validate_plan_limits, validate_volume
-from efa_stack.spec.catalog import InstanceType, UnknownInstanceType
+from efa_stack.planning import catalog
+from efa_stack.planning.addons import CLOUDWATCH_OBSERVABILITY, AddonPlan, addon_plans, node_repair_plan
+from efa_stack.planning.catalog import InstanceType, UnknownInstanceType
+from efa_stack.planning.image_compat import TrainingImagePlan, training_image_plan
+from efa_stack.planning.layout import Interface, LayoutError, interface_layout
+from efa_stack.planning.limits import validate_plan_limits, validate_volume
+from efa_stack.planning.nccl import NcclJobPlan, nccl_job_plan, node_hugepages_mib, validate_nccl
+from efa_stack.planning.node_groups import NodeGroupPlan, Role, Taint
+from efa_stack.planning.observability import ObservabilityPlan, observability_plan
+from efa_stack.planning.storage import StoragePlan, storage_plan, validate_storage
+from efa_stack.planning.training import TrainingJobPlan, training_job_plans
+from efa_stack.planning.tuning import kubelet_tuning
 from efa_stack.spec.errors import Problem, SpecError
-from efa_stack.spec.image_compat import TrainingImagePlan, training_image_plan
-from efa_stack.spec.layout import Interface, LayoutError, describe, efa_devices, interface_layout
 from efa_stack.spec.loader import load_spec
 from efa_stack.spec.models import KUBERNETES_VERSIONS, ClusterSpec, ManagedNodeGroupSpec, NcclTest
-from efa_stack.spec.nccl import NcclJobPlan, nccl_job_plan, node_hugepages_mib, validate_nccl
-from efa_stack.spec.observability import ObservabilityPlan, observability_plan
-from efa_stack.spec.storage import StoragePlan, storage_plan, validate_storage
-from efa_stack.spec.training import TrainingJobPlan, training_job_plans
-from efa_stack.spec.tuning import KubeletTuning, guaranteed_cpus, kubelet_tuning
 
 LABEL_PREFIX = contract.LABEL_PREFIX
 LABEL_NODE_GROUP = contract.LABEL_NODE_GROUP
@@ -36,93 +36,6 @@ GPU_TAINT_KEY = contract.GPU_TAINT_KEY
 NEURON_TAINT_KEY = contract.NEURON_TAINT_KEY
 SYSTEM_NODE_GROUP = contract.SYSTEM_NODE_GROUP
 
-Role = contract.Role
-CapacityKind = contract.CapacityKind
-
-
-@dataclass(frozen=True)
-class Taint:
-    key: str
-    value: str
-    effect: str
-
-
-@dataclass(frozen=True)
-class NodeGroupPlan:
-    """Everything derived for one managed node group."""
-
-    name: str
-    instance: InstanceType
-    role: Role
-    availability_zones: tuple[str, ...]
-    min_size: int
-    desired_size: int
-    max_size: int
-    volume_size_gib: int
-    volume_type: str
-    efa_enabled: bool
-    interface_layout: str
-    interfaces: tuple[Interface, ...]
-    placement_group: bool
-    capacity: CapacityKind
-    reservation_id: str | None
-    ami_type: str
-    labels: dict[str, str] = field(hash=False)
-    taints: tuple[Taint, ...]
-    tags: dict[str, str] = field(hash=False, default_factory=dict)
-    hugepages_2mi_mib: int = 0
-    """MiB of 2 MiB hugepages each node reserves at boot (:func:`spec.nccl.node_hugepages_mib`, the one
-    rule); the launch template's user data reserves them and the NCCL-tests workers request them."""
-    lustre_client: bool = False
-    """Install the Lustre client at boot (every managed node group, the ones that mount the FSx claim)."""
-    volume_iops: int | None = None
-    """Provisioned IOPS of the root volume (gp3, io1, io2; required for io1/io2)."""
-    volume_throughput: int | None = None
-    """Provisioned throughput of a gp3 root volume, MiB/s."""
-    placement_group_name: str | None = None
-    """An existing placement group the launch template uses (no group is created for it)."""
-    node_repair: NodeRepairPlan | None = None
-    """EKS node auto repair (:func:`spec.addons.node_repair_plan`: on for GPU/Neuron node groups unless the
-    spec's nodeRepairConfig says otherwise), or None when off."""
-    kubelet: KubeletTuning = field(default_factory=KubeletTuning)
-    """The kubelet's CPU manager and Topology Manager settings (:func:`spec.tuning.kubelet_tuning`: static,
-    restricted, pod scope on GPU/Neuron node groups unless ``kubeletExtraConfig`` says otherwise); the launch
-    template's user data writes them into the nodeadm ``NodeConfig``."""
-
-    @property
-    def instance_type(self) -> str:
-        return self.instance.name
-
-    @property
-    def guaranteed_cpus(self) -> int:
-        """Whole CPUs one Guaranteed pod can request per node (:func:`spec.tuning.guaranteed_cpus`); the
-        NCCL-tests workers request this many."""
-        return guaranteed_cpus(self.instance)
-
-    @property
-    def availability_zone(self) -> str:
-        """The single AZ of an EFA node group (the first AZ otherwise)."""
-        return self.availability_zones[0]
-
-    @property
-    def gpus_per_node(self) -> int:
-        return self.instance.gpus if self.instance.accelerator == "nvidia" else 0
-
-    @property
-    def neuron_devices_per_node(self) -> int:
-        return self.instance.neuron_devices
-
-    @property
-    def efa_devices_per_node(self) -> int:
-        return efa_devices(self.interfaces) if self.efa_enabled else 0
-
-    def layout_summary(self) -> str:
-        return describe(self.interfaces) if self.interfaces else "1 ENA (no EFA)"
-
-    def capacity_summary(self) -> str:
-        if self.capacity == contract.ON_DEMAND:
-            return contract.ON_DEMAND
-        return f"{self.capacity} {self.reservation_id}"
 
 
 @dataclass(frozen=True)
@@ -160,22 +73,22 @@ class ClusterPlan:
     system: NodeGroupPlan
     tags: dict[str, str] = field(hash=False, default_factory=dict)
     nccl_job: NcclJobPlan | None = None
-    """The NCCL-tests MPIJob (:func:`spec.nccl.nccl_job_plan`), or None when no node group can run it."""
+    """The NCCL-tests MPIJob (:func:`efa_stack.planning.nccl.nccl_job_plan`), or None when no node group can run it."""
     storage: StoragePlan | None = None
-    """FSx for Lustre storage (:func:`spec.storage.storage_plan`), or None without a ``storage`` section."""
+    """FSx for Lustre storage (:func:`efa_stack.planning.storage.storage_plan`), or None without a ``storage`` section."""
     addons: tuple[AddonPlan, ...] = ()
     """Every EKS add-on the stacks create: efa-stack's own merged with the spec's ``addons``
-    (:func:`spec.addons.addon_plans`)."""
+    (:func:`efa_stack.planning.addons.addon_plans`)."""
     observability: ObservabilityPlan = field(default_factory=ObservabilityPlan)
-    """Container Insights and the dashboard (:func:`spec.observability.observability_plan`)."""
+    """Container Insights and the dashboard (:func:`efa_stack.planning.observability.observability_plan`)."""
     training_image: TrainingImagePlan | None = None
-    """The EFA PyTorch training image ``cdk deploy`` builds (:func:`spec.image_compat.training_image_plan`), or
+    """The EFA PyTorch training image ``cdk deploy`` builds (:func:`efa_stack.planning.image_compat.training_image_plan`), or
     None without ``trainingImage.build``. Its URI is the cluster stack's output ``TrainingImageUri``."""
     training_operators: TrainingOperatorsPlan = TrainingOperatorsPlan()
     """The training controllers to install: those the spec's ``trainingOperators`` names and those its
     ``trainingJobs`` need (Trainer v2 for ``kind: trainjob``, Training Operator v1 for ``kind: pytorchjob``)."""
     training_jobs: tuple[TrainingJobPlan, ...] = ()
-    """The spec's ``trainingJobs`` (:func:`spec.training.training_job_plans`), in spec order."""
+    """The spec's ``trainingJobs`` (:func:`efa_stack.planning.training.training_job_plans`), in spec order."""
 
     def addon(self, name: str) -> AddonPlan | None:
         """The plan of add-on ``name``, or None when no stack creates it."""
@@ -220,15 +133,6 @@ class ClusterPlan:
                 + (", placement group" if n.placement_group else "")
             )
         return "\n".join(lines)
-
-
-def taints_of(groups: Iterable[NodeGroupPlan]) -> tuple[Taint, ...]:
-    """The distinct taints of ``groups``, sorted by (key, effect) so output is stable."""
-    seen: dict[tuple[str, str], Taint] = {}
-    for g in groups:
-        for t in g.taints:
-            seen.setdefault((t.key, t.effect), t)
-    return tuple(seen[k] for k in sorted(seen))
 
 
 def _ami_type(instance: InstanceType) -> str:

@@ -1,6 +1,6 @@
 """The nccl-tests job, derived from the plan: which node group, how many workers, slots and devices.
 
-Every number here comes from a :class:`spec.plan.NodeGroupPlan` (itself from the instance catalog)
+Every number here comes from a :class:`efa_stack.planning.plan.NodeGroupPlan` (itself from the instance catalog)
 or from the spec's ``ncclTest`` section; nothing is typed twice. For 2 x p5.48xlarge the plan
 gives 2 workers, ``slotsPerWorker`` 8 (GPUs per node), ``-np`` 16 and 32 ``vpc.amazonaws.com/efa``
 per worker; change the instance type or the node count and every one of them follows.
@@ -15,16 +15,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from efa_stack import contract
 from efa_stack.names import nccl_job_name, nccl_job_problems
-from efa_stack.spec.catalog import InstanceType
+from efa_stack.planning.catalog import InstanceType
+from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.models import ClusterSpec, NcclTest
-
-if TYPE_CHECKING:  # spec.plan imports this module; keep the import one-way at runtime
-    from efa_stack.spec.plan import NodeGroupPlan
 
 Fabric = Literal["efa", "tcp", "infiniband"]
 
@@ -282,7 +280,7 @@ def target_node_group(node_groups: Sequence[NodeGroupPlan], cfg: NcclTest) -> No
 def nccl_job_plan(node_groups: Sequence[NodeGroupPlan], cfg: NcclTest) -> NcclJobPlan | None:
     """The nccl-tests job over ``node_groups`` (planned, valid), or None when there is nothing to run it on.
 
-    Called once, by :func:`spec.plan.build_plan`; everyone else reads ``ClusterPlan.nccl_job``.
+    Called once, by :func:`efa_stack.planning.plan.build_plan`; everyone else reads ``ClusterPlan.nccl_job``.
     None when the cluster has no NVIDIA GPU node group (e.g. Trainium only: nccl-tests are CUDA),
     when the default target has no EFA and the fabric is efa, or when the target's desired size is 0.
     """
