@@ -67,7 +67,7 @@ def acceptance_tolerations(group: NodeGroupPlan) -> list[dict[str, str]]:
 
 def node_resources(group: NodeGroupPlan, job: NcclJobPlan | None, *, efa: bool) -> dict[str, str]:
     """Requests = limits: all GPUs, all EFA devices, the node's hugepages and the NCCL worker's memory."""
-    memory = job.memory_mib if job else (MEMORY_PER_GPU_MIB + SHM_PER_GPU_MIB) * group.gpus_per_node
+    memory = job.worker.memory.memory_mib if job else (MEMORY_PER_GPU_MIB + SHM_PER_GPU_MIB) * group.gpus_per_node
     res = {contract.GPU_RESOURCE: str(group.gpus_per_node), "memory": f"{memory}Mi"}
     if efa and group.efa_devices_per_node:
         res[contract.EFA_RESOURCE] = str(group.efa_devices_per_node)
@@ -164,11 +164,11 @@ class AcceptanceCheckPod(Construct):
         env = [
             k8s_l1.EnvVar(name="PATH", value=":".join((*layout.path, layout.tests_dir))),
             k8s_l1.EnvVar(name="LD_LIBRARY_PATH",
-                          value=layout.ld_library_path(job.lib_arch if job else DEFAULT_LIB_ARCH)),
+                          value=layout.ld_library_path(job.worker.lib_arch if job else DEFAULT_LIB_ARCH)),
             k8s_l1.EnvVar(name="FI_EFA_FORK_SAFE", value="1"),
         ]
         results = k8s_l1.VolumeMount(name="results", mount_path=RESULTS_DIR)
-        shm = job.shm_mib if job else 1024 * group.gpus_per_node
+        shm = job.worker.memory.shm_mib if job else 1024 * group.gpus_per_node
         efa_expected = group.efa_devices_per_node if props.efa else 0
         self.pod = k8s_l1.KubePod(
             self,

@@ -127,16 +127,14 @@ def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
     job = plan.nccl_job
     if job is not None:
         chart = charts[NCCL_TESTS] = _chart(app, NCCL_TESTS)
-        target = plan.node_group(job.node_group)
         storage = plan.storage
         NcclTestsJob(chart, "NcclTests", NcclTestsJobProps(
             job=job,
-            taints=target.taints,
             storage_claim=storage.claim_name if storage else None,
             storage_mount_path=storage.mount_path if storage else "/fsx",
         ))
         for needed in (MPI_OPERATOR_CRD, MPI_OPERATOR, NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN):
-            if needed in charts and not (needed == EFA_DEVICE_PLUGIN and job.fabric != "efa"):
+            if needed in charts and not (needed == EFA_DEVICE_PLUGIN and job.worker.fabric != "efa"):
                 chart.add_dependency(charts[needed])
 
     _training_charts(plan, app, charts)
@@ -159,13 +157,13 @@ def _training_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.
         chart = charts[TRAINING_RUNTIMES] = _chart(app, TRAINING_RUNTIMES)
         for name, (worker, image) in runtimes.items():
             EfaTrainingRuntime(chart, name, TrainingRuntimeProps(
-                name=name, worker=worker, image=image, taints=plan.node_group(worker.node_group).taints,
+                name=name, worker=worker, image=image,
             ))
         for c in needed:
             chart.add_dependency(charts[c])
     chart = charts[TRAINING_JOBS] = _chart(app, TRAINING_JOBS)
     for job in jobs:
-        TrainingJob(chart, job.name, TrainingJobProps(job=job, taints=plan.node_group(job.node_group).taints))
+        TrainingJob(chart, job.name, TrainingJobProps(job=job))
     for c in (*needed, TRAINING_RUNTIMES):
         if c in charts:
             chart.add_dependency(charts[c])

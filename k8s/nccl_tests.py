@@ -144,13 +144,14 @@ class InfinibandSettings:
 
 @dataclass(frozen=True)
 class NcclTestsJobProps:
-    """job: the derived plan (numbers, fabric, sweep). taints: the worker node group's taints.
+    """job: the derived plan (numbers, fabric, sweep). taints: what the workers tolerate (default: their node
+    group's taints, ``job.worker.taints``).
     layout / infiniband: image paths and IB settings (defaults above).
     launcher_node_selector: default the system node group.
     """
 
     job: NcclJobPlan
-    taints: tuple[Taint, ...] = ()
+    taints: tuple[Taint, ...] | None = None
     layout: ImageLayout = ImageLayout()
     infiniband: InfinibandSettings = InfinibandSettings()
     launcher_node_selector: dict[str, str] = field(default_factory=system_node_selector, hash=False)
@@ -190,13 +191,13 @@ def fabric_env(props: NcclTestsJobProps) -> list[tuple[str, str]]:
     job, layout = props.job, props.layout
     env: list[tuple[str, str]] = [
         ("PATH", ":".join(layout.path)),
-        ("LD_LIBRARY_PATH", layout.ld_library_path(job.lib_arch)),
+        ("LD_LIBRARY_PATH", layout.ld_library_path(job.worker.lib_arch)),
         ("NCCL_DEBUG", "INFO"),
     ]
     return env + nccl_fabric_env(
-        job.fabric,
-        gpudirect_rdma=job.gpudirect_rdma,
-        tuner_plugin=layout.tuner_plugin_path(job.lib_arch),
+        job.worker.fabric,
+        gpudirect_rdma=job.worker.gpudirect_rdma,
+        tuner_plugin=layout.tuner_plugin_path(job.worker.lib_arch),
         infiniband=props.infiniband,
         efa_guard=job.efa_guard,
     )
@@ -321,15 +322,15 @@ def worker_resources(props: NcclTestsJobProps) -> dict[str, k8s_l1.Quantity]:
     manager and topology-aligned devices (spec/tuning.py); ``cpus_per_worker`` comes from the plan."""
     job = props.job
     res: dict[str, k8s_l1.Quantity] = {
-        "cpu": count(job.cpus_per_worker),
-        GPU_RESOURCE: count(job.gpus_per_worker),
-        "memory": mebibytes(job.memory_mib),
+        "cpu": count(job.worker.cpus),
+        GPU_RESOURCE: count(job.worker.gpus),
+        "memory": mebibytes(job.worker.memory.memory_mib),
     }
-    if job.efa_per_worker:
-        res[EFA_RESOURCE] = count(job.efa_per_worker)
-    if job.hugepages_mib:
-        res[HUGEPAGES_RESOURCE] = mebibytes(job.hugepages_mib)
-    if job.fabric == "infiniband":
+    if job.worker.efa_devices:
+        res[EFA_RESOURCE] = count(job.worker.efa_devices)
+    if job.worker.memory.hugepages_mib:
+        res[HUGEPAGES_RESOURCE] = mebibytes(job.worker.memory.hugepages_mib)
+    if job.worker.fabric == "infiniband":
         res[RDMA_RESOURCE] = count(props.infiniband.devices_per_worker)
     return res
 
@@ -349,9 +350,9 @@ def worker_init_containers(props: NcclTestsJobProps) -> list[k8s_l1.Container]:
     return [
         guard_init_container(
             image=job.image,
-            expected_efa=job.efa_per_worker,
-            expected_gpus=job.gpus_per_worker,
-            fabric=job.fabric,
+            expected_efa=job.worker.efa_devices,
+            expected_gpus=job.worker.gpus,
+            fabric=job.worker.fabric,
             env=fabric_env(props),
         )
     ]
@@ -414,13 +415,13 @@ class NcclTestsJob(Construct):
         resources = worker_resources(props)
         security = (
             k8s_l1.SecurityContext(capabilities=k8s_l1.Capabilities(add=["IPC_LOCK"]))
-            if job.fabric == "infiniband" else None
+            if job.worker.fabric == "infiniband" else None
         )
         worker = k8s_l1.PodTemplateSpec(
             metadata=k8s_l1.ObjectMeta(labels=worker_labels),
             spec=k8s_l1.PodSpec(
                 node_selector={LABEL_NODE_GROUP: job.node_group},
-                tolerations=tolerations(props.taints) or None,
+                tolerations=tolerations(job.worker.taints if props.taints is None else props.taints) or None,
                 affinity=worker_affinity(worker_labels, props.pin_nodes),
                 init_containers=worker_init_containers(props) or None,
                 containers=[
@@ -443,7 +444,7 @@ class NcclTestsJob(Construct):
                 volumes=[
                     k8s_l1.Volume(
                         name="dshm",
-                        empty_dir=k8s_l1.EmptyDirVolumeSource(medium="Memory", size_limit=mebibytes(job.shm_mib)),
+                        empty_dir=k8s_l1.EmptyDirVolumeSource(medium="Memory", size_limit=mebibytes(job.worker.memory.shm_mib)),
                     )
                 ]
                 + (

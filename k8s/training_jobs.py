@@ -103,13 +103,13 @@ def worker_init_and_env(worker: WorkerPlan, image: str) -> tuple[list[k8s_l1.Con
     worker that would train over sockets fails before torchrun starts.
     """
     env = [("NCCL_DEBUG", "INFO")] + nccl_fabric_env(
-        worker.fabric, gpudirect_rdma=worker.gpudirect_rdma, tuner_plugin=None, infiniband=infiniband_settings(worker),
+        worker.sizing.fabric, gpudirect_rdma=worker.sizing.gpudirect_rdma, tuner_plugin=None, infiniband=infiniband_settings(worker),
         efa_guard=worker.efa_guard,
     )
     if not worker.efa_guard:
         return [], env
     guard = guard_init_container(
-        image=image, expected_efa=worker.efa_devices, expected_gpus=worker.gpus, fabric=worker.fabric, env=env,
+        image=image, expected_efa=worker.sizing.efa_devices, expected_gpus=worker.sizing.gpus, fabric=worker.sizing.fabric, env=env,
     )
     return [guard], env
 
@@ -117,15 +117,15 @@ def worker_init_and_env(worker: WorkerPlan, image: str) -> tuple[list[k8s_l1.Con
 def worker_resources(worker: WorkerPlan) -> dict[str, k8s_l1.Quantity]:
     """Requests = limits (extended resources must match; with whole CPUs and memory the pod is Guaranteed)."""
     res: dict[str, k8s_l1.Quantity] = {
-        contract.GPU_RESOURCE: count(worker.gpus),
-        "cpu": count(worker.cpus),
-        "memory": mebibytes(worker.memory_mib),
+        contract.GPU_RESOURCE: count(worker.sizing.gpus),
+        "cpu": count(worker.sizing.cpus),
+        "memory": mebibytes(worker.sizing.memory.memory_mib),
     }
-    if worker.efa_devices:
-        res[contract.EFA_RESOURCE] = count(worker.efa_devices)
-    if worker.hugepages_mib:
-        res[contract.HUGEPAGES_2MI_RESOURCE] = mebibytes(worker.hugepages_mib)
-    if worker.fabric == "infiniband":
+    if worker.sizing.efa_devices:
+        res[contract.EFA_RESOURCE] = count(worker.sizing.efa_devices)
+    if worker.sizing.memory.hugepages_mib:
+        res[contract.HUGEPAGES_2MI_RESOURCE] = mebibytes(worker.sizing.memory.hugepages_mib)
+    if worker.sizing.fabric == "infiniband":
         assert worker.rdma_resource is not None
         res[worker.rdma_resource] = count(infiniband_settings(worker).devices_per_worker)
     return res
@@ -174,17 +174,17 @@ def worker_pod_template(
     mounts = [k8s_l1.VolumeMount(name=SHM_VOLUME, mount_path="/dev/shm")]
     mounts += [k8s_l1.VolumeMount(name=v.name, mount_path=v.mount_path) for v in worker.volumes]
     volumes = [k8s_l1.Volume(
-        name=SHM_VOLUME, empty_dir=k8s_l1.EmptyDirVolumeSource(medium="Memory", size_limit=mebibytes(worker.shm_mib)),
+        name=SHM_VOLUME, empty_dir=k8s_l1.EmptyDirVolumeSource(medium="Memory", size_limit=mebibytes(worker.sizing.memory.shm_mib)),
     )] + [_volume(v) for v in worker.volumes]
     security = (
         k8s_l1.SecurityContext(capabilities=k8s_l1.Capabilities(add=["IPC_LOCK"]))
-        if worker.fabric == "infiniband" else None
+        if worker.sizing.fabric == "infiniband" else None
     )
     return k8s_l1.PodTemplateSpec(
         metadata=k8s_l1.ObjectMeta(labels=labels) if labels else None,
         spec=k8s_l1.PodSpec(
             restart_policy="Never",
-            node_selector={LABEL_NODE_GROUP: worker.node_group},
+            node_selector={LABEL_NODE_GROUP: worker.sizing.node_group},
             tolerations=tolerations(taints) or None,
             init_containers=init or None,
             containers=[k8s_l1.Container(
@@ -316,12 +316,13 @@ def _api_object(scope: Construct, id: str, *, api_version: str, kind: str, name:
 # --- constructs ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TrainingRuntimeProps:
-    """name: the runtime's name; worker: what its pods need; image: the default image (TrainJobs set their own)."""
+    """name: the runtime's name; worker: what its pods need; image: the default image (TrainJobs set their own);
+    taints: what the pods tolerate (default: their node group's taints, ``worker.sizing.taints``)."""
 
     name: str
     worker: WorkerPlan
     image: str
-    taints: tuple[Taint, ...] = ()
+    taints: tuple[Taint, ...] | None = None
 
 
 class EfaTrainingRuntime(Construct):
@@ -331,20 +332,24 @@ class EfaTrainingRuntime(Construct):
         super().__init__(scope, id)
         w = props.worker
         self.spec = ClusterTrainingRuntimeSpec(pod=worker_pod_template(
-            w, container_name=TRAINER_CONTAINER, image=props.image, taints=props.taints,
-            labels={LABEL_NODE_GROUP: w.node_group},
+            w, container_name=TRAINER_CONTAINER, image=props.image,
+            taints=w.sizing.taints if props.taints is None else props.taints,
+            labels={LABEL_NODE_GROUP: w.sizing.node_group},
         ))
         self.api_object = _api_object(
             self, "Resource", api_version=contract.TRAINER_API_VERSION, kind=contract.CLUSTER_TRAINING_RUNTIME_KIND,
             name=props.name, namespace=None, spec=self.spec.to_json(),
-            labels={"trainer.kubeflow.org/framework": "torch", LABEL_NODE_GROUP: w.node_group},
+            labels={"trainer.kubeflow.org/framework": "torch", LABEL_NODE_GROUP: w.sizing.node_group},
         )
 
 
 @dataclass(frozen=True)
 class TrainingJobProps:
+    """job: the derived plan; taints: what the pods tolerate (default: the node group's, ``job.worker.sizing.taints``);
+    labels: extra labels on the job and its pods."""
+
     job: TrainingJobPlan
-    taints: tuple[Taint, ...] = ()
+    taints: tuple[Taint, ...] | None = None
     labels: dict[str, str] = field(default_factory=dict, hash=False)
 
 
@@ -369,7 +374,8 @@ class TrainingJob(Construct):
             api_version, kind = contract.TRAINER_API_VERSION, contract.TRAINJOB_KIND
         else:
             pod = worker_pod_template(
-                job.worker, container_name=PYTORCH_CONTAINER, image=job.image, taints=props.taints,
+                job.worker, container_name=PYTORCH_CONTAINER, image=job.image,
+                taints=job.worker.sizing.taints if props.taints is None else props.taints,
                 command=command, args=args, extra_env=job_env(job), labels={contract.LABEL_TRAINING_JOB: job.name},
             )
             self.spec = PyTorchJobSpec(

@@ -311,7 +311,7 @@ def test_efa_nodes_reserve_the_hugepages_pods_request(default_synth):
     user_data = default_synth.stacks.cluster.node_groups["p5"].launch_template.user_data
     assert data["UserData"] == {"Fn::Base64": user_data}  # CloudFormation encodes it
     assert "vm.nr_hugepages=2560" in user_data and SYSCTL_FILE in user_data
-    assert default_synth.plan.node_group("p5").hugepages_2mi_mib == 5120 == default_synth.plan.nccl_job.hugepages_mib
+    assert default_synth.plan.node_group("p5").hugepages_2mi_mib == 5120 == default_synth.plan.nccl_job.worker.memory.hugepages_mib
     golden_check(GOLDEN / "user_data" / "efa-training-p5.mime", user_data)
     assert "UserData" not in gpu_launch_template(default_synth, "system")
     assert "lustre" not in user_data

@@ -67,20 +67,20 @@ def _node_affinity(pod_spec: dict[str, Any]) -> list[dict[str, Any]]:
 def test_pair_workers_run_the_efa_guard_with_the_plans_efa_count() -> None:
     # GIVEN the p5 group of the default spec (fabric efa, guard on) WHEN a pair job is rendered
     job = _job()
-    assert job.fabric == "efa" and job.efa_guard
+    assert job.worker.fabric == "efa" and job.efa_guard
     inits = _worker_spec(_pair())["initContainers"]
     # THEN every worker first runs the efa-guard, expecting every EFA device of the plan
     assert [c["name"] for c in inits] == [GUARD]
     env = {e["name"]: e.get("value") for e in inits[0]["env"]}
-    assert env["EFA_GUARD_EXPECTED_EFA"] == str(job.efa_per_worker) == str(_group().efa_devices_per_node)
-    assert inits[0]["resources"]["limits"][contract.EFA_RESOURCE] == job.efa_per_worker
+    assert env["EFA_GUARD_EXPECTED_EFA"] == str(job.worker.efa_devices) == str(_group().efa_devices_per_node)
+    assert inits[0]["resources"]["limits"][contract.EFA_RESOURCE] == job.worker.efa_devices
 
 
 def test_pair_workers_request_whole_cpus_equal_to_limits_from_the_plan() -> None:
     res = worker_container(_pair())["resources"]
     # THEN requests = limits (Guaranteed QoS) with the plan's whole CPUs and every GPU/EFA device
     assert res["requests"] == res["limits"]
-    assert res["limits"]["cpu"] == _job().cpus_per_worker > 0
+    assert res["limits"]["cpu"] == _job().worker.cpus > 0
     assert res["limits"][contract.GPU_RESOURCE] == _group().gpus_per_node
     assert res["limits"][contract.EFA_RESOURCE] == _group().efa_devices_per_node
 
@@ -183,11 +183,11 @@ def test_check_pod_requests_every_device_of_the_node_and_dcgm_hands_its_gpus_on(
     assert check["name"] == manifests.CHECK_CONTAINER and dcgm["name"] == manifests.DCGM_CONTAINER
     assert check["resources"]["requests"] == check["resources"]["limits"] == {
         contract.GPU_RESOURCE: str(g.gpus_per_node), contract.EFA_RESOURCE: str(g.efa_devices_per_node),
-        contract.HUGEPAGES_2MI_RESOURCE: f"{g.hugepages_2mi_mib}Mi", "memory": f"{_job().memory_mib}Mi",
+        contract.HUGEPAGES_2MI_RESOURCE: f"{g.hugepages_2mi_mib}Mi", "memory": f"{_job().worker.memory.memory_mib}Mi",
     }
     assert dcgm["resources"]["limits"][contract.GPU_RESOURCE] == str(g.gpus_per_node)
     assert dcgm["securityContext"] == {"privileged": True, "runAsUser": 0} and "restartPolicy" not in dcgm
-    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{_job().shm_mib}Mi"}} in spec["volumes"]
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{_job().worker.memory.shm_mib}Mi"}} in spec["volumes"]
     assert {"name": "results", "emptyDir": {}} in spec["volumes"]
     assert spec["tolerations"] == manifests.acceptance_tolerations(g)
 

@@ -276,17 +276,17 @@ def test_node_allocatable_follows_nodeadm_with_the_largest_ipv4_per_eni():
 def test_defaults_are_sized_from_the_gpus():
     # GIVEN no memory fields WHEN planned for 8 GPUs THEN 8 x 1 GiB /dev/shm and 8 x 4000 MiB + shm memory
     job = build_plan(parse_spec(spec_text())).nccl_job
-    assert (job.shm_mib, job.memory_mib, job.hugepages_mib) == (8192, 8 * 4000 + 8192, 5120)
+    assert (job.worker.memory.shm_mib, job.worker.memory.memory_mib, job.worker.memory.hugepages_mib) == (8192, 8 * 4000 + 8192, 5120)
 
 
 def test_explicit_values_are_kept():
     job = build_plan(parse_spec(spec_text(extra="ncclTest:\n  memoryMiB: 64000\n  shmSizeMiB: 4096\n"))).nccl_job
-    assert (job.memory_mib, job.shm_mib) == (64000, 4096)
+    assert (job.worker.memory.memory_mib, job.worker.memory.shm_mib) == (64000, 4096)
 
 
 def test_explicit_memory_keeps_the_sized_shm():
     job = build_plan(parse_spec(spec_text(extra="ncclTest:\n  memoryMiB: 64000\n"))).nccl_job
-    assert (job.memory_mib, job.shm_mib) == (64000, 8192)
+    assert (job.worker.memory.memory_mib, job.worker.memory.shm_mib) == (64000, 8192)
 
 
 def test_fails_explicit_memory_with_no_room_for_the_sized_shm():
@@ -310,8 +310,8 @@ def test_sized_defaults_fit_every_efa_nvidia_instance_type_of_the_catalog():
             continue
         checked += 1
         if inst.efa_supported:
-            assert worker_memory(cfg, inst, cfg.hugepages_mib).problems(inst.name, inst.gpus) == [], inst.name
+            assert worker_memory(inst, cfg.hugepages_mib).problems("ncclTest", inst.name, inst.gpus) == [], inst.name
         else:
-            found = worker_memory(cfg, inst, 0).problems(inst.name, inst.gpus)
+            found = worker_memory(inst, 0).problems("ncclTest", inst.name, inst.gpus)
             assert found == [] or (len(found) == 1 and inst.name in found[0].message and found[0].field == "ncclTest")
     assert checked > 10

@@ -94,7 +94,7 @@ def test_p5_trainjob_numbers_come_from_the_node_group():
     b = built_text(job_spec())
     (job,) = b.plan.training_jobs
     # THEN the plan and the manifests carry the node group's numbers
-    assert (job.nnodes, job.nproc_per_node, job.worker.gpus, job.worker.efa_devices) == (2, 8, 8, 32)
+    assert (job.nnodes, job.nproc_per_node, job.worker.sizing.gpus, job.worker.sizing.efa_devices) == (2, 8, 8, 32)
     trainjob = b.find("TrainJob", "ddp")
     assert trainjob["spec"]["trainer"]["numNodes"] == 2
     assert trainjob["spec"]["trainer"]["numProcPerNode"] == 8
@@ -129,10 +129,10 @@ def test_memory_and_shm_follow_the_nccl_sizing_rule():
     c = worker_container(b)
     nccl = b.plan.nccl_job
     assert nccl is not None
-    assert c["resources"]["limits"]["memory"] == f"{nccl.memory_mib}Mi"
+    assert c["resources"]["limits"]["memory"] == f"{nccl.worker.memory.memory_mib}Mi"
     (runtime,) = [o for o in training_objects(b) if o["kind"] == "ClusterTrainingRuntime"]
     volumes = pod_templates(runtime)[0]["spec"]["volumes"]
-    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{nccl.shm_mib}Mi"}} in volumes
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{nccl.worker.memory.shm_mib}Mi"}} in volumes
 
 
 @pytest.mark.parametrize("fabric", ["efa", "tcp"])
@@ -144,14 +144,11 @@ def test_a_training_worker_is_sized_like_an_nccl_tests_worker_on_the_same_node_g
     (job,) = plan.training_jobs
     nccl = plan.nccl_job
     assert nccl is not None
-    w = job.worker
-    # THEN both workers get the same devices, CPUs, memory, /dev/shm, hugepages and GPUDirect RDMA setting
-    assert (w.gpus, w.efa_devices, w.cpus, w.memory_mib, w.shm_mib, w.hugepages_mib, w.gpudirect_rdma, w.arm64) == (
-        nccl.gpus_per_worker, nccl.efa_per_worker, nccl.cpus_per_worker, nccl.memory_mib, nccl.shm_mib,
-        nccl.hugepages_mib, nccl.gpudirect_rdma, nccl.arm64,
-    )
+    w = job.worker.sizing
+    # THEN both workers have one sizing: the same devices, CPUs, memory, /dev/shm, hugepages, GPUDirect RDMA and taints
+    assert w == nccl.worker
     # and EFA devices, hugepages and GPUDirect RDMA only over EFA (p5.48xlarge: 32 devices, H100)
-    assert (w.efa_devices, w.gpudirect_rdma, w.hugepages_mib > 0) == (
+    assert (w.efa_devices, w.gpudirect_rdma, w.memory.hugepages_mib > 0) == (
         (32, True, True) if fabric == "efa" else (0, False, False)
     )
 

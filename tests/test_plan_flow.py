@@ -73,7 +73,7 @@ def test_efa_devices_gpus_slots_np_from_the_catalog_to_the_template_and_the_job(
     group, job = plan.node_group("p5"), plan.nccl_job
     # THEN the plan derived the numbers once
     assert (group.efa_devices_per_node, group.gpus_per_node) == (expected_efa, instance.gpus) == (32, 8)
-    assert (job.efa_per_worker, job.gpus_per_worker, job.slots_per_worker) == (32, 8, 8)
+    assert (job.worker.efa_devices, job.worker.gpus, job.slots_per_worker) == (32, 8, 8)
     assert (job.workers, job.np) == (group.desired_size, 16)
     # AND the launch template has one EFA interface per device
     nics = gpu_launch_template(default_synth)["NetworkInterfaces"]
@@ -113,7 +113,7 @@ def test_hugepages_in_user_data_are_the_hugepages_request(default_synth):
     # AND each worker requests exactly that, with the job's memory
     (worker,) = _worker(built("default").manifests)["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
     assert worker["resources"]["limits"][contract.HUGEPAGES_2MI_RESOURCE] == f"{group.hugepages_2mi_mib}Mi"
-    assert worker["resources"]["limits"]["memory"] == f"{default_synth.plan.nccl_job.memory_mib}Mi"
+    assert worker["resources"]["limits"]["memory"] == f"{default_synth.plan.nccl_job.worker.memory.memory_mib}Mi"
 
 
 def test_line_rate_comes_from_the_catalog():
@@ -135,7 +135,7 @@ def test_trainium_nodes_reserve_no_hugepages():
 
 def test_tcp_fabric_job_requests_no_hugepages_but_the_efa_node_keeps_its_reservation():
     plan = built_text(spec_text(extra="ncclTest:\n  fabric: tcp\n")).plan
-    assert plan.node_group("gpu").hugepages_2mi_mib == 5120 and plan.nccl_job.hugepages_mib == 0
+    assert plan.node_group("gpu").hugepages_2mi_mib == 5120 and plan.nccl_job.worker.memory.hugepages_mib == 0
 
 
 def test_node_group_composes_without_a_plan():

@@ -185,10 +185,10 @@ def test_launch_templates_carry_each_groups_settings(default_synth):
 def test_nccl_worker_is_guaranteed_with_the_plans_whole_cpus():
     plan = plan_of(BASE)
     job = plan.nccl_job
-    assert job is not None and job.cpus_per_worker == plan.node_group("gpu").guaranteed_cpus == 190
+    assert job is not None and job.worker.cpus == plan.node_group("gpu").guaranteed_cpus == 190
     res = {k: v.value for k, v in worker_resources(NcclTestsJobProps(job=job)).items()}
     # requests = limits (one dict for both) with whole CPUs and memory: Guaranteed QoS
-    assert res["cpu"] == 190 and res["memory"] == f"{job.memory_mib}Mi"
+    assert res["cpu"] == 190 and res["memory"] == f"{job.worker.memory.memory_mib}Mi"
 
 
 def test_mpirun_runs_one_rank_per_gpu_per_node_without_binding():

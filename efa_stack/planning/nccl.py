@@ -20,7 +20,7 @@ from typing import Literal
 from efa_stack import contract
 from efa_stack.names import nccl_job_name, nccl_job_problems
 from efa_stack.planning.catalog import InstanceType
-from efa_stack.planning.node_groups import NodeGroupPlan
+from efa_stack.planning.node_groups import NodeGroupPlan, Taint
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.models import ClusterSpec, NcclTest
 
@@ -81,11 +81,12 @@ class WorkerMemory:
     explicit: frozenset[str]
     """Spec fields the user set (``memoryMiB``, ``shmSizeMiB``, ``hugepagesMiB``); the rest were sized."""
 
-    def problems(self, instance_type: str, gpus: int) -> list[Problem]:
+    def problems(self, section: str, instance_type: str, gpus: int) -> list[Problem]:
+        """What does not fit, each naming the field under ``section`` (``ncclTest``, ``trainingJobs[0]``)."""
         out: list[Problem] = []
         sized = f"sized for {gpus} GPUs"
         if self.shm_mib >= self.memory_mib:
-            field = "ncclTest.shmSizeMiB" if "shmSizeMiB" in self.explicit else "ncclTest.memoryMiB"
+            field = f"{section}.shmSizeMiB" if "shmSizeMiB" in self.explicit else f"{section}.memoryMiB"
             value = self.shm_mib if "shmSizeMiB" in self.explicit else self.memory_mib
             shm = f"/dev/shm ({self.shm_mib} MiB" + ("" if "shmSizeMiB" in self.explicit else f", {sized}") + ")"
             out.append(Problem(
@@ -96,7 +97,7 @@ class WorkerMemory:
         need = self.memory_mib + self.hugepages_mib
         if need > self.available_mib:
             set_fields = sorted(self.explicit & {"memoryMiB", "hugepagesMiB"})
-            field = "ncclTest." + "/".join(set_fields) if set_fields else "ncclTest"
+            field = f"{section}." + "/".join(set_fields) if set_fields else section
             out.append(Problem(
                 field, {"memoryMiB": self.memory_mib, "hugepagesMiB": self.hugepages_mib},
                 f"a worker needs {need} MiB of memory and hugepages but a {instance_type} node has about "
@@ -108,21 +109,25 @@ class WorkerMemory:
         return out
 
 
-def worker_memory(cfg: NcclTest, instance: InstanceType, hugepages_mib: int) -> WorkerMemory:
+def worker_memory(
+    instance: InstanceType, hugepages_mib: int, *, memory_mib: int | None = None, shm_mib: int | None = None,
+    hugepages_explicit: bool = False,
+) -> WorkerMemory:
     """THE sizing rule of a worker's memory, ``/dev/shm`` and hugepages on ``instance``.
 
-    ``/dev/shm`` = :data:`SHM_PER_GPU_MIB` per GPU unless ``shmSizeMiB`` is set; memory =
-    :data:`MEMORY_PER_GPU_MIB` per GPU plus the ``/dev/shm`` unless ``memoryMiB`` is set; hugepages =
+    ``/dev/shm`` = :data:`SHM_PER_GPU_MIB` per GPU unless ``shm_mib`` is given; memory =
+    :data:`MEMORY_PER_GPU_MIB` per GPU plus the ``/dev/shm`` unless ``memory_mib`` is given; hugepages =
     ``hugepages_mib``, what the worker's node reserves (:func:`node_hugepages_mib`) when the job runs
     over EFA, 0 otherwise. 8 GPUs: 8192 MiB ``/dev/shm``, 40192 MiB memory.
     """
     gpus = instance.gpus
     explicit = frozenset(
-        alias for name, alias in (("memory_mib", "memoryMiB"), ("shm_mib", "shmSizeMiB"), ("hugepages_mib", "hugepagesMiB"))
-        if name in cfg.model_fields_set and getattr(cfg, name) is not None
+        alias for alias, given in (("memoryMiB", memory_mib is not None), ("shmSizeMiB", shm_mib is not None),
+                                   ("hugepagesMiB", hugepages_explicit))
+        if given
     )
-    shm = cfg.shm_mib if cfg.shm_mib is not None else SHM_PER_GPU_MIB * gpus
-    memory = cfg.memory_mib if cfg.memory_mib is not None else MEMORY_PER_GPU_MIB * gpus + shm
+    shm = shm_mib if shm_mib is not None else SHM_PER_GPU_MIB * gpus
+    memory = memory_mib if memory_mib is not None else MEMORY_PER_GPU_MIB * gpus + shm
     return WorkerMemory(
         memory_mib=memory,
         shm_mib=shm,
@@ -134,33 +139,58 @@ def worker_memory(cfg: NcclTest, instance: InstanceType, hugepages_mib: int) -> 
 
 @dataclass(frozen=True)
 class WorkerSizing:
-    """What one worker pod gets on a node of its node group: the whole node's GPUs, EFA devices and
-    Guaranteed CPUs, and its memory, ``/dev/shm`` and hugepages."""
+    """One worker pod on a node of its node group, for the NCCL-tests job and the training jobs alike: the whole
+    node's GPUs, EFA devices and Guaranteed CPUs, its memory, ``/dev/shm`` and hugepages, and where it runs."""
 
+    node_group: str
+    instance_type: str
+    fabric: Fabric
     gpus: int
     efa_devices: int
-    """Every EFA device of the node over EFA; 0 over any other fabric."""
+    """``vpc.amazonaws.com/efa``: every EFA device of the node over EFA; 0 over any other fabric."""
     memory: WorkerMemory
     cpus: int
+    """Whole CPUs, requests = limits (Guaranteed QoS): :attr:`NodeGroupPlan.guaranteed_cpus`."""
     gpudirect_rdma: bool
-    """Over EFA on a GPU of :data:`GPUDIRECT_RDMA_GPUS`."""
+    """Over EFA on a GPU of :data:`GPUDIRECT_RDMA_GPUS` (sets ``FI_EFA_USE_DEVICE_RDMA=1``)."""
     arm64: bool
+    taints: tuple[Taint, ...]
+    """The node group's taints, which the worker pods tolerate."""
+
+    @property
+    def lib_arch(self) -> str:
+        """The multiarch library directory of the image (aws-ofi-nccl installs under it)."""
+        return "aarch64-linux-gnu" if self.arm64 else "x86_64-linux-gnu"
 
 
-def worker_sizing(cfg: NcclTest, ng: NodeGroupPlan, fabric: Fabric) -> WorkerSizing:
-    """THE sizing of a worker pod on a node of ``ng`` for a job over ``fabric``, for the NCCL-tests job and
-    the training jobs alike: the node's EFA devices, reserved hugepages (:func:`worker_memory`) and GPUDirect
-    RDMA only over EFA; memory and ``/dev/shm`` from ``cfg`` (sized per GPU where unset)."""
+def worker_sizing(
+    ng: NodeGroupPlan, fabric: Fabric, *, memory_mib: int | None = None, shm_mib: int | None = None,
+    hugepages_explicit: bool = False,
+) -> WorkerSizing:
+    """THE sizing of a worker pod on a node of ``ng`` for a job over ``fabric``: the node's EFA devices,
+    reserved hugepages (:func:`worker_memory`) and GPUDirect RDMA only over EFA; memory and ``/dev/shm`` as
+    given, sized per GPU where not."""
     efa = fabric == "efa"
     gpu = ng.instance.gpu
     return WorkerSizing(
+        node_group=ng.name,
+        instance_type=ng.instance_type,
+        fabric=fabric,
         gpus=ng.gpus_per_node,
         efa_devices=ng.efa_devices_per_node if efa else 0,
-        memory=worker_memory(cfg, ng.instance, ng.hugepages_2mi_mib if efa else 0),
+        memory=worker_memory(ng.instance, ng.hugepages_2mi_mib if efa else 0, memory_mib=memory_mib,
+                             shm_mib=shm_mib, hugepages_explicit=hugepages_explicit),
         cpus=ng.guaranteed_cpus,
         gpudirect_rdma=efa and gpu is not None and gpu.name in GPUDIRECT_RDMA_GPUS,
         arm64=ng.instance.arm64,
+        taints=ng.taints,
     )
+
+
+def nccl_worker_sizing(cfg: NcclTest, ng: NodeGroupPlan) -> WorkerSizing:
+    """:func:`worker_sizing` with the ``ncclTest`` section's memory settings."""
+    return worker_sizing(ng, cfg.fabric, memory_mib=cfg.memory_mib, shm_mib=cfg.shm_mib,
+                         hugepages_explicit="hugepages_mib" in cfg.model_fields_set)
 
 
 _SIZE = re.compile(r"^([1-9][0-9]*)([KMG]?)$")
@@ -181,28 +211,11 @@ class NcclJobPlan:
 
     name: str
     namespace: str
-    node_group: str
-    instance_type: str
     gpu_name: str
     workers: int
     """One worker pod per node: the node group's desired size."""
-    slots_per_worker: int
-    """MPI slots per worker = GPUs per node (one rank per GPU)."""
-    gpus_per_worker: int
-    efa_per_worker: int
-    """``vpc.amazonaws.com/efa`` per worker: every EFA device of the node (0 unless fabric is efa)."""
-    hugepages_mib: int
-    """``hugepages-2Mi`` per worker: what its node reserves (``NodeGroupPlan.hugepages_2mi_mib``) when the
-    fabric is efa, 0 otherwise; never set anywhere else."""
-    memory_mib: int
-    shm_mib: int
-    cpus_per_worker: int
-    """Whole CPUs per worker, requests = limits (Guaranteed QoS): every CPU a Guaranteed pod can get on the
-    node (``NodeGroupPlan.guaranteed_cpus``); with the static CPU manager they are the worker's alone."""
-    fabric: Fabric
-    gpudirect_rdma: bool
-    """The GPU supports GPUDirect RDMA over EFA (sets FI_EFA_USE_DEVICE_RDMA=1)."""
-    arm64: bool
+    worker: WorkerSizing
+    """Each worker: one rank per GPU (MPI slots per worker = ``worker.gpus``)."""
     binary: str
     min_bytes: str
     max_bytes: str
@@ -216,14 +229,18 @@ class NcclJobPlan:
     when the fabric is efa, False otherwise."""
 
     @property
+    def node_group(self) -> str:
+        return self.worker.node_group
+
+    @property
+    def slots_per_worker(self) -> int:
+        """MPI slots per worker = GPUs per node (one rank per GPU)."""
+        return self.worker.gpus
+
+    @property
     def np(self) -> int:
         """mpirun ``-np``: total ranks = workers x slots per worker."""
         return self.workers * self.slots_per_worker
-
-    @property
-    def lib_arch(self) -> str:
-        """The multiarch library directory of the image (aws-ofi-nccl installs under it)."""
-        return "aarch64-linux-gnu" if self.arm64 else "x86_64-linux-gnu"
 
     @property
     def benchmark_args(self) -> tuple[str, ...]:
@@ -290,24 +307,12 @@ def nccl_job_plan(node_groups: Sequence[NodeGroupPlan], cfg: NcclTest) -> NcclJo
     if cfg.fabric == "efa" and not ng.efa_enabled:
         return None
     assert ng.instance.gpu is not None
-    sized = worker_sizing(cfg, ng, cfg.fabric)
     return NcclJobPlan(
         name=nccl_job_name(ng.name),
         namespace=NCCL_JOB_NAMESPACE,
-        node_group=ng.name,
-        instance_type=ng.instance_type,
         gpu_name=ng.instance.gpu.name,
         workers=ng.desired_size,
-        slots_per_worker=sized.gpus,
-        gpus_per_worker=sized.gpus,
-        efa_per_worker=sized.efa_devices,
-        hugepages_mib=sized.memory.hugepages_mib,
-        memory_mib=sized.memory.memory_mib,
-        shm_mib=sized.memory.shm_mib,
-        cpus_per_worker=sized.cpus,
-        fabric=cfg.fabric,
-        gpudirect_rdma=sized.gpudirect_rdma,
-        arm64=sized.arm64,
+        worker=nccl_worker_sizing(cfg, ng),
         binary=cfg.binary,
         min_bytes=cfg.min_bytes,
         max_bytes=cfg.max_bytes,
@@ -381,7 +386,7 @@ def validate_nccl(spec: ClusterSpec, node_groups: tuple[NodeGroupPlan, ...] | li
                 f"ncclTest.nodeGroup ({target.name}).desiredCapacity", target.desired_size,
                 "the job needs at least one worker node", "raise desiredCapacity to 1 or more",
             ))
-        problems += worker_sizing(cfg, target, cfg.fabric).memory.problems(target.instance_type, target.gpus_per_node)
+        problems += nccl_worker_sizing(cfg, target).memory.problems("ncclTest", target.instance_type, target.gpus_per_node)
         problems += _topology_problems(spec, target)
     return problems
 

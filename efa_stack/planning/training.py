@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 from efa_stack import contract
 from efa_stack.names import DNS1035_LABEL, DNS1123_SUBDOMAIN, Rule
-from efa_stack.planning.nccl import Fabric, worker_sizing
+from efa_stack.planning.nccl import WorkerSizing, worker_sizing
 from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.spec.errors import Problem
-from efa_stack.spec.models import ClusterSpec, NcclTest, TrainingJobSpec
+from efa_stack.spec.models import ClusterSpec, TrainingJobSpec
 
 JobKind = Literal["trainjob", "pytorchjob"]
 
@@ -73,24 +73,11 @@ class VolumePlan:
 
 @dataclass(frozen=True)
 class WorkerPlan:
-    """What one worker pod needs on its node: devices, memory, CPUs, fabric settings and volumes.
-
-    A TrainJob's ClusterTrainingRuntime carries exactly this; a PyTorchJob's pod template too.
+    """What one worker pod needs on its node: its sizing (the NCCL-tests worker's rule), fabric settings and
+    volumes. A TrainJob's ClusterTrainingRuntime carries exactly this; a PyTorchJob's pod template too.
     """
 
-    node_group: str
-    instance_type: str
-    fabric: Fabric
-    gpus: int
-    efa_devices: int
-    """``vpc.amazonaws.com/efa`` per worker: every EFA device of the node (0 unless fabric is efa)."""
-    hugepages_mib: int
-    """``hugepages-2Mi``: what the node reserves (``NodeGroupPlan.hugepages_2mi_mib``) over EFA, 0 otherwise."""
-    memory_mib: int
-    shm_mib: int
-    cpus: int
-    gpudirect_rdma: bool
-    arm64: bool
+    sizing: WorkerSizing
     rdma_resource: str | None = None
     ib_hca: str | None = None
     ib_gid_index: int | None = None
@@ -102,7 +89,7 @@ class WorkerPlan:
     @property
     def nproc_per_node(self) -> int:
         """torchrun ``--nproc-per-node``: one process per GPU."""
-        return self.gpus
+        return self.sizing.gpus
 
 
 @dataclass(frozen=True)
@@ -125,7 +112,7 @@ class TrainingJobPlan:
 
     @property
     def node_group(self) -> str:
-        return self.worker.node_group
+        return self.worker.sizing.node_group
 
     @property
     def nproc_per_node(self) -> int:
@@ -135,7 +122,7 @@ class TrainingJobPlan:
 def runtime_name(worker: WorkerPlan, shared_with_others: bool) -> str:
     """``efa-stack-<node group>-<fabric>``, plus a digest of the WorkerPlan when that name would be shared by
     runtimes that differ (other memory, volumes or RDMA settings on the same node group and fabric)."""
-    base = f"{RUNTIME_PREFIX}{worker.node_group.lower()}-{worker.fabric}"
+    base = f"{RUNTIME_PREFIX}{worker.sizing.node_group.lower()}-{worker.sizing.fabric}"
     if not shared_with_others:
         return base
     return f"{base}-{hashlib.sha256(repr(worker).encode()).hexdigest()[:8]}"
@@ -231,11 +218,6 @@ def _volumes(prefix: str, job: TrainingJobSpec, spec: ClusterSpec, problems: lis
     return tuple(out)
 
 
-def _memory_problems(prefix: str, problems: list[Problem]) -> list[Problem]:
-    """worker_memory's problems name ``ncclTest``; the same fields of a training job live under ``prefix``."""
-    return [replace(p, field=p.field.replace("ncclTest", prefix, 1)) for p in problems]
-
-
 def _worker(
     prefix: str, job: TrainingJobSpec, ng: NodeGroupPlan, spec: ClusterSpec, problems: list[Problem]
 ) -> WorkerPlan | None:
@@ -253,27 +235,14 @@ def _worker(
             f"{prefix}.fabric", job.fabric, f"node group {ng.name} has efaEnabled: false, so it has no EFA devices",
             f"set efaEnabled: true on node group {ng.name}, or fabric: tcp for a job without EFA",
         ))
-    sizing = NcclTest.model_validate(
-        {k: v for k, v in (("memoryMiB", job.memory_mib), ("shmSizeMiB", job.shm_mib)) if v is not None}
-    )
-    sized = worker_sizing(sizing, ng, job.fabric)
-    problems.extend(_memory_problems(prefix, sized.memory.problems(ng.instance_type, ng.gpus_per_node)))
+    sized = worker_sizing(ng, job.fabric, memory_mib=job.memory_mib, shm_mib=job.shm_mib)
+    problems.extend(sized.memory.problems(prefix, ng.instance_type, ng.gpus_per_node))
     volumes = _volumes(prefix, job, spec, problems)
     if len(problems) > before:
         return None
     ib = job.fabric == "infiniband"
     return WorkerPlan(
-        node_group=ng.name,
-        instance_type=ng.instance_type,
-        fabric=job.fabric,
-        gpus=sized.gpus,
-        efa_devices=sized.efa_devices,
-        hugepages_mib=sized.memory.hugepages_mib,
-        memory_mib=sized.memory.memory_mib,
-        shm_mib=sized.memory.shm_mib,
-        cpus=sized.cpus,
-        gpudirect_rdma=sized.gpudirect_rdma,
-        arm64=sized.arm64,
+        sizing=sized,
         rdma_resource=(job.rdma_resource or contract.RDMA_RESOURCE) if ib else None,
         ib_hca=job.ib_hca if ib else None,
         ib_gid_index=job.ib_gid_index if ib else None,
@@ -347,7 +316,7 @@ def training_job_plans(
     variants: dict[tuple[str, str], set[WorkerPlan]] = {}
     for job, _, worker in drafts:
         if job.kind == "trainjob":
-            variants.setdefault((worker.node_group, worker.fabric), set()).add(worker)
+            variants.setdefault((worker.sizing.node_group, worker.sizing.fabric), set()).add(worker)
     plans = []
     for job, nnodes, worker in drafts:
         script_mode = job.script is not None
@@ -363,6 +332,6 @@ def training_job_plans(
             script=job.script if script_mode else None,
             env=tuple(sorted(job.env.items())),
             suspend=job.suspend,
-            runtime_name=runtime_name(worker, len(variants.get((worker.node_group, worker.fabric), ())) > 1),
+            runtime_name=runtime_name(worker, len(variants.get((worker.sizing.node_group, worker.sizing.fabric), ())) > 1),
         ))
     return tuple(plans), []

@@ -496,7 +496,7 @@ def pick_node_group(plan: ClusterPlan, name: str | None) -> NodeGroupPlan:
 def _judged_instance_type(plan: ClusterPlan, group: NodeGroupPlan) -> str | None:
     """Judge the run against the EFA line rate only when the job runs over EFA (not the tcp baseline)."""
     job = next((j for j in plan.nccl_jobs if j.node_group == group.name), None)
-    if job is not None and job.fabric != "efa":
+    if job is not None and job.worker.fabric != "efa":
         return None
     return group.instance_type
 
