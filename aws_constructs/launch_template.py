@@ -20,6 +20,7 @@ from a formula. Rules this construct enforces for EKS managed node groups:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from aws_cdk import CfnTag, Fn
 from aws_cdk import aws_ec2 as ec2
@@ -32,28 +33,54 @@ from efa_stack.planning.layout import Interface
 ROOT_DEVICE = "/dev/xvda"  # root device of the EKS-optimized AL2023 AMIs
 
 
+@dataclass(frozen=True)
+class LaunchTemplateProps:
+    """Props of :class:`EfaLaunchTemplate`; every default is what happens when the prop is left out."""
+
+    instance_type: str
+    """EC2 instance type (e.g. ``p5.48xlarge``)."""
+    interfaces: Sequence[Interface] = ()
+    """Network interfaces (:func:`efa_stack.planning.layout.interface_layout`); none: the instance's default ENA
+    interface and template-level security groups."""
+    volume_size_gib: int = 200
+    """Root volume (encrypted) size in GiB."""
+    volume_type: str = "gp3"
+    volume_iops: int | None = None
+    """Provisioned IOPS of the root volume (required for io1/io2; gp3 default 3000 when None)."""
+    volume_throughput: int | None = None
+    """gp3 throughput in MiB/s (125 when None)."""
+    placement_group_name: str | None = None
+    """The cluster placement group the instances launch in; none when None."""
+    capacity: str = contract.ON_DEMAND
+    """``on-demand``, ``reservation`` (a targeted capacity reservation) or ``capacity-block``."""
+    reservation_id: str | None = None
+    """The ``cr-...`` id; required unless ``capacity`` is on-demand."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """Tags on the instances and volumes (none by default)."""
+    hugepages_2mi_mib: int = 0
+    """MiB of 2 MiB hugepages each node reserves at boot (user data); 0 reserves none."""
+    lustre_client: bool = False
+    """Install the Lustre client at boot (for FSx for Lustre volumes)."""
+    kubelet_config: Mapping[str, str] = field(default_factory=dict)
+    """``KubeletConfiguration`` keys for the nodes' nodeadm ``NodeConfig`` (e.g. ``cpuManagerPolicy: static``);
+    empty: the AMI's kubelet defaults. Changing them changes the launch template and replaces the nodes."""
+
+    @property
+    def efa_enabled(self) -> bool:
+        """True when the template declares EFA interfaces."""
+        return any(i.is_efa for i in self.interfaces)
+
+
 class EfaLaunchTemplate(Construct):
+    """A launch template from :class:`LaunchTemplateProps`; ``security_group_ids`` go on every interface."""
+
     def __init__(
-        self,
-        scope: Construct,
-        id: str,
-        *,
-        instance_type: str,
-        interfaces: Sequence[Interface],
-        security_group_ids: Sequence[str],
-        volume_size_gib: int,
-        volume_type: str = "gp3",
-        volume_iops: int | None = None,
-        volume_throughput: int | None = None,
-        placement_group_name: str | None = None,
-        capacity: str = contract.ON_DEMAND,
-        reservation_id: str | None = None,
-        tags: dict[str, str] | None = None,
-        hugepages_2mi_mib: int = 0,
-        lustre_client: bool = False,
-        kubelet_config: Mapping[str, str] | None = None,
+        self, scope: Construct, id: str, props: LaunchTemplateProps, *, security_group_ids: Sequence[str],
     ) -> None:
         super().__init__(scope, id)
+        self.props = props
+        capacity, reservation_id, interfaces = props.capacity, props.reservation_id, props.interfaces
+        volume_type, volume_iops, volume_throughput = props.volume_type, props.volume_iops, props.volume_throughput
         if capacity not in (contract.ON_DEMAND, *contract.RESERVED_CAPACITY):
             raise ValueError(f"capacity must be on-demand, reservation or capacity-block, got {capacity!r}")
         if capacity != contract.ON_DEMAND and not reservation_id:
@@ -71,6 +98,8 @@ class EfaLaunchTemplate(Construct):
         primaries = [i for i in interfaces if i.is_primary]
         if interfaces and (len(primaries) != 1 or primaries[0].interface_type == "efa-only"):
             raise ValueError("exactly one primary interface (card 0, device 0) is needed and it cannot be efa-only")
+        tags = props.tags
+        placement_group_name = props.placement_group_name
 
         L = ec2.CfnLaunchTemplate
         nics = [
@@ -94,14 +123,14 @@ class EfaLaunchTemplate(Construct):
             if tags
             else None
         )
-        self.user_data = node_user_data(hugepages_2mi_mib, lustre_client, kubelet_config)
+        self.user_data = node_user_data(props.hugepages_2mi_mib, props.lustre_client, props.kubelet_config)
         data = L.LaunchTemplateDataProperty(
-            instance_type=instance_type,
+            instance_type=props.instance_type,
             block_device_mappings=[
                 L.BlockDeviceMappingProperty(
                     device_name=ROOT_DEVICE,
                     ebs=L.EbsProperty(
-                        volume_size=volume_size_gib,
+                        volume_size=props.volume_size_gib,
                         volume_type=volume_type,
                         iops=volume_iops,
                         throughput=volume_throughput,

@@ -12,6 +12,7 @@ of its availability zone, tainted for accelerator work and labelled so the devic
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,11 +22,10 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from aws_constructs.launch_template import EfaLaunchTemplate
+from aws_constructs.launch_template import EfaLaunchTemplate, LaunchTemplateProps
 from aws_constructs.security import acknowledge
 from efa_stack import contract, names
 from efa_stack.checks.nag_pack import PACK_NAME
-from efa_stack.planning.layout import Interface
 from efa_stack.planning.node_groups import Taint
 from efa_stack.planning.plan import LABEL_NODE_GROUP
 
@@ -34,8 +34,9 @@ from efa_stack.planning.plan import LABEL_NODE_GROUP
 class ManagedNodeGroupProps:
     """Props of :class:`ManagedNodeGroup`; every default is what happens when the prop is left out."""
 
-    instance_type: str
-    """EC2 instance type, set in the launch template (e.g. ``p5.48xlarge``)."""
+    launch_template: LaunchTemplateProps
+    """The nodes' launch template: instance type, interfaces, root volume, capacity, user data (its tags also get
+    the node group tag; a new placement group's name replaces ``placement_group_name``)."""
     name: str | None = None
     """Node group name for the ``efa-stack.io/node-group`` tag on instances, volumes and the node group;
     no tag when None."""
@@ -44,45 +45,18 @@ class ManagedNodeGroupProps:
     min_size: int = 1
     desired_size: int = 1
     max_size: int = 1
-    interfaces: Sequence[Interface] = ()
-    """Network interfaces of the launch template (:func:`efa_stack.planning.layout.interface_layout`); none: the
-    instance's default ENA interface and template-level security groups."""
-    volume_size_gib: int = 200
-    """Root volume (encrypted) size in GiB."""
-    volume_type: str = "gp3"
-    volume_iops: int | None = None
-    """Provisioned IOPS of the root volume (required for io1/io2; gp3 default 3000 when None)."""
-    volume_throughput: int | None = None
-    """gp3 throughput in MiB/s (125 when None)."""
     placement_group: bool = False
-    """Create a new cluster placement group for the nodes."""
-    placement_group_name: str | None = None
-    """An existing placement group the launch template uses instead (then leave ``placement_group`` False)."""
-    capacity: str = contract.ON_DEMAND
-    """``on-demand``, ``reservation`` (a targeted capacity reservation) or ``capacity-block``."""
-    reservation_id: str | None = None
-    """The ``cr-...`` id; required unless ``capacity`` is on-demand."""
+    """Create a new cluster placement group for the nodes (the launch template then launches into it)."""
     labels: Mapping[str, str] = field(default_factory=dict)
     """Kubernetes node labels."""
     taints: Sequence[Taint] = ()
     """Kubernetes node taints (none by default)."""
     tags: Mapping[str, str] = field(default_factory=dict)
-    """Extra tags on the instances, volumes and node group."""
-    hugepages_2mi_mib: int = 0
-    """MiB of 2 MiB hugepages each node reserves at boot (user data); 0 reserves none."""
-    lustre_client: bool = False
-    """Install the Lustre client at boot (for FSx for Lustre volumes)."""
-    kubelet_config: Mapping[str, str] = field(default_factory=dict)
-    """``KubeletConfiguration`` keys for the nodes' nodeadm ``NodeConfig`` (e.g. ``cpuManagerPolicy: static``);
-    empty: the AMI's kubelet defaults. Changing them changes the launch template and replaces the nodes."""
+    """Extra tags on the node group (and, through the launch template, on its instances and volumes)."""
     node_repair: Mapping[str, Any] | None = None
     """CloudFormation ``AWS::EKS::Nodegroup NodeRepairConfig`` (``{"Enabled": True, ...limits}``); None: no
     repair (EKS's default). Repair acts on the conditions of the ``eks-node-monitoring-agent`` add-on."""
 
-    @property
-    def efa_enabled(self) -> bool:
-        """True when the launch template declares EFA interfaces."""
-        return any(i.is_efa for i in self.interfaces)
 
 _CAPACITY = {
     contract.ON_DEMAND: eks.CapacityType.ON_DEMAND,
@@ -97,19 +71,22 @@ _EFFECT = {
 
 
 class ManagedNodeGroup(Construct):
+    """An EKS managed node group from :class:`ManagedNodeGroupProps`, in ``subnets`` of ``cluster``."""
+
     def __init__(
         self,
         scope: Construct,
         id: str,
+        props: ManagedNodeGroupProps,
         *,
         cluster: eks.ICluster,
-        props: ManagedNodeGroupProps,
         subnets: Sequence[ec2.ISubnet],
         security_group_ids: Sequence[str],
         node_role: iam.IRole | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.props = plan = props
+        lt = plan.launch_template
         tags = {**({LABEL_NODE_GROUP: names.node_group_label_value(plan.name)} if plan.name else {}), **plan.tags}
         self.placement_group: ec2.PlacementGroup | None = None
         if plan.placement_group:
@@ -119,25 +96,17 @@ class ManagedNodeGroup(Construct):
         self.launch_template = EfaLaunchTemplate(
             self,
             "LaunchTemplate",
-            instance_type=plan.instance_type,
-            interfaces=plan.interfaces,
+            dataclasses.replace(
+                lt,
+                # a new group's name, or the existing group the props name (then no group is created here)
+                placement_group_name=self.placement_group.placement_group_name if self.placement_group
+                else lt.placement_group_name,
+                tags={**tags, **lt.tags},
+            ),
             security_group_ids=security_group_ids,
-            volume_size_gib=plan.volume_size_gib,
-            volume_type=plan.volume_type,
-            volume_iops=plan.volume_iops,
-            volume_throughput=plan.volume_throughput,
-            # a new group's name, or the existing group the plan names (then no group is created here)
-            placement_group_name=self.placement_group.placement_group_name if self.placement_group
-            else plan.placement_group_name,
-            capacity=plan.capacity,
-            reservation_id=plan.reservation_id,
-            hugepages_2mi_mib=plan.hugepages_2mi_mib,
-            lustre_client=plan.lustre_client,
-            kubelet_config=plan.kubelet_config,
-            tags=tags,
         )
-        if plan.efa_enabled and not plan.placement_group and plan.placement_group_name is None \
-                and plan.capacity == contract.ON_DEMAND:
+        if lt.efa_enabled and not plan.placement_group and lt.placement_group_name is None \
+                and lt.capacity == contract.ON_DEMAND:
             acknowledge(
                 self.launch_template, "EfaStack-EFA3",
                 "placementGroup: false in the spec: the node group opts out of its cluster placement group",
@@ -150,7 +119,7 @@ class ManagedNodeGroup(Construct):
             # Named as in the spec (as eksctl does), so `aws eks list-nodegroups` shows what the user wrote.
             nodegroup_name=names.eks_nodegroup_name(plan.name) if plan.name is not None else None,
             ami_type=getattr(eks.NodegroupAmiType, plan.ami_type),
-            capacity_type=_CAPACITY[plan.capacity],
+            capacity_type=_CAPACITY[lt.capacity],
             min_size=plan.min_size,
             desired_size=plan.desired_size,
             max_size=plan.max_size,

@@ -14,6 +14,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from aws_constructs.launch_template import LaunchTemplateProps
 from aws_constructs.node_group import ManagedNodeGroup, ManagedNodeGroupProps
 from aws_constructs.pod_identity import associate_with_addon, pod_identity_role
 from aws_constructs.security import acknowledge, managed_policy
@@ -86,27 +87,29 @@ CONTROL_PLANE_LOGS = [
 def node_group_props(ng: NodeGroupPlan) -> ManagedNodeGroupProps:
     """The plan of one node group as the props of :class:`aws_constructs.node_group.ManagedNodeGroup`."""
     return ManagedNodeGroupProps(
+        launch_template=LaunchTemplateProps(
+            instance_type=ng.instance_type,
+            interfaces=ng.interfaces,
+            volume_size_gib=ng.volume_size_gib,
+            volume_type=ng.volume_type,
+            volume_iops=ng.volume_iops,
+            volume_throughput=ng.volume_throughput,
+            placement_group_name=ng.placement_group_name,
+            capacity=ng.capacity,
+            reservation_id=ng.reservation_id,
+            hugepages_2mi_mib=ng.hugepages_2mi_mib,
+            lustre_client=ng.lustre_client,
+            kubelet_config=ng.kubelet.as_kubelet_config(),
+        ),
         name=ng.name,
-        instance_type=ng.instance_type,
         ami_type=ng.ami_type,
         min_size=ng.min_size,
         desired_size=ng.desired_size,
         max_size=ng.max_size,
-        interfaces=ng.interfaces,
-        volume_size_gib=ng.volume_size_gib,
-        volume_type=ng.volume_type,
-        volume_iops=ng.volume_iops,
-        volume_throughput=ng.volume_throughput,
         placement_group=ng.placement_group,
-        placement_group_name=ng.placement_group_name,
-        capacity=ng.capacity,
-        reservation_id=ng.reservation_id,
         labels=ng.labels,
         taints=ng.taints,
         tags=ng.tags,
-        hugepages_2mi_mib=ng.hugepages_2mi_mib,
-        lustre_client=ng.lustre_client,
-        kubelet_config=ng.kubelet.as_kubelet_config(),
         node_repair=ng.node_repair.cfn() if ng.node_repair else None,
     )
 
@@ -232,8 +235,8 @@ class ClusterStack(Stack):
             node_group = ManagedNodeGroup(
                 self,
                 f"NodeGroup-{ng.name}",
+                node_group_props(ng),
                 cluster=self.cluster,
-                props=node_group_props(ng),
                 subnets=subnets,
                 security_group_ids=groups,
                 node_role=self.node_role,

@@ -7,7 +7,7 @@ import json
 import pytest
 from aws_cdk import App, Stack
 
-from aws_constructs.launch_template import EfaLaunchTemplate
+from aws_constructs.launch_template import EfaLaunchTemplate, LaunchTemplateProps
 from efa_stack.planning import catalog
 from efa_stack.planning.layout import LayoutError, efa_devices, interface_layout
 from tests.conftest import GOLDEN, golden_check
@@ -145,11 +145,10 @@ def launch_templates() -> dict[str, dict]:
         EfaLaunchTemplate(
             stack,
             name.replace(".", "-"),
-            instance_type=name,
-            interfaces=interface_layout(it),
+            LaunchTemplateProps(
+                instance_type=name, interfaces=interface_layout(it), volume_size_gib=500, placement_group_name="pg-golden",
+            ),
             security_group_ids=["sg-cluster", "sg-efa"],
-            volume_size_gib=500,
-            placement_group_name="pg-golden",
         )
     template = app.synth().get_stack_by_name("Golden").template
     out = {}

@@ -368,19 +368,19 @@ def test_io2_and_gp3_settings_reach_the_launch_template():
 def test_launch_template_sets_iops_and_throughput():
     from aws_cdk import App, Stack
 
-    from aws_constructs.launch_template import EfaLaunchTemplate
+    from aws_constructs.launch_template import EfaLaunchTemplate, LaunchTemplateProps
 
     stack = Stack(App(), "Lt")
     lt = EfaLaunchTemplate(
-        stack, "Lt", instance_type="m7i.xlarge", interfaces=(), security_group_ids=["sg-1"],
-        volume_size_gib=100, volume_type="io2", volume_iops=5000,
+        stack, "Lt", LaunchTemplateProps(instance_type="m7i.xlarge", volume_size_gib=100, volume_type="io2", volume_iops=5000),
+        security_group_ids=["sg-1"],
     )
     ebs = stack.resolve(lt.launch_template.launch_template_data)["blockDeviceMappings"][0]["ebs"]
     assert (ebs["volumeType"], ebs["iops"]) == ("io2", 5000)
     with pytest.raises(ValueError, match="needs volume_iops"):
         EfaLaunchTemplate(
-            stack, "Bad", instance_type="m7i.xlarge", interfaces=(), security_group_ids=["sg-1"],
-            volume_size_gib=100, volume_type="io1",
+            stack, "Bad", LaunchTemplateProps(instance_type="m7i.xlarge", volume_size_gib=100, volume_type="io1"),
+            security_group_ids=["sg-1"],
         )
 
 

@@ -18,6 +18,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.assertions import Match, Template
 
+from aws_constructs.launch_template import LaunchTemplateProps
 from aws_constructs.node_group import ManagedNodeGroup, ManagedNodeGroupProps
 from aws_constructs.user_data import HUGEPAGE_MIB
 from efa_stack import contract
@@ -146,8 +147,9 @@ def test_node_group_composes_without_a_plan():
     subnet = ec2.Subnet.from_subnet_attributes(stack, "Subnet", subnet_id="subnet-0abc", availability_zone="us-west-2a")
     # WHEN a node group is made from its own props
     ManagedNodeGroup(
-        stack, "Workers", cluster=cluster, subnets=[subnet], security_group_ids=["sg-0abc"],
-        props=ManagedNodeGroupProps(instance_type="m7i.xlarge", min_size=0, desired_size=1, max_size=2),
+        stack, "Workers",
+        ManagedNodeGroupProps(LaunchTemplateProps(instance_type="m7i.xlarge"), min_size=0, desired_size=1, max_size=2),
+        cluster=cluster, subnets=[subnet], security_group_ids=["sg-0abc"],
     )
     # THEN it synthesizes with the documented defaults: no placement group, gp3 root, no user data
     t = Template.from_stack(stack)
