@@ -84,13 +84,25 @@ def _graph(title: str, expressions: Sequence[str], width: int = 8) -> cloudwatch
     )
 
 
-class AcceleratorDashboard(Construct):
-    """The dashboard ``dashboard_name`` for the EKS cluster ``cluster`` and its accelerator node groups."""
+@dataclass(frozen=True)
+class AcceleratorDashboardProps:
+    """Props of :class:`AcceleratorDashboard` (all required)."""
 
-    def __init__(
-        self, scope: Construct, id: str, *, dashboard_name: str, cluster: str, groups: Sequence[DashboardGroup],
-    ) -> None:
+    dashboard_name: str
+    """The CloudWatch dashboard's name."""
+    cluster: str
+    """The EKS cluster whose Container Insights metrics the graphs search."""
+    groups: Sequence[DashboardGroup]
+    """The accelerator node groups, one row of graphs per kind (GPU, Neuron, EFA)."""
+
+
+class AcceleratorDashboard(Construct):
+    """The dashboard ``props.dashboard_name`` for the EKS cluster ``props.cluster`` and its accelerator node groups."""
+
+    def __init__(self, scope: Construct, id: str, props: AcceleratorDashboardProps) -> None:
         super().__init__(scope, id)
+        self.props = props
+        dashboard_name, cluster, groups = props.dashboard_name, props.cluster, props.groups
         rows: list[list[cloudwatch.IWidget]] = []
         listing = ", ".join(f"{g.name} ({g.instance_type})" for g in groups) or "none"
         rows.append([cloudwatch.TextWidget(

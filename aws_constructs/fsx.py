@@ -30,6 +30,7 @@ Defaults, as behaviour:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from aws_cdk import RemovalPolicy, Token
 from aws_cdk import aws_ec2 as ec2
@@ -129,40 +130,45 @@ class LustreSecurityGroup(Construct):
         ]
 
 
+@dataclass(frozen=True)
+class LustreFileSystemProps:
+    """Props of :class:`LustreFileSystem`, validated by the construct when they are not tokens (the messages name
+    the value, what is allowed and the fix); every default is what happens when the prop is left out."""
+
+    deployment_type: str
+    """SCRATCH_1, SCRATCH_2, PERSISTENT_1 or PERSISTENT_2."""
+    storage_capacity_gib: int
+    """1200, 2400, then multiples of 2400 (SCRATCH_1: of 3600)."""
+    per_unit_storage_throughput: int | None = None
+    """MB/s/TiB, persistent types only (P1: 50/100/200, P2: 125/250/500/1000); FSx requires it for them."""
+    data_compression: str = "NONE"
+    """``NONE`` or ``LZ4``."""
+    s3: S3LinkPlan | None = None
+    """The bucket link (:class:`efa_stack.planning.storage.S3LinkPlan`); none when None."""
+    lustre_version: str = LUSTRE_VERSION
+    """The Lustre version of the file system."""
+
+
 class LustreFileSystem(Construct):
-    """An FSx for Lustre file system in one subnet, retained on stack deletion and replacement.
-
-    Props (flat, validated here when they are not tokens; the messages name the value, what is
-    allowed and the fix):
-
-    - ``subnet``: the one subnet (and so the availability zone) of the file system;
-    - ``client_security_group_ids``: groups of the instances that mount it (the EKS cluster security
-      group is on every node interface);
-    - ``deployment_type``: SCRATCH_1, SCRATCH_2, PERSISTENT_1 or PERSISTENT_2;
-    - ``storage_capacity_gib``: 1200, 2400, then multiples of 2400 (SCRATCH_1: of 3600);
-    - ``per_unit_storage_throughput``: MB/s/TiB, persistent types only (P1: 50/100/200,
-      P2: 125/250/500/1000); required by FSx for them;
-    - ``data_compression``: ``NONE`` or ``LZ4``;
-    - ``s3``: the bucket link (:class:`efa_stack.planning.storage.S3LinkPlan`), or None;
-    - ``lustre_version``: default 2.15.
-    """
+    """An FSx for Lustre file system in ``subnet`` (one availability zone), retained on stack deletion and
+    replacement; ``client_security_group_ids`` are the groups of the instances that mount it (the EKS cluster
+    security group is on every node interface)."""
 
     def __init__(
         self,
         scope: Construct,
         id: str,
+        props: LustreFileSystemProps,
         *,
         vpc: ec2.IVpc,
         subnet: ec2.ISubnet,
         client_security_group_ids: Sequence[str],
-        deployment_type: str,
-        storage_capacity_gib: int,
-        per_unit_storage_throughput: int | None = None,
-        data_compression: str = "NONE",
-        s3: S3LinkPlan | None = None,
-        lustre_version: str = LUSTRE_VERSION,
     ) -> None:
         super().__init__(scope, id)
+        self.props = props
+        deployment_type, storage_capacity_gib = props.deployment_type, props.storage_capacity_gib
+        per_unit_storage_throughput, data_compression = props.per_unit_storage_throughput, props.data_compression
+        s3, lustre_version = props.s3, props.lustre_version
         self._validate(deployment_type, storage_capacity_gib, per_unit_storage_throughput, data_compression, s3)
         self.deployment_type = deployment_type
         self.security_group = LustreSecurityGroup(

@@ -11,6 +11,9 @@ Defaults, as behaviour:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from aws_cdk import RemovalPolicy, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
@@ -37,25 +40,34 @@ DISALLOW_ALL_EGRESS = {
 }
 
 
+@dataclass(frozen=True)
+class EfaVpcProps:
+    """Props of :class:`EfaVpc`; every default is what happens when the prop is left out."""
+
+    cidr: str
+    """The VPC's IPv4 CIDR."""
+    availability_zones: Sequence[str]
+    """Zones with one public and one private subnet each (EKS needs at least two)."""
+    nat_gateways: int = 1
+    """NAT gateways for the private subnets' egress."""
+    interface_endpoints: bool = True
+    """Interface endpoints (ECR, STS, EC2, logs, ...) for private nodes; the S3 gateway endpoint is always made."""
+    private_subnet_mask: int = 19
+    """Prefix length of each private subnet: large, since every ENA or EFA interface of a node takes an address
+    and the VPC CNI gives pods addresses too (:func:`efa_stack.planning.limits.subnet_plan` picks masks that fit)."""
+    public_subnet_mask: int = 24
+    """Prefix length of each public subnet."""
+
+
 class EfaVpc(Construct):
     """A VPC with private subnets in the given zones, NAT egress and the endpoints private nodes use."""
 
-    def __init__(
-        self,
-        scope: Construct,
-        id: str,
-        *,
-        cidr: str,
-        availability_zones: list[str],
-        nat_gateways: int = 1,
-        interface_endpoints: bool = True,
-        private_subnet_mask: int = 19,
-        public_subnet_mask: int = 24,
-    ) -> None:
-        """``private_subnet_mask``/``public_subnet_mask``: one subnet of each per zone; use
-        :func:`planning.limits.subnet_plan` for masks that ``cidr`` holds (private large: every ENA or
-        EFA interface of a node takes an address, and the VPC CNI gives pods addresses too)."""
+    def __init__(self, scope: Construct, id: str, props: EfaVpcProps) -> None:
         super().__init__(scope, id)
+        self.props = props
+        cidr, availability_zones, nat_gateways = props.cidr, list(props.availability_zones), props.nat_gateways
+        private_subnet_mask, public_subnet_mask = props.private_subnet_mask, props.public_subnet_mask
+        interface_endpoints = props.interface_endpoints
         if len(availability_zones) < 2:
             raise ValueError(
                 f"EfaVpc needs at least two availability zones (EKS requirement), got {availability_zones}"
@@ -115,6 +127,14 @@ class EfaVpc(Construct):
         raise ValueError(f"no private subnet in {availability_zone}; the VPC has private subnets in {zones}")
 
 
+@dataclass(frozen=True)
+class EfaSecurityGroupProps:
+    """Props of :class:`EfaSecurityGroup`; every default is what happens when the prop is left out."""
+
+    description: str = "EFA: all traffic between members of this group only"
+    """The group's description (changing it replaces the group)."""
+
+
 class EfaSecurityGroup(Construct):
     """A security group whose members may exchange any traffic with each other, and nothing else.
 
@@ -124,14 +144,17 @@ class EfaSecurityGroup(Construct):
     General egress comes from the EKS cluster security group attached to the same interfaces.
     """
 
-    def __init__(self, scope: Construct, id: str, *, vpc: ec2.IVpc, description: str | None = None) -> None:
+    def __init__(
+        self, scope: Construct, id: str, props: EfaSecurityGroupProps | None = None, *, vpc: ec2.IVpc,
+    ) -> None:
         super().__init__(scope, id)
+        self.props = props = props or EfaSecurityGroupProps()
         self.security_group = ec2.SecurityGroup(
             self,
             "SecurityGroup",
             vpc=vpc,
             allow_all_outbound=False,
-            description=description or "EFA: all traffic between members of this group only",
+            description=props.description,
         )
         # A group that names itself as peer gets standalone ingress/egress resources (no cycle).
         sg = self.security_group

@@ -33,13 +33,13 @@ class TrainingImageProps:
     """``--build-arg`` values (the pinned versions; see efa_stack/spec/image_compat.py)."""
 
 
-class TrainingImage(Construct):
+class EfaTrainingImage(Construct):
     """Builds ``props.directory`` at deploy time and outputs the pushed image's URI as ``TrainingImageUri``.
 
     ``image_uri`` is a deploy-time token (``<account>.dkr.ecr.<region>.amazonaws.com/<repo>:<hash>``).
     """
 
-    def __init__(self, scope: Construct, id: str, *, props: TrainingImageProps) -> None:
+    def __init__(self, scope: Construct, id: str, props: TrainingImageProps) -> None:
         super().__init__(scope, id)
         if props.platform not in PLATFORMS:
             raise ValueError(

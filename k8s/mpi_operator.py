@@ -45,9 +45,9 @@ LABELS = {
 class MpiJobCrd(Construct):
     """The ``mpijobs.kubeflow.org`` CRD from ``k8s/crds/mpijob.yaml`` (cluster-scoped)."""
 
-    def __init__(self, scope: Construct, id: str, *, file: Path = CRD_FILE) -> None:
+    def __init__(self, scope: Construct, id: str) -> None:
         super().__init__(scope, id)
-        self.include = cdk8s.Include(self, "Crd", url=str(file))
+        self.include = cdk8s.Include(self, "Crd", url=str(CRD_FILE))
         self.crd: cdk8s.ApiObject = self.include.api_objects[0]
 
 

@@ -127,12 +127,26 @@ def pod_template_json(template: k8s_l1.PodTemplateSpec) -> dict[str, Any]:
     return k8s_l1.KubePodTemplate(scratch, "t", template=template).to_json()["template"]
 
 
+@dataclass(frozen=True)
+class MpiJobProps:
+    """Props of :class:`MpiJob`; every default is what happens when the prop is left out."""
+
+    name: str
+    namespace: str
+    spec: MpiJobSpec
+    labels: dict[str, str] | None = None
+    """Labels on the MPIJob (none by default)."""
+    annotations: dict[str, str] | None = None
+    """Annotations on the MPIJob (none by default)."""
+
+
 class MpiJob(Construct):
     """An MPIJob object. ``self.api_object`` is the cdk8s ApiObject (add dependencies to it)."""
 
-    def __init__(self, scope: Construct, id: str, *, name: str, namespace: str, spec: MpiJobSpec,
-                 labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None) -> None:
+    def __init__(self, scope: Construct, id: str, props: MpiJobProps) -> None:
         super().__init__(scope, id)
+        self.props = props
+        name, namespace, spec, labels, annotations = props.name, props.namespace, props.spec, props.labels, props.annotations
         self.spec = spec
         self.api_object = cdk8s.ApiObject(
             self,

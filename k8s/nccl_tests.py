@@ -59,7 +59,7 @@ from efa_stack.planning.nccl import NcclJobPlan
 from efa_stack.planning.node_groups import Taint
 from efa_stack.planning.plan import LABEL_NODE_GROUP
 from k8s.efa_guard import fail_closed_env, guard_init_container
-from k8s.mpijob import MpiJob, MpiJobSpec, ReplicaSpec, RunPolicy
+from k8s.mpijob import MpiJob, MpiJobProps, MpiJobSpec, ReplicaSpec, RunPolicy
 from k8s.scheduling import count, mebibytes, one_pod_per_node, system_node_selector, tolerations
 
 START_COMMAND = (
@@ -471,12 +471,10 @@ class NcclTestsJob(Construct):
             launcher=ReplicaSpec(replicas=1, restart_policy="OnFailure", template=launcher),
             worker=ReplicaSpec(replicas=job.workers, restart_policy="Never", template=worker),
         )
-        self.mpijob = MpiJob(
-            self,
-            "MpiJob",
+        self.mpijob = MpiJob(self, "MpiJob", MpiJobProps(
             name=job.name,
             namespace=job.namespace,
             spec=self.spec,
             labels={"app.kubernetes.io/name": "nccl-tests", LABEL_NODE_GROUP: job.node_group, **props.labels},
             annotations={ANNOTATION_START: start_command(job), ANNOTATION_LOGS: logs_command(job)},
-        )
+        ))

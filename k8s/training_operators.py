@@ -124,9 +124,9 @@ def pytorchjob_crd_document(file: Path = CRD_FILE) -> dict[str, Any]:
 class PyTorchJobCrd(Construct):
     """The ``pytorchjobs.kubeflow.org`` CRD (upstream v1.9.4 without descriptions)."""
 
-    def __init__(self, scope: Construct, id: str, *, file: Path = CRD_FILE) -> None:
+    def __init__(self, scope: Construct, id: str) -> None:
         super().__init__(scope, id)
-        doc = pytorchjob_crd_document(file)
+        doc = pytorchjob_crd_document(CRD_FILE)
         self.crd = cdk8s.ApiObject(self, "Crd", api_version=doc["apiVersion"], kind=doc["kind"],
                                    metadata=cdk8s.ApiObjectMetadata(name=doc["metadata"]["name"],
                                                                              annotations=doc["metadata"].get("annotations")))

@@ -18,7 +18,7 @@ from aws_constructs.launch_template import LaunchTemplateProps
 from aws_constructs.node_group import ManagedNodeGroup, ManagedNodeGroupProps
 from aws_constructs.pod_identity import associate_with_addon, pod_identity_role
 from aws_constructs.security import acknowledge, managed_policy
-from aws_constructs.training_image import TrainingImage, TrainingImageProps
+from aws_constructs.training_image import EfaTrainingImage, TrainingImageProps
 from efa_stack import contract, names
 from efa_stack.planning.addons import CLOUDWATCH_OBSERVABILITY, POD_IDENTITY_AGENT, VPC_CNI, AddonPlan
 from efa_stack.planning.node_groups import NodeGroupPlan
@@ -251,9 +251,9 @@ class ClusterStack(Stack):
             self.node_groups[ng.name] = node_group
         self._observability(plan)
         # The nodes pull it with NODE_ROLE_POLICIES' AmazonEC2ContainerRegistryPullOnly.
-        self.training_image: TrainingImage | None = None
+        self.training_image: EfaTrainingImage | None = None
         if plan.training_image is not None:
-            self.training_image = TrainingImage(self, "TrainingImage", props=TrainingImageProps(
+            self.training_image = EfaTrainingImage(self, "TrainingImage", TrainingImageProps(
                 directory=str(plan.training_image.directory), platform=plan.training_image.platform,
                 build_args=plan.training_image.build_args,
             ))
@@ -262,7 +262,7 @@ class ClusterStack(Stack):
     def _observability(self, plan: ClusterPlan) -> None:
         """Container Insights after the nodes (its operator and DaemonSets need a node to become active), and
         the accelerator dashboard with its URL as an output (efa_stack/spec/observability.py)."""
-        from aws_constructs.dashboard import AcceleratorDashboard, DashboardGroup
+        from aws_constructs.dashboard import AcceleratorDashboard, AcceleratorDashboardProps, DashboardGroup
 
         insights = self.addons.get(CLOUDWATCH_OBSERVABILITY)
         if insights is not None:
@@ -275,8 +275,9 @@ class ClusterStack(Stack):
             DashboardGroup(ng.name, ng.instance_type, ng.role, ng.efa_enabled)
             for ng in plan.node_groups if ng.role in ("gpu", "neuron")
         ]
-        AcceleratorDashboard(self, "AcceleratorDashboard", dashboard_name=name,
-                             cluster=names.eks_cluster_name(plan.name), groups=groups)
+        AcceleratorDashboard(self, "AcceleratorDashboard", AcceleratorDashboardProps(
+            dashboard_name=name, cluster=names.eks_cluster_name(plan.name), groups=groups,
+        ))
         # CloudWatch console deep link to a dashboard: /cloudwatch/home?region=R#dashboards/dashboard/NAME
         CfnOutput(
             self, "DashboardUrl", description="CloudWatch dashboard of GPU/Neuron and EFA metrics per node",

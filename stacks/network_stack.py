@@ -8,7 +8,7 @@ from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from aws_constructs.network import EfaSecurityGroup, EfaVpc
+from aws_constructs.network import EfaSecurityGroup, EfaVpc, EfaVpcProps
 from efa_stack.planning.limits import subnet_plan
 from efa_stack.planning.plan import ClusterPlan
 
@@ -20,16 +20,14 @@ class NetworkStack(Stack):
         subnets = subnet_plan(plan.vpc_cidr, len(plan.availability_zones))
         if subnets is None:  # build_plan reports this as a problem of vpc.cidr first
             raise ValueError(f"VPC {plan.vpc_cidr} cannot hold subnets in {len(plan.availability_zones)} zones")
-        self.network = EfaVpc(
-            self,
-            "Network",
+        self.network = EfaVpc(self, "Network", EfaVpcProps(
             cidr=plan.vpc_cidr,
-            availability_zones=list(plan.availability_zones),
+            availability_zones=plan.availability_zones,
             nat_gateways=plan.nat_gateways,
             interface_endpoints=plan.interface_endpoints,
             private_subnet_mask=subnets.private_mask,
             public_subnet_mask=subnets.public_mask,
-        )
+        ))
         self.efa = EfaSecurityGroup(self, "Efa", vpc=self.network.vpc)
 
     @property

@@ -22,7 +22,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from aws_constructs.fsx import LustreFileSystem
+from aws_constructs.fsx import LustreFileSystem, LustreFileSystemProps
 from aws_constructs.pod_identity import associate_with_addon, pod_identity_role
 from aws_constructs.security import acknowledge
 from efa_stack.planning.plan import ClusterPlan
@@ -71,15 +71,17 @@ class StorageStack(Stack):
         self.lustre = LustreFileSystem(
             self,
             "Lustre",
+            LustreFileSystemProps(
+                deployment_type=storage.deployment_type,
+                storage_capacity_gib=storage.capacity_gib,
+                per_unit_storage_throughput=storage.per_unit_storage_throughput,
+                data_compression=storage.data_compression,
+                s3=storage.s3,
+                lustre_version=storage.lustre_version,
+            ),
             vpc=network.vpc,
             subnet=subnet,
             client_security_group_ids=[cluster_sg],
-            deployment_type=storage.deployment_type,
-            storage_capacity_gib=storage.capacity_gib,
-            per_unit_storage_throughput=storage.per_unit_storage_throughput,
-            data_compression=storage.data_compression,
-            s3=storage.s3,
-            lustre_version=storage.lustre_version,
         )
         self.csi_role = self._csi_role()
         self.csi_driver = eks.Addon(

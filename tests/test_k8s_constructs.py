@@ -28,7 +28,7 @@ from k8s.images import (
     eks_registry,
 )
 from k8s.mpi_operator import MpiJobCrd, MpiOperator, MpiOperatorProps
-from k8s.mpijob import MpiJob, MpiJobSpec, ReplicaSpec, RunPolicy
+from k8s.mpijob import MpiJob, MpiJobProps, MpiJobSpec, ReplicaSpec, RunPolicy
 from k8s.neuron_device_plugin import NeuronDevicePlugin, NeuronDevicePluginProps
 from k8s.nvidia_device_plugin import BrokenNvidiaPluginVersion, NvidiaDevicePlugin, NvidiaDevicePluginProps
 from tests.test_k8s_support import built, built_text, spec_text
@@ -228,7 +228,7 @@ def test_mpijob_renders_typed_fields():
         launcher=ReplicaSpec(replicas=1, restart_policy="OnFailure", template=_template()),
         worker=ReplicaSpec(replicas=3, template=_template()),
     )
-    (obj,) = synth(lambda c: MpiJob(c, "Job", name="j", namespace="default", spec=spec))
+    (obj,) = synth(lambda c: MpiJob(c, "Job", MpiJobProps(name="j", namespace="default", spec=spec)))
     assert obj["apiVersion"] == "kubeflow.org/v2beta1" and obj["kind"] == "MPIJob"
     s = obj["spec"]
     assert s["slotsPerWorker"] == 4 and s["launcherCreationPolicy"] == "WaitForWorkersReady"

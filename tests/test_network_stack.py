@@ -97,7 +97,7 @@ def test_every_prefix_and_zone_count_synthesizes_or_is_a_spec_error():
     """GIVEN vpc.cidr /16../28 and 2..6 zones WHEN planned and the VPC built THEN either works, never a traceback."""
     from aws_cdk import App, Stack
 
-    from aws_constructs.network import EfaVpc
+    from aws_constructs.network import EfaVpc, EfaVpcProps
     from efa_stack.planning.limits import subnet_plan
     from efa_stack.planning.plan import build_plan
     from efa_stack.spec.errors import SpecError
@@ -114,11 +114,10 @@ def test_every_prefix_and_zone_count_synthesizes_or_is_a_spec_error():
                 continue
             subnets = subnet_plan(plan.vpc_cidr, zones)
             assert subnets is not None
-            vpc = EfaVpc(
-                Stack(app, f"N{prefix}x{zones}"), "Network", cidr=plan.vpc_cidr,
-                availability_zones=list(plan.availability_zones), interface_endpoints=False,
+            vpc = EfaVpc(Stack(app, f"N{prefix}x{zones}"), "Network", EfaVpcProps(
+                cidr=plan.vpc_cidr, availability_zones=plan.availability_zones, interface_endpoints=False,
                 private_subnet_mask=subnets.private_mask, public_subnet_mask=subnets.public_mask,
-            )
+            ))
             assert len(vpc.vpc.private_subnets) == zones
             built += 1
     assert built >= 15  # /16../18 hold every zone count

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import textwrap
 from functools import cache
+from typing import Any
 
 import pytest
 from aws_cdk import App, Environment, Stack, Tags
@@ -24,6 +25,7 @@ from aws_constructs.fsx import (
     SECURITY_GROUP_DESCRIPTION,
     SECURITY_GROUP_LOGICAL_ID,
     LustreFileSystem,
+    LustreFileSystemProps,
 )
 from efa_stack.checks.replacement import replaced_resources
 from efa_stack.planning.plan import build_plan
@@ -349,13 +351,14 @@ def _bare_stack() -> tuple[Stack, ec2.Vpc]:
 
 
 def _lustre(stack: Stack, vpc: ec2.Vpc, **props) -> LustreFileSystem:
-    args = {
+    placement = {
         "vpc": vpc, "subnet": vpc.isolated_subnets[0] if vpc.isolated_subnets else vpc.public_subnets[0],
-        "client_security_group_ids": ["sg-0123456789abcdef0"], "deployment_type": "PERSISTENT_2",
-        "storage_capacity_gib": 1200, "per_unit_storage_throughput": 125,
+        "client_security_group_ids": ["sg-0123456789abcdef0"],
     }
-    args.update(props)
-    return LustreFileSystem(stack, "Lustre", **args)
+    args: dict[str, Any] = {"deployment_type": "PERSISTENT_2", "storage_capacity_gib": 1200, "per_unit_storage_throughput": 125}
+    for key in list(props):
+        (placement if key in placement else args)[key] = props.pop(key)
+    return LustreFileSystem(stack, "Lustre", LustreFileSystemProps(**args), **placement)
 
 
 def test_pv_attributes_are_the_file_systems_own():
