@@ -27,7 +27,6 @@ from aws_constructs.security import acknowledge
 from efa_stack import contract, names
 from efa_stack.checks.nag_pack import PACK_NAME
 from efa_stack.planning.node_groups import Taint
-from efa_stack.planning.plan import LABEL_NODE_GROUP
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ class ManagedNodeGroup(Construct):
         super().__init__(scope, id)
         self.props = plan = props
         lt = plan.launch_template
-        tags = {**({LABEL_NODE_GROUP: names.node_group_label_value(plan.name)} if plan.name else {}), **plan.tags}
+        tags = {**({contract.LABEL_NODE_GROUP: names.node_group_label_value(plan.name)} if plan.name else {}), **plan.tags}
         self.placement_group: ec2.PlacementGroup | None = None
         if plan.placement_group:
             self.placement_group = ec2.PlacementGroup(

@@ -86,7 +86,6 @@ LABEL_VALUE = Rule(
 )
 # k8s.io/kubernetes pkg/apis/core/validation validateNodeTaints: the key is a qualified name (the
 # label-key syntax), the value a label value, the effect NoSchedule, PreferNoSchedule or NoExecute.
-TAINT_EFFECTS = contract.TAINT_EFFECTS
 
 # --- EKS (botocore 1.44.5 data/eks/2017-11-01/service-2.json, the API model AWS publishes) ---------
 # ClusterName: min 1, max 100, pattern ^[0-9A-Za-z][A-Za-z0-9\-_]* (CreateCluster "name").
@@ -294,10 +293,10 @@ def _check_taints(prefix: str, taints: Sequence[tuple[str, str, str]], problems:
                 f"{prefix}.taints[{i}].value", value, f"invalid taint value: {why}",
                 "use up to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
             ))
-        if effect not in TAINT_EFFECTS:
+        if effect not in contract.TAINT_EFFECTS:
             problems.append(Problem(
                 f"{prefix}.taints[{i}].effect", effect, "not a Kubernetes taint effect",
-                f"use one of {', '.join(TAINT_EFFECTS)}",
+                f"use one of {', '.join(contract.TAINT_EFFECTS)}",
             ))
 
 

@@ -39,7 +39,6 @@ from constructs import Construct
 from efa_stack import contract
 from efa_stack.planning.node_groups import taints_of
 from efa_stack.planning.plan import ClusterPlan
-from k8s import efa_device_plugin, neuron_device_plugin, nvidia_device_plugin
 from k8s.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginProps
 from k8s.mpi_operator import MpiJobCrd, MpiOperator, MpiOperatorProps
 from k8s.nccl_tests import NcclTestsJob, NcclTestsJobProps
@@ -78,19 +77,18 @@ HELM_ORDER: dict[str, int] = {KUBEFLOW_TRAINER: 31}
 """Helm releases the cluster stack installs between the charts, by the same positions (not in ``dist/``)."""
 
 HOST_ACCESS_WORKLOADS: tuple[str, ...] = (
-    efa_device_plugin.NAME,
-    nvidia_device_plugin.NAME,
-    neuron_device_plugin.NAME,
+    contract.EFA_DEVICE_PLUGIN_NAME,
+    contract.NVIDIA_DEVICE_PLUGIN_NAME,
+    contract.NEURON_DEVICE_PLUGIN_NAME,
 )
 """The only workloads allowed host access (hostPath, hostNetwork, privileged); each says why in
 its ``efa-stack.io/host-access-reason`` annotation (checked by policies.rules K8S2)."""
 
-COMMON_LABELS = contract.COMMON_LABELS
 """Labels on every top-level object (not on pod templates or selectors)."""
 
 
 def _chart(app: Construct, chart_id: str) -> cdk8s.Chart:
-    return cdk8s.Chart(app, chart_id, labels=dict(COMMON_LABELS), disable_resource_name_hashes=True)
+    return cdk8s.Chart(app, chart_id, labels=dict(contract.COMMON_LABELS), disable_resource_name_hashes=True)
 
 
 def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:

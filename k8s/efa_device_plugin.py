@@ -29,7 +29,6 @@ from constructs import Construct
 
 from efa_stack import contract
 from efa_stack.planning.node_groups import Taint
-from efa_stack.planning.plan import LABEL_EFA
 from k8s.images import EFA_DEVICE_PLUGIN_TAG, efa_device_plugin_image
 from k8s.scheduling import (
     SYSTEM_NODE_CRITICAL,
@@ -41,9 +40,6 @@ from k8s.scheduling import (
     tolerations,
 )
 
-NAMESPACE = contract.KUBE_SYSTEM
-NAME = contract.EFA_DEVICE_PLUGIN_NAME
-RESOURCE = contract.EFA_RESOURCE
 """The extended resource the plugin advertises (one per EFA device)."""
 
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
@@ -80,7 +76,7 @@ class EfaDevicePlugin(Construct):
         super().__init__(scope, id)
         self.props = props
         p = props
-        selector = {"name": NAME}
+        selector = {"name": contract.EFA_DEVICE_PLUGIN_NAME}
         mounts = [
             k8s_l1.VolumeMount(name="device-plugin", mount_path=DEVICE_PLUGIN_DIR),
             k8s_l1.VolumeMount(name="infiniband-volume", mount_path=INFINIBAND_DIR),
@@ -101,9 +97,9 @@ class EfaDevicePlugin(Construct):
         self.daemon_set = node_daemon_set(
             self,
             "Standard",
-            name=NAME,
-            namespace=NAMESPACE,
-            labels={"app.kubernetes.io/name": NAME, **p.labels},
+            name=contract.EFA_DEVICE_PLUGIN_NAME,
+            namespace=contract.KUBE_SYSTEM,
+            labels={"app.kubernetes.io/name": contract.EFA_DEVICE_PLUGIN_NAME, **p.labels},
             selector=selector,
             host_access_reason=(
                 f"registers EFA devices with the kubelet through {DEVICE_PLUGIN_DIR}, opens them under "
@@ -115,10 +111,10 @@ class EfaDevicePlugin(Construct):
                 host_network=True,
                 priority_class_name=SYSTEM_NODE_CRITICAL,
                 tolerations=tolerations(p.tolerate, critical_addons=True),
-                affinity=required_node_affinity(LabelRequirement(LABEL_EFA, "In", ("true",))),
+                affinity=required_node_affinity(LabelRequirement(contract.LABEL_EFA, "In", ("true",))),
                 containers=[
                     k8s_l1.Container(
-                        name=NAME,
+                        name=contract.EFA_DEVICE_PLUGIN_NAME,
                         image=p.image,
                         security_context=security,
                         resources=k8s_l1.ResourceRequirements(

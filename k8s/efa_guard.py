@@ -74,13 +74,10 @@ from cdk8s_plus_33 import k8s as k8s_l1
 from efa_stack import contract
 from k8s.scheduling import count, mebibytes, millicores
 
-CONTAINER_NAME = contract.EFA_GUARD_CONTAINER
-FAIL_PREFIX = contract.EFA_GUARD_FAIL_PREFIX
 SCRIPT_PATH = Path(__file__).resolve().parent / "scripts" / "efa_guard.sh"
-SCRIPT_NAME = CONTAINER_NAME
+SCRIPT_NAME = contract.EFA_GUARD_CONTAINER
 """``$0`` of the script (``sh -c SCRIPT <container name>``)."""
 
-EFA_RESOURCE = contract.EFA_RESOURCE
 # The aws-ofi-nccl network name every plugin version answers to (see the module docstring).
 OFI_NET_NAME = "AWS Libfabric"
 FABRICS = ("efa", "tcp", "infiniband")
@@ -142,7 +139,7 @@ def guard_init_container(
     if expected_gpus < 0:
         raise ValueError(f"expected_gpus must be >= 0 (got {expected_gpus})")
     resources: dict[str, k8s_l1.Quantity] = {
-        EFA_RESOURCE: count(expected_efa),
+        contract.EFA_RESOURCE: count(expected_efa),
         "cpu": millicores(GUARD_CPU_MILLICORES),
         "memory": mebibytes(GUARD_MEMORY_MIB),
     }
@@ -156,7 +153,7 @@ def guard_init_container(
     taken = {v.name for v in variables}
     variables += [k8s_l1.EnvVar(name=k, value=v) for k, v in env if k not in taken]
     return k8s_l1.Container(
-        name=CONTAINER_NAME,
+        name=contract.EFA_GUARD_CONTAINER,
         image=image,
         image_pull_policy="IfNotPresent",
         command=["/bin/sh", "-c", guard_script(), SCRIPT_NAME],

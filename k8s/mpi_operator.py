@@ -29,15 +29,10 @@ from k8s.images import MPI_OPERATOR_IMAGE
 from k8s.scheduling import mebibytes, millicores, system_node_selector
 
 CRD_FILE = Path(__file__).parent / "crds" / "mpijob.yaml"
-CRD_NAME = contract.MPIJOB_CRD_NAME
-API_VERSION = contract.MPIJOB_API_VERSION
-KIND = contract.MPIJOB_KIND
 
-NAMESPACE = contract.MPI_OPERATOR_NAMESPACE
-NAME = contract.MPI_OPERATOR_NAME
 LABELS = {
-    "app": NAME,
-    "app.kubernetes.io/name": NAME,
+    "app": contract.MPI_OPERATOR_NAME,
+    "app.kubernetes.io/name": contract.MPI_OPERATOR_NAME,
     "app.kubernetes.io/component": "mpijob",
 }
 
@@ -87,37 +82,37 @@ class MpiOperator(Construct):
         super().__init__(scope, id)
         props = props or MpiOperatorProps()
         meta = {"labels": dict(LABELS)}
-        self.namespace = k8s_l1.KubeNamespace(self, "Namespace", metadata=k8s_l1.ObjectMeta(name=NAMESPACE, **meta))
+        self.namespace = k8s_l1.KubeNamespace(self, "Namespace", metadata=k8s_l1.ObjectMeta(name=contract.MPI_OPERATOR_NAMESPACE, **meta))
         self.service_account = k8s_l1.KubeServiceAccount(
-            self, "ServiceAccount", metadata=k8s_l1.ObjectMeta(name=NAME, namespace=NAMESPACE, **meta)
+            self, "ServiceAccount", metadata=k8s_l1.ObjectMeta(name=contract.MPI_OPERATOR_NAME, namespace=contract.MPI_OPERATOR_NAMESPACE, **meta)
         )
         self.cluster_role = k8s_l1.KubeClusterRole(
-            self, "ClusterRole", metadata=k8s_l1.ObjectMeta(name=NAME, **meta), rules=cluster_role_rules()
+            self, "ClusterRole", metadata=k8s_l1.ObjectMeta(name=contract.MPI_OPERATOR_NAME, **meta), rules=cluster_role_rules()
         )
         self.cluster_role_binding = k8s_l1.KubeClusterRoleBinding(
             self,
             "ClusterRoleBinding",
-            metadata=k8s_l1.ObjectMeta(name=NAME, **meta),
-            role_ref=k8s_l1.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=NAME),
-            subjects=[k8s_l1.Subject(kind="ServiceAccount", name=NAME, namespace=NAMESPACE)],
+            metadata=k8s_l1.ObjectMeta(name=contract.MPI_OPERATOR_NAME, **meta),
+            role_ref=k8s_l1.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=contract.MPI_OPERATOR_NAME),
+            subjects=[k8s_l1.Subject(kind="ServiceAccount", name=contract.MPI_OPERATOR_NAME, namespace=contract.MPI_OPERATOR_NAMESPACE)],
         )
         self.deployment = k8s_l1.KubeDeployment(
             self,
             "Deployment",
-            metadata=k8s_l1.ObjectMeta(name=NAME, namespace=NAMESPACE, **meta),
+            metadata=k8s_l1.ObjectMeta(name=contract.MPI_OPERATOR_NAME, namespace=contract.MPI_OPERATOR_NAMESPACE, **meta),
             spec=k8s_l1.DeploymentSpec(
                 replicas=1,
                 selector=k8s_l1.LabelSelector(match_labels=dict(LABELS)),
                 template=k8s_l1.PodTemplateSpec(
                     metadata=k8s_l1.ObjectMeta(labels=dict(LABELS)),
                     spec=k8s_l1.PodSpec(
-                        service_account_name=NAME,
+                        service_account_name=contract.MPI_OPERATOR_NAME,
                         node_selector=dict(props.node_selector),
                         containers=[
                             k8s_l1.Container(
-                                name=NAME,
+                                name=contract.MPI_OPERATOR_NAME,
                                 image=props.image,
-                                args=["-alsologtostderr", "--lock-namespace", NAMESPACE],
+                                args=["-alsologtostderr", "--lock-namespace", contract.MPI_OPERATOR_NAMESPACE],
                                 resources=k8s_l1.ResourceRequirements(
                                     requests={
                                         "cpu": millicores(props.cpu_millicores),

@@ -16,7 +16,7 @@ import cdk8s
 from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
-from k8s.mpi_operator import API_VERSION, KIND
+from efa_stack import contract
 
 # What the operator accepts, from kubeflow/mpi-operator@v0.8.2 (branch release-0.8):
 # pkg/apis/kubeflow/validation/validation.go allows only Never and OnFailure as a replica's
@@ -151,8 +151,8 @@ class MpiJob(Construct):
         self.api_object = cdk8s.ApiObject(
             self,
             "Resource",
-            api_version=API_VERSION,
-            kind=KIND,
+            api_version=contract.MPIJOB_API_VERSION,
+            kind=contract.MPIJOB_KIND,
             metadata=cdk8s.ApiObjectMetadata(
                 name=name, namespace=namespace, labels=labels or None, annotations=annotations or None
             ),

@@ -57,7 +57,6 @@ from constructs import Construct
 from efa_stack import contract
 from efa_stack.planning.nccl import NcclJobPlan
 from efa_stack.planning.node_groups import Taint
-from efa_stack.planning.plan import LABEL_NODE_GROUP
 from k8s.efa_guard import fail_closed_env, guard_init_container
 from k8s.mpijob import MpiJob, MpiJobProps, MpiJobSpec, ReplicaSpec, RunPolicy
 from k8s.scheduling import count, mebibytes, one_pod_per_node, system_node_selector, tolerations
@@ -78,15 +77,7 @@ HOSTFILE_ENV = "OMPI_MCA_orte_default_hostfile"
 GATE_NAME = "wait-for-workers"
 """``$0`` of the launcher's gate script (bash -c SCRIPT NAME mpirun ...)."""
 
-LABEL_JOB = contract.LABEL_NCCL_JOB
-LABEL_MPI_ROLE = contract.LABEL_MPI_ROLE
-ANNOTATION_START = contract.ANNOTATION_START
-ANNOTATION_LOGS = contract.ANNOTATION_LOGS
 
-EFA_RESOURCE = contract.EFA_RESOURCE
-GPU_RESOURCE = contract.GPU_RESOURCE
-RDMA_RESOURCE = contract.RDMA_RESOURCE
-HUGEPAGES_RESOURCE = contract.HUGEPAGES_2MI_RESOURCE
 
 
 def start_command(job: NcclJobPlan) -> str:
@@ -280,7 +271,7 @@ def wait_for_workers_script(props: NcclTestsJobProps) -> str:
     """
     job = props.job
     limit, every = props.worker_wait_seconds, props.worker_wait_interval_seconds
-    selector = f"{LABEL_JOB}={job.name},{LABEL_MPI_ROLE}=worker"
+    selector = f"{contract.LABEL_NCCL_JOB}={job.name},{contract.LABEL_MPI_ROLE}=worker"
     return "\n".join([
         "set -u",
         f'hostfile="${{{HOSTFILE_ENV}:-{HOSTFILE}}}"',
@@ -323,15 +314,15 @@ def worker_resources(props: NcclTestsJobProps) -> dict[str, k8s_l1.Quantity]:
     job = props.job
     res: dict[str, k8s_l1.Quantity] = {
         "cpu": count(job.worker.cpus),
-        GPU_RESOURCE: count(job.worker.gpus),
+        contract.GPU_RESOURCE: count(job.worker.gpus),
         "memory": mebibytes(job.worker.memory.memory_mib),
     }
     if job.worker.efa_devices:
-        res[EFA_RESOURCE] = count(job.worker.efa_devices)
+        res[contract.EFA_RESOURCE] = count(job.worker.efa_devices)
     if job.worker.memory.hugepages_mib:
-        res[HUGEPAGES_RESOURCE] = mebibytes(job.worker.memory.hugepages_mib)
+        res[contract.HUGEPAGES_2MI_RESOURCE] = mebibytes(job.worker.memory.hugepages_mib)
     if job.worker.fabric == "infiniband":
-        res[RDMA_RESOURCE] = count(props.infiniband.devices_per_worker)
+        res[contract.RDMA_RESOURCE] = count(props.infiniband.devices_per_worker)
     return res
 
 
@@ -391,8 +382,8 @@ class NcclTestsJob(Construct):
         job = props.job
         self.props = props
         env = [k8s_l1.EnvVar(name=k, value=v) for k, v in fabric_env(props)]
-        worker_labels = {LABEL_JOB: job.name, LABEL_MPI_ROLE: "worker"}
-        launcher_labels = {LABEL_JOB: job.name, LABEL_MPI_ROLE: "launcher"}
+        worker_labels = {contract.LABEL_NCCL_JOB: job.name, contract.LABEL_MPI_ROLE: "worker"}
+        launcher_labels = {contract.LABEL_NCCL_JOB: job.name, contract.LABEL_MPI_ROLE: "launcher"}
 
         launcher = k8s_l1.PodTemplateSpec(
             metadata=k8s_l1.ObjectMeta(labels=launcher_labels),
@@ -420,7 +411,7 @@ class NcclTestsJob(Construct):
         worker = k8s_l1.PodTemplateSpec(
             metadata=k8s_l1.ObjectMeta(labels=worker_labels),
             spec=k8s_l1.PodSpec(
-                node_selector={LABEL_NODE_GROUP: job.node_group},
+                node_selector={contract.LABEL_NODE_GROUP: job.node_group},
                 tolerations=tolerations(job.worker.taints if props.taints is None else props.taints) or None,
                 affinity=worker_affinity(worker_labels, props.pin_nodes),
                 init_containers=worker_init_containers(props) or None,
@@ -475,6 +466,6 @@ class NcclTestsJob(Construct):
             name=job.name,
             namespace=job.namespace,
             spec=self.spec,
-            labels={"app.kubernetes.io/name": "nccl-tests", LABEL_NODE_GROUP: job.node_group, **props.labels},
-            annotations={ANNOTATION_START: start_command(job), ANNOTATION_LOGS: logs_command(job)},
+            labels={"app.kubernetes.io/name": "nccl-tests", contract.LABEL_NODE_GROUP: job.node_group, **props.labels},
+            annotations={contract.ANNOTATION_START: start_command(job), contract.ANNOTATION_LOGS: logs_command(job)},
         ))

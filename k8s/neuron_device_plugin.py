@@ -22,7 +22,6 @@ from constructs import Construct
 
 from efa_stack import contract
 from efa_stack.planning.node_groups import Taint
-from efa_stack.planning.plan import LABEL_ACCELERATOR
 from k8s.images import NEURON_DEVICE_PLUGIN_IMAGE
 from k8s.scheduling import (
     SYSTEM_NODE_CRITICAL,
@@ -32,9 +31,6 @@ from k8s.scheduling import (
     tolerations,
 )
 
-NAMESPACE = contract.KUBE_SYSTEM
-NAME = contract.NEURON_DEVICE_PLUGIN_NAME
-RESOURCE = contract.NEURON_RESOURCE
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 RUN_DIR = "/run"
 AWS_CONFIG_DIR = "/opt/aws"
@@ -54,14 +50,14 @@ class NeuronDevicePlugin(Construct):
 
     def __init__(self, scope: Construct, id: str, props: NeuronDevicePluginProps) -> None:
         super().__init__(scope, id)
-        labels = {"app.kubernetes.io/name": NAME, **props.labels}
+        labels = {"app.kubernetes.io/name": contract.NEURON_DEVICE_PLUGIN_NAME, **props.labels}
         self.service_account = k8s_l1.KubeServiceAccount(
-            self, "ServiceAccount", metadata=k8s_l1.ObjectMeta(name=NAME, namespace=NAMESPACE, labels=labels)
+            self, "ServiceAccount", metadata=k8s_l1.ObjectMeta(name=contract.NEURON_DEVICE_PLUGIN_NAME, namespace=contract.KUBE_SYSTEM, labels=labels)
         )
         self.cluster_role = k8s_l1.KubeClusterRole(
             self,
             "ClusterRole",
-            metadata=k8s_l1.ObjectMeta(name=NAME, labels=labels),
+            metadata=k8s_l1.ObjectMeta(name=contract.NEURON_DEVICE_PLUGIN_NAME, labels=labels),
             rules=[
                 k8s_l1.PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "list", "watch"]),
                 k8s_l1.PolicyRule(api_groups=[""], resources=["events"], verbs=["create", "patch"]),
@@ -74,16 +70,16 @@ class NeuronDevicePlugin(Construct):
         self.cluster_role_binding = k8s_l1.KubeClusterRoleBinding(
             self,
             "ClusterRoleBinding",
-            metadata=k8s_l1.ObjectMeta(name=NAME, labels=labels),
-            role_ref=k8s_l1.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=NAME),
-            subjects=[k8s_l1.Subject(kind="ServiceAccount", name=NAME, namespace=NAMESPACE)],
+            metadata=k8s_l1.ObjectMeta(name=contract.NEURON_DEVICE_PLUGIN_NAME, labels=labels),
+            role_ref=k8s_l1.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=contract.NEURON_DEVICE_PLUGIN_NAME),
+            subjects=[k8s_l1.Subject(kind="ServiceAccount", name=contract.NEURON_DEVICE_PLUGIN_NAME, namespace=contract.KUBE_SYSTEM)],
         )
-        selector = {"name": NAME + "-ds"}
+        selector = {"name": contract.NEURON_DEVICE_PLUGIN_NAME + "-ds"}
         self.daemon_set = node_daemon_set(
             self,
             "DaemonSet",
-            name=NAME,
-            namespace=NAMESPACE,
+            name=contract.NEURON_DEVICE_PLUGIN_NAME,
+            namespace=contract.KUBE_SYSTEM,
             labels=labels,
             selector=selector,
             host_access_reason=(
@@ -91,13 +87,13 @@ class NeuronDevicePlugin(Construct):
                 f"{RUN_DIR} and the Neuron tools' configuration under {AWS_CONFIG_DIR} (read-only)"
             ),
             pod=k8s_l1.PodSpec(
-                service_account_name=NAME,
+                service_account_name=contract.NEURON_DEVICE_PLUGIN_NAME,
                 priority_class_name=SYSTEM_NODE_CRITICAL,
                 tolerations=tolerations(props.tolerate, critical_addons=True),
-                affinity=required_node_affinity(LabelRequirement(LABEL_ACCELERATOR, "In", ("neuron",))),
+                affinity=required_node_affinity(LabelRequirement(contract.LABEL_ACCELERATOR, "In", ("neuron",))),
                 containers=[
                     k8s_l1.Container(
-                        name=NAME,
+                        name=contract.NEURON_DEVICE_PLUGIN_NAME,
                         image=props.image,
                         env=[
                             k8s_l1.EnvVar(name="KUBECONFIG", value="/etc/kubernetes/kubelet.conf"),

@@ -25,7 +25,6 @@ from constructs import Construct
 
 from efa_stack import contract
 from efa_stack.planning.node_groups import Taint
-from efa_stack.planning.plan import LABEL_ACCELERATOR
 from k8s.images import NVIDIA_DEVICE_PLUGIN_BROKEN, NVIDIA_DEVICE_PLUGIN_IMAGE
 from k8s.scheduling import (
     SYSTEM_NODE_CRITICAL,
@@ -35,9 +34,6 @@ from k8s.scheduling import (
     tolerations,
 )
 
-NAMESPACE = contract.KUBE_SYSTEM
-NAME = contract.NVIDIA_DEVICE_PLUGIN_NAME
-RESOURCE = contract.GPU_RESOURCE
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 
 
@@ -73,8 +69,8 @@ class NvidiaDevicePlugin(Construct):
         self.daemon_set = node_daemon_set(
             self,
             "DaemonSet",
-            name=NAME,
-            namespace=NAMESPACE,
+            name=contract.NVIDIA_DEVICE_PLUGIN_NAME,
+            namespace=contract.KUBE_SYSTEM,
             labels={"app.kubernetes.io/name": "nvidia-device-plugin", **props.labels},
             selector=selector,
             host_access_reason=(
@@ -84,7 +80,7 @@ class NvidiaDevicePlugin(Construct):
                 priority_class_name=SYSTEM_NODE_CRITICAL,
                 automount_service_account_token=False,
                 tolerations=tolerations(props.tolerate, critical_addons=True),
-                affinity=required_node_affinity(LabelRequirement(LABEL_ACCELERATOR, "In", ("nvidia",))),
+                affinity=required_node_affinity(LabelRequirement(contract.LABEL_ACCELERATOR, "In", ("nvidia",))),
                 containers=[
                     k8s_l1.Container(
                         name="nvidia-device-plugin-ctr",

@@ -14,9 +14,8 @@ from typing import Literal
 from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
-from efa_stack.checks.rules import HOST_ACCESS_REASON
+from efa_stack import contract
 from efa_stack.planning.node_groups import Taint
-from efa_stack.planning.plan import LABEL_ROLE, SYSTEM_NODE_GROUP
 
 CRITICAL_ADDONS_ONLY = "CriticalAddonsOnly"
 """The taint EKS and most clusters use for add-on-only nodes; node agents tolerate it (as upstream)."""
@@ -79,7 +78,7 @@ def tolerations(taints: Sequence[Taint], *, critical_addons: bool = False) -> li
 
 def system_node_selector() -> dict[str, str]:
     """Schedule on the system node group (add-ons and MPI launchers)."""
-    return {LABEL_ROLE: SYSTEM_NODE_GROUP}
+    return {contract.LABEL_ROLE: contract.SYSTEM_NODE_GROUP}
 
 
 def mebibytes(n: int) -> k8s_l1.Quantity:
@@ -116,7 +115,7 @@ def node_daemon_set(
             name=name,
             namespace=namespace,
             labels=dict(labels),
-            annotations={HOST_ACCESS_REASON: host_access_reason},
+            annotations={contract.ANNOTATION_HOST_ACCESS_REASON: host_access_reason},
         ),
         spec=k8s_l1.DaemonSetSpec(
             selector=k8s_l1.LabelSelector(match_labels=dict(selector)),

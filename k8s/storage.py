@@ -27,7 +27,6 @@ from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
 from efa_stack import contract
-from efa_stack.planning.storage import CSI_DRIVER
 
 MOUNT_OPTIONS = ("flock",)
 """``flock``: POSIX locks coherent across clients (the driver's static-provisioning example)."""
@@ -92,7 +91,7 @@ class FsxStaticVolume(Construct):
                 persistent_volume_reclaim_policy="Retain",
                 storage_class_name="",
                 csi=k8s_l1.CsiPersistentVolumeSource(
-                    driver=CSI_DRIVER,
+                    driver=contract.FSX_CSI_DRIVER,
                     volume_handle=props.file_system_id,
                     volume_attributes={"dnsname": props.dns_name, "mountname": props.mount_name},
                 ),
@@ -122,7 +121,7 @@ class FsxStorageClass(Construct):
             self,
             "Resource",
             metadata=k8s_l1.ObjectMeta(name=props.name, labels=dict(COMMON_LABELS)),
-            provisioner=CSI_DRIVER,
+            provisioner=contract.FSX_CSI_DRIVER,
             parameters=props.parameters(),
             mount_options=list(MOUNT_OPTIONS),
             reclaim_policy="Delete",

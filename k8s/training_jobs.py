@@ -3,9 +3,9 @@ PyTorchJobs, every number from :class:`efa_stack.planning.training.TrainingJobPl
 
 The objects are frozen dataclasses mirroring the upstream Go types (field names, defaults), rendered to
 cdk8s ApiObjects; pod templates are cdk8s-plus's generated Kubernetes classes. Tests validate every
-rendered object against the upstream CRDs in ``k8s/crds/`` (kubeflow/trainer@v2.3.0 for
-``trainer.kubeflow.org/v1alpha1``, kubeflow/trainer@v1.9.4 for ``kubeflow.org/v1`` PyTorchJob) and the pod
-templates against the Kubernetes schema.
+rendered object against the upstream CRDs (kubeflow/trainer@v2.3.0 for ``trainer.kubeflow.org/v1alpha1``,
+in ``tests/fixtures/upstream/``; kubeflow/trainer@v1.9.4 for ``kubeflow.org/v1`` PyTorchJob, ``k8s/crds/``) and
+the pod templates against the Kubernetes schema.
 
 ``trainjob``
     A ClusterTrainingRuntime per distinct worker (node group, fabric, sizes, volumes) carries the pod:
@@ -39,7 +39,6 @@ from constructs import Construct
 
 from efa_stack import contract
 from efa_stack.planning.node_groups import Taint
-from efa_stack.planning.plan import LABEL_NODE_GROUP
 from efa_stack.planning.training import (
     SCRIPT_ENV,
     SHM_VOLUME,
@@ -184,7 +183,7 @@ def worker_pod_template(
         metadata=k8s_l1.ObjectMeta(labels=labels) if labels else None,
         spec=k8s_l1.PodSpec(
             restart_policy="Never",
-            node_selector={LABEL_NODE_GROUP: worker.sizing.node_group},
+            node_selector={contract.LABEL_NODE_GROUP: worker.sizing.node_group},
             tolerations=tolerations(taints) or None,
             init_containers=init or None,
             containers=[k8s_l1.Container(
@@ -334,12 +333,12 @@ class EfaTrainingRuntime(Construct):
         self.spec = ClusterTrainingRuntimeSpec(pod=worker_pod_template(
             w, container_name=TRAINER_CONTAINER, image=props.image,
             taints=w.sizing.taints if props.taints is None else props.taints,
-            labels={LABEL_NODE_GROUP: w.sizing.node_group},
+            labels={contract.LABEL_NODE_GROUP: w.sizing.node_group},
         ))
         self.api_object = _api_object(
             self, "Resource", api_version=contract.TRAINER_API_VERSION, kind=contract.CLUSTER_TRAINING_RUNTIME_KIND,
             name=props.name, namespace=None, spec=self.spec.to_json(),
-            labels={"trainer.kubeflow.org/framework": "torch", LABEL_NODE_GROUP: w.sizing.node_group},
+            labels={"trainer.kubeflow.org/framework": "torch", contract.LABEL_NODE_GROUP: w.sizing.node_group},
         )
 
 
@@ -359,7 +358,7 @@ class TrainingJob(Construct):
     def __init__(self, scope: Construct, id: str, props: TrainingJobProps) -> None:
         super().__init__(scope, id)
         job = props.job
-        labels = {contract.LABEL_TRAINING_JOB: job.name, LABEL_NODE_GROUP: job.node_group, **props.labels}
+        labels = {contract.LABEL_TRAINING_JOB: job.name, contract.LABEL_NODE_GROUP: job.node_group, **props.labels}
         annotations = {contract.ANNOTATION_START: start_command(job), contract.ANNOTATION_LOGS: logs_command(job)}
         command, args = job_command(job)
         if job.kind == "trainjob":

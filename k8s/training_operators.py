@@ -75,13 +75,10 @@ from k8s import images
 from k8s.scheduling import mebibytes, millicores, system_node_selector
 
 CRD_FILE = Path(__file__).parent / "crds" / "kubeflow.org_pytorchjobs.yaml"
-CRD_NAME = contract.PYTORCHJOB_CRD_NAME
 
-NAMESPACE = contract.TRAINING_OPERATOR_NAMESPACE
-NAME = contract.TRAINING_OPERATOR_NAME
 # Upstream's labels (manifests/base/deployment.yaml, service.yaml, webhook/kustomization.yaml).
 SELECTOR = {"control-plane": "kubeflow-training-operator"}
-LABELS = {"app": NAME, "app.kubernetes.io/name": NAME, "app.kubernetes.io/component": "pytorchjob", **SELECTOR}
+LABELS = {"app": contract.TRAINING_OPERATOR_NAME, "app.kubernetes.io/name": contract.TRAINING_OPERATOR_NAME, "app.kubernetes.io/component": "pytorchjob", **SELECTOR}
 
 # cmd/training-operator.v1/main.go defaults: webhook-secret-name, webhook-service-name, the webhook
 # configuration the cert rotator patches, and the enabled scheme (case-insensitive kind).
@@ -200,26 +197,26 @@ class TrainingOperator(Construct):
         labels = dict(LABELS)
 
         def meta(name: str, *, namespaced: bool = True) -> k8s_l1.ObjectMeta:
-            return k8s_l1.ObjectMeta(name=name, namespace=NAMESPACE if namespaced else None, labels=dict(labels))
+            return k8s_l1.ObjectMeta(name=name, namespace=contract.TRAINING_OPERATOR_NAMESPACE if namespaced else None, labels=dict(labels))
 
-        self.namespace = k8s_l1.KubeNamespace(self, "Namespace", metadata=meta(NAMESPACE, namespaced=False))
-        self.service_account = k8s_l1.KubeServiceAccount(self, "ServiceAccount", metadata=meta(NAME))
+        self.namespace = k8s_l1.KubeNamespace(self, "Namespace", metadata=meta(contract.TRAINING_OPERATOR_NAMESPACE, namespaced=False))
+        self.service_account = k8s_l1.KubeServiceAccount(self, "ServiceAccount", metadata=meta(contract.TRAINING_OPERATOR_NAME))
         self.cluster_role = k8s_l1.KubeClusterRole(
-            self, "ClusterRole", metadata=meta(NAME, namespaced=False), rules=cluster_role_rules()
+            self, "ClusterRole", metadata=meta(contract.TRAINING_OPERATOR_NAME, namespaced=False), rules=cluster_role_rules()
         )
         self.cluster_role_binding = k8s_l1.KubeClusterRoleBinding(
             self,
             "ClusterRoleBinding",
-            metadata=meta(NAME, namespaced=False),
-            role_ref=k8s_l1.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=NAME),
-            subjects=[k8s_l1.Subject(kind="ServiceAccount", name=NAME, namespace=NAMESPACE)],
+            metadata=meta(contract.TRAINING_OPERATOR_NAME, namespaced=False),
+            role_ref=k8s_l1.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=contract.TRAINING_OPERATOR_NAME),
+            subjects=[k8s_l1.Subject(kind="ServiceAccount", name=contract.TRAINING_OPERATOR_NAME, namespace=contract.TRAINING_OPERATOR_NAMESPACE)],
         )
         # Empty: the controller's cert rotator writes the CA and serving certificate into it.
         self.webhook_secret = k8s_l1.KubeSecret(self, "WebhookSecret", metadata=meta(WEBHOOK_SECRET), type="Opaque")
         self.service = k8s_l1.KubeService(
             self,
             "Service",
-            metadata=meta(NAME),
+            metadata=meta(contract.TRAINING_OPERATOR_NAME),
             spec=k8s_l1.ServiceSpec(
                 type="ClusterIP",
                 selector=dict(SELECTOR),
@@ -241,7 +238,7 @@ class TrainingOperator(Construct):
                     name="validator.pytorchjob.training-operator.kubeflow.org",
                     admission_review_versions=["v1"],
                     client_config=k8s_l1.WebhookClientConfig(
-                        service=k8s_l1.ServiceReference(name=NAME, namespace=NAMESPACE, path=WEBHOOK_PATH)
+                        service=k8s_l1.ServiceReference(name=contract.TRAINING_OPERATOR_NAME, namespace=contract.TRAINING_OPERATOR_NAMESPACE, path=WEBHOOK_PATH)
                     ),
                     failure_policy="Fail",
                     side_effects="None",
@@ -259,14 +256,14 @@ class TrainingOperator(Construct):
         self.deployment = k8s_l1.KubeDeployment(
             self,
             "Deployment",
-            metadata=meta(NAME),
+            metadata=meta(contract.TRAINING_OPERATOR_NAME),
             spec=k8s_l1.DeploymentSpec(
                 replicas=1,
                 selector=k8s_l1.LabelSelector(match_labels=dict(SELECTOR)),
                 template=k8s_l1.PodTemplateSpec(
                     metadata=k8s_l1.ObjectMeta(labels=dict(labels), annotations={"sidecar.istio.io/inject": "false"}),
                     spec=k8s_l1.PodSpec(
-                        service_account_name=NAME,
+                        service_account_name=contract.TRAINING_OPERATOR_NAME,
                         node_selector=dict(props.node_selector),
                         termination_grace_period_seconds=10,
                         containers=[self._container(props)],
@@ -297,7 +294,7 @@ class TrainingOperator(Construct):
             )
 
         return k8s_l1.Container(
-            name=NAME,
+            name=contract.TRAINING_OPERATOR_NAME,
             image=props.image,
             command=["/manager"],
             args=[f"--enable-scheme={ENABLED_SCHEME}"],
@@ -321,8 +318,6 @@ class TrainingOperator(Construct):
 
 # --- Trainer v2 (Helm) -----------------------------------------------------------------------------
 
-TRAINER_RELEASE = contract.TRAINER_RELEASE
-TRAINER_NAMESPACE = contract.TRAINER_NAMESPACE
 TRAINER_CHART = images.TRAINER_CHART_REPOSITORY.rsplit("/", 1)[-1]
 """The chart name, the last part of its OCI reference (``kubeflow-trainer``)."""
 

@@ -437,11 +437,11 @@ class ClusterStack(Stack):
         ``CreateCACert``: an RSA 2048 key; ``injectCertToWebhook`` writes it to every webhook's
         ``clientConfig.caBundle``), is about 1.6 KB.
         """
-        from k8s.training_operators import NAME, NAMESPACE, WEBHOOK_CONFIGURATION
+        from k8s.training_operators import WEBHOOK_CONFIGURATION
 
         available = self._wait_for_value(
-            "TrainingOperatorAvailable", operator, "deployment", NAME, ".status.availableReplicas",
-            minutes=10, namespace=NAMESPACE,
+            "TrainingOperatorAvailable", operator, "deployment", contract.TRAINING_OPERATOR_NAME, ".status.availableReplicas",
+            minutes=10, namespace=contract.TRAINING_OPERATOR_NAMESPACE,
         )
         return self._wait_for_value(
             "TrainingOperatorWebhookCa", available, "validatingwebhookconfiguration", WEBHOOK_CONFIGURATION,

@@ -22,7 +22,6 @@ from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.planning.plan import ClusterPlan
 from efa_stack.spec.models import KUBERNETES_VERSIONS
 from k8s import acceptance as manifests
-from k8s.efa_guard import CONTAINER_NAME as GUARD
 from k8s.nccl_tests import NcclTestsJobProps
 from tests.test_k8s_support import arg_after, built, crd_schema, mpirun_args, worker, worker_container
 
@@ -70,7 +69,7 @@ def test_pair_workers_run_the_efa_guard_with_the_plans_efa_count() -> None:
     assert job.worker.fabric == "efa" and job.efa_guard
     inits = _worker_spec(_pair())["initContainers"]
     # THEN every worker first runs the efa-guard, expecting every EFA device of the plan
-    assert [c["name"] for c in inits] == [GUARD]
+    assert [c["name"] for c in inits] == [contract.EFA_GUARD_CONTAINER]
     env = {e["name"]: e.get("value") for e in inits[0]["env"]}
     assert env["EFA_GUARD_EXPECTED_EFA"] == str(job.worker.efa_devices) == str(_group().efa_devices_per_node)
     assert inits[0]["resources"]["limits"][contract.EFA_RESOURCE] == job.worker.efa_devices

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from cdk8s import Testing as K8sTesting
 
+from efa_stack import contract
 from efa_stack.contract import ANNOTATION_HOST_ACCESS_REASON
 from efa_stack.planning.node_groups import Taint
-from efa_stack.planning.plan import GPU_TAINT_KEY, LABEL_ACCELERATOR, LABEL_EFA, LABEL_ROLE, NEURON_TAINT_KEY
 from k8s.charts import (
     CHART_ORDER,
     EFA_DEVICE_PLUGIN,
@@ -18,7 +18,6 @@ from k8s.charts import (
     NVIDIA_DEVICE_PLUGIN,
     chart_file_name,
 )
-from k8s.efa_device_plugin import NAME as EFA_NAME
 from k8s.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginProps
 from k8s.images import (
     EFA_DEVICE_PLUGIN_TAG,
@@ -33,8 +32,8 @@ from k8s.neuron_device_plugin import NeuronDevicePlugin, NeuronDevicePluginProps
 from k8s.nvidia_device_plugin import BrokenNvidiaPluginVersion, NvidiaDevicePlugin, NvidiaDevicePluginProps
 from tests.test_k8s_support import built, built_text, spec_text
 
-GPU_TAINT = Taint(GPU_TAINT_KEY, "true", "NoSchedule")
-NEURON_TAINT = Taint(NEURON_TAINT_KEY, "true", "NoSchedule")
+GPU_TAINT = Taint(contract.GPU_TAINT_KEY, "true", "NoSchedule")
+NEURON_TAINT = Taint(contract.NEURON_TAINT_KEY, "true", "NoSchedule")
 
 
 def synth(build) -> list[dict]:
@@ -83,8 +82,8 @@ def test_efa_device_plugin_runs_on_efa_labelled_nodes_as_the_released_chart():
     (ds,) = synth(lambda c: EfaDevicePlugin(c, "Efa", EfaDevicePluginProps(region="us-west-2", tolerate=(GPU_TAINT,))))
     # THEN it is one DaemonSet in kube-system, placed by the efa-stack label, not an instance list
     assert ds["kind"] == "DaemonSet" and ds["metadata"]["namespace"] == "kube-system"
-    assert ds["metadata"]["name"] == EFA_NAME
-    assert match_expressions(ds) == [{"key": LABEL_EFA, "operator": "In", "values": ["true"]}]
+    assert ds["metadata"]["name"] == contract.EFA_DEVICE_PLUGIN_NAME
+    assert match_expressions(ds) == [{"key": contract.LABEL_EFA, "operator": "In", "values": ["true"]}]
     assert "node.kubernetes.io/instance-type" not in str(ds)
     spec = pod_spec(ds)
     assert spec["priorityClassName"] == "system-node-critical"
@@ -114,7 +113,7 @@ def test_efa_device_plugin_is_one_daemonset_for_gpu_and_neuron_nodes():
     (ds,) = synth(lambda c: EfaDevicePlugin(c, "Efa", EfaDevicePluginProps(
         region="us-east-2", tolerate=(GPU_TAINT, NEURON_TAINT))))
     keys = [t.get("key") for t in pod_spec(ds)["tolerations"]]
-    assert keys == ["CriticalAddonsOnly", GPU_TAINT_KEY, NEURON_TAINT_KEY]
+    assert keys == ["CriticalAddonsOnly", contract.GPU_TAINT_KEY, contract.NEURON_TAINT_KEY]
 
 
 def test_efa_device_plugin_image_from_the_cluster_region():
@@ -126,7 +125,7 @@ def test_efa_device_plugin_image_from_the_cluster_region():
 
 def test_nvidia_device_plugin_on_nvidia_nodes_without_mofed():
     (ds,) = synth(lambda c: NvidiaDevicePlugin(c, "Nvidia", NvidiaDevicePluginProps(tolerate=(GPU_TAINT,))))
-    assert match_expressions(ds) == [{"key": LABEL_ACCELERATOR, "operator": "In", "values": ["nvidia"]}]
+    assert match_expressions(ds) == [{"key": contract.LABEL_ACCELERATOR, "operator": "In", "values": ["nvidia"]}]
     spec = pod_spec(ds)
     (container,) = spec["containers"]
     assert container["image"] == NVIDIA_DEVICE_PLUGIN_IMAGE
@@ -147,7 +146,7 @@ def test_neuron_device_plugin_with_rbac():
     kinds = [o["kind"] for o in objs]
     assert kinds == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet"]
     ds = objs[-1]
-    assert match_expressions(ds) == [{"key": LABEL_ACCELERATOR, "operator": "In", "values": ["neuron"]}]
+    assert match_expressions(ds) == [{"key": contract.LABEL_ACCELERATOR, "operator": "In", "values": ["neuron"]}]
     assert pod_spec(ds)["serviceAccountName"] == objs[0]["metadata"]["name"]
     binding = objs[2]
     assert binding["roleRef"]["name"] == objs[1]["metadata"]["name"]
@@ -192,7 +191,7 @@ def test_mpi_operator_on_system_nodes():
     assert by_kind["Namespace"]["metadata"]["name"] == "mpi-operator"
     dep = by_kind["Deployment"]
     assert dep["metadata"]["namespace"] == "mpi-operator"
-    assert pod_spec(dep)["nodeSelector"] == {LABEL_ROLE: "system"}
+    assert pod_spec(dep)["nodeSelector"] == {contract.LABEL_ROLE: "system"}
     (container,) = pod_spec(dep)["containers"]
     assert container["image"] == MPI_OPERATOR_IMAGE
     assert container["args"] == ["-alsologtostderr", "--lock-namespace", "mpi-operator"]
@@ -272,8 +271,8 @@ def test_trainium_cluster_gets_neuron_plugin_and_no_nccl_job():
     assert b.chart_ids == [EFA_DEVICE_PLUGIN, NEURON_DEVICE_PLUGIN, MPI_OPERATOR_CRD, MPI_OPERATOR]
     # Neuron EFA nodes get the same (single) EFA plugin DaemonSet, tolerating the Neuron taint
     (ds,) = b.manifests[EFA_DEVICE_PLUGIN]
-    assert ds["metadata"]["name"] == EFA_NAME
-    assert NEURON_TAINT_KEY in [t.get("key") for t in pod_spec(ds)["tolerations"]]
+    assert ds["metadata"]["name"] == contract.EFA_DEVICE_PLUGIN_NAME
+    assert contract.NEURON_TAINT_KEY in [t.get("key") for t in pod_spec(ds)["tolerations"]]
     # no NVIDIA node group: no NVIDIA device plugin at all
     assert NVIDIA_DEVICE_PLUGIN not in b.manifests
 
@@ -299,5 +298,5 @@ def test_mixed_gpu_and_trainium_cluster():
         EFA_DEVICE_PLUGIN, NVIDIA_DEVICE_PLUGIN, NEURON_DEVICE_PLUGIN, MPI_OPERATOR_CRD, MPI_OPERATOR, NCCL_TESTS,
     ]
     (ds,) = b.manifests[EFA_DEVICE_PLUGIN]
-    assert [t.get("key") for t in pod_spec(ds)["tolerations"]] == ["CriticalAddonsOnly", NEURON_TAINT_KEY, GPU_TAINT_KEY]
+    assert [t.get("key") for t in pod_spec(ds)["tolerations"]] == ["CriticalAddonsOnly", contract.NEURON_TAINT_KEY, contract.GPU_TAINT_KEY]
     assert b.mpijob()["metadata"]["name"] == "nccl-tests-gpu"

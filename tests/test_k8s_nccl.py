@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from efa_stack import contract
 from efa_stack.planning import catalog
 from efa_stack.planning.nccl import node_allocatable_memory_mib, size_bytes, validate_nccl, worker_memory
-from efa_stack.planning.plan import LABEL_NODE_GROUP, LABEL_ROLE, build_plan
+from efa_stack.planning.plan import build_plan
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import load_spec, parse_spec
 from efa_stack.spec.models import NcclTest
@@ -115,10 +116,10 @@ def test_job_shape_launcher_workers_and_suspension():
     assert spec["runPolicy"]["suspend"] is True
     launcher = spec["mpiReplicaSpecs"]["Launcher"]
     assert launcher["replicas"] == 1
-    assert launcher["template"]["spec"]["nodeSelector"] == {LABEL_ROLE: "system"}
+    assert launcher["template"]["spec"]["nodeSelector"] == {contract.LABEL_ROLE: "system"}
     assert "nvidia.com/gpu" not in str(launcher)
     wspec = worker(job)["template"]["spec"]
-    assert wspec["nodeSelector"] == {LABEL_NODE_GROUP: "p5"}
+    assert wspec["nodeSelector"] == {contract.LABEL_NODE_GROUP: "p5"}
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in wspec["tolerations"]
     (term,) = wspec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert term["topologyKey"] == "kubernetes.io/hostname"

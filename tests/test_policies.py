@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from efa_stack import contract
 from efa_stack.checks.rules import (
-    HOST_ACCESS_REASON,
     KUBERNETES_MANIFEST,
     App,
     Compliance,
@@ -135,7 +135,7 @@ def daemonset(name, reason=None, host=True):
         pod["volumes"] = [{"name": "d", "hostPath": {"path": "/dev/infiniband"}}]
     meta = {"name": name}
     if reason:
-        meta["annotations"] = {HOST_ACCESS_REASON: reason}
+        meta["annotations"] = {contract.ANNOTATION_HOST_ACCESS_REASON: reason}
     return {"kind": "DaemonSet", "metadata": meta, "spec": {"template": {"spec": pod}}}
 
 

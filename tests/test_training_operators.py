@@ -14,7 +14,7 @@ import yaml
 from cdk8s import Testing as K8sTesting
 
 from efa_stack import contract
-from efa_stack.planning.plan import LABEL_ROLE, SYSTEM_NODE_GROUP, TrainingOperatorsPlan, build_plan
+from efa_stack.planning.plan import TrainingOperatorsPlan, build_plan
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import parse_spec
 from k8s import images
@@ -40,11 +40,11 @@ from k8s.training_operators import (
     pytorchjob_crd_document,
     without_descriptions,
 )
-from tests.conftest import Synthesized, synth_text
+from tests.conftest import GOLDEN, Synthesized, golden_check, synth_text
 from tests.test_k8s_support import KUBECTL_HANDLER_LIMIT, built, built_text, spec_text
 
 UPSTREAM_ROLE = Path(__file__).parent / "fixtures" / "upstream" / "training-operator-v1.9.4-role.yaml"
-SYSTEM = {LABEL_ROLE: SYSTEM_NODE_GROUP}
+SYSTEM = {contract.LABEL_ROLE: contract.SYSTEM_NODE_GROUP}
 
 
 def operators_spec(trainer: bool, pytorch: bool) -> str:
@@ -202,11 +202,10 @@ def test_fails_v1_props_with_zero_requests():
         TrainingOperatorProps(cpu_millicores=0)
 
 
-def test_v1_chart_snapshot(snapshot):
+def test_v1_chart_golden():
     b = built_text(operators_spec(False, True))
-    for chart in b.charts:
-        if chart.node.id == TRAINING_OPERATOR:
-            assert render_chart(b.plan, chart) == snapshot
+    (chart,) = [c for c in b.charts if c.node.id == TRAINING_OPERATOR]
+    golden_check(GOLDEN / "training" / "pytorchjob-v1" / chart_file_name(TRAINING_OPERATOR), render_chart(b.plan, chart))
 
 
 # --- Trainer v2: Helm values -------------------------------------------------------------------------

@@ -29,7 +29,6 @@ from efa_stack import contract
 
 KUBECTL_MANIFEST_LIMIT = 262_144
 EFA_TYPES = ("efa", "efa-only")
-HOST_ACCESS_REASON = contract.ANNOTATION_HOST_ACCESS_REASON
 
 
 class Compliance(enum.Enum):
@@ -248,7 +247,7 @@ def host_access_is_justified(obj: dict[str, Any], allowed_names: Iterable[str]) 
     if not any(_host_access(pod) for pod in _pod_specs(obj)):
         return NA
     name = obj.get("metadata", {}).get("name", "")
-    reason = (obj.get("metadata", {}).get("annotations") or {}).get(HOST_ACCESS_REASON, "")
+    reason = (obj.get("metadata", {}).get("annotations") or {}).get(contract.ANNOTATION_HOST_ACCESS_REASON, "")
     return C if name in set(allowed_names) and len(reason) >= 20 else N
 
 

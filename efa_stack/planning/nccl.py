@@ -26,8 +26,6 @@ from efa_stack.spec.models import ClusterSpec, NcclTest
 
 Fabric = Literal["efa", "tcp", "infiniband"]
 
-NCCL_JOB_NAMESPACE = contract.NCCL_JOB_NAMESPACE
-NCCL_JOB_PREFIX = contract.NCCL_JOB_PREFIX
 
 # GPUs whose instances support GPUDirect RDMA over EFA (RDMA read/write), so libfabric may DMA
 # straight into GPU memory (FI_EFA_USE_DEVICE_RDMA=1). Per the EC2 user guide's EFA page
@@ -309,7 +307,7 @@ def nccl_job_plan(node_groups: Sequence[NodeGroupPlan], cfg: NcclTest) -> NcclJo
     assert ng.instance.gpu is not None
     return NcclJobPlan(
         name=nccl_job_name(ng.name),
-        namespace=NCCL_JOB_NAMESPACE,
+        namespace=contract.NCCL_JOB_NAMESPACE,
         gpu_name=ng.instance.gpu.name,
         workers=ng.desired_size,
         worker=nccl_worker_sizing(cfg, ng),

@@ -15,9 +15,6 @@ from efa_stack.planning.catalog import InstanceType
 from efa_stack.planning.layout import Interface, describe, efa_devices
 from efa_stack.planning.tuning import KubeletTuning, guaranteed_cpus
 
-Role = contract.Role
-CapacityKind = contract.CapacityKind
-
 
 @dataclass(frozen=True)
 class Taint:
@@ -32,7 +29,7 @@ class NodeGroupPlan:
 
     name: str
     instance: InstanceType
-    role: Role
+    role: contract.Role
     availability_zones: tuple[str, ...]
     min_size: int
     desired_size: int
@@ -43,7 +40,7 @@ class NodeGroupPlan:
     interface_layout: str
     interfaces: tuple[Interface, ...]
     placement_group: bool
-    capacity: CapacityKind
+    capacity: contract.CapacityKind
     reservation_id: str | None
     ami_type: str
     labels: dict[str, str] = field(hash=False)

@@ -18,7 +18,7 @@ from efa_stack.planning.image_compat import TrainingImagePlan, training_image_pl
 from efa_stack.planning.layout import Interface, LayoutError, interface_layout
 from efa_stack.planning.limits import validate_plan_limits, validate_volume
 from efa_stack.planning.nccl import NcclJobPlan, nccl_job_plan, node_hugepages_mib, validate_nccl
-from efa_stack.planning.node_groups import NodeGroupPlan, Role, Taint
+from efa_stack.planning.node_groups import NodeGroupPlan, Taint
 from efa_stack.planning.observability import ObservabilityPlan, observability_plan
 from efa_stack.planning.storage import StoragePlan, storage_plan, validate_storage
 from efa_stack.planning.training import TrainingJobPlan, training_job_plans
@@ -26,16 +26,6 @@ from efa_stack.planning.tuning import kubelet_tuning
 from efa_stack.spec.errors import Problem, SpecError
 from efa_stack.spec.loader import load_spec
 from efa_stack.spec.models import KUBERNETES_VERSIONS, ClusterSpec, ManagedNodeGroupSpec, NcclTest
-
-LABEL_PREFIX = contract.LABEL_PREFIX
-LABEL_NODE_GROUP = contract.LABEL_NODE_GROUP
-LABEL_ROLE = contract.LABEL_ROLE
-LABEL_EFA = contract.LABEL_EFA
-LABEL_ACCELERATOR = contract.LABEL_ACCELERATOR
-GPU_TAINT_KEY = contract.GPU_TAINT_KEY
-NEURON_TAINT_KEY = contract.NEURON_TAINT_KEY
-SYSTEM_NODE_GROUP = contract.SYSTEM_NODE_GROUP
-
 
 
 @dataclass(frozen=True)
@@ -172,7 +162,7 @@ def _lookup(field_name: str, name: str, problems: list[Problem]) -> InstanceType
         else:
             hint = (
                 f"if EC2 sells {name}, run `efa-stack catalog refresh` with AWS credentials to add it to the "
-                f"catalog ({catalog.source().get('source', 'instance_catalog.json')}); "
+                f"catalog ({catalog.source().get('_source', 'instance_catalog.json')}); "
                 "`efa-stack catalog list` shows the known types"
             )
         problems.append(Problem(field_name, name, "unknown instance type", hint))
@@ -297,9 +287,9 @@ def _node_group(
             "set interfaceLayout: current or remove enaOnEfaCards",
         ))
     for key in ng.labels:
-        if key.startswith(LABEL_PREFIX):
+        if key.startswith(contract.LABEL_PREFIX):
             problems.append(Problem(
-                f"{prefix}.labels", key, f"labels under {LABEL_PREFIX} are set by efa-stack",
+                f"{prefix}.labels", key, f"labels under {contract.LABEL_PREFIX} are set by efa-stack",
                 "choose another label key",
             ))
     problems.extend(names.node_group_problems(
@@ -328,19 +318,19 @@ def _node_group(
     # A group with problems of its own still plans (build_plan raises before the plan is used), so
     # that the ncclTest and storage checks judge it too and every problem is reported at once.
 
-    role: Role = "gpu" if instance.accelerator == "nvidia" else "neuron" if instance.accelerator == "neuron" else "cpu"
+    role: contract.Role = "gpu" if instance.accelerator == "nvidia" else "neuron" if instance.accelerator == "neuron" else "cpu"
     taints = [Taint(t.key, t.value, t.effect) for t in ng.taints]
-    auto_key = GPU_TAINT_KEY if role == "gpu" else NEURON_TAINT_KEY if role == "neuron" else None
+    auto_key = contract.GPU_TAINT_KEY if role == "gpu" else contract.NEURON_TAINT_KEY if role == "neuron" else None
     if auto_key and not any(t.key == auto_key for t in taints):
         taints.append(Taint(auto_key, "true", "NoSchedule"))
     labels = dict(ng.labels)
     labels.update({
-        LABEL_NODE_GROUP: names.node_group_label_value(ng.name),
-        LABEL_ROLE: role,
-        LABEL_EFA: "true" if ng.efa_enabled else "false",
+        contract.LABEL_NODE_GROUP: names.node_group_label_value(ng.name),
+        contract.LABEL_ROLE: role,
+        contract.LABEL_EFA: "true" if ng.efa_enabled else "false",
     })
     if instance.accelerator:
-        labels[LABEL_ACCELERATOR] = instance.accelerator
+        labels[contract.LABEL_ACCELERATOR] = instance.accelerator
     repair, repair_problems = node_repair_plan(prefix, role in ("gpu", "neuron"), ng.node_repair_config)
     problems.extend(repair_problems)
     extra = ng.kubelet_extra_config
@@ -437,7 +427,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
     seen: set[str] = set()
     groups: list[NodeGroupPlan] = []
     for i, ng in enumerate(spec.managed_node_groups):
-        if ng.name in seen or ng.name == SYSTEM_NODE_GROUP:
+        if ng.name in seen or ng.name == contract.SYSTEM_NODE_GROUP:
             problems.append(Problem(
                 f"managedNodeGroups[{i}].name", ng.name,
                 "node group names must be unique and 'system' is reserved for the system node group",
@@ -497,7 +487,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
 
     assert sys_instance is not None
     system = NodeGroupPlan(
-        name=SYSTEM_NODE_GROUP,
+        name=contract.SYSTEM_NODE_GROUP,
         instance=sys_instance,
         role="system",
         availability_zones=azs,
@@ -513,7 +503,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         capacity=contract.ON_DEMAND,
         reservation_id=None,
         ami_type=_ami_type(sys_instance),
-        labels={LABEL_NODE_GROUP: SYSTEM_NODE_GROUP, LABEL_ROLE: "system", LABEL_EFA: "false"},
+        labels={contract.LABEL_NODE_GROUP: contract.SYSTEM_NODE_GROUP, contract.LABEL_ROLE: "system", contract.LABEL_EFA: "false"},
         taints=(),
     )
     entries = tuple(

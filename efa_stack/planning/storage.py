@@ -73,11 +73,6 @@ LEGACY_AUTO_IMPORT: dict[tuple[str, ...], str] = {
     ("NEW", "CHANGED", "DELETED"): "NEW_CHANGED_DELETED",
 }
 
-CSI_DRIVER = contract.FSX_CSI_DRIVER
-CLAIM_NAME = contract.FSX_CLAIM_NAME
-VOLUME_NAME = contract.FSX_VOLUME_NAME
-CLAIM_NAMESPACE = contract.FSX_CLAIM_NAMESPACE
-STORAGE_CLASS_NAME = contract.FSX_STORAGE_CLASS_NAME
 
 _BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$")
 _BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
@@ -259,10 +254,10 @@ class StoragePlan:
     tolerations: tuple[Taint, ...]
     """The distinct taints of the managed node groups (``nvidia.com/gpu`` on GPU groups), sorted by
     key and effect: the FSx CSI node DaemonSet tolerates them so that every node can mount."""
-    claim_name: str = CLAIM_NAME
-    claim_namespace: str = CLAIM_NAMESPACE
-    volume_name: str = VOLUME_NAME
-    storage_class_name: str = STORAGE_CLASS_NAME
+    claim_name: str = contract.FSX_CLAIM_NAME
+    claim_namespace: str = contract.FSX_CLAIM_NAMESPACE
+    volume_name: str = contract.FSX_VOLUME_NAME
+    storage_class_name: str = contract.FSX_STORAGE_CLASS_NAME
 
     @property
     def uses_association(self) -> bool:
