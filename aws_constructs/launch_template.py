@@ -1,20 +1,9 @@
 """A launch template whose network interfaces expose every EFA device of the instance type.
 
-The interfaces come from :func:`efa_stack.planning.layout.interface_layout` (the catalog's per-card data), never
-from a formula. Rules this construct enforces for EKS managed node groups:
-- the security groups (cluster SG + EFA SG) sit on every interface and nowhere else (a template that
-  lists interfaces must not also set template-level security groups or a subnet);
-- no subnet: the node group places the instances;
-- the instance type is set here, not on the node group, so the managed node group's AMI/instance
-  type check does not apply to it;
-- the root volume is gp3 (or the spec's type), encrypted, sized from ``volumeSize``, with the
-  provisioned IOPS (required for io1/io2) and gp3 throughput of ``volumeIOPS``/``volumeThroughput``;
-- IMDSv2 is required, with a hop limit of 1 so pods cannot reach the node role's credentials;
-- user data reserves the 2 MiB hugepages EFA pods request, installs the Lustre client when the
-  cluster has FSx storage, and hands the kubelet CPU/topology settings to nodeadm
-  (:mod:`aws_constructs.user_data`);
-- the cluster placement group, the capacity reservation target and, for a Capacity Block for ML,
-  ``MarketType: capacity-block``.
+The interfaces come from :func:`efa_stack.planning.layout.interface_layout`; the security groups sit on
+every interface, there is no subnet, IMDSv2 hop limit 1, an encrypted root volume, user data from
+:mod:`aws_constructs.user_data`, and the placement and capacity options. The rules:
+docs/design/efa-interfaces.md.
 """
 
 from __future__ import annotations
@@ -96,7 +85,7 @@ class EfaLaunchTemplate(Construct):
         if not security_group_ids:
             raise ValueError("security_group_ids must list the cluster and EFA security groups")
         primaries = [i for i in interfaces if i.is_primary]
-        if interfaces and (len(primaries) != 1 or primaries[0].interface_type == "efa-only"):
+        if interfaces and (len(primaries) != 1 or primaries[0].interface_type == contract.EFA_ONLY):
             raise ValueError("exactly one primary interface (card 0, device 0) is needed and it cannot be efa-only")
         tags = props.tags
         placement_group_name = props.placement_group_name

@@ -53,6 +53,22 @@ ON_DEMAND: Final = "on-demand"
 RESERVATION: Final = "reservation"
 CAPACITY_BLOCK: Final = "capacity-block"
 RESERVED_CAPACITY: Final = (RESERVATION, CAPACITY_BLOCK)
+# Network interface types of a launch template / EC2NodeClass (EC2 API Reference,
+# LaunchTemplateInstanceNetworkInterfaceSpecificationRequest.InterfaceType): an ENA ``interface``, ``efa``
+# (ENA + EFA) or ``efa-only`` (EFA without an IP address; never the primary interface).
+InterfaceType = Literal["interface", "efa", "efa-only"]
+ENA_INTERFACE: Final = "interface"
+EFA_INTERFACE: Final = "efa"
+EFA_ONLY: Final = "efa-only"
+EfaInterfaceType = Literal["efa", "efa-only"]
+EFA_INTERFACE_TYPES: Final = get_args(EfaInterfaceType)
+# The spec's interfaceLayout: the EC2 guide's current per-card layout, or the older one (efa on card 0).
+InterfaceLayout = Literal["current", "legacy"]
+# What NCCL runs over, for the NCCL-tests job and the training jobs.
+Fabric = Literal["efa", "tcp", "infiniband"]
+FABRICS: Final = get_args(Fabric)
+# Training job kinds: a Kubeflow Trainer v2 TrainJob or a Training Operator v1 PyTorchJob.
+JobKind = Literal["trainjob", "pytorchjob"]
 # EC2's own value for Capacity Blocks, the spelling the spec's capacity type follows: LaunchTemplate
 # InstanceMarketOptions.MarketType, DescribeInstances InstanceLifecycle, DescribeCapacityReservations
 # ReservationType (EC2 API Reference).
@@ -84,6 +100,8 @@ EFA_GUARD_FAIL_PREFIX: Final = "efa-stack guard: FAIL"
 
 # FSx for Lustre objects (the static volume and its claim).
 FSX_CSI_DRIVER: Final = "fsx.csi.aws.com"
+# Where job containers see the FSx for Lustre file system unless storage.mountPath says otherwise.
+FSX_MOUNT_PATH: Final = "/fsx"
 FSX_CLAIM_NAME: Final = "fsx-claim"
 FSX_VOLUME_NAME: Final = "fsx-pv"
 FSX_CLAIM_NAMESPACE: Final = "default"

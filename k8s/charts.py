@@ -1,34 +1,9 @@
 """The cdk8s charts for a cluster plan, in the order they must be applied.
 
-``build_charts(plan, app)`` returns, skipping the ones the cluster does not need:
-
-==  =======================  ==============================================================
-10  ``efa-device-plugin``     EFA device plugin DaemonSet(s), when any node group has EFA
-11  ``nvidia-device-plugin``  NVIDIA device plugin DaemonSet, when any node group has NVIDIA GPUs
-12  ``neuron-device-plugin``  Neuron device plugin (+ RBAC), when any node group has Neuron devices
-20  ``mpi-operator-crd``      the structural ``mpijobs.kubeflow.org`` CRD (always)
-22  ``training-operator-crd`` the ``pytorchjobs.kubeflow.org`` CRD, when the plan installs Training Operator v1
-30  ``mpi-operator``          the MPI operator on the system nodes (always)
-32  ``training-operator``     Training Operator v1 (PyTorchJob only) on the system nodes, with the CRD above
-40  ``nccl-tests``            the suspended nccl-tests MPIJob, when a GPU node group can run it
-45  ``training-runtimes``     the ClusterTrainingRuntimes the spec's TrainJobs reference, when it has any
-50  ``training-jobs``         the spec's ``trainingJobs`` (TrainJob / PyTorchJob), when it has any
-==  =======================  ==============================================================
-
-Kubeflow Trainer v2 is not a cdk8s chart: the cluster stack installs its upstream Helm chart at
-position :data:`HELM_ORDER` ``kubeflow-trainer`` = 31 of the same sequence (:mod:`k8s.training_operators`).
-
-Device plugins come before jobs and the CRD before the operator and the MPIJob; each later chart
-declares a cdk8s dependency on the earlier ones it needs. Every chart is self-contained (no token
-crosses charts), so the cluster stack can hand each to ``cluster.add_cdk8s_chart(chart.node.id,
-chart)`` in this order and chain the resulting manifests. Chart ids are a contract: renaming one
-replaces its manifest. The number is the file prefix under ``dist/<cluster>/`` (see :mod:`k8s.dist`).
-
-Where things live in ``k8s/``: one file per kind of thing (``efa_device_plugin``,
-``nvidia_device_plugin``, ``neuron_device_plugin``, ``mpi_operator`` with the CRD in ``crds/``,
-``mpijob`` for the typed MPIJob, ``nccl_tests``), ``scheduling`` for the shared placement helpers,
-``images`` for every pinned image, ``dist`` for the YAML output. ``k8s/__init__.py`` imports nothing,
-so ``import k8s`` does not start the jsii runtime.
+:func:`build_charts` returns the charts the cluster needs (10 device plugins ... 50 training jobs); each
+later chart depends on the earlier ones it needs, and Kubeflow Trainer's Helm chart takes position
+:data:`HELM_ORDER`. Chart ids are a contract: renaming one replaces its manifest. The table and the
+ordering rules: docs/design/kubernetes-side.md.
 """
 
 from __future__ import annotations
@@ -129,7 +104,7 @@ def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
         NcclTestsJob(chart, "NcclTests", NcclTestsJobProps(
             job=job,
             storage_claim=storage.claim_name if storage else None,
-            storage_mount_path=storage.mount_path if storage else "/fsx",
+            storage_mount_path=storage.mount_path if storage else contract.FSX_MOUNT_PATH,
         ))
         for needed in (MPI_OPERATOR_CRD, MPI_OPERATOR, NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN):
             if needed in charts and not (needed == EFA_DEVICE_PLUGIN and job.worker.fabric != "efa"):

@@ -1,50 +1,9 @@
 """The nccl-tests MPIJob: one worker per node, one rank per GPU, created suspended.
 
-Every number comes from :class:`efa_stack.planning.nccl.NcclJobPlan` (itself from the node group plan and the
-instance catalog): worker replicas = the node group's desired size, ``slotsPerWorker`` = GPUs per
-node, ``-np`` = workers x slots, ``nvidia.com/gpu`` = GPUs per node, ``vpc.amazonaws.com/efa`` = EFA
-devices per node (32 on p5.48xlarge). Workers also request ``hugepages-2Mi`` with a memory
-request/limit (Kubernetes requires one with hugepages) and mount a memory-backed ``/dev/shm``
-(the container runtime's 64 MiB default breaks NCCL). The launcher runs on the system nodes and is
-created once every worker is ready (``launcherCreationPolicy: WaitForWorkersReady``).
-
-The job is created with ``runPolicy.suspend: true`` so that a deploy does not burn GPU hours.
-``WaitForWorkersReady`` does not hold the launcher back for a job created suspended: the MPI operator
-(kubeflow/mpi-operator@v0.8.2, ``pkg/controller/mpi_job_controller.go`` ``syncHandler``) lists and
-creates worker pods only while the job is not suspended, then creates the launcher Job once
-``countReadyWorkerPods(worker) == len(worker)``, which holds at 0 == 0 for a suspended job; on resume
-it un-suspends that launcher Job in the same pass that creates the workers (mpi-operator issue #615).
-So the launcher's command gates mpirun itself (:func:`launcher_command`): it waits until every host
-of the operator's hostfile resolves and accepts ssh, for at most ``worker_wait_seconds``, then execs
-mpirun; past the limit it exits 1 with a message naming the worker that is missing.
-Start it and read the result with (also on the MPIJob as annotations)::
-
-    kubectl patch mpijob nccl-tests-<node group> -n default --type merge -p '{"spec":{"runPolicy":{"suspend":false}}}'
-    kubectl logs -n default -f job/nccl-tests-<node group>-launcher
-
-A finished MPIJob does not run again: delete it (``kubectl delete mpijob ...``) and let the next
-deploy, or ``kubectl apply -f dist/<cluster>/after-crds/``, create it again.
-
-Fabrics (``ncclTest.fabric``) render the same job three ways:
-
-``efa``
-    ``vpc.amazonaws.com/efa`` and hugepages requested; ``FI_PROVIDER=efa``; with ``ncclTest.efaGuard``
-    (default on) ``NCCL_NET=AWS Libfabric`` and an ``efa-guard`` init container on every worker, so a
-    worker without EFA fails with one clear line instead of running over sockets (:mod:`k8s.efa_guard`); ``FI_EFA_USE_DEVICE_RDMA=1``
-    when the GPU supports GPUDirect RDMA (A100/H100/H200/B200/B300, see :mod:`efa_stack.planning.nccl`);
-    the aws-ofi-nccl tuner (``NCCL_TUNER_PLUGIN``); ``NCCL_DEBUG=INFO`` so the log shows the
-    ``NET/Libfabric`` transport (NCCL silently falls back to sockets when EFA is missing).
-``tcp``
-    the A/B baseline: no EFA devices, no hugepages, ``NCCL_NET=Socket`` and ``FI_PROVIDER=tcp``.
-``infiniband``
-    an InfiniBand/RoCE cluster outside AWS: one ``rdma/hca`` device, ``IPC_LOCK`` (RDMA pins
-    memory), ``NCCL_NET=IB``, ``NCCL_IB_DISABLE=0``, ``NCCL_IB_HCA``, ``NCCL_IB_GID_INDEX`` and
-    ``NCCL_SOCKET_IFNAME`` (Baidu CCE "Pod在CCE中使用RDMA网络": the RDMA device plugin's ``rdma/hca``
-    resource and ``IPC_LOCK``; NVIDIA NCCL docs "Environment Variables" for the NCCL_IB_* meaning).
-    Set ``ncclTest.image`` to an image built for that fabric; :class:`ImageLayout` says where
-    efa-stack expects mpirun and the nccl-tests binaries.
-
-Neuron node groups get no NCCL job: nccl-tests are CUDA programs.
+Every number comes from :class:`efa_stack.planning.nccl.NcclJobPlan`; ``ncclTest.fabric`` renders it for
+``efa``, ``tcp`` or ``infiniband``. The launcher gates mpirun until every worker answers
+(:func:`launcher_command`), because the operator starts it early for a job created suspended. Why, with
+the sources: docs/design/kubernetes-side.md; how to run it: docs/verify.md.
 """
 
 from __future__ import annotations
@@ -150,7 +109,7 @@ class NcclTestsJobProps:
     labels: dict[str, str] = field(default_factory=dict, hash=False)
     storage_claim: str | None = None
     """A ReadWriteMany claim (the FSx for Lustre volume of the spec's ``storage``) to mount in workers."""
-    storage_mount_path: str = "/fsx"
+    storage_mount_path: str = contract.FSX_MOUNT_PATH
     worker_wait_seconds: int = 900
     """How long the launcher waits for every worker to resolve and accept ssh before mpirun (the
     workers pull a multi-GB image on first start); past it the launcher fails with a clear message."""

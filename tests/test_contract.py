@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Literal, get_args, get_origin
 
 from efa_stack import contract
 
@@ -64,3 +65,56 @@ def test_the_check_finds_a_retyped_name(tmp_path):
     module = tmp_path / "m.py"
     module.write_text('RESOURCE = "vpc.amazonaws.com/efa"\n')
     assert (1, "vpc.amazonaws.com/efa") in literals(module)
+
+
+# --- short shared strings and literal types -----------------------------------------------------------------
+# Strings too short or too plain for the scan above that still cross components: the FSx mount path, the
+# interface types of a launch template and the fabric names. Each must come from the contract.
+SHORT_SHARED = {contract.FSX_MOUNT_PATH, contract.EFA_ONLY}
+
+
+def literal_sets(path: Path) -> list[tuple[int, frozenset[object]]]:
+    """Every ``Literal[...]`` in ``path`` with the set of its members (constants only)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out: list[tuple[int, frozenset[object]]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "Literal":
+            elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if all(isinstance(e, ast.Constant) for e in elts):
+                out.append((node.lineno, frozenset(e.value for e in elts if isinstance(e, ast.Constant))))
+    return out
+
+
+def contract_literals() -> dict[frozenset[object], str]:
+    return {frozenset(get_args(value)): name for name, value in vars(contract).items()
+            if get_origin(value) is Literal}
+
+
+def test_short_shared_strings_are_not_typed_again():
+    retyped = [
+        f"{path.relative_to(ROOT)}:{line}: {text!r}"
+        for path in SOURCES
+        for line, text in literals(path)
+        if text in SHORT_SHARED
+    ]
+    assert retyped == [], "use the contract's name for:\n" + "\n".join(retyped)
+
+
+def test_contract_literal_types_are_not_declared_again():
+    shared = contract_literals()
+    # the check is not empty: the fabric names and interface types are contract literals
+    assert shared[frozenset(contract.FABRICS)] == "Fabric" and frozenset(contract.EFA_INTERFACE_TYPES) < next(
+        k for k, v in shared.items() if v == "InterfaceType")
+    again = [
+        f"{path.relative_to(ROOT)}:{line}: Literal of {sorted(map(str, members))} is contract.{shared[members]}"
+        for path in SOURCES
+        for line, members in literal_sets(path)
+        if members in shared
+    ]
+    assert again == [], "use the contract's literal type:\n" + "\n".join(again)
+
+
+def test_the_literal_check_finds_a_declared_fabric(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text('from typing import Literal\nFabric = Literal["efa", "tcp", "infiniband"]\n')
+    assert (2, frozenset(contract.FABRICS)) in literal_sets(module)

@@ -1,20 +1,9 @@
-"""efa-stack's own rules, in the cdk-nag style: each is a pure function of one resource (with the
-synthesized templates of its app, :class:`App`, where it must follow a reference) or of one Kubernetes
-object, returning COMPLIANT, NON_COMPLIANT or NOT_APPLICABLE. They read what CloudFormation receives:
-resolved properties, never logical-id patterns.
+"""efa-stack's own rules, in the cdk-nag style: pure functions of one resource or Kubernetes object.
 
-They cover what the AwsSolutions pack cannot know about EFA clusters:
-
-- ``EFA1`` every EFA interface of a launch template carries the EFA security group;
-- ``EFA2`` an EFA security group's all-traffic rules point only at itself;
-- ``EFA3`` an EFA node group has a cluster placement group unless it runs on a reservation;
-- ``EFA4`` no EFA node gets a public IP;
-- ``K8S1`` every manifest fits the kubectl handler's 262,144-byte limit;
-- ``K8S2`` only the device plugins run with host access, and each says why.
-
-:class:`efa_stack.checks.nag_pack.EfaStackChecks` runs them on every synth (a violation fails it);
-:func:`check_templates` and :func:`check_manifests` apply them to templates or to ``dist/`` manifests
-and return the findings.
+``EFA1``-``EFA4`` cover EFA security groups, placement and public IPs, ``K8S1``-``K8S2`` manifest size and
+host access; each returns COMPLIANT, NON_COMPLIANT or NOT_APPLICABLE from resolved properties.
+:class:`efa_stack.checks.nag_pack.EfaStackChecks` runs them on every synth; :func:`check_templates` and
+:func:`check_manifests` apply them to templates or ``dist/``. The rule table: docs/design/checks.md.
 """
 
 from __future__ import annotations
@@ -28,7 +17,7 @@ from typing import Any
 from efa_stack import contract
 
 KUBECTL_MANIFEST_LIMIT = 262_144
-EFA_TYPES = ("efa", "efa-only")
+
 
 
 class Compliance(enum.Enum):
@@ -144,7 +133,7 @@ class App:
 
 def _efa_interfaces(launch_template: Resource) -> list[dict[str, Any]]:
     data = (launch_template.get("Properties") or {}).get("LaunchTemplateData") or {}
-    return [n for n in data.get("NetworkInterfaces") or [] if n.get("InterfaceType") in EFA_TYPES]
+    return [n for n in data.get("NetworkInterfaces") or [] if n.get("InterfaceType") in contract.EFA_INTERFACE_TYPES]
 
 
 # --- EFA1 ------------------------------------------------------------------------------------------

@@ -14,13 +14,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from efa_stack import contract
+
 DATA_DIR = Path(__file__).parent / "data"
 CATALOG_FILE = DATA_DIR / "instance_catalog.json"
 REGIONS_FILE = DATA_DIR / "regions.json"
 SUPPLEMENT_FILE = DATA_DIR / "instance_supplement.json"
 """Types EC2 sells that moto's recording lacks, from the EC2 documentation; a live refresh's own answer wins."""
 
-InterfaceType = Literal["interface", "efa", "efa-only"]
 
 
 class _Record(BaseModel):
@@ -38,7 +39,7 @@ class NetworkCard(_Record):
 
     @property
     def efa_capable(self) -> bool:
-        return "efa" in self.interface_types or "efa-only" in self.interface_types
+        return any(t in self.interface_types for t in contract.EFA_INTERFACE_TYPES)
 
 
 class GpuInfo(_Record):

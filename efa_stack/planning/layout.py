@@ -1,40 +1,28 @@
-"""Network-interface layouts derived from an instance type's per-card data.
-
-``current`` follows the EC2 user guide "Maximize network bandwidth on Amazon EC2 instances with
-multiple network cards": network card 0 device 0 is an ENA ``interface`` (an efa-only interface can
-never be primary; on a card 0 that takes a single interface the primary is an ``efa`` interface,
-which is EFA and ENA in one); if card 0 supports EFA, card 0 device 1 is ``efa-only``; every further EFA-capable
-card gets ``efa-only`` at device 0 and, when ``ena_on_efa_cards`` is set, an ENA ``interface`` at
-device 1 (for more IP bandwidth or addresses). Cards that do not support EFA (card 0 of
-p6-b300.48xlarge) carry no EFA device.
-
-``legacy`` is the layout of older guides and eksctl: an ``efa`` interface (EFA + ENA) as the primary
-on card 0 and an ``efa`` interface at device index 1 on every further card.
+"""Network-interface layouts (``current`` and ``legacy``) derived from an instance type's per-card data.
 
 Either way the number of EFA devices equals ``EfaInfo.MaximumEfaInterfaces``; :func:`interface_layout`
-raises :class:`LayoutError` when the card data cannot provide that.
+raises :class:`LayoutError` when the card data cannot provide that. The rules and their sources:
+docs/design/efa-interfaces.md.
 """
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import NamedTuple, get_args
 
+from efa_stack import contract
 from efa_stack.planning.catalog import InstanceType, NetworkCard
 
-Layout = Literal["current", "legacy"]
-LAYOUTS: tuple[Layout, ...] = ("current", "legacy")
-EFA_TYPES = ("efa", "efa-only")
-EfaKind = Literal["efa", "efa-only"]
+LAYOUTS: tuple[contract.InterfaceLayout, ...] = get_args(contract.InterfaceLayout)
 
 
 class Interface(NamedTuple):
     network_card_index: int
     device_index: int
-    interface_type: Literal["interface", "efa", "efa-only"]
+    interface_type: contract.InterfaceType
 
     @property
     def is_efa(self) -> bool:
-        return self.interface_type in EFA_TYPES
+        return self.interface_type in contract.EFA_INTERFACE_TYPES
 
     @property
     def is_primary(self) -> bool:
@@ -45,8 +33,8 @@ class LayoutError(ValueError):
     pass
 
 
-def _efa_kind(card: NetworkCard, prefer: EfaKind) -> EfaKind | None:
-    other: EfaKind = "efa" if prefer == "efa-only" else "efa-only"
+def _efa_kind(card: NetworkCard, prefer: contract.EfaInterfaceType) -> contract.EfaInterfaceType | None:
+    other: contract.EfaInterfaceType = contract.EFA_INTERFACE if prefer == contract.EFA_ONLY else contract.EFA_ONLY
     if prefer in card.interface_types:
         return prefer
     if other in card.interface_types:
@@ -55,7 +43,7 @@ def _efa_kind(card: NetworkCard, prefer: EfaKind) -> EfaKind | None:
 
 
 def interface_layout(
-    instance: InstanceType, layout: Layout = "current", *, ena_on_efa_cards: bool = False
+    instance: InstanceType, layout: contract.InterfaceLayout = "current", *, ena_on_efa_cards: bool = False
 ) -> tuple[Interface, ...]:
     """The interfaces a launch template should declare for ``instance``."""
     if not instance.efa_supported or instance.max_efa_interfaces < 1:
@@ -79,7 +67,7 @@ def interface_layout(
                 result.append(Interface(0, 0, "interface"))
             used = 1
             if layout == "current" and efa < wanted and card.max_interfaces > used:
-                kind = _efa_kind(card, "efa-only")
+                kind = _efa_kind(card, contract.EFA_ONLY)
                 if kind is not None:
                     result.append(Interface(0, 1, kind))
                     efa += 1
@@ -87,7 +75,7 @@ def interface_layout(
         if efa >= wanted:
             break
         if layout == "current":
-            kind = _efa_kind(card, "efa-only")
+            kind = _efa_kind(card, contract.EFA_ONLY)
             if kind is None:
                 continue
             result.append(Interface(card.index, 0, kind))
@@ -122,7 +110,7 @@ def describe(interfaces: tuple[Interface, ...]) -> str:
     counts: dict[str, int] = {}
     for i in interfaces:
         counts[i.interface_type] = counts.get(i.interface_type, 0) + 1
-    label = {"interface": "ENA", "efa": "efa", "efa-only": "efa-only"}
-    parts = [f"{counts[k]} {label[k]}" for k in ("interface", "efa", "efa-only") if k in counts]
+    label = {contract.ENA_INTERFACE: "ENA", contract.EFA_INTERFACE: contract.EFA_INTERFACE, contract.EFA_ONLY: contract.EFA_ONLY}
+    parts = [f"{counts[k]} {label[k]}" for k in get_args(contract.InterfaceType) if k in counts]
     cards = len({i.network_card_index for i in interfaces})
     return " + ".join(parts) + f" on {cards} card{'s' if cards != 1 else ''}"

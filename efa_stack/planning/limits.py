@@ -11,6 +11,7 @@ import ipaddress
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from efa_stack import contract
 from efa_stack.spec.errors import Problem
 
 # --- EBS root volumes -------------------------------------------------------------------------------
@@ -231,7 +232,7 @@ def validate_plan_limits(plan_groups: Sequence, cidr: str, zones: Sequence[str],
     """The checks above for planned node groups (:class:`efa_stack.planning.plan.NodeGroupPlan`) plus the system group."""
     per_zone: dict[str, int] = {z: 0 for z in zones}
     for g in plan_groups:
-        ips_per_node = sum(1 for i in g.interfaces if i.interface_type != "efa-only") if g.interfaces else 1
+        ips_per_node = sum(1 for i in g.interfaces if i.interface_type != contract.EFA_ONLY) if g.interfaces else 1
         azs = [z for z in g.availability_zones if z in per_zone]
         for z in azs:
             per_zone[z] += -(-g.max_size // len(azs)) * ips_per_node

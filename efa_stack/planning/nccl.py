@@ -1,13 +1,8 @@
 """The nccl-tests job, derived from the plan: which node group, how many workers, slots and devices.
 
-Every number here comes from a :class:`efa_stack.planning.plan.NodeGroupPlan` (itself from the instance catalog)
-or from the spec's ``ncclTest`` section; nothing is typed twice. For 2 x p5.48xlarge the plan
-gives 2 workers, ``slotsPerWorker`` 8 (GPUs per node), ``-np`` 16 and 32 ``vpc.amazonaws.com/efa``
-per worker; change the instance type or the node count and every one of them follows.
-
-Neuron node groups get no NCCL job: nccl-tests are CUDA programs (Trainium uses the Neuron
-collectives and its own ``nccom-test``), so :func:`nccl_job_plan` only picks NVIDIA GPU groups and
-:func:`validate_nccl` rejects an ``ncclTest.nodeGroup`` that names a Neuron or CPU group.
+Every number comes from a :class:`efa_stack.planning.node_groups.NodeGroupPlan` or the spec's ``ncclTest``
+section; :func:`worker_sizing` is also the rule training workers are sized by. Only NVIDIA GPU groups get
+a job (nccl-tests are CUDA programs). Design: docs/design/kubernetes-side.md.
 """
 
 from __future__ import annotations
@@ -15,7 +10,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from efa_stack import contract
 from efa_stack.names import nccl_job_name, nccl_job_problems
@@ -23,9 +17,6 @@ from efa_stack.planning.catalog import InstanceType
 from efa_stack.planning.node_groups import NodeGroupPlan, Taint
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.models import ClusterSpec, NcclTest
-
-Fabric = Literal["efa", "tcp", "infiniband"]
-
 
 # GPUs whose instances support GPUDirect RDMA over EFA (RDMA read/write), so libfabric may DMA
 # straight into GPU memory (FI_EFA_USE_DEVICE_RDMA=1). Per the EC2 user guide's EFA page
@@ -142,7 +133,7 @@ class WorkerSizing:
 
     node_group: str
     instance_type: str
-    fabric: Fabric
+    fabric: contract.Fabric
     gpus: int
     efa_devices: int
     """``vpc.amazonaws.com/efa``: every EFA device of the node over EFA; 0 over any other fabric."""
@@ -162,7 +153,7 @@ class WorkerSizing:
 
 
 def worker_sizing(
-    ng: NodeGroupPlan, fabric: Fabric, *, memory_mib: int | None = None, shm_mib: int | None = None,
+    ng: NodeGroupPlan, fabric: contract.Fabric, *, memory_mib: int | None = None, shm_mib: int | None = None,
     hugepages_explicit: bool = False,
 ) -> WorkerSizing:
     """THE sizing of a worker pod on a node of ``ng`` for a job over ``fabric``: the node's EFA devices,

@@ -1,41 +1,8 @@
 """Extension: shared training storage, an FSx for Lustre file system declared in the spec.
 
-``storage`` is off unless the section is present (and ``enabled`` is not false). The models here
-follow :mod:`efa_stack.spec.models` (unknown fields are errors, camelCase aliases, frozen); this module does not
-import :mod:`efa_stack.spec.models` or :mod:`efa_stack.planning.plan` at run time because ``spec.models`` imports it.
-
-What FSx for Lustre accepts, with the document each fact comes from:
-
-* Storage capacity (FSx API Reference, ``CreateFileSystem`` ``StorageCapacity``; the CloudFormation
-  ``AWS::FSx::FileSystem`` ``StorageCapacity`` text is the same): SCRATCH_2, PERSISTENT_1 and
-  PERSISTENT_2 on SSD take 1200 GiB, 2400 GiB and then increments of 2400 GiB; SCRATCH_1 takes
-  1200 GiB, 2400 GiB and then increments of 3600 GiB.
-* Per-unit storage throughput (FSx API Reference, ``LustreFileSystemConfiguration``
-  ``PerUnitStorageThroughput``: "only valid for PERSISTENT_1 and PERSISTENT_2"): PERSISTENT_1 SSD
-  50, 100, 200 MB/s/TiB; PERSISTENT_2 SSD 125, 250, 500, 1000 MB/s/TiB; scratch types take none.
-* Linking an S3 bucket (FSx for Lustre User Guide, "Linking your file system to an Amazon S3
-  bucket": "Data repository associations, automatic export, and support for multiple data
-  repositories aren't available on FSx for Lustre 2.10 file systems or Scratch 1 file systems";
-  "Working with older deployment types"; FSx API Reference ``CreateFileSystemLustreConfiguration``:
-  ``ImportPath``, ``ExportPath``, ``AutoImportPolicy`` and ``ImportedFileChunkSize`` are not supported
-  on PERSISTENT_2 / with a data repository association):
-
-  ==============  =========================================================================
-  PERSISTENT_2    ``AWS::FSx::DataRepositoryAssociation`` (DRA): import on create, automatic
-                  import and automatic export events; never ``ImportPath``
-  SCRATCH_1,      the older link on the file system itself: ``LustreConfiguration.ImportPath``
-  SCRATCH_2,      (+ ``AutoImportPolicy``). It always imports the bucket's listing when the file
-  PERSISTENT_1    system is created and has no automatic export (export with data repository
-                  tasks instead). efa-stack uses this link for these types, as the AWS CDK
-                  ``LustreFileSystem`` example does for SCRATCH_2.
-  ==============  =========================================================================
-
-* Lustre version (FSx API Reference, ``CreateFileSystem`` ``FileSystemTypeVersion``): "2.15 is
-  supported by all Lustre deployment types and is recommended for all new file systems".
-* S3 bucket names (Amazon S3 User Guide, "General purpose bucket naming rules"): 3-63 characters of
-  lowercase letters, digits, dots and hyphens; begin and end with a letter or digit; no two adjacent
-  periods; not formatted as an IP address; not starting with ``xn--``, ``sthree-`` or
-  ``amzn-s3-demo-``; not ending with ``-s3alias``, ``--ol-s3``, ``.mrap`` or ``--x-s3``.
+The ``storage`` models (same conventions as :mod:`efa_stack.spec.models`, which imports this module, so
+nothing here imports the spec models or the plan at run time), their checks against what FSx for Lustre
+accepts, and the storage plan. The FSx facts and their sources: docs/design/storage.md.
 """
 
 from __future__ import annotations

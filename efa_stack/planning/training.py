@@ -1,19 +1,9 @@
 """Training jobs, derived from the plan: which node group, how many nodes, processes, devices and memory.
 
-Each ``trainingJobs[]`` entry becomes a :class:`TrainingJobPlan`. Every number comes from the node
-group's :class:`efa_stack.planning.plan.NodeGroupPlan` (itself from the instance catalog), through the function that
-sizes the NCCL-tests workers (:func:`efa_stack.planning.nccl.worker_sizing`: devices, CPUs, memory and ``/dev/shm``, the
-node's reserved hugepages, GPUDirect RDMA): for 2 x p5.48xlarge the plan gives 2 nodes,
-``nproc_per_node`` 8 (one process per GPU), 8 ``nvidia.com/gpu`` and 32 ``vpc.amazonaws.com/efa`` per
-worker. Nothing here is typed twice.
-
-NVIDIA GPU node groups only: torchrun with NCCL needs CUDA devices. Trainium/Inferentia groups would
-need the Neuron runtime, ``aws.amazon.com/neuroncore`` requests and torch-neuronx's own launcher
-settings, which efa-stack does not render yet; such a group (and a CPU group) is refused with a message.
-
-The pod-level part of a job (everything a Kubeflow ClusterTrainingRuntime carries) is a
-:class:`WorkerPlan`; TrainJobs whose WorkerPlans are equal share one runtime, named by
-:func:`runtime_name`.
+Each ``trainingJobs[]`` entry becomes a :class:`TrainingJobPlan`, sized by the NCCL-tests workers' rule
+(:func:`efa_stack.planning.nccl.worker_sizing`); NVIDIA GPU node groups only. TrainJobs whose
+:class:`WorkerPlan` are equal share one runtime, named by :func:`runtime_name`. Design:
+docs/design/training.md.
 """
 
 from __future__ import annotations
@@ -21,7 +11,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from efa_stack import contract
 from efa_stack.names import DNS1035_LABEL, DNS1123_SUBDOMAIN, Rule
@@ -29,8 +18,6 @@ from efa_stack.planning.nccl import WorkerSizing, worker_sizing
 from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.models import ClusterSpec, TrainingJobSpec
-
-JobKind = Literal["trainjob", "pytorchjob"]
 
 # --- names the operators derive ----------------------------------------------------------------
 # Kubeflow Trainer v2.3.0: the TrainJob becomes a JobSet of the same name whose replicated job is
@@ -98,7 +85,7 @@ class TrainingJobPlan:
 
     name: str
     namespace: str
-    kind: JobKind
+    kind: contract.JobKind
     nnodes: int
     worker: WorkerPlan
     image: str

@@ -1,11 +1,8 @@
-"""Typed models of the cluster spec.
+"""Typed models of the cluster spec: an eksctl ``ClusterConfig`` plus efa-stack's extension fields.
 
-The spec is an eksctl ``ClusterConfig`` (the fields the AWS EKS EFA guide uses, unchanged) plus
-documented extension fields for what eksctl cannot say. Field names follow eksctl's camelCase.
-Every model forbids unknown fields and is strict (a count is a whole number, not ``2.0``, ``true``
-or ``"2"``, as eksctl's Go types require); :mod:`efa_stack.spec.loader` turns pydantic's errors into
-:class:`efa_stack.spec.errors.Problem` messages that name the field, the value and the fix. Each field's
-docstring is its description in the published JSON Schema (``use_attribute_docstrings``).
+Every model forbids unknown fields and is strict, as eksctl's Go types are; :mod:`efa_stack.spec.loader`
+turns pydantic's errors into :class:`efa_stack.spec.errors.Problem` messages. Each field's docstring is its
+description in the published JSON Schema and in docs/spec-reference.md (docs/design/spec-and-plan.md).
 """
 
 from __future__ import annotations
@@ -59,7 +56,6 @@ Event = Literal["NEW", "CHANGED", "DELETED"]
 _ALL_EVENTS: tuple[Event, ...] = ("NEW", "CHANGED", "DELETED")
 FSX_MAX_STORAGE_CAPACITY = 2**31 - 1
 """FSx API Reference, CreateFileSystem: ``StorageCapacity`` is an Integer (32-bit) number of GiB."""
-DEFAULT_MOUNT_PATH = "/fsx"
 VERSION_PATTERN = r"^\d+(\.\d+){1,3}$"
 DEFAULT_IMAGE_DIRECTORY = "images/efa-pytorch"
 CpuManagerPolicy = Literal["none", "static"]
@@ -85,7 +81,7 @@ class S3Link(_Model):
 
 
 class Storage(_Model):
-    """Extension: an FSx for Lustre file system shared by the training jobs (see README "Storage")."""
+    """Extension: an FSx for Lustre file system shared by the training jobs (see docs/spec.md, "Shared storage")."""
 
     enabled: bool = True
     """Create the file system (``false`` keeps the section but builds nothing)."""
@@ -99,7 +95,7 @@ class Storage(_Model):
     """``NONE`` or ``LZ4`` compression of the file system's data."""
     s3: S3Link | None = None
     """An S3 bucket linked to the file system (absent: none)."""
-    mount_path: str = Field(DEFAULT_MOUNT_PATH, alias="mountPath", pattern=r"^/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$")
+    mount_path: str = Field(contract.FSX_MOUNT_PATH, alias="mountPath", pattern=r"^/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$")
     """Where the NCCL/training job containers see the file system."""
     node_group: str | None = Field(None, alias="nodeGroup", pattern=r"^[a-zA-Z][-a-zA-Z0-9]*$")
     """Whose availability zone and private subnet get the file system; default: the first EFA node
@@ -110,7 +106,7 @@ class Storage(_Model):
 
 class TrainingImage(_Model):
     """Extension: an EFA-ready PyTorch image that ``cdk deploy`` builds and pushes to the CDK assets ECR
-    repository (see README "Training image")."""
+    repository (see docs/training-jobs.md, "The training image")."""
 
     build: bool = False
     """Build the image during ``cdk deploy`` (needs Docker where ``cdk deploy`` runs; synth does not)."""
@@ -338,7 +334,7 @@ class NodeRepairConfigSpec(_Model):
 class KubeletExtraConfig(_Model):
     """Kubelet CPU and topology settings of a node group's nodes, with the ``KubeletConfiguration`` field
     names (eksctl spells kubelet settings of a node group ``kubeletExtraConfig``). efa-stack writes them into
-    the nodes' nodeadm ``NodeConfig`` (``spec.kubelet.config``); defaults, see spec/tuning.py. Changing them
+    the nodes' nodeadm ``NodeConfig`` (``spec.kubelet.config``); defaults, see docs/design/node-tuning.md. Changing them
     changes the launch template, so EKS replaces the group's nodes."""
 
     cpu_manager_policy: CpuManagerPolicy | None = Field(None, alias="cpuManagerPolicy")
@@ -375,7 +371,7 @@ class ManagedNodeGroupSpec(_Model):
     volume_size: int = Field(200, alias="volumeSize", ge=MIN_VOLUME_GIB, le=max(EBS_MAX_VOLUME_GIB.values()))
     """Root volume size in GiB (at most 16,384, or 65,536 for io2)."""
     # eksctl@99984ad pkg/apis/eksctl.io/v1alpha5/types.go NodeGroupBase: `volumeIOPS`, `volumeThroughput`
-    # (MiB/s); ranges per volume type are checked in spec.plan (EBS limits, with sources).
+    # (MiB/s); ranges per volume type are checked in planning.limits (EBS limits, with sources).
     volume_iops: int | None = Field(None, alias="volumeIOPS", ge=1)
     """Provisioned IOPS of the root volume (gp3, io1, io2; required for io1/io2)."""
     volume_throughput: int | None = Field(None, alias="volumeThroughput", ge=1)
@@ -383,7 +379,7 @@ class ManagedNodeGroupSpec(_Model):
     private_networking: bool | None = Field(None, alias="privateNetworking")
     """Nodes are always in private subnets; ``false`` is an error."""
     efa_enabled: bool = Field(False, alias="efaEnabled")
-    """Give every node all the EFA devices its instance type has (see README "What efaEnabled does")."""
+    """Give every node all the EFA devices its instance type has (see docs/spec.md, "What efaEnabled: true does")."""
     labels: dict[str, str] = Field(default_factory=dict)
     """Kubernetes labels on the nodes."""
     taints: list[TaintSpec] = Field(default_factory=list)
@@ -391,7 +387,7 @@ class ManagedNodeGroupSpec(_Model):
     tags: dict[str, str] = Field(default_factory=dict)
     """Tags on the node group."""
     # --- extensions ----------------------------------------------------------------------------
-    interface_layout: Literal["current", "legacy"] = Field("current", alias="interfaceLayout")
+    interface_layout: contract.InterfaceLayout = Field("current", alias="interfaceLayout")
     """Extension: ``current`` (ENA primary + ``efa-only`` on card 0, ``efa-only`` on every further card) or
     ``legacy`` (``efa`` interfaces, as older guides and eksctl lay them out)."""
     ena_on_efa_cards: bool = Field(False, alias="enaOnEfaCards")
@@ -408,8 +404,8 @@ class ManagedNodeGroupSpec(_Model):
     turns it off). Repair needs the ``eks-node-monitoring-agent`` add-on, which efa-stack then installs."""
     kubelet_extra_config: KubeletExtraConfig | None = Field(None, alias="kubeletExtraConfig")
     """Extension on managed node groups (eksctl has it on unmanaged ones): the kubelet's CPU manager and Topology
-    Manager settings; default ``static``/``restricted``/``pod`` on GPU and Neuron node groups (see README "Node
-    tuning")."""
+    Manager settings; default ``static``/``restricted``/``pod`` on GPU and Neuron node groups (see
+    docs/design/node-tuning.md)."""
 
     @field_validator("volume_size")
     @classmethod
@@ -480,7 +476,7 @@ class NcclTest(_Model):
     """nccl-tests ``-n``: timed iterations per size."""
     check: int = Field(1, ge=0, le=1000)
     """nccl-tests ``-c``: check the result this many iterations (0 turns checking off)."""
-    fabric: Literal["efa", "tcp", "infiniband"] = "efa"
+    fabric: contract.Fabric = "efa"
     """``efa`` (default); ``tcp`` renders the same job without EFA for an A/B comparison;
     ``infiniband`` renders it for an InfiniBand/RoCE cluster outside AWS (``rdma/hca``)."""
     image: str = Field(DEFAULT_NCCL_TESTS_IMAGE, pattern=r"^\S+[:@]\S+$")
@@ -491,7 +487,7 @@ class NcclTest(_Model):
     """``hugepages-2Mi`` per worker for libfabric (EFA only; 0 requests none)."""
     memory_mib: int | None = Field(None, alias="memoryMiB", ge=256, le=4194304)
     """Memory request and limit per worker (hugepages need a memory request); when unset, sized from the
-    node's GPUs: 4000 MiB per GPU plus the ``/dev/shm`` (spec.nccl.worker_memory)."""
+    node's GPUs: 4000 MiB per GPU plus the ``/dev/shm`` (planning.nccl.worker_memory)."""
     shm_mib: int | None = Field(None, alias="shmSizeMiB", ge=64, le=4194304)
     """Size limit of the memory-backed ``/dev/shm`` per worker (counts against ``memoryMiB``); when unset,
     1024 MiB per GPU."""
@@ -504,7 +500,7 @@ class NcclTest(_Model):
 
 
 class Observability(_Model):
-    """Extension: CloudWatch Container Insights and a GPU/EFA dashboard (spec/observability.py)."""
+    """Extension: CloudWatch Container Insights and a GPU/EFA dashboard (planning/observability.py)."""
 
     container_insights: bool | None = Field(None, alias="containerInsights")
     """Install the amazon-cloudwatch-observability add-on (GPU, Neuron and EFA metrics in CloudWatch,
@@ -560,7 +556,7 @@ class TrainingVolume(_Model):
 
 
 class TrainingJobSpec(_Model):
-    """Extension: a distributed PyTorch training job (torchrun) on one node group; see spec/training.py."""
+    """Extension: a distributed PyTorch training job (torchrun) on one node group; see docs/training-jobs.md."""
 
     name: str = Field(pattern=DNS1035_NAME_PATTERN, max_length=63)
     """The job's Kubernetes name (a DNS-1035 label: lowercase letters, digits and '-', starting with a letter)."""
@@ -577,10 +573,10 @@ class TrainingJobSpec(_Model):
     """An inline Python training script that each worker runs under ``torchrun``; not together with ``command``."""
     nnodes: int | None = Field(None, ge=1, le=MAX_NODES_PER_NODE_GROUP)
     """Nodes (one worker each); default: the node group's ``desiredCapacity``."""
-    kind: Literal["trainjob", "pytorchjob"] = "trainjob"
+    kind: contract.JobKind = "trainjob"
     """``trainjob`` (Kubeflow Trainer v2 TrainJob on an efa-stack ClusterTrainingRuntime) or ``pytorchjob``
     (Kubeflow Training Operator v1 PyTorchJob)."""
-    fabric: Literal["efa", "tcp", "infiniband"] = "efa"
+    fabric: contract.Fabric = "efa"
     """``efa`` (every EFA device of the node); ``tcp`` (no EFA: NCCL over sockets); ``infiniband`` (an IB/RoCE
     cluster outside AWS, with the RDMA device plugin)."""
     rdma_resource: str | None = Field(
@@ -663,11 +659,11 @@ class ClusterSpec(_Model):
     nccl_test: NcclTest = Field(NcclTest(), alias="ncclTest")
     """Extension: the nccl-tests MPIJob."""
     storage: Storage | None = None
-    """FSx for Lustre shared storage (spec/storage.py); absent: no file system."""
+    """FSx for Lustre shared storage (planning/storage.py); absent: no file system."""
     observability: Observability = Observability()
     """Extension: Container Insights and the GPU/EFA dashboard."""
     training_image: TrainingImage | None = Field(None, alias="trainingImage")
-    """Extension: the EFA PyTorch training image ``cdk deploy`` builds (spec/image_compat.py); absent: none."""
+    """Extension: the EFA PyTorch training image ``cdk deploy`` builds (planning/image_compat.py); absent: none."""
     training_operators: TrainingOperators = Field(TrainingOperators(), alias="trainingOperators")
     """Extension: the Kubeflow training operators to install (Trainer v2, Training Operator v1 PyTorchJob)."""
     training_jobs: list[TrainingJobSpec] = Field(default_factory=list, alias="trainingJobs", max_length=MAX_TRAINING_JOBS)
