@@ -215,7 +215,7 @@ def test_every_derived_name_of_an_accepted_spec_is_valid(cluster, group, desired
         return
     job = plan.nccl_job
     target = (job.node_group, job.workers) if job is not None else None
-    for rule, value in names.all_names(spec, target):
+    for rule, value in names.all_names(spec.metadata.name, [ng.name for ng in spec.managed_node_groups], target):
         assert rule.ok(value), (rule.target, value, rule.violation(value))
     for ng in plan.all_node_groups:
         for key, value in ng.labels.items():

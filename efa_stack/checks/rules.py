@@ -56,7 +56,7 @@ GroupRef = tuple[str, str]
 
 
 @dataclass(frozen=True)
-class Rule:
+class SecurityGroupRule:
     """One security-group rule, inline or a separate Ingress/Egress resource."""
 
     direction: str  # "ingress" | "egress"
@@ -100,7 +100,7 @@ class App:
     def group(self, ref: GroupRef) -> Resource:
         return self.templates[ref[0]]["Resources"][ref[1]]
 
-    def rules_of(self, ref: GroupRef) -> list[Rule]:
+    def rules_of(self, ref: GroupRef) -> list[SecurityGroupRule]:
         """Every rule of the group: inline ones and separate Ingress/Egress resources anywhere in the app."""
         stack = ref[0]
         props = self.group(ref).get("Properties") or {}
@@ -114,14 +114,14 @@ class App:
                     rules.append(self._rule(direction, p, peer_key, other))
         return rules
 
-    def _rule(self, direction: str, props: dict[str, Any], peer_key: str, stack: str) -> Rule:
+    def _rule(self, direction: str, props: dict[str, Any], peer_key: str, stack: str) -> SecurityGroupRule:
         peer_value = next(
             (props[k] for k in (peer_key, "CidrIp", "CidrIpv6", "SourcePrefixListId", "DestinationPrefixListId")
              if props.get(k) is not None),
             None,
         )
         peer = self.resolve_group(props[peer_key], stack) if props.get(peer_key) is not None else None
-        return Rule(direction, str(props.get("IpProtocol")), peer, peer_value)
+        return SecurityGroupRule(direction, str(props.get("IpProtocol")), peer, peer_value)
 
     def is_efa_group(self, ref: GroupRef) -> bool:
         """EFA needs a group that allows all traffic from and to itself (EC2 user guide, "Get started with

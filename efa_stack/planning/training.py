@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from efa_stack import contract
-from efa_stack.names import DNS1035_LABEL, DNS1123_SUBDOMAIN, Rule
+from efa_stack.names import DNS1035_LABEL, DNS1123_SUBDOMAIN, NameRule
 from efa_stack.planning.nccl import WorkerSizing, worker_sizing
 from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.spec.errors import Problem
@@ -116,7 +116,7 @@ def runtime_name(worker: WorkerPlan, shared_with_others: bool) -> str:
 
 
 def _name_problems(prefix: str, job: TrainingJobSpec, nnodes: int) -> list[Problem]:
-    checks: list[tuple[Rule, str]] = [(DNS1123_SUBDOMAIN, job.name), (DNS1035_LABEL, job.name)]
+    checks: list[tuple[NameRule, str]] = [(DNS1123_SUBDOMAIN, job.name), (DNS1035_LABEL, job.name)]
     if job.kind == "trainjob":
         last = trainjob_hostname(job.name, max(nnodes, 1) - 1)
         checks.append((DNS1035_LABEL, last))
