@@ -1,13 +1,9 @@
 """An EKS managed node group with an EFA-ready launch template, from its own props.
 
 :class:`ManagedNodeGroupProps` says everything the construct needs, so it composes into any CDK app;
-efa-stack's cluster stack maps each :class:`efa_stack.planning.plan.NodeGroupPlan` to props
-(``stacks.cluster_stack.node_group_props``).
-
-For an EFA node group this is the whole set the EFA switch implies: a cluster placement group (on-demand
-capacity only, unless the plan opts out or names an existing group, which the launch template then uses), a launch template with one interface per EFA device
-and the security groups on every interface, and the node group itself in the single private subnet
-of its availability zone, tainted for accelerator work and labelled so the device plugins find it.
+efa-stack's cluster stack maps each :class:`efa_stack.planning.node_groups.NodeGroupPlan` to props
+(:func:`stacks.cluster_stack.node_group_props`). What an EFA node group gets:
+docs/design/efa-interfaces.md.
 """
 
 from __future__ import annotations
@@ -25,7 +21,6 @@ from constructs import Construct
 from aws_constructs.launch_template import EfaLaunchTemplate, LaunchTemplateProps
 from aws_constructs.security import acknowledge
 from efa_stack import contract, names
-from efa_stack.checks.nag_pack import PACK_NAME
 from efa_stack.planning.node_groups import Taint
 
 
@@ -109,7 +104,7 @@ class ManagedNodeGroup(Construct):
             acknowledge(
                 self.launch_template, "EfaStack-EFA3",
                 "placementGroup: false in the spec: the node group opts out of its cluster placement group",
-                pack=PACK_NAME,
+                pack=contract.NAG_PACK_NAME,
             )
         self.nodegroup = eks.Nodegroup(
             self,

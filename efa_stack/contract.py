@@ -135,6 +135,9 @@ TRAINER_RELEASE: Final = "kubeflow-trainer"
 TRAINING_JOB_NAMESPACE: Final = "default"
 LABEL_TRAINING_JOB: Final = LABEL_PREFIX + "training-job"
 
+# --- Our cdk-nag rule pack: findings are EfaStack-<rule>, acknowledged with this pack name ---------------
+NAG_PACK_NAME: Final = "EfaStack"
+
 # --- Checks of the command line (preflight, verify) ------------------------------------------------
 CheckStatus = Literal["pass", "warn", "fail"]
 """The outcome of one preflight or verify check."""

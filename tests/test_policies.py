@@ -203,7 +203,6 @@ def pack_findings():
 
         from aws_constructs.network import EfaSecurityGroup
         from aws_constructs.security import acknowledge
-        from efa_stack.checks.nag_pack import PACK_NAME
 
         net = Stack(app, "net")
         vpc = ec2.Vpc(net, "Vpc", availability_zones=["us-west-2a"], nat_gateways=0, subnet_configuration=[
@@ -217,7 +216,7 @@ def pack_findings():
         _launch_template(cluster, "NoEfaGroup", ["sg-0123456789abcdef0"], **placed)
         _launch_template(cluster, "NotPlaced", [efa.security_group_id])
         waived = _launch_template(cluster, "NotPlacedOnPurpose", [efa.security_group_id])
-        acknowledge(waived, "EfaStack-EFA3", "placementGroup: false in the spec, on purpose", pack=PACK_NAME)
+        acknowledge(waived, "EfaStack-EFA3", "placementGroup: false in the spec, on purpose", pack=contract.NAG_PACK_NAME)
         _launch_template(cluster, "Public", [efa.security_group_id], public_ip=True, **placed)
         _manifest(cluster, "Plugin", [daemonset("efa-device-plugin", WHY)])
         _manifest(cluster, "Sneaky", [daemonset("sneaky", WHY), daemonset("plain", host=False)])

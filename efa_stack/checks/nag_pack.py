@@ -1,20 +1,8 @@
 """``EfaStackChecks``: the project's rules as a cdk-nag ``NagPack``, run on every synth next to AwsSolutions.
 
-Registered like any cdk-nag v3 pack (``Validations.of(app).add_plugins(EfaStackChecks(app))``), it is a
-CDK policy-validation plugin: after the templates are written CDK calls ``validate``, the pack walks the
-construct tree and applies each rule to every ``CfnResource``. A NON_COMPLIANT result at level ERROR is a
-violation; CDK drops the ones acknowledged with ``Validations.of(construct).acknowledge`` (see
-``aws_constructs.security.acknowledge(..., pack=PACK_NAME)``) and fails the synth on any other, exactly as
-for AwsSolutions (cdk-nag@3.0.2 lib/nag-pack.js ``applyRule``; aws-cdk-lib@2.275.0
-core/lib/private/synthesis-validation.js ``validateTemplates``). A rule that raises is a violation too.
-
-Rule ids are ``EfaStack-EFA1`` … ``EfaStack-K8S2`` (cdk-nag names them ``<pack>-<rule>``); the K8S rules
-report one finding per Kubernetes object, ``EfaStack-K8S2[DaemonSet/name]``.
-
-The rules read each resource's properties as CloudFormation receives them: the pack looks the resource up
-by its logical id in the synthesized templates of its stage (all of them, so an ``Fn::ImportValue`` can be
-followed to the security group it names). Resolving the L1's properties in memory would miss raw overrides
-(``add_property_override``; jsii does not expose them), and the EFA security group's egress list is one.
+Rule ids are ``EfaStack-EFA1`` … ``EfaStack-K8S2``; findings are acknowledged with
+``aws_constructs.security.acknowledge(..., pack=contract.NAG_PACK_NAME)``. The pack reads each resource as
+CloudFormation receives it, from the synthesized templates. How it plugs into CDK: docs/design/checks.md.
 """
 
 from __future__ import annotations
@@ -29,9 +17,9 @@ from aws_cdk import CfnResource, Stack, Stage
 from cdk_nag import IApplyRule, NagMessageLevel, NagPack, NagRuleCompliance
 from constructs import IConstruct
 
+from efa_stack import contract
 from efa_stack.checks import rules as R
 
-PACK_NAME = "EfaStack"
 """cdk-nag pack name: rule ids are ``EfaStack-EFA1``; CDK acknowledgements use ``EfaStack::EfaStack-EFA1``."""
 
 _COMPLIANCE = {
@@ -86,7 +74,7 @@ class EfaStackChecks(NagPack):
     def __init__(self, scope: IConstruct | None = None, *, verbose: bool | None = None,
                  host_access_workloads: Iterable[str] | None = None) -> None:
         super().__init__(scope, verbose=verbose)
-        self._pack_name = PACK_NAME
+        self._pack_name = contract.NAG_PACK_NAME
         if host_access_workloads is None:
             from k8s.charts import HOST_ACCESS_WORKLOADS
 
@@ -96,7 +84,7 @@ class EfaStackChecks(NagPack):
 
     @property
     def name(self) -> str:
-        return PACK_NAME
+        return contract.NAG_PACK_NAME
 
     # --- where a resource's synthesized properties are -------------------------------------------------
 
