@@ -16,7 +16,7 @@ export PATH := $(BIN):$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup lock lock-check synth synth-all deploy test lint-py snapshots bench lint catalog preflight verify nccl clean help
+.PHONY: setup lock lock-check synth synth-all deploy test lint-py snapshots bench lint catalog docs preflight verify nccl clean help
 
 help:
 	@echo "make setup      create .venv (Python packages from requirements.lock, hashes checked; Node.js 24)"
@@ -33,6 +33,7 @@ help:
 	@echo "make lint       cfn-lint over cdk.out/"
 	@echo "make deploy     cdk deploy --all (needs AWS credentials)"
 	@echo "make catalog    regenerate efa_stack/planning/data/ from moto's recorded EC2 API (offline)"
+	@echo "make docs       regenerate docs/spec-reference.md from the spec's JSON Schema"
 	@echo "make preflight  efa-stack preflight --spec SPEC (needs AWS credentials)"
 	@echo "make verify     efa-stack verify --spec SPEC (needs a kubeconfig for the cluster)"
 	@echo "make nccl       efa-stack verify --spec SPEC --run-nccl (starts the NCCL-tests job)"
@@ -100,6 +101,9 @@ lint: setup
 
 catalog: setup
 	$(BIN)/python -m efa_stack.tools.gen_catalog_offline
+
+docs: setup
+	$(BIN)/python -m efa_stack.spec.reference
 
 preflight: setup
 	$(BIN)/efa-stack preflight --spec $(SPEC)

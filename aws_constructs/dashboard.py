@@ -1,13 +1,8 @@
 """A CloudWatch dashboard of the accelerator nodes: GPU or Neuron use, EFA traffic and EFA errors, per node.
 
-The metrics are Container Insights with enhanced observability's (namespace ``ContainerInsights``; the
-decision, metric names and sources are in :mod:`efa_stack.planning.observability`). Each graph is a metric
-``SEARCH`` over the node-level dimension set ``{ClusterName, InstanceId, NodeName}`` (CloudWatch User Guide,
-"Amazon EKS and Kubernetes Container Insights with enhanced observability metrics": the node metrics'
-dimensions), so a node that joins shows up as a new line and one that leaves stops, without a deploy
-(CloudWatch User Guide, "Use search expressions in graphs": ``SEARCH('{Namespace,Dim1,Dim2} ...', 'Stat',
-Period)``). Container Insights names no node group; a node group's nodes are told apart by the per-device
-dimension set, which carries ``InstanceType``, so each accelerator instance type gets a per-device row.
+Container Insights metrics (decision in :mod:`efa_stack.planning.observability`), each graph a metric
+``SEARCH`` so nodes that join or leave appear without a deploy, plus a per-device row per accelerator
+instance type. Details: docs/design/addons.md.
 """
 
 from __future__ import annotations

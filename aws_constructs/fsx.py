@@ -1,30 +1,8 @@
 """An FSx for Lustre file system for training data, its security group and its S3 link.
 
-Defaults, as behaviour:
-
-- one SSD file system (``AWS::FSx::FileSystem``, L1 so that every Lustre property is reachable) in
-  the one subnet given, Lustre 2.15 (FSx API Reference, ``FileSystemTypeVersion``: "recommended for
-  all new file systems");
-- encrypted at rest, always: FSx for Lustre encrypts every file system; persistent types use the
-  account's AWS managed key ``aws/fsx`` unless a key is given (no key is created here, so deleting a
-  stack can never schedule the deletion of the key that the retained data needs);
-- ``DeletionPolicy`` and ``UpdateReplacePolicy`` ``Retain`` on the file system and its data repository
-  association: deleting the stack, or a change that would replace them, leaves the data in place;
-- its security group and the group's self-referencing rules are retained too (the retained file
-  system's interfaces still use them: deleting the group would fail and stop the stack's deletion,
-  deleting the rules would cut the file system's servers off from each other); the rules that let
-  the cluster's nodes in go with the stack;
-- the logical ids are pinned (``LustreFileSystem``, ``LustreSecurityGroup``,
-  ``LustreS3Association``): a construct rename must never replace a file system (its
-  ``SecurityGroupIds`` and ``SubnetIds`` are replacing properties too);
-- its own security group: Lustre traffic (TCP 988 and 1018-1023, FSx for Lustre User Guide, "File
-  system access control with Amazon VPC") with itself, as FSx requires for the file system's own
-  network interfaces, and with every client security group, both ways, and nothing else. Lustre
-  servers also open connections to clients, so each client group gets the matching ingress rule
-  from the file system's group;
-- the S3 link the deployment type supports (see :mod:`efa_stack.planning.storage`): a
-  ``AWS::FSx::DataRepositoryAssociation`` on PERSISTENT_2, ``LustreConfiguration.ImportPath`` (and
-  ``AutoImportPolicy``) on the other types.
+Encrypted, retained on delete and on replacement (with its security group), logical ids pinned, Lustre
+traffic only with itself and the client groups, and the S3 link the deployment type supports (see
+:mod:`efa_stack.planning.storage`). Each default and its source: docs/design/storage.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The VPC an EFA cluster needs and the EFA security group.
 
-Defaults, as behaviour:
-- private subnets (with NAT egress) in every availability zone of the spec, public subnets only for
-  NAT gateways and load balancers, tagged for the EKS load balancer controller;
-- a gateway endpoint for S3 and, unless ``interface_endpoints`` is false, interface endpoints for ECR
-  (api, dkr), STS, EC2 and CloudWatch Logs, so private nodes pull images and fetch credentials
-  without leaving the VPC;
-- the EFA security group allows all traffic to and from itself, and nothing else.
+Private subnets with NAT in every zone of the spec, public subnets only for NAT and load balancers, S3
+gateway and (optional) interface endpoints, and an EFA security group open only to itself
+(docs/design/efa-interfaces.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The EFA PyTorch training image as a CDK Docker image asset (built and pushed by ``cdk deploy``).
 
-``aws_ecr_assets.DockerImageAsset`` only fingerprints the build context at synth; Docker runs when the asset
-is published (``cdk deploy``/``cdk-assets``), which pushes it to the bootstrap stack's container-assets ECR
-repository of the stack's account and region. The nodes pull it with the node role's
-``AmazonEC2ContainerRegistryPullOnly`` (AWS managed policy reference: ecr:GetAuthorizationToken,
-ecr:BatchGetImage, ecr:GetDownloadUrlForLayer on every repository of the account), which
-stacks/cluster_stack.py:NODE_ROLE_POLICIES attaches.
+Synth only fingerprints the build context; ``cdk deploy`` builds and pushes the image to the bootstrap
+ECR repository, and the nodes pull it with the node role (docs/design/training.md).
 """
 
 from __future__ import annotations

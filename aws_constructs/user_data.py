@@ -1,25 +1,8 @@
 """User data for EFA nodes, as the MIME multi-part document EKS managed node groups merge.
 
-EKS managed node groups with an AL2023 AMI type accept user data only as MIME multi-part; EKS adds
-its own part (the nodeadm ``NodeConfig`` with the cluster's name, endpoint and CA). Ours has up to two parts:
-
-- a shell script that cloud-init runs before ``nodeadm-run`` starts the kubelet, so the kubelet sees the
-  2 MiB hugepages that pods request as ``hugepages-2Mi`` (libfabric's bounce buffers), and, when the
-  cluster has FSx for Lustre storage, the Lustre client is installed before any volume is mounted;
-- a nodeadm ``NodeConfig`` (``Content-Type: application/node.eks.aws``) whose ``spec.kubelet.config``
-  carries the node group's kubelet CPU manager and Topology Manager settings (:mod:`efa_stack.planning.tuning`).
-  nodeadm merges every ``NodeConfig`` of the user data in the order they appear, a later value winning
-  (awslabs/amazon-eks-ami@v20260724 nodeadm/doc/examples.md, "Merging multiple configuration objects";
-  nodeadm/internal/api/merge.go merges ``spec.kubelet.config`` key by key), and writes the user-provided
-  kubelet config as a kubelet drop-in file (nodeadm/doc/api-concepts.md). The part sets only keys EKS's
-  own part does not set, so the order of the two does not matter.
-
-Nothing here touches GPU clocks or persistence mode: the EKS AL2023 NVIDIA AMI already turns persistence
-mode on, disables auto boost and sets the application clocks to the highest supported memory and graphics
-clocks at every boot (amazon-eks-ami@v20260724 templates/al2023/runtime/bin/set-nvidia-clocks, run by
-``set-nvidia-clocks.service``, enabled in templates/al2023/provisioners/install-nvidia-driver.sh), which is
-what the EC2 guide "Optimize GPU settings" asks for. Rendered user data is kept as golden files in
-``tests/golden/user_data/``.
+Up to two parts: a script that reserves the 2 MiB hugepages (and installs the Lustre client with FSx),
+and a nodeadm ``NodeConfig`` with the kubelet CPU/topology settings of :mod:`efa_stack.planning.tuning`.
+GPU clocks are left to the AMI. How nodeadm merges the parts, with sources: docs/design/node-tuning.md.
 """
 
 from __future__ import annotations

@@ -1,38 +1,8 @@
 """Write the cluster's Kubernetes objects as plain YAML, one file per chart, for GitOps and kubectl.
 
-``write_dist(plan, outdir, charts)`` renders the chart objects the cluster stack deploys (built once per
-synth by :func:`k8s.charts.build_charts`; built here when not given) and writes
-``outdir/<NN>-<chart id>.yaml``, e.g.::
-
-    dist/efa-training/10-efa-device-plugin.yaml
-    dist/efa-training/11-nvidia-device-plugin.yaml
-    dist/efa-training/20-mpi-operator-crd.yaml
-    dist/efa-training/30-mpi-operator.yaml
-    dist/efa-training/40-nccl-tests.yaml
-
-The prefix is the apply order. A chart whose objects are of a kind that a CRD of this same output
-defines (the MPIJob of ``40-nccl-tests``) is written one level down, into ``after-crds/``::
-
-    dist/efa-training/after-crds/40-nccl-tests.yaml
-
-because kubectl maps every object's kind to a resource before it applies it, and a kind whose CRD
-is created by the same invocation is not known yet on a fresh cluster ("resource mapping not found
-... no matches for kind "MPIJob" in version "kubeflow.org/v2beta1" / ensure CRDs are installed
-first", the error kubectl prints; e.g. servicebinding/runtime issue #159, fixed by two apply
-invocations). ``kubectl apply -f DIR`` reads only the files directly in DIR (``-R`` recurses), so
-the first step leaves ``after-crds/`` alone. The directory also gets ``apply.sh``, the three steps::
-
-    kubectl apply -f dist/efa-training/
-    kubectl wait --for=condition=established --timeout=120s crd/mpijobs.kubeflow.org
-    kubectl apply -f dist/efa-training/after-crds/
-
-Kubeflow Trainer v2 is installed from its upstream Helm chart (:mod:`k8s.training_operators`), not from a
-chart here: when the plan installs it, ``apply.sh`` runs ``helm upgrade --install`` with the values the
-cluster stack passes (written to ``helm/kubeflow-trainer-values.yaml``) after the first step, and the
-TrainJobs and ClusterTrainingRuntimes, whose CRDs the Helm chart brings, go into ``after-crds/`` behind a
-wait for those CRDs. The conventional ``outdir`` is
-:func:`dist_dir` (``dist/<cluster name>``). Output is deterministic: objects in construct order,
-keys as cdk8s emits them (sorted), no timestamps or paths, so the files can be committed and diffed.
+:func:`write_dist` writes ``dist/<cluster>/<NN>-<chart id>.yaml`` (objects of a kind whose CRD is in the
+same output go into ``after-crds/``) and ``apply.sh``; output is deterministic. Why the two steps:
+docs/design/kubernetes-side.md; how to apply: docs/deploy-and-apply.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,8 @@
 """The AWS EFA Kubernetes device plugin: advertises ``vpc.amazonaws.com/efa`` on EFA nodes.
 
-Mirrors the released aws/eks-charts ``stable/aws-efa-k8s-device-plugin`` chart (templates as of PR
-#1245 "Update efa device plugin daemonset config", unchanged by the later image bumps up to PR #1366,
-which ships :data:`k8s.images.EFA_DEVICE_PLUGIN_TAG`; read at aws/eks-charts@5239609
-``templates/daemonset.yaml`` and ``values.yaml``): one DaemonSet for every EFA node whose container
-runs privileged as root (values.yaml ``securityContext``: ``allowPrivilegeEscalation: true``,
-``privileged: true``, ``runAsNonRoot: false``, ``runAsUser: 0``) and mounts the kubelet's
-``/var/lib/kubelet/device-plugins``, the host's ``/dev/infiniband`` and ``/opt/aws/neuron``
-(``DirectoryOrCreate``; the plugin reads Neuron-EFA topology there on trn/inf nodes and finds an empty
-directory elsewhere). The chart applies that security context to every node, GPU nodes included;
-efa-stack does the same rather than run an unreleased, unprivileged variant.
-
-One deliberate difference: placement is by node label (``efa-stack.io/efa=true``, set on every EFA
-node group), not by the chart's hand-kept list of instance types, so a new EFA instance type needs
-no edit here.
-
-As the chart: ``kube-system``, ``priorityClassName: system-node-critical``, ``hostNetwork: true``, no
-service-account token, tolerating ``CriticalAddonsOnly`` and the taints of the node groups it serves
-(``nvidia.com/gpu``, ``aws.amazon.com/neuron`` ...).
+Mirrors the released aws/eks-charts chart (privileged, host network, ``system-node-critical``), placed by
+the ``efa-stack.io/efa=true`` label instead of a list of instance types. The chart version it follows and
+why: docs/design/kubernetes-side.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """The Kubeflow MPI operator (v2beta1 MPIJob controller) and its ``mpijobs.kubeflow.org`` CRD.
 
-Two constructs so the CRD can be applied (and established) before anything that uses it:
-
-* :class:`MpiJobCrd` loads ``k8s/crds/mpijob.yaml``, a structural CRD written to fit CDK's
-  262,144-byte manifest limit (the upstream one is ~292 KB as JSON; see the file's header).
-* :class:`MpiOperator`: namespace ``mpi-operator``, a ServiceAccount, a ClusterRole with the rules
-  the controller uses, its binding, and a one-replica Deployment on the system nodes
-  (``efa-stack.io/role=system``) running ``mpioperator/mpi-operator`` (pinned in :mod:`k8s.images`).
-
-The ClusterRole follows upstream's ``manifests/base/cluster-role.yaml`` and the controller source
-(``cmd/mpi-operator/app/server.go``): it watches MPIJobs, creates the launcher Job, the worker pods,
-their Service, the hostfile ConfigMap and the SSH Secret, lists PriorityClasses, records events and
-holds a ``coordination.k8s.io`` Lease for leader election (``resourcelock.LeaseLock``). Gang
-scheduling (volcano / scheduler-plugins PodGroups) is not enabled, so no PodGroup rules.
+:class:`MpiJobCrd` loads the structural CRD in ``k8s/crds/mpijob.yaml`` (sized for CDK's manifest limit);
+:class:`MpiOperator` is the namespace, RBAC and one-replica Deployment on the system nodes. Where the
+ClusterRole comes from: docs/design/kubernetes-side.md.
 """
 
 from __future__ import annotations

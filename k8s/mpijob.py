@@ -1,10 +1,7 @@
 """A typed ``kubeflow.org/v2beta1`` MPIJob, rendered to a cdk8s ApiObject.
 
-The MPIJob fields are frozen dataclasses that mirror mpi-operator's ``pkg/apis/kubeflow/v2beta1``
-types (names, enums, defaults), the pod templates are the generated Kubernetes classes of
-cdk8s-plus (``k8s_l1.PodTemplateSpec``), so a misspelt field fails in Python, not in the cluster.
-The structural CRD in ``k8s/crds/mpijob.yaml`` describes the same fields; a test validates every
-MPIJob efa-stack renders against it.
+Frozen dataclasses mirror mpi-operator's v2beta1 types and pod templates are cdk8s-plus classes, so a
+misspelt field fails in Python; a test validates every rendered MPIJob against ``k8s/crds/mpijob.yaml``.
 """
 
 from __future__ import annotations

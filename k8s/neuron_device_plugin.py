@@ -1,16 +1,8 @@
 """The AWS Neuron device plugin: advertises ``aws.amazon.com/neuron`` (and ``/neuroncore``) on trn/inf nodes.
 
-Follows aws-neuron/neuron-helm-charts (``templates/device-plugin``): a ServiceAccount with a
-ClusterRole the plugin needs to read nodes, annotate pods with their device allocation and patch
-the node status, and a ``kube-system`` DaemonSet with ``system-node-critical``, no privilege
-escalation and all capabilities dropped, mounting the kubelet's device-plugin directory, the
-host's ``/run`` and, read-only, the host's ``/opt/aws`` (the chart's ``aws-config`` volume:
-aws-neuron/neuron-helm-charts@14049c2 ``charts/neuron-helm-chart/values.yaml``,
-``devicePlugin.volumeMounts``/``volumes``, the newest chart in the index; the chart that pins
-:data:`k8s.images.NEURON_DEVICE_PLUGIN_IMAGE` keeps the same mounts). Scheduled only on ``efa-stack.io/accelerator=neuron`` nodes, tolerating their taints
-(``aws.amazon.com/neuron``) and ``CriticalAddonsOnly``.
-
-Neuron node groups get no NCCL job: nccl-tests are CUDA programs (see :mod:`efa_stack.planning.nccl`).
+Follows aws-neuron/neuron-helm-charts' device plugin (RBAC, ``kube-system`` DaemonSet on
+``efa-stack.io/accelerator=neuron`` nodes). Neuron node groups get no NCCL job. Details and the chart
+version: docs/design/kubernetes-side.md.
 """
 
 from __future__ import annotations

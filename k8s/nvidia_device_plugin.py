@@ -1,19 +1,8 @@
 """The NVIDIA device plugin: advertises ``nvidia.com/gpu`` on NVIDIA GPU nodes.
 
-Follows NVIDIA/k8s-device-plugin's static manifest (``deployments/static/nvidia-device-plugin.yml``):
-``kube-system``, ``system-node-critical``, ``FAIL_ON_INIT_ERROR=false``, no privilege escalation,
-all capabilities dropped, the kubelet's device-plugin directory as its only mount.
-
-Differences, each on purpose:
-
-* Scheduled only on nodes labelled ``efa-stack.io/accelerator=nvidia`` (every NVIDIA node group
-  carries it), tolerating exactly those groups' taints plus ``CriticalAddonsOnly``.
-* The image is pinned outside v0.19.0-v0.19.2: those releases enabled MOFED by default and mount
-  every ``/dev/infiniband/uverbs*`` into GPU containers, taking EFA devices the EFA plugin did not
-  allocate (NVIDIA/k8s-device-plugin issue #1692). ``MOFED_ENABLED=false`` is also set explicitly so
-  a later image bump cannot turn it back on silently.
-
-The chart renders nothing when the cluster has no NVIDIA node group.
+Follows NVIDIA/k8s-device-plugin's static manifest, placed on ``efa-stack.io/accelerator=nvidia`` nodes,
+with the image pinned outside the releases that take EFA devices (``MOFED_ENABLED=false`` as well). Why:
+docs/design/kubernetes-side.md. The chart renders nothing without an NVIDIA node group.
 """
 
 from __future__ import annotations

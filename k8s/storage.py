@@ -1,21 +1,8 @@
 """Kubernetes objects for the FSx for Lustre file system: a static volume, its claim, a StorageClass.
 
-Follows the FSx for Lustre CSI driver's examples (kubernetes-sigs/aws-fsx-csi-driver,
-``examples/kubernetes/static_provisioning`` and ``dynamic_provisioning``):
-
-* ``PersistentVolume`` ``fsx-pv``: ``csi.driver: fsx.csi.aws.com``, ``volumeHandle`` = the file
-  system id, ``volumeAttributes.dnsname`` / ``mountname`` = the file system's DNS and Lustre mount
-  names, ``ReadWriteMany``, ``persistentVolumeReclaimPolicy: Retain`` (deleting the claim never
-  deletes the data), ``storageClassName: ""`` (never provisioned dynamically), mount option ``flock``.
-* ``PersistentVolumeClaim`` ``fsx-claim`` in ``default``, bound to ``fsx-pv`` by ``volumeName``; the
-  training and NCCL jobs mount it (at ``storage.mountPath``, default ``/fsx``).
-* Optional ``StorageClass`` ``fsx-lustre`` (provisioner ``fsx.csi.aws.com``) for a new file system
-  per claim; ``subnetId`` and ``securityGroupIds`` come from the stacks, the Lustre settings from the
-  spec. Its volumes are deleted with their claims (``reclaimPolicy: Delete``).
-
-The values may be CloudFormation tokens (the file system is created in the same deploy): the
-storage stack hands :func:`storage_manifests` to ``aws_eks_v2.KubernetesManifest``, which resolves
-them. Nothing here is written to ``dist/`` because those values exist only after the deploy.
+:func:`storage_manifests` returns PersistentVolume ``fsx-pv``, claim ``fsx-claim`` and optionally
+StorageClass ``fsx-lustre``; their values may be CloudFormation tokens, so they are applied by the storage
+stack and never written to ``dist/``. Details and sources: docs/design/storage.md.
 """
 
 from __future__ import annotations

@@ -1,31 +1,9 @@
 """Training jobs: Kubeflow Trainer v2 TrainJobs on efa-stack ClusterTrainingRuntimes, and Training Operator v1
 PyTorchJobs, every number from :class:`efa_stack.planning.training.TrainingJobPlan`.
 
-The objects are frozen dataclasses mirroring the upstream Go types (field names, defaults), rendered to
-cdk8s ApiObjects; pod templates are cdk8s-plus's generated Kubernetes classes. Tests validate every
-rendered object against the upstream CRDs (kubeflow/trainer@v2.3.0 for ``trainer.kubeflow.org/v1alpha1``,
-in ``tests/fixtures/upstream/``; kubeflow/trainer@v1.9.4 for ``kubeflow.org/v1`` PyTorchJob, ``k8s/crds/``) and
-the pod templates against the Kubernetes schema.
-
-``trainjob``
-    A ClusterTrainingRuntime per distinct worker (node group, fabric, sizes, volumes) carries the pod:
-    ``nvidia.com/gpu`` = GPUs per node, ``vpc.amazonaws.com/efa`` = EFA devices per node, ``hugepages-2Mi`` =
-    what the node reserves, memory and whole CPUs (requests = limits), a memory-backed ``/dev/shm``, the
-    fabric's NCCL/libfabric environment and ``mlPolicy.torch``. The TrainJob sets ``trainer.numNodes``
-    and ``trainer.numProcPerNode`` (= GPUs per node; the torch plugin passes them to torchrun as
-    ``PET_NNODES``/``PET_NPROC_PER_NODE``), the image, command and environment, and never
-    ``trainer.resourcesPerNode``: kubeflow/trainer up to v2.2.1 replaced the runtime container's resources
-    with it (pkg/runtime/core/trainingruntime.go@v2.2.1 assigns ``*trainJob.Spec.Trainer.ResourcesPerNode``
-    to the container's Resources), which drops the EFA and hugepage requests a TrainJob author does not
-    repeat (NVIDIA/aicr issue #2275); v2.3.0 merges it (pkg/util/trainingruntime/trainingruntime.go
-    ``MergeResourceRequirements``, a strategic merge patch). Leaving it unset keeps every device on every
-    version.
-``pytorchjob``
-    A PyTorchJob with one Master and ``nnodes - 1`` Workers sharing the same pod template, container
-    ``pytorch`` (pytorch_types.go PyTorchJobDefaultContainerName), ``nprocPerNode`` = GPUs per node.
-
-Start a suspended job with ``kubectl patch trainjob <name> --type merge -p '{"spec":{"suspend":false}}'``
-(PyTorchJob: ``-p '{"spec":{"runPolicy":{"suspend":false}}}'``).
+Typed dataclasses mirroring the upstream types, validated in the tests against the CRDs in ``k8s/crds/``.
+A TrainJob never sets ``trainer.resourcesPerNode`` (it would drop the EFA requests on older Trainers):
+docs/design/training.md.
 """
 
 from __future__ import annotations

@@ -1,60 +1,9 @@
 """The Kubeflow training controllers: Training Operator v1 (PyTorchJob) and Trainer v2 (TrainJob).
 
-Which ones are installed is the plan's :class:`efa_stack.planning.plan.TrainingOperatorsPlan` (spec
-``trainingOperators: {trainer, pytorchJobV1}``, both off by default). Each is installed the way its
-upstream artefacts allow through CDK's kubectl handler, decided on these facts:
-
-Trainer v2 (kubeflow/trainer@v2.3.0): **the upstream Helm chart** (``cluster.add_helm_chart``).
-
-* Its CRDs are far too large to go through ``kubectl apply``: ``charts/kubeflow-trainer/templates/crd/``
-  holds ``trainer.kubeflow.org_clustertrainingruntimes.yaml`` (926,604 bytes),
-  ``..._trainingruntimes.yaml`` (926,589) and ``..._trainjobs.yaml`` (554,698). The kubectl handler
-  applies client-side and stores each object in the 262,144-byte ``last-applied-configuration``
-  annotation, and each manifest travels inline in the CloudFormation template (1 MB in all).
-  Helm creates/patches objects without that annotation and keeps its release (gzip) in a Secret.
-* The controller issues its own webhook certificates (values ``manager.config.certManagement.enable:
-  true``; the chart ships the empty Secret and the Validating/MutatingWebhookConfigurations), and needs
-  the JobSet controller, which the chart installs as a dependency (Chart.yaml: ``jobset`` 0.12.0 from
-  ``oci://registry.k8s.io/jobset/charts``, condition ``jobset.install``). Re-typing the manager, its
-  ConfigMap, webhooks, RBAC and all of JobSet would have to follow two upstream projects by hand.
-* The kubectl provider can do it: aws-cdk-lib 2.275 ``custom-resource-handlers/dist/aws-eks-v2/
-  kubectl-handler/helm/__init__.py`` handles ``oci://`` repositories by ``helm pull REPOSITORY
-  --version V --untar`` (with an ECR login only for ECR registries; ghcr.io needs none for public
-  charts) and then ``helm upgrade --install`` of the pulled directory with the values file.
-  The chart is published as ``oci://ghcr.io/kubeflow/charts/kubeflow-trainer`` (docs/operator-guides/
-  installation.md; .github/workflows/publish-helm-charts.yaml). The handler Lambda needs egress to
-  ghcr.io and registry.k8s.io (the cluster's private subnets route through NAT).
-
-Training Operator v1 (kubeflow/trainer@v1.9.4, the renamed kubeflow/training-operator; the newest
-non-rc ``v1.*`` tag): **typed cdk8s manifests** like :mod:`k8s.mpi_operator`.
-
-* Upstream has no Helm chart for v1 (``manifests/`` is kustomize only: ``base/`` plus the
-  ``standalone`` overlay into namespace ``kubeflow``).
-* Upstream's kustomize base installs all six v1 CRDs, including ``kubeflow.org_mpijobs.yaml``: the
-  same name ``mpijobs.kubeflow.org`` as the MPI operator's v2beta1 CRD (``k8s/crds/mpijob.yaml``),
-  serving only ``v1``. Applying it would replace the CRD the MPI operator and the nccl-tests MPIJob
-  need (the v1.9.4 README: "The Training Operator implements the V1 API version of MPI Operator. For
-  the MPI Operator V2 version, please follow this guide to install MPI Operator V2"). So only the
-  PyTorchJob CRD is applied, and the controller runs with ``--enable-scheme=pytorchjob``
-  (cmd/training-operator.v1/main.go: without the flag every scheme of
-  ``pkg/controller.v1/register_controller.go`` SupportedSchemeReconciler is enabled, MPIJob
-  included; with it only the listed reconcilers and webhooks are set up).
-* The PyTorchJob CRD is 293,028 bytes as compact JSON (over the annotation limit); without its
-  ``description`` strings it is 71,701 bytes and validates the same, so :class:`PyTorchJobCrd` applies
-  upstream's file (``k8s/crds/kubeflow.org_pytorchjobs.yaml``, see its header) with its documentation
-  strings removed (what controller-gen's ``crd:maxDescLen=0`` would have generated).
-* Webhook certificates: the controller runs open-policy-agent cert-controller (``pkg/cert/cert.go``):
-  it fills Secret ``training-operator-webhook-cert`` (the overlay's secretGenerator creates it empty)
-  and writes the CA into ValidatingWebhookConfiguration ``validator.training-operator.kubeflow.org``.
-  Both are applied here without the fields the rotator writes, so a later client-side ``kubectl
-  apply`` (a three-way merge against the last-applied annotation) leaves them in place. Only the
-  PyTorchJob webhook is registered: the others would point at paths the controller does not serve.
-* RBAC is upstream's ClusterRole verbatim (``manifests/base/rbac/role.yaml``, generated from the
-  ``+kubebuilder:rbac`` markers; the test compares with a copy in ``tests/fixtures/upstream/``).
-
-Trainer v2 and Training Operator v1 coexist: different API groups (``trainer.kubeflow.org`` vs
-``kubeflow.org``), namespaces (``kubeflow-system`` vs ``kubeflow``) and object names. Trainer v2 uses
-``mpijobs`` nowhere (its MPI support builds JobSets), so the MPI operator's CRD is untouched by both.
+Which ones are installed is :class:`efa_stack.planning.plan.TrainingOperatorsPlan`. Trainer v2 comes from
+its upstream Helm chart (its CRDs are too large for ``kubectl apply``); Training Operator v1 is typed cdk8s
+manifests with only the PyTorchJob CRD (:class:`PyTorchJobCrd`). The facts behind both:
+docs/design/training.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """The storage stack: FSx for Lustre for training data, the FSx CSI driver and the volume for jobs.
 
-Holds data, so it outlives the others' changes: the file system (and its S3 association) is retained
-when this stack is deleted or when a change would replace it (see aws_constructs/fsx.py).
-
-- the file system in the availability zone and private subnet of the storage node group (the GPU
-  node group by default), its security group, the S3 link;
-- the FSx CSI driver as the EKS add-on ``aws-fsx-csi-driver``; its controller's permissions go to
-  the ``fsx-csi-controller-sa`` service account through EKS Pod Identity (the cluster runs the agent);
-  its node DaemonSet runs on every node (the driver chart's default tolerates all taints);
-- a static ``PersistentVolume`` whose ``volumeHandle``/``dnsname``/``mountname`` are the file
-  system's own attributes, the ``fsx-claim`` claim (ReadWriteMany) that jobs mount, and optionally the
-  ``fsx-lustre`` StorageClass for dynamic provisioning.
+Holds data, so the file system and its S3 link are retained when the stack is deleted or a change would
+replace them (:mod:`aws_constructs.fsx`). It also installs the ``aws-fsx-csi-driver`` add-on with its Pod
+Identity role and applies the volume, claim and optional StorageClass (docs/design/storage.md).
 """
 
 from __future__ import annotations

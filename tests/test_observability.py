@@ -1,6 +1,6 @@
 """Container Insights (the amazon-cloudwatch-observability add-on) and the accelerator dashboard.
 
-Sources of the facts asserted here are cited in efa_stack/spec/observability.py and aws_constructs/dashboard.py.
+Sources of the facts asserted here are cited in docs/design/addons.md.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from tests.conftest import (
 from tests.specs import BASE
 
 # Logical ids of resources whose replacement destroys state. Changing one is a breaking change:
-# see README "Changing a pinned resource on purpose".
+# see docs/development.md, "Changing a pinned resource".
 PINNED = {
     "network": {"Vpc": "AWS::EC2::VPC"},
     "cluster": {"EksCluster": "AWS::EKS::Cluster", "ClusterSecretsKey": "AWS::KMS::Key"},

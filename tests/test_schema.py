@@ -32,9 +32,10 @@ def test_schema_rejects_unknown_field():
         jsonschema.validate(doc, schema)
 
 
-# --- the README's defaults tables agree with the schema (one source: the models) ------------------
+# --- docs/spec.md's defaults tables agree with the schema (one source: the models) ---------------
 
-README = CLUSTERS.parent / "README.md"
+README = CLUSTERS.parent / "docs" / "spec.md"
+"""The hand-written spec guide that holds the defaults tables (the README links to it)."""
 
 
 def _schema_node(schema: dict, node: dict) -> dict:
@@ -62,7 +63,7 @@ def schema_default(schema: dict, path: str) -> object:
 
 
 def readme_table(heading: str, prefix: str = "") -> list[tuple[str, str]]:
-    """(field, default) rows of the markdown table that follows ``heading`` in README.md."""
+    """(field, default) rows of the markdown table that follows ``heading`` in docs/spec.md."""
     text = README.read_text().split(heading, 1)[1]
     rows: list[tuple[str, str]] = []
     for line in text.splitlines()[1:]:

@@ -1,18 +1,8 @@
 """Which long-lived resources a template change would replace.
 
-CloudFormation replaces a resource when its logical id disappears (it deletes the old one and creates
-whatever appears under a new id) or when a property it cannot update in place changes. Which properties
-those are comes from CloudFormation's own resource schemas: ``createOnlyProperties`` (JSON pointers such
-as ``/properties/AccessConfig/BootstrapClusterCreatorAdminPermissions``), as cfn-lint ships them
-(``cfnlint.schema.PROVIDER_SCHEMA_MANAGER``, the provider schemas under cfnlint/data/schemas/). A
-``conditionalCreateOnlyProperties`` entry replaces on some changes and is reported as one that may.
-:data:`DOCUMENTED_REPLACING` adds the few properties the CloudFormation reference documents as
-"Update requires: Replacement" that a schema does not list.
-
-Only :data:`STATEFUL_TYPES` are compared by default, whose replacement destroys state: the VPC and its
-subnets, the EKS cluster, the secrets key, the file system and its S3 link. Node groups, launch templates
-and Kubernetes manifests are left out on purpose: they are meant to change. ``Custom::`` resources have
-no schema (their handler decides), so only their removal is reported.
+Compares two synthesized templates with CloudFormation's own resource schemas (as cfn-lint ships them)
+plus :data:`DOCUMENTED_REPLACING`, for the :data:`STATEFUL_TYPES` whose replacement destroys state.
+Details: docs/design/checks.md.
 """
 
 from __future__ import annotations

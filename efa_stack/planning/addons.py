@@ -1,20 +1,9 @@
 """EKS add-ons and node auto repair: the spec's ``addons`` merged with the add-ons efa-stack installs itself.
 
-efa-stack installs some add-ons of its own (data/addons.json says which stack creates each and why):
-
-- ``vpc-cni`` at a build pinned per Kubernetes version (efa-only interfaces need v1.18.5 or later), taking
-  over the self-managed ``aws-node`` (``OVERWRITE``), with ``aws-node``'s role through EKS Pod Identity;
-- ``eks-pod-identity-agent`` (aws-cdk's ``aws_eks_v2.Cluster`` creates it);
-- ``eks-node-monitoring-agent`` when any node group has node auto repair on (repair acts on the
-  conditions the agent reports);
-- ``aws-fsx-csi-driver`` with ``storage`` (the storage stack creates it, with its controller's role);
-- ``amazon-cloudwatch-observability`` when ``observability.containerInsights`` is on (spec/observability.py),
-  with ``cloudwatch-agent``'s role through EKS Pod Identity.
-
-A user's ``addons`` entry of the same name is merged with efa-stack's: the version, configurationValues,
-resolveConflicts and tags may be set unless they break what efa-stack relies on (a spec error that names
-the field, the value and the fix); efa-stack keeps the IAM wiring of its own add-ons. Any other known add-on
-becomes an ``AWS::EKS::Addon`` of the cluster stack as written.
+efa-stack's own add-ons (``vpc-cni``, ``eks-pod-identity-agent``, ``eks-node-monitoring-agent``,
+``aws-fsx-csi-driver``, ``amazon-cloudwatch-observability``) come from data/addons.json; a user's entry of
+the same name is merged with them, and anything that would break them is a spec problem. Which add-ons
+and why: docs/design/addons.md.
 """
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ class KnownGood(_Model):
 
 
 class CompatData(_Model):
-    comment: str = Field("", alias="$comment")
+    source: str = Field(alias="_source", min_length=10)
     pytorch: dict[str, PytorchRelease] = Field(min_length=1)
     efa_installer: dict[str, EfaInstallerRelease] = Field(alias="efaInstaller", min_length=1)
     aws_ofi_nccl: dict[str, PluginRelease] = Field(alias="awsOfiNccl")

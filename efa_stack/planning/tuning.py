@@ -1,34 +1,9 @@
 """Kubelet CPU and topology tuning of a node group, and the whole CPUs a Guaranteed pod gets per node.
 
-A node group's ``kubeletExtraConfig`` (eksctl's name for kubelet settings on a node group; its keys are
-``KubeletConfiguration`` field names) chooses the kubelet's CPU manager and Topology Manager policies.
-The launch template's user data hands them to ``nodeadm`` as a ``NodeConfig`` ``spec.kubelet.config``
-(:mod:`aws_constructs.user_data`), and jobs that want Guaranteed QoS read :attr:`NodeGroupPlan.guaranteed_cpus`
-(:func:`guaranteed_cpus`).
-
-Defaults (behaviour, see README "Node tuning"):
-
-- GPU and Neuron node groups: ``cpuManagerPolicy: static``, ``topologyManagerPolicy: restricted``,
-  ``topologyManagerScope: pod``. A Guaranteed pod that asks for whole CPUs gets them exclusively, and the
-  kubelet aligns its CPUs and devices (GPUs, EFA, Neuron) on the fewest NUMA nodes that can hold them, or
-  refuses the pod on that node (``TopologyAffinityError``) instead of running it spread out.
-- CPU node groups and the system node group: the kubelet's own defaults (``none``/``none``/``container``);
-  nothing is written.
-
-Why ``restricted`` and not ``single-numa-node`` (Kubernetes docs, "Control Topology Management Policies on
-a node", https://kubernetes.io/docs/tasks/administer-cluster/topology-manager/): ``restricted`` admits a pod
-when its resources sit on the smallest number of NUMA nodes that can satisfy the request, and
-``single-numa-node`` only when one NUMA node holds them all. A p5.48xlarge or p4d.24xlarge worker that asks
-for all 8 GPUs, every EFA device and nearly all CPUs spans both sockets, so ``single-numa-node`` can never
-admit it; under ``restricted`` its two-NUMA-node hint is the narrowest possible and therefore preferred.
-Why scope ``pod``: the hints of every container of the pod (the NCCL worker and its init containers) are
-merged into one, so the pod as a whole lands on one set of NUMA nodes (same page, "Topology manager scopes").
-Changing a setting changes the launch template, so EKS rolls the node group onto new nodes. That is also the
-only safe way: a running kubelet whose ``cpuManagerPolicy`` changes crashloops with "configured policy ...
-differs from state checkpoint policy" until ``/var/lib/kubelet/cpu_manager_state`` is removed (Kubernetes
-docs, "Control CPU Management Policies on the Node", "Changing the CPU Manager Policy").
-Topology alignment of CPUs applies only to Guaranteed pods with integer CPU requests (Kubernetes docs,
-"Control CPU Management Policies on the Node", static policy).
+A node group's ``kubeletExtraConfig`` (default on GPU/Neuron groups: ``static``/``restricted``/``pod``)
+goes to nodeadm through :mod:`aws_constructs.user_data`; jobs read
+:attr:`efa_stack.planning.node_groups.NodeGroupPlan.guaranteed_cpus` (:func:`guaranteed_cpus`). Why these
+defaults, with the sources: docs/design/node-tuning.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""The cluster spec: typed models, validation, the instance catalog and the derived plan.
+"""The cluster spec as the user writes it: typed models, reading and validation, the published schema.
 
-Everything the AWS and Kubernetes sides need is derived here, once, from one YAML file:
-``spec.loader`` reads and validates it, ``spec.catalog`` knows the instance types, ``spec.layout``
-derives the network interfaces and ``spec.plan`` joins them into a :class:`efa_stack.planning.plan.ClusterPlan`.
+:mod:`efa_stack.spec.loader` reads and validates a file into :class:`efa_stack.spec.models.ClusterSpec`;
+everything derived from it (catalog, layouts, the plan) is in ``efa_stack.planning``.
 """

@@ -1,6 +1,6 @@
 """The published JSON Schema of the cluster spec, generated from the models.
 
-    python -m spec.schema        # rewrite spec/schema/cluster-spec.schema.json
+    python -m efa_stack.spec.schema        # rewrite efa_stack/spec/schema/cluster-spec.schema.json
 """
 
 from __future__ import annotations
