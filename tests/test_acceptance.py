@@ -21,10 +21,10 @@ from efa_stack import contract
 from efa_stack.acceptance import checks, judge
 from efa_stack.acceptance.model import Evidence, PairResult
 from efa_stack.acceptance.run import run_acceptance
+from efa_stack.errors import UserError
 from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec.models import KUBERNETES_VERSIONS
 from efa_stack.tools import verify
-from efa_stack.tools.verify import VerifyError
 from k8s import acceptance as manifests
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -355,7 +355,7 @@ def test_pod_that_never_ran_fails_with_the_timeout_fix() -> None:
 ])
 def test_fails_bad_input_with_field_and_fix(kw: dict[str, Any], message: str, fix: str) -> None:
     core = FakeCore(_healthy())
-    with pytest.raises(VerifyError) as exc:
+    with pytest.raises(UserError) as exc:
         run_acceptance(PLAN, core, FakeCustom(core, set()), **({"node_group": "p5"} | kw))
     assert message in exc.value.message and fix in exc.value.fix
 
@@ -363,22 +363,23 @@ def test_fails_bad_input_with_field_and_fix(kw: dict[str, Any], message: str, fi
 def test_fails_when_no_nodes_are_found() -> None:
     core = FakeCore(_healthy(), nodes="nodes_p5x4.json")
     core.node_list.items = []
-    with pytest.raises(VerifyError, match="no nodes found for node group 'p5'"):
+    with pytest.raises(UserError, match="no nodes found for node group 'p5'"):
         run_acceptance(PLAN, core, FakeCustom(core, set()), node_group="p5")
 
 
 def test_command_prints_json_document_and_exit_code() -> None:
     core = FakeCore(_healthy() | {NODES[2]: _text("node_dcgm_failed.log")})
     out: list[str] = []
-    code = verify.run_acceptance(PLAN, core, FakeCustom(core, set()), console=Console(file=io.StringIO()),
-                                 json_out=True, echo=out.append, node_group="p5", clock=lambda: 0.0,
-                                 sleep=lambda s: None)
+    options = verify.VerifyOptions(acceptance=True, json_out=True, node_group="p5", clock=lambda: 0.0,
+                                   sleep=lambda s: None)
+    code = verify.run_acceptance(PLAN, core, FakeCustom(core, set()), options, console=Console(file=io.StringIO()),
+                                 echo=out.append)
     doc = json.loads(out[0])
     assert code == 1 and doc["summary"] == {"pass": 3, "slow": 0, "failed": 1, "ambiguous": 0}
     assert doc["nodes"][2]["evidence"][1]["check"] == "dcgm" and doc["nodes"][2]["evidence"][1]["status"] == "failed"
     buf = io.StringIO()
-    code = verify.run_acceptance(PLAN, core, FakeCustom(core, set()), console=Console(file=buf, width=200),
-                                 json_out=False, node_group="p5", dcgm_level=0)
+    options = verify.VerifyOptions(acceptance=True, node_group="p5", dcgm_level=0)
+    code = verify.run_acceptance(PLAN, core, FakeCustom(core, set()), options, console=Console(file=buf, width=200))
     assert code == 2 and "--dcgm-level 0 is out of range" in buf.getvalue()
 
 

@@ -35,7 +35,7 @@ def test_refresh_reproduces_the_checked_in_catalog(refreshed):
     checked_in = json.loads(CATALOG_FILE.read_text())
     assert catalog["instance_types"] == checked_in["instance_types"], "run `make catalog`"
     # 303 EFA-capable types in moto's recording, plus dl1.24xlarge from the supplement
-    assert summary["efa_capable"] == checked_in["efa_capable"] == 304
+    assert summary.efa_capable == checked_in["efa_capable"] == 304
 
 
 def test_refresh_writes_region_zones(refreshed):

@@ -63,7 +63,7 @@ def bad_spec(tmp_path: Path) -> str:
 @pytest.mark.parametrize(
     "command",
     [[], ["preflight"], ["catalog"], ["catalog", "refresh"], ["catalog", "list"], ["catalog", "show"],
-     ["nccl-report"], ["verify"]],
+     ["nccl-report"], ["verify"], ["verify", "nodes"], ["verify", "nccl"], ["verify", "accept"]],
     ids=lambda c: " ".join(c) or "efa-stack",
 )
 def test_every_command_has_help(command: list[str]) -> None:
@@ -211,8 +211,8 @@ def test_catalog_refresh_passes_the_options_and_prints_the_summary(monkeypatch: 
 
     def fake_refresh(session, **kw):
         seen.update(kw, session=session)
-        return {"instance_types": 3, "efa_capable": 2, "regions": 1,
-                "catalog": str(kw["catalog_path"]), "regions_file": str(kw["regions_path"])}
+        return refresh_module.RefreshSummary(instance_types=3, efa_capable=2, regions=1,
+                                             catalog=str(kw["catalog_path"]), regions_file=str(kw["regions_path"]))
 
     monkeypatch.setattr(refresh_module, "refresh", fake_refresh)
     out = tmp_path / "c.json"
@@ -286,18 +286,18 @@ def test_nccl_report_on_a_real_log() -> None:
 @pytest.fixture
 def kube(monkeypatch: pytest.MonkeyPatch):
     """Replace the kubeconfig loading with fake APIs built from the recorded responses."""
-    from efa_stack.tools import verify
+    from efa_stack import cluster
     from tests.test_verify import Clock, FakeCore, FakeCustom, nodes
 
     clock = Clock()  # the command's waits advance this clock; nothing sleeps for real
-    monkeypatch.setattr(verify, "time", types.SimpleNamespace(monotonic=clock, sleep=clock.sleep))
+    monkeypatch.setattr(cluster, "time", types.SimpleNamespace(monotonic=clock, sleep=clock.sleep))
     made: dict[str, Any] = {"clock": clock}
 
     def install(node_file: str, jobs: list | None = None) -> dict[str, Any]:
         made["core"] = FakeCore([nodes(node_file)])
         made["custom"] = FakeCustom(jobs or [])
 
-        def fake_apis(kubeconfig, context, plan):
+        def fake_apis(kubeconfig, context, plan, **_: Any):
             made["args"] = (kubeconfig, context, plan.name)
             return made["core"], made["custom"]
 
@@ -387,3 +387,142 @@ def test_fails_acceptance_bad_input_before_any_cluster_access(
     assert result.exit_code == 2
     data = json.loads(result.stdout)
     assert data["ok"] is False and said in data["error"] and data["fix"]
+
+
+# --- errors: one document with --json, bad input before any cluster access -----------------------
+
+
+def _never_load_kubeconfig(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kubernetes.config
+
+    def never(**_: Any) -> None:
+        raise AssertionError("the kubeconfig was loaded for bad input")
+
+    monkeypatch.setattr(kubernetes.config, "load_kube_config", never)
+
+
+def test_verify_json_kubeconfig_problem_is_a_json_error_document(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kubernetes.config
+
+    def refuse(**_: Any) -> None:
+        raise kubernetes.config.ConfigException("Invalid kube-config file. No configuration found.")
+
+    monkeypatch.setattr(kubernetes.config, "load_kube_config", refuse)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    result = invoke("verify", "--spec", DEFAULT, "--json")
+    assert result.exit_code == 2
+    doc = json.loads(result.stdout)
+    assert doc["cluster"] == "efa-training" and doc["ok"] is False
+    assert "cannot load the kubeconfig" in doc["error"]
+    assert "aws eks update-kubeconfig --name efa-training --region us-west-2" in doc["fix"]
+
+
+def test_catalog_refresh_json_without_credentials_is_a_json_error_document(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    no_credentials(monkeypatch, tmp_path)
+    result = invoke("catalog", "refresh", "--output", str(tmp_path / "c.json"),
+                    "--regions-output", str(tmp_path / "r.json"), "--json")
+    assert result.exit_code == 2
+    doc = json.loads(result.stdout)
+    assert doc["ok"] is False and "no AWS credentials" in doc["error"]
+    assert "catalog refresh" in doc["fix"] and doc["region"] == "us-east-1"
+
+
+def test_verify_json_bad_spec_is_a_json_error_document(tmp_path: Path) -> None:
+    result = invoke("verify", "--spec", bad_spec(tmp_path), "--json")
+    assert result.exit_code == 2
+    doc = json.loads(result.stdout)
+    assert doc["ok"] is False and "problems in the cluster spec" in doc["error"]
+    assert any(p["field"] == "managedNodeGroups[0].instanceType" for p in doc["problems"])
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--node-group", "nope"), "node group 'nope' is not in the spec"),
+        (("--node-group", "system"), "node group 'system' has no NCCL-tests MPIJob"),
+        (("--namespace", "Not_A_Namespace"), "--namespace 'Not_A_Namespace' is not a namespace"),
+    ],
+)
+def test_fails_run_nccl_bad_input_before_the_kubeconfig_is_read(
+    monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], said: str
+) -> None:
+    _never_load_kubeconfig(monkeypatch)
+    result = invoke("verify", "--spec", DEFAULT, "--run-nccl", *args)
+    assert result.exit_code == 2, result.output
+    assert said in result.stderr and "Fix: " in result.stderr
+    result = invoke("verify", "--spec", DEFAULT, "--run-nccl", "--json", *args)
+    assert result.exit_code == 2
+    doc = json.loads(result.stdout)
+    assert doc["ok"] is False and said in doc["error"] and doc["fix"]
+
+
+def test_fails_quarantine_without_acceptance(monkeypatch: pytest.MonkeyPatch) -> None:
+    _never_load_kubeconfig(monkeypatch)
+    result = invoke("verify", "--spec", DEFAULT, "--quarantine")
+    assert result.exit_code == 2, result.output
+    assert "--quarantine only acts on the verdicts of --acceptance" in result.stderr
+    assert "Fix: add --acceptance" in result.stderr
+
+
+# --- verify nodes | nccl | accept ----------------------------------------------------------------
+
+
+def test_verify_nodes_subcommand_is_plain_verify(kube) -> None:
+    made = kube("nodes_ready.json")
+    result = invoke("verify", "nodes", "--spec", DEFAULT, "--timeout", "0", "--context", "ctx")
+    assert result.exit_code == 0, result.output
+    assert made["args"] == (None, "ctx", "efa-training") and "4/4 nodes match" in result.stdout
+
+
+def test_verify_nccl_subcommand_runs_the_job(kube) -> None:
+    from tests.test_verify import job
+
+    made = kube("nodes_ready.json", [job("mpijob_suspended.json"), job("mpijob_failed.json")])
+    made["core"].pods = types.SimpleNamespace(items=[])
+    result = invoke("verify", "nccl", "--spec", DEFAULT, "--interval", "5", "--json")
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.stdout)
+    assert doc["nccl"]["state"] == "Failed" and made["custom"].patches
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("nccl", "--node-group", "nope"), "node group 'nope' is not in the spec"),
+        (("accept", "--dcgm-level", "7"), "--dcgm-level 7 is out of range"),
+    ],
+)
+def test_fails_subcommand_bad_input_before_the_kubeconfig_is_read(
+    monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], said: str
+) -> None:
+    _never_load_kubeconfig(monkeypatch)
+    result = invoke("verify", *args, "--spec", DEFAULT)
+    assert result.exit_code == 2, result.output
+    assert said in result.stderr
+
+
+def test_fails_options_before_the_subcommand() -> None:
+    result = invoke("verify", "--json", "nodes", "--spec", DEFAULT)
+    assert result.exit_code == 2
+    assert "--json before `nodes` would be ignored" in result.stderr
+
+
+def test_verify_without_spec_exits_2() -> None:
+    result = invoke("verify", "--timeout", "0")
+    assert result.exit_code == 2 and "missing option --spec" in result.stderr
+
+
+def test_catalog_refresh_prints_the_summary_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import efa_stack.tools.catalog_refresh as refresh_module
+
+    def fake_refresh(session, **kw):
+        return refresh_module.RefreshSummary(instance_types=3, efa_capable=2, regions=1,
+                                             catalog=str(kw["catalog_path"]), regions_file=str(kw["regions_path"]))
+
+    monkeypatch.setattr(refresh_module, "refresh", fake_refresh)
+    result = invoke("catalog", "refresh", "--output", str(tmp_path / "c.json"),
+                    "--regions-output", str(tmp_path / "r.json"))
+    assert result.exit_code == 0, result.output
+    assert "catalog: 3 instance types (2 EFA-capable)" in result.stdout and "regions: 1 -> " in result.stdout

@@ -25,10 +25,11 @@ from botocore.awsrequest import AWSResponse
 from botocore.stub import Stubber
 from rich.console import Console
 
+from efa_stack.errors import UserError
 from efa_stack.planning.plan import ClusterPlan, build_plan
 from efa_stack.spec.loader import parse_spec
 from efa_stack.tools import preflight
-from efa_stack.tools.preflight import FAIL, PASS, WARN, Clients, Finding, PreflightAbort
+from efa_stack.tools.preflight import FAIL, PASS, WARN, Clients, Finding
 from tests.conftest import fake_aws_credentials
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -469,7 +470,7 @@ def test_rejected_credentials_abort_preflight() -> None:
     ec2 = _client("ec2")
     with Stubber(ec2) as stub:
         stub.add_client_error("describe_availability_zones", "AuthFailure", "AWS was not able to validate the provided access credentials")
-        with pytest.raises(PreflightAbort) as err:
+        with pytest.raises(UserError) as err:
             preflight.check_zone_offerings(ec2, _spec(P5))
     assert err.value.exit_code == 2 and "rejected the credentials" in err.value.message
 
@@ -488,7 +489,7 @@ def _no_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
 
 def test_no_credentials_abort_with_a_clear_message(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     _no_credentials(monkeypatch, tmp_path)
-    with pytest.raises(PreflightAbort) as err:
+    with pytest.raises(UserError) as err:
         preflight.run_preflight(_spec(P5), boto3.Session(region_name="us-west-2"))
     assert err.value.exit_code == 2
     assert "no AWS credentials" in err.value.message
@@ -497,7 +498,7 @@ def test_no_credentials_abort_with_a_clear_message(monkeypatch: pytest.MonkeyPat
 
 def test_unreachable_endpoint_aborts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens on the discard port
-    with pytest.raises(PreflightAbort) as err:
+    with pytest.raises(UserError) as err:
         preflight.run_preflight(_spec(P5), _session(), max_attempts=1)
     assert err.value.exit_code == 2 and "cannot reach the AWS endpoint" in err.value.message
     assert "AWS_ENDPOINT_URL" in err.value.fix
@@ -813,7 +814,7 @@ def test_throttled_addon_lookups_are_retried_then_a_warning(monkeypatch: pytest.
 
 def test_rejected_credentials_on_addon_versions_abort_preflight() -> None:
     eks = _client("eks")
-    with _eks_stub(eks, [("vpc-cni", "UnrecognizedClientException")]), pytest.raises(PreflightAbort) as err:
+    with _eks_stub(eks, [("vpc-cni", "UnrecognizedClientException")]), pytest.raises(UserError) as err:
         preflight.check_addon_versions(eks, _spec(P5))
     assert err.value.exit_code == 2 and "eks:DescribeAddonVersions" in err.value.message
 

@@ -12,8 +12,6 @@ import copy
 import inspect
 import io
 import json
-import sys
-import types
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +20,12 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from rich.console import Console
 
+from efa_stack import contract, nccl_report
+from efa_stack.contract import EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE
+from efa_stack.errors import UserError
 from efa_stack.planning.plan import build_plan, plan_from_file
 from efa_stack.spec.loader import parse_spec
 from efa_stack.tools import verify
-from efa_stack.tools.verify import EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE, VerifyError
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "k8s_api"
@@ -153,7 +153,7 @@ def test_fixtures_are_client_models() -> None:
     assert isinstance(ready, client.V1NodeList) and all(isinstance(n, client.V1Node) for n in ready.items)
     assert ready.items[0].status.allocatable[EFA_RESOURCE] == "32"
     pods = _model("launcher_pods.json", "V1PodList")
-    assert pods.items[0].metadata.labels[verify.JOB_ROLE_LABEL] == "launcher"
+    assert pods.items[0].metadata.labels[contract.JOB_ROLE_LABEL] == "launcher"
 
 
 # --- nodes against the plan ----------------------------------------------------------------------
@@ -249,7 +249,7 @@ def test_nodes_are_listed_by_the_node_group_label() -> None:
 
 def test_api_refusal_is_a_clear_error() -> None:
     core = FakeCore(error=ApiException(status=403, reason="Forbidden"))
-    with pytest.raises(VerifyError) as err:
+    with pytest.raises(UserError) as err:
         verify.list_nodes(core)
     assert "refused to list nodes (403 Forbidden)" in err.value.message
     assert "update-kubeconfig" in err.value.fix
@@ -350,7 +350,7 @@ def test_missing_job_is_reported_as_not_found() -> None:
 
 def test_the_charts_target_group_is_tested_by_default_and_unknown_groups_are_refused() -> None:
     assert verify.pick_node_group(PLAN, None).name == "p5"
-    with pytest.raises(VerifyError, match="not in the spec"):
+    with pytest.raises(UserError, match="not in the spec"):
         verify.pick_node_group(PLAN, "nope")
 
 
@@ -369,7 +369,7 @@ def test_fails_run_nccl_on_a_group_without_a_rendered_job() -> None:
     plan = _two_gpu_groups_plan()
     assert [j.node_group for j in plan.nccl_jobs] == ["p5"]
     # WHEN verify is asked to run the NCCL test on the other group
-    with pytest.raises(VerifyError) as info:
+    with pytest.raises(UserError) as info:
         verify.pick_node_group(plan, "spare")
     # THEN it refuses, naming the groups that have a job
     assert "'spare' has no NCCL-tests MPIJob" in info.value.message and "--node-group p5" in info.value.fix
@@ -377,12 +377,12 @@ def test_fails_run_nccl_on_a_group_without_a_rendered_job() -> None:
 
 
 def test_fails_run_nccl_on_the_system_group() -> None:
-    with pytest.raises(VerifyError, match="has no NCCL-tests MPIJob"):
+    with pytest.raises(UserError, match="has no NCCL-tests MPIJob"):
         verify.pick_node_group(PLAN, "system")
 
 
 def test_a_spec_without_an_nccl_job_is_refused() -> None:
-    with pytest.raises(VerifyError, match="makes no NCCL-tests MPIJob"):
+    with pytest.raises(UserError, match="makes no NCCL-tests MPIJob"):
         verify.pick_node_group(_trn_plan(), None)
 
 
@@ -391,24 +391,19 @@ def test_a_spec_without_an_nccl_job_is_refused() -> None:
 
 @pytest.fixture
 def fake_report(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """A stand-in tools.nccl_report that records what verify hands it."""
+    """A stand-in for nccl-report's parse -> judge -> model step that records what verify hands it."""
     calls: list[dict[str, Any]] = []
 
-    def report_command(logs, instance_type, nodes, json_out, plot, threshold):
-        calls.append({"log": Path(logs[0]).read_text(), "instance_type": instance_type, "nodes": nodes,
-                      "json_out": json_out, "plot": plot, "threshold": threshold})
-        if json_out:
-            print(json.dumps({"runs": [], "exit_code": 0}))
-        return 0
+    def report_from_text(text, source, *, instance_type=None, nodes=None, threshold=0.7, plot=None):
+        calls.append({"log": text, "source": source, "instance_type": instance_type, "nodes": nodes,
+                      "plot": plot, "threshold": threshold})
+        return nccl_report.Report(exit_code=0)
 
-    module = types.ModuleType("efa_stack.tools.nccl_report")
-    module.report_command = report_command  # type: ignore[attr-defined]  # a stand-in module
-    module.DEFAULT_THRESHOLD = 0.7  # type: ignore[attr-defined]  # a stand-in module
-    monkeypatch.setitem(sys.modules, "efa_stack.tools.nccl_report", module)
-    from efa_stack import tools
-
-    monkeypatch.setattr(tools, "nccl_report", module, raising=False)
+    monkeypatch.setattr(verify, "report_from_text", report_from_text)
     return calls
+
+
+EMPTY_REPORT: dict[str, Any] = {"runs": [], "comparisons": [], "hosts": None, "plot": None, "exit_code": 0, "error": None}
 
 
 def _run(core: FakeCore, custom: FakeCustom | None = None, **kw: Any) -> tuple[int, str, list[str]]:
@@ -416,8 +411,8 @@ def _run(core: FakeCore, custom: FakeCustom | None = None, **kw: Any) -> tuple[i
     echoed: list[str] = []
     clock = Clock()
     code = verify.run_verify(
-        PLAN, core, custom, console=Console(file=buf, width=220, color_system=None),
-        clock=clock, sleep=clock.sleep, echo=echoed.append, **kw,
+        PLAN, core, custom, verify.VerifyOptions(clock=clock, sleep=clock.sleep, **kw),
+        console=Console(file=buf, width=220, color_system=None), echo=echoed.append,
     )
     return code, buf.getvalue(), echoed
 
@@ -454,8 +449,8 @@ def test_verify_hands_the_launcher_log_to_nccl_report(fake_report: list) -> None
     custom = FakeCustom([job("mpijob_suspended.json"), job("mpijob_succeeded.json")])
     code, out, _ = _run(_launcher_core(), custom, timeout=0, run_nccl=True)
     assert code == 0
-    assert fake_report == [{"log": _text("launcher.log"), "instance_type": "p5.48xlarge", "nodes": 2,
-                            "json_out": False, "plot": None, "threshold": 0.7}]
+    assert fake_report == [{"log": _text("launcher.log"), "source": "nccl-tests-p5-launcher.log",
+                            "instance_type": "p5.48xlarge", "nodes": 2, "plot": None, "threshold": 0.7}]
     assert "MPIJob nccl-tests-p5 succeeded" in out
 
 
@@ -463,8 +458,8 @@ def test_verify_json_embeds_the_nccl_report(fake_report: list) -> None:
     custom = FakeCustom([job("mpijob_succeeded.json")])
     code, _, echoed = _run(_launcher_core(), custom, timeout=0, run_nccl=True, json_out=True, threshold=0.5)
     doc = json.loads(echoed[0])
-    assert code == 0 and doc["nccl"]["state"] == "Succeeded" and doc["nccl"]["report"] == {"runs": [], "exit_code": 0}
-    assert fake_report[0]["threshold"] == 0.5 and fake_report[0]["json_out"] is True
+    assert code == 0 and doc["nccl"]["state"] == "Succeeded" and doc["nccl"]["report"] == EMPTY_REPORT
+    assert fake_report[0]["threshold"] == 0.5 and len(echoed) == 1  # one JSON document, the report inside it
 
 
 def test_verify_exits_1_when_the_job_fails(fake_report: list) -> None:
@@ -478,7 +473,6 @@ def test_verify_exits_1_when_the_job_fails(fake_report: list) -> None:
 
 
 def test_verify_with_the_real_nccl_report() -> None:
-    pytest.importorskip("efa_stack.tools.nccl_report")
     custom = FakeCustom([job("mpijob_succeeded.json")])
     code, _, echoed = _run(_launcher_core(), custom, timeout=0, run_nccl=True, json_out=True)
     doc = json.loads(echoed[0])
@@ -494,3 +488,38 @@ def test_verify_api_errors_exit_2() -> None:
 def test_verify_refuses_an_unknown_node_group_for_nccl() -> None:
     code, out, _ = _run(FakeCore([nodes("nodes_ready.json")]), FakeCustom([]), timeout=0, run_nccl=True, node_group="nope")
     assert code == 2 and "node group 'nope' is not in the spec" in out
+
+
+def test_verify_prints_the_real_nccl_report_in_its_own_console() -> None:
+    # the launcher log goes to nccl-report's functions in memory: its tables land in verify's console
+    custom = FakeCustom([job("mpijob_succeeded.json")])
+    code, out, _ = _run(_launcher_core(), custom, timeout=0, run_nccl=True)
+    assert code == 0
+    assert "MPIJob nccl-tests-p5 succeeded" in out and "verdict: " in out
+
+
+def test_verify_reports_an_unreadable_launcher_log_as_nccl_reports_error() -> None:
+    custom = FakeCustom([job("mpijob_succeeded.json")])
+    code, _, echoed = _run(_launcher_core(log="mpirun: nothing ran\n"), custom, timeout=0, run_nccl=True,
+                           json_out=True)
+    doc = json.loads(echoed[0])
+    assert code == 2 == doc["nccl"]["report_exit_code"] == doc["nccl"]["report"]["exit_code"]
+    assert doc["nccl"]["report"]["runs"] == [] and doc["nccl"]["report"]["error"]["message"]
+    buf = io.StringIO()
+    clock = Clock()
+    code = verify.run_verify(PLAN, _launcher_core(log="mpirun: nothing ran\n"), FakeCustom([job("mpijob_succeeded.json")]),
+                             verify.VerifyOptions(timeout=0, run_nccl=True, clock=clock, sleep=clock.sleep),
+                             console=Console(file=buf, width=220, color_system=None))
+    assert code == 2 and "error: " in buf.getvalue()
+
+
+def test_verify_options_refuse_quarantine_without_acceptance() -> None:
+    with pytest.raises(UserError, match="--quarantine only acts on the verdicts of --acceptance"):
+        verify.VerifyOptions(quarantine=True).check(PLAN)
+
+
+def test_verify_json_error_is_one_document_with_the_cluster() -> None:
+    code, _, echoed = _run(FakeCore(error=ApiException(status=401, reason="Unauthorized")), timeout=0, json_out=True)
+    doc = json.loads(echoed[0])
+    assert code == 2 and doc["cluster"] == "efa-training" and doc["ok"] is False
+    assert "refused to list nodes" in doc["error"] and "access entry" in doc["fix"]

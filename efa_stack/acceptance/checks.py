@@ -1,26 +1,8 @@
 """Read back the check script's sections (``check.sh``) and judge each check of one node.
 
-Formats, each from its tool's source:
-
-* ``nvidia-smi -L``: one line per GPU, ``GPU <index>: <name> (UUID: GPU-...)``.
-* ``dcgmi diag -r <level> -j``, two layouts (both schemas are kept in tests/fixtures/acceptance/):
-
-  - DCGM 4.x, NVIDIA/DCGM@v4.6.0 (51b65cc) ``testing/python3/dcgm_diag_schema.json`` and
-    ``nvvs/include/NvvsJsonStrings.h``: ``{"DCGM Diagnostic": {"test_categories": [{"category", "tests":
-    [{"name", "results": [{"entity_group", "entity_group_id", "entity_id", "status", "warnings"?: [{"warning",
-    "error_id", "error_category", "error_severity"}]}], "test_summary": {"status"}}]}]}, "entity_groups",
-    "metadata": {"version", "Driver Version Detected"}}``. When the diagnostic cannot run, ``dcgmi/Diag.cpp``
-    writes ``{"DCGM Diagnostic": {"version", "runtime_error"}}`` instead.
-  - DCGM 3.x, NVIDIA/DCGM@v3.3.9 (3869efb), same files: top key ``"DCGM GPU Diagnostic"``, results
-    ``{"gpu_id": "<index as a string>", "status", "info"?, "warnings"?}``, no ``test_summary``, and
-    ``version`` / ``Driver Version Detected`` at the top level of the document.
-
-  Statuses ``Pass``/``Skip``/``Warn``/``Fail``/``Not Run`` (v4.6.0 ``dcgmi/Diag.cpp``, the result-to-string
-  switch).
-* ``fi_info -p efa -t FI_EP_RDM``: one block per (provider, domain) with ``domain: rdmapXsY-rdm``; one RDM
-  domain per EFA device the container was given.
-* ``fi_pingpong``: fabtests ``show_perf`` table ``bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec``.
-* ``all_reduce_perf``: nccl-tests output, parsed by :mod:`efa_stack.nccl_report`.
+One ``judge_*`` function per section (GPU count, DCGM diagnostic, EFA devices, fi_pingpong); the single-node
+NCCL run is judged in :mod:`efa_stack.acceptance.judge`. The output formats each parser follows, with their
+upstream sources, are in docs/design/commands.md ("Acceptance check formats").
 """
 
 from __future__ import annotations
@@ -30,7 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from efa_stack.acceptance.model import CheckName, Evidence
+from efa_stack import contract
+from efa_stack.acceptance.model import Evidence
 
 BEGIN = re.compile(r"^=== efa-stack-check BEGIN (\S+) ===$")
 END = re.compile(r"^=== efa-stack-check END (\S+) rc=(\d+|skipped) ===$")
@@ -79,15 +62,15 @@ def _tail(text: str, n: int = 3) -> str:
     return " | ".join(x.strip() for x in text.strip().splitlines()[-n:] if x.strip())
 
 
-def _not_run(check: CheckName, section: Section | None, expected: str) -> Evidence | None:
-    """Evidence for a section that is missing, skipped or cut off; None when it ran to the end."""
+def finished(check: contract.AcceptanceCheck, section: Section | None, expected: str) -> Section | Evidence:
+    """The section when it ran to its end; else the evidence for a missing, skipped or cut-off section."""
     if section is None:
         return Evidence(check, "failed", "no output", expected, "the check did not run (the pod log has no such section)")
     if section.skipped:
         return Evidence(check, "skipped", section.text.strip() or "skipped", expected)
     if not section.complete:
         return Evidence(check, "failed", "cut off", expected, f"the check did not finish: {_tail(section.text)}")
-    return None
+    return section
 
 
 # --- GPU count ----------------------------------------------------------------------------------
@@ -97,10 +80,10 @@ GPU_LINE = re.compile(r"^GPU (\d+): (.+?)(?: \(UUID: [^)]*\))?$")
 
 def judge_gpu_count(section: Section | None, expected: int) -> Evidence:
     want = f"{expected} GPUs (nvidia-smi -L)"
-    early = _not_run("gpu-count", section, want)
-    if early is not None:
-        return early
-    assert section is not None
+    got = finished("gpu-count", section, want)
+    if isinstance(got, Evidence):
+        return got
+    section = got
     gpus = [m.group(2) for m in (GPU_LINE.match(x.strip()) for x in section.text.splitlines()) if m]
     if section.rc != 0 and not gpus:
         return Evidence("gpu-count", "failed", f"nvidia-smi exit {section.rc}", want, _tail(section.text))
@@ -156,10 +139,10 @@ def _test_status(test: dict[str, Any]) -> str:
 
 def judge_dcgm(section: Section | None, level: int) -> Evidence:
     want = f"every test of dcgmi diag -r {level} Pass (Skip allowed)"
-    early = _not_run("dcgm", section, want)
-    if early is not None:
-        return early
-    assert section is not None
+    got = finished("dcgm", section, want)
+    if isinstance(got, Evidence):
+        return got
+    section = got
     doc = _dcgm_json(section.text)
     body = next((doc[k] for k in DCGM_KEYS if doc is not None and isinstance(doc.get(k), dict)), None)
     if body is None:
@@ -203,10 +186,10 @@ PROVIDER = re.compile(r"^\s*provider:\s*(\S+)\s*$", re.MULTILINE)
 
 def judge_efa_devices(section: Section | None, expected: int) -> Evidence:
     want = f"{expected} EFA RDM domains (fi_info -p efa -t FI_EP_RDM)"
-    early = _not_run("efa-devices", section, want)
-    if early is not None:
-        return early
-    assert section is not None
+    got = finished("efa-devices", section, want)
+    if isinstance(got, Evidence):
+        return got
+    section = got
     domains = sorted(set(DOMAIN.findall(section.text)))
     if not domains:
         return Evidence("efa-devices", "failed", f"no EFA domain (fi_info exit {section.rc})", want,
@@ -226,10 +209,10 @@ PINGPONG_ROW = re.compile(r"^\s*(\S+)\s+(\d+)\s+=?(\d+)\s+(\S+)\s+([\d.]+)s\s+([
 
 def judge_pingpong(section: Section | None) -> Evidence:
     want = "fi_pingpong -p efa -e rdm client and server on the node complete (exit 0)"
-    early = _not_run("efa-pingpong", section, want)
-    if early is not None:
-        return early
-    assert section is not None
+    got = finished("efa-pingpong", section, want)
+    if isinstance(got, Evidence):
+        return got
+    section = got
     rows: list[tuple[str, float, float]] = []
     in_table = False
     for line in section.text.splitlines():

@@ -1,25 +1,21 @@
 """Judging what needs more than one section: single-node NCCL against NVLink, pairs, and naming slow nodes.
 
-Single node: ``all_reduce_perf -b 8 -e 4G -f 2 -g <GPUs>`` in one process moves data over NVLink only;
-its large-message busbw is compared with the GPU's figure in ``data/nvlink.json`` (published where a
-measurement is published, derived from the NVLink bandwidth otherwise; the file says which), and a node
-below ``pass_fraction`` of it is *slow*. GPUs with no NVLink figure (PCIe parts such as A10G, L4) are
-measured and reported, not judged.
-
-Pairs: each 2-node all_reduce is judged by :func:`efa_stack.nccl_report.judge` against the EFA line rate
-(the same verdict ``efa-stack nccl-report`` gives). :func:`attribute_pairs` turns two rounds of pairs into
-per-node evidence; which node is slow is decided by :func:`efa_stack.nccl_report.hosts.find_slow_hosts`.
+A node's single-node all_reduce is compared with its GPU's NVLink figure (``data/nvlink.json``); each pair
+is judged by nccl-report's verdict, and :func:`efa_stack.acceptance.judge.attribute_pairs` names the slow
+node with :func:`efa_stack.nccl_report.hosts.find_slow_hosts`. The rules: docs/design/commands.md
+("Acceptance: single node and pairs").
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from efa_stack.acceptance.checks import Section, _not_run, _tail
-from efa_stack.acceptance.model import CheckStatus, Evidence, NodeStatus, PairResult
+from pydantic import BaseModel, ConfigDict, Field
+
+from efa_stack.acceptance.checks import Section, _tail, finished
+from efa_stack.acceptance.model import Evidence, EvidenceStatus, NodeStatus, PairResult
 from efa_stack.nccl_report.hosts import HostAnalysis, HostRun, find_slow_hosts
 
 NVLINK_FILE = Path(__file__).parent / "data" / "nvlink.json"
@@ -38,24 +34,32 @@ class NvlinkExpectation:
         return self.expected_busbw * self.pass_fraction
 
 
+class _NvlinkGpu(BaseModel):
+    """One GPU of data/nvlink.json (the fields the check reads; the file's sources are kept beside them)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    expected_busbw_gbytes: float = Field(gt=0)
+    expected_kind: str
+
+
+class _NvlinkData(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    pass_fraction: float = Field(gt=0, le=1)
+    gpus: dict[str, _NvlinkGpu]
+
+
 @cache
-def _nvlink_data() -> dict[str, object]:
-    data: dict[str, object] = json.loads(NVLINK_FILE.read_text())
-    return data
+def _nvlink_data() -> _NvlinkData:
+    return _NvlinkData.model_validate_json(NVLINK_FILE.read_text())
 
 
 def nvlink_expectation(gpu_name: str | None) -> NvlinkExpectation | None:
     """The single-node all_reduce expectation for ``gpu_name`` (catalog GPU name), or None (not judged)."""
     data = _nvlink_data()
-    gpus = data["gpus"]
-    assert isinstance(gpus, dict)
-    entry = gpus.get(gpu_name or "")
+    entry = data.gpus.get(gpu_name or "")
     if entry is None:
         return None
-    fraction = data["pass_fraction"]
-    assert isinstance(fraction, (int, float))
-    return NvlinkExpectation(gpu_name or "", float(entry["expected_busbw_gbytes"]), float(fraction),
-                             str(entry["expected_kind"]))
+    return NvlinkExpectation(gpu_name or "", entry.expected_busbw_gbytes, data.pass_fraction, entry.expected_kind)
 
 
 def judge_nccl_single(section: Section | None, gpu_name: str | None, gpus: int, source: str) -> Evidence:
@@ -66,10 +70,10 @@ def judge_nccl_single(section: Section | None, gpu_name: str | None, gpus: int, 
         f">= {exp.pass_mark:g} GB/s busbw ({exp.pass_fraction:g} x {exp.expected_busbw:g} GB/s, {exp.kind}, "
         f"{gpus} x {exp.gpu} NVLink)" if exp else f"no NVLink figure for {gpu_name or 'this GPU'}: reported, not judged"
     )
-    early = _not_run("nccl-single", section, want)
-    if early is not None:
-        return early
-    assert section is not None
+    got = finished("nccl-single", section, want)
+    if isinstance(got, Evidence):
+        return got
+    section = got
     try:
         runs = nccl_report.parse_text_runs(section.text, source)
     except nccl_report.NcclLogError as exc:
@@ -138,13 +142,13 @@ def suspects(round1: list[PairResult], leftover: str | None) -> list[str]:
 
 
 def pair_runs(pairs: list[PairResult]) -> list[HostRun]:
-    """Every pair test as a :class:`HostRun` for :func:`find_slow_hosts` (a failed MPIJob did not reach the mark)."""
+    """Every pair test as a :class:`efa_stack.nccl_report.hosts.HostRun` for :func:`efa_stack.nccl_report.hosts.find_slow_hosts` (a failed MPIJob did not reach the mark)."""
     return [HostRun(hosts=p.nodes, ok=p.status == "pass", busbw=p.busbw, label=f"round {p.round}, MPIJob {p.job}")
             for p in pairs]
 
 
 def pair_analysis(round1: list[PairResult], round2: list[PairResult]) -> HostAnalysis:
-    """What the pair tests say about hosts, by the rule ``efa-stack nccl-report`` uses (:mod:`nccl_report.hosts`)."""
+    """What the pair tests say about hosts, by the rule ``efa-stack nccl-report`` uses (:mod:`efa_stack.nccl_report.hosts`)."""
     return find_slow_hosts(pair_runs(round1 + round2))
 
 
@@ -152,7 +156,7 @@ def attribute_pairs(round1: list[PairResult], round2: list[PairResult], leftover
     """The ``nccl-pair`` evidence of every node from both rounds.
 
     Round 1 pairs the nodes (0,1), (2,3), ...; round 2 re-tests each member of a slow or failed pair (and
-    an odd node out) against a known-good peer (:func:`good_peer`). Which node is slow is decided by
+    an odd node out) against a known-good peer (:func:`efa_stack.acceptance.judge.good_peer`). Which node is slow is decided by
     :func:`efa_stack.nccl_report.hosts.find_slow_hosts` over all pair runs, the rule that names slow hosts
     in ``efa-stack nccl-report`` too: a node is *slow* (or *failed*) only when it is named there. A node
     whose own last pair passed is *pass*. A node in a pair that did not pass, but that the runs do not
@@ -177,7 +181,7 @@ def attribute_pairs(round1: list[PairResult], round2: list[PairResult], leftover
             before = (f"round 1 with {_peer(first, n)} was {first.status}"
                       if first is not None and own is not first else "")
             if n in named:
-                worst: CheckStatus = "failed" if any(n in q.nodes and q.status == "failed" for q in round1 + round2) else "slow"
+                worst: EvidenceStatus = "failed" if any(n in q.nodes and q.status == "failed" for q in round1 + round2) else "slow"
                 out[n] = _pair_evidence(own, n, worst, before, f"named slow: {analysis.reason}")
             elif own.status == "pass":
                 link = links.get(n)
@@ -196,7 +200,7 @@ def _peer(p: PairResult, node: str) -> str:
     return p.nodes[1] if p.nodes[0] == node else p.nodes[0]
 
 
-def _pair_evidence(p: PairResult, node: str, status: CheckStatus, *notes: str) -> Evidence:
+def _pair_evidence(p: PairResult, node: str, status: EvidenceStatus, *notes: str) -> Evidence:
     peer = _peer(p, node)
     measured = f"{p.busbw:g} GB/s busbw with {peer}" if p.busbw is not None else f"no result with {peer}"
     detail = "; ".join(x for x in (f"round {p.round}, MPIJob {p.job}", *notes) if x)

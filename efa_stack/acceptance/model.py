@@ -1,16 +1,7 @@
-"""What acceptance finds: one :class:`Evidence` per check and node, a :class:`NodeVerdict` per node.
-
-``--json`` prints :meth:`AcceptanceReport.to_json`::
-
-    {"cluster": str, "node_group": str, "instance_type": str, "dcgm_level": int, "efa": bool,
-     "ok": bool, "summary": {"pass": int, "slow": int, "failed": int, "ambiguous": int},
-     "nodes": [{"node": str, "status": "pass"|"slow"|"failed"|"ambiguous",
-                "evidence": [{"check": str, "status": "pass"|"slow"|"failed"|"ambiguous"|"skipped",
-                              "measured": str, "expected": str, "detail": str}]}],
-     "pairs": [{"round": 1|2, "nodes": [str, str], "job": str, "status": "pass"|"slow"|"failed",
-                "busbw": float|null, "detail": str}],
-     "quarantine": [{"node": str, "reason": str, "cordon": bool, "taint": {...}, "patch": {...}}],
-     "notes": [str]}
+"""What acceptance finds: one :class:`efa_stack.acceptance.model.Evidence` per check and node, a
+:class:`efa_stack.acceptance.model.NodeVerdict` per node, and the report whose
+:meth:`efa_stack.acceptance.model.AcceptanceReport.to_json` is ``--json``'s document (its shape:
+docs/design/commands.md, "The acceptance --json document").
 """
 
 from __future__ import annotations
@@ -20,22 +11,27 @@ from typing import Any, Literal
 
 from efa_stack import contract
 
-CheckName = contract.AcceptanceCheck
-CheckStatus = Literal["pass", "slow", "failed", "ambiguous", "skipped"]
+EvidenceStatus = Literal["pass", "slow", "failed", "ambiguous", "skipped"]
+"""One check's outcome on one node: a node verdict (below), or skipped (counts for nothing)."""
 NodeStatus = Literal["pass", "slow", "failed", "ambiguous"]
 NODE_STATUSES: tuple[NodeStatus, ...] = ("pass", "slow", "failed", "ambiguous")
 
+CHECK_STATUS: dict[NodeStatus, contract.CheckStatus] = {
+    "pass": "pass", "slow": "fail", "failed": "fail", "ambiguous": "fail",
+}
+"""A node verdict in the vocabulary of preflight's and verify's checks (docs/design/commands.md, "Statuses"):
+only a passing node is accepted (exit code 0); an ambiguous node fails acceptance but is never quarantined."""
+
 DCGM_LEVELS = (1, 2, 3, 4)
 DEFAULT_DCGM_LEVEL = 2
-
 
 
 @dataclass(frozen=True)
 class Evidence:
     """One check on one node (or one pair test): measured against expected."""
 
-    check: CheckName
-    status: CheckStatus
+    check: contract.AcceptanceCheck
+    status: EvidenceStatus
     measured: str
     expected: str
     detail: str = ""
@@ -114,7 +110,7 @@ class AcceptanceReport:
 
     @property
     def ok(self) -> bool:
-        return all(n.status == "pass" for n in self.nodes)
+        return all(CHECK_STATUS[n.status] == "pass" for n in self.nodes)
 
     def count(self, status: NodeStatus) -> int:
         return sum(1 for n in self.nodes if n.status == status)

@@ -1,23 +1,24 @@
-"""Run acceptance against a cluster: ``efa-stack verify --acceptance``.
+"""Run acceptance against a cluster (``efa-stack verify --acceptance``): compute an AcceptanceReport.
 
 1. one check pod per node of the node group (:func:`k8s.acceptance.check_pod`), all at once; each log is read
-   back into evidence (:mod:`.checks`, :func:`judge.judge_nccl_single`);
+   back into evidence (:mod:`efa_stack.acceptance.checks`, :func:`efa_stack.acceptance.judge.judge_nccl_single`);
 2. with EFA, 2-node NCCL all_reduce MPIJobs between the nodes that passed step 1: round 1 pairs (0,1),
    (2,3), ... in parallel; round 2 re-tests each member of a pair that did not pass against a known-good
-   peer, one job at a time (:func:`judge.attribute_pairs` names the slow node);
-3. per node ``pass | slow | failed`` with evidence; ``--quarantine`` cordons and taints every node that is
-   not ``pass`` (``efa-stack.io/quarantine=<reason>:NoSchedule``), printing each patch.
+   peer, one job at a time (:func:`efa_stack.acceptance.judge.attribute_pairs` names the slow node);
+3. per node ``pass | slow | failed | ambiguous`` with evidence; ``quarantine`` cordons and taints every slow or
+   failed node (``efa-stack.io/quarantine=<reason>:NoSchedule``).
 
-The Kubernetes API objects (``CoreV1Api``, ``CustomObjectsApi``), the clock and sleep are injected; tests
-pass fakes. Pods and MPIJobs acceptance made are deleted at the end, whatever the outcome.
+Cluster access goes through :mod:`efa_stack.cluster` (API objects, clock and sleep injected). Pods and MPIJobs
+acceptance made are deleted at the end, whatever the outcome. Printing is
+:func:`efa_stack.tools.render.render_acceptance`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from efa_stack import contract
@@ -30,11 +31,12 @@ from efa_stack.acceptance.model import (
     PairResult,
     QuarantineAction,
 )
+from efa_stack.cluster import call, launcher_log, list_nodes, poll, wait_for_job
+from efa_stack.errors import UserError
 from efa_stack.names import acceptance_pair_job_name
 from efa_stack.nccl_report.hosts import HostAnalysis
 from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.planning.plan import ClusterPlan
-from efa_stack.tools.verify import VerifyError, _api_error, launcher_log, report_verify_error, wait_for_job
 from k8s import acceptance as manifests
 from k8s.images import DCGM_IMAGE
 
@@ -42,16 +44,16 @@ Progress = Callable[[str], None]
 
 
 def select_group(plan: ClusterPlan, name: str | None, *, no_efa: bool, dcgm_level: int) -> NodeGroupPlan:
-    """The node group to accept, or a VerifyError naming the field, the value and the fix."""
+    """The node group to accept, or a UserError naming the field, the value and the fix."""
     if dcgm_level not in DCGM_LEVELS:
-        raise VerifyError(f"--dcgm-level {dcgm_level} is out of range",
-                          "use 1 (quick), 2 (medium, the default), 3 (long) or 4 (extended): dcgmi diag -r LEVEL")
+        raise UserError(f"--dcgm-level {dcgm_level} is out of range",
+                        "use 1 (quick), 2 (medium, the default), 3 (long) or 4 (extended): dcgmi diag -r LEVEL")
     gpu_groups = [g for g in plan.all_node_groups if g.instance.accelerator == "nvidia" and g.gpus_per_node > 0]
     if name is None:
         efa_groups = [g for g in gpu_groups if g.efa_devices_per_node > 0]
         pick = (efa_groups or (gpu_groups if no_efa else []))[:1]
         if not pick:
-            raise VerifyError(
+            raise UserError(
                 "the spec has no NVIDIA GPU node group with EFA to accept"
                 + (f" (GPU node groups without EFA: {', '.join(g.name for g in gpu_groups)})" if gpu_groups else ""),
                 "pass --node-group NAME --no-efa for GPU-only checks, or enable EFA on a GPU node group",
@@ -59,25 +61,18 @@ def select_group(plan: ClusterPlan, name: str | None, *, no_efa: bool, dcgm_leve
         return pick[0]
     group = next((g for g in plan.all_node_groups if g.name == name), None)
     if group is None:
-        raise VerifyError(f"node group {name!r} is not in the spec",
-                          f"use --node-group {' or '.join(g.name for g in gpu_groups) or '(none: no GPU node group)'}")
+        raise UserError(f"node group {name!r} is not in the spec",
+                        f"use --node-group {' or '.join(g.name for g in gpu_groups) or '(none: no GPU node group)'}")
     if group not in gpu_groups:
-        raise VerifyError(f"node group {name!r} ({group.instance_type}) has no NVIDIA GPUs; acceptance runs "
-                          "GPU, DCGM and NCCL checks", "pick a GPU node group with --node-group")
+        raise UserError(f"node group {name!r} ({group.instance_type}) has no NVIDIA GPUs; acceptance runs "
+                        "GPU, DCGM and NCCL checks", "pick a GPU node group with --node-group")
     if group.efa_devices_per_node == 0 and not no_efa:
-        raise VerifyError(
+        raise UserError(
             f"node group {name!r} ({group.instance_type}) has no EFA devices, so the EFA and pair checks cannot run",
             f"set efaEnabled: true on node group {name} (and deploy), or pass --no-efa to run the GPU-only checks "
             "(GPU count, DCGM, single-node NCCL)",
         )
     return group
-
-
-def _call(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    try:
-        return fn(*args, **kwargs)
-    except Exception as exc:  # ApiException, urllib3 errors
-        raise _api_error(exc, what) from exc
 
 
 def _delete_quietly(fn: Callable[..., Any], *args: Any) -> None:
@@ -102,9 +97,9 @@ class Runner:
     # --- nodes -------------------------------------------------------------------------------------
     def nodes(self) -> list[Any]:
         selector = f"{contract.LABEL_NODE_GROUP}={self.group.name}"
-        items = list(_call("list nodes", self.core.list_node, label_selector=selector).items or [])
+        items = list_nodes(self.core, selector)
         if not items:
-            raise VerifyError(
+            raise UserError(
                 f"no nodes found for node group {self.group.name!r} (label selector {selector})",
                 "deploy the cluster and wait for the nodes (efa-stack verify --spec FILE), then run acceptance",
             )
@@ -117,7 +112,7 @@ class Runner:
                                        dcgm_level=self.dcgm_level, efa=self.efa, dcgm_image=DCGM_IMAGE)
             name = body["metadata"]["name"]
             _delete_quietly(self.core.delete_namespaced_pod, name, self.namespace)
-            _call(f"create pod {self.namespace}/{name}", self.core.create_namespaced_pod, self.namespace, body)
+            call(f"create pod {self.namespace}/{name}", self.core.create_namespaced_pod, self.namespace, body)
             pods[n] = name
             self.progress(f"check pod {name} created on {n}")
         try:
@@ -126,8 +121,8 @@ class Runner:
             for n, pod in pods.items():
                 log = ""
                 if phases[n] in ("Succeeded", "Failed", "Running"):
-                    log = _call(f"read the log of pod {self.namespace}/{pod}", self.core.read_namespaced_pod_log,
-                                pod, self.namespace, container=manifests.CHECK_CONTAINER)
+                    log = call(f"read the log of pod {self.namespace}/{pod}", self.core.read_namespaced_pod_log,
+                               pod, self.namespace, container=manifests.CHECK_CONTAINER)
                 out[n] = self._verdict(n, log, phases[n])
                 self.progress(f"{n}: {out[n].status}")
             return out
@@ -137,18 +132,27 @@ class Runner:
 
     def _wait_pods(self, pods: dict[str, str]) -> dict[str, str]:
         phases: dict[str, str] = {}
-        while True:
+
+        def probe() -> dict[str, str]:
             for n, pod in pods.items():
                 if phases.get(n) in ("Succeeded", "Failed"):
                     continue
-                obj = _call(f"read pod {self.namespace}/{pod}", self.core.read_namespaced_pod, pod, self.namespace)
+                obj = call(f"read pod {self.namespace}/{pod}", self.core.read_namespaced_pod, pod, self.namespace)
                 phases[n] = (obj.status.phase if obj.status else None) or "Pending"
-            done = sum(p in ("Succeeded", "Failed") for p in phases.values())
-            self.progress(f"check pods: {done}/{len(pods)} finished")
-            remaining = self.deadline - self.clock()
-            if done == len(pods) or remaining <= 0:
-                return phases
-            self.sleep(min(self.interval, remaining))
+            self.progress(f"check pods: {self.done_count(phases)}/{len(pods)} finished")
+            return phases
+
+        result, _ = poll(probe, lambda p: self.done_count(p) == len(pods), timeout=self.remaining(),
+                         interval=self.interval, clock=self.clock, sleep=self.sleep)
+        return result
+
+    @staticmethod
+    def done_count(phases: dict[str, str]) -> int:
+        return sum(p in ("Succeeded", "Failed") for p in phases.values())
+
+    def remaining(self) -> float:
+        """Seconds left of the whole run's timeout."""
+        return max(0.0, self.deadline - self.clock())
 
     def _verdict(self, node: str, log: str, phase: str) -> NodeVerdict:
         sections = checks.parse_sections(log)
@@ -171,23 +175,25 @@ class Runner:
 
     # --- pairs ------------------------------------------------------------------------------------
     def _start_pair(self, name: str, nodes: tuple[str, str]) -> None:
-        assert self.job is not None
+        if self.job is None:  # run_acceptance runs pairs only for a node group with an NCCL-tests job
+            raise UserError(f"no pair tests: the spec makes no NCCL-tests job for {self.group.name}",
+                            "set ncclTest.nodeGroup in the spec, or pass --no-efa")
         body = manifests.pair_job(self.job, self.group, name, nodes, self.namespace)
         args = (contract.MPIJOB_GROUP, contract.MPIJOB_VERSION, self.namespace, contract.MPIJOB_PLURAL)
         _delete_quietly(self.custom.delete_namespaced_custom_object, *args, name)
-        _call(f"create MPIJob {self.namespace}/{name}", self.custom.create_namespaced_custom_object, *args, body)
+        call(f"create MPIJob {self.namespace}/{name}", self.custom.create_namespaced_custom_object, *args, body)
         self.progress(f"pair {nodes[0]} + {nodes[1]}: MPIJob {name} created")
 
     def _finish_pair(self, rnd: int, name: str, nodes: tuple[str, str]) -> PairResult:
         try:
-            outcome = wait_for_job(self.custom, name, self.namespace, timeout=max(0.0, self.deadline - self.clock()),
+            outcome = wait_for_job(self.custom, name, self.namespace, timeout=self.remaining(),
                                    interval=self.interval, clock=self.clock, sleep=self.sleep)
             log = None
             if outcome.state in ("Succeeded", "Failed"):
                 try:
                     log = launcher_log(self.core, name, self.namespace)
-                except VerifyError as exc:
-                    outcome.message += f" (launcher log unavailable: {exc.message})"
+                except UserError as exc:
+                    outcome = replace(outcome, message=outcome.message + f" (launcher log unavailable: {exc.message})")
             status, busbw, detail = judge.pair_status(log, outcome.state, outcome.message, self.group.instance_type,
                                                       f"{name}-launcher.log", self.threshold)
         finally:
@@ -213,7 +219,7 @@ class Runner:
 
     # --- quarantine -------------------------------------------------------------------------------
     def quarantine(self, verdict: NodeVerdict) -> QuarantineAction:
-        node = _call(f"read node {verdict.node}", self.core.read_node, verdict.node)
+        node = call(f"read node {verdict.node}", self.core.read_node, verdict.node)
         kept = [
             {k: v for k, v in (("key", t.key), ("value", t.value), ("effect", t.effect)) if v is not None}
             for t in ((node.spec.taints if node.spec else None) or []) if t.key != contract.QUARANTINE_TAINT_KEY
@@ -221,7 +227,7 @@ class Runner:
         taint = {"key": contract.QUARANTINE_TAINT_KEY, "value": verdict.reason(), "effect": "NoSchedule"}
         # Node.spec.taints has no patch merge key: a patch replaces the list, so the node's own taints are kept.
         patch = {"spec": {"unschedulable": True, "taints": [*kept, taint]}}
-        _call(f"cordon and taint node {verdict.node}", self.core.patch_node, verdict.node, patch)
+        call(f"cordon and taint node {verdict.node}", self.core.patch_node, verdict.node, patch)
         self.progress(f"quarantined {verdict.node}: cordoned (spec.unschedulable=true) and tainted "
                       f"{taint['key']}={taint['value']}:NoSchedule")
         return QuarantineAction(verdict.node, verdict.reason(), patch)
@@ -240,7 +246,7 @@ def run_acceptance(
     clock: Callable[[], float] | None = None, sleep: Callable[[float], None] | None = None,
     progress: Progress = lambda _: None,
 ) -> AcceptanceReport:
-    """Accept the nodes of one node group (see the module docstring); raises VerifyError on bad input."""
+    """Accept the nodes of one node group (see the module docstring); raises UserError on bad input or no access."""
     group = select_group(plan, node_group, no_efa=no_efa, dcgm_level=dcgm_level)
     efa = group.efa_devices_per_node > 0 and not no_efa
     r = Runner(plan, core, custom, group, dcgm_level=dcgm_level, efa=efa, namespace=namespace, timeout=timeout,
@@ -268,44 +274,3 @@ def run_acceptance(
     return AcceptanceReport(plan.name, group.name, group.instance_type, dcgm_level, efa, ordered, tuple(pairs),
                             actions, tuple(notes))
 
-
-def render(report: AcceptanceReport, console: Any) -> None:
-    from rich.markup import escape
-
-    style = {"pass": "green", "slow": "yellow", "failed": "bold red", "ambiguous": "magenta", "skipped": "dim"}
-    console.print(f"[bold]acceptance[/] of node group {escape(report.node_group)} ({escape(report.instance_type)}), "
-                  f"DCGM level {report.dcgm_level}")
-    for v in report.nodes:
-        console.print(f"[{style[v.status]}]{v.status.upper()}[/] {escape(v.node)}")
-        for e in v.evidence:
-            console.print(f"  [{style[e.status]}]{e.status}[/] {escape(e.line())}")
-    for q in report.quarantine:
-        console.print(f"quarantined {escape(q.node)}: kubectl cordon + taint {contract.QUARANTINE_TAINT_KEY}="
-                      f"{escape(q.reason)}:NoSchedule (patch {escape(json.dumps(q.patch))})")
-    for n in report.notes:
-        console.print(f"note: {escape(n)}")
-    s = report.to_json()["summary"]
-    head = "[green]OK[/]" if report.ok else "[bold red]FAIL[/]"
-    console.print(f"{head}: {s['pass']} pass, {s['slow']} slow, {s['failed']} failed, {s['ambiguous']} ambiguous")
-
-
-def acceptance_command(
-    plan: ClusterPlan, core: Any, custom: Any, *, console: Any, json_out: bool, echo: Callable[[str], None] = print,
-    err_console: Any | None = None, **kwargs: Any,
-) -> int:
-    """``verify --acceptance``: 0 every node passed, 1 a node is slow or failed, 2 bad input or no API access."""
-    from rich.markup import escape
-
-    def progress(text: str) -> None:
-        if not json_out:
-            console.print(f"[dim]{escape(text)}[/]")
-
-    try:
-        report = run_acceptance(plan, core, custom, progress=progress, **kwargs)
-    except VerifyError as exc:
-        return report_verify_error(exc, plan, json_out=json_out, echo=echo, console=err_console or console)
-    if json_out:
-        echo(json.dumps(report.to_json(), indent=2))
-    else:
-        render(report, console)
-    return 0 if report.ok else 1

@@ -21,10 +21,30 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from efa_stack.nccl_report.model import Comparison, HostsReport, NcclRun, Report, Result, RunReport, Verdict
+from efa_stack import errors
+from efa_stack.errors import UserError
+from efa_stack.nccl_report.model import (
+    Comparison,
+    HostsReport,
+    NcclRun,
+    Report,
+    ReportError,
+    Result,
+    RunReport,
+    Verdict,
+)
 from efa_stack.nccl_report.units import human_size
 
-__all__ = ["human_size", "plot_busbw", "render_comparison", "render_run", "report_dict"]
+__all__ = [
+    "error_report",
+    "human_size",
+    "plot_busbw",
+    "print_error",
+    "print_report",
+    "render_comparison",
+    "render_run",
+    "report_dict",
+]
 
 
 def _fmt(x: float | None, spec: str = ".2f") -> str:
@@ -151,8 +171,8 @@ class _FittedTable:
             natural = Measurement.get(console, options.update_width(1 << 16), table).maximum
             if natural <= options.max_width:
                 break
-        assert table is not None
-        yield table
+        if table is not None:  # _PLANS is never empty
+            yield table
 
 
 def _facts(run: NcclRun) -> Table:
@@ -255,6 +275,40 @@ def render_hosts(hosts: HostsReport) -> RenderableType:
     for sh in hosts.socket_hosts:
         lines.append(Text.assemble(("  sockets, not EFA: ", "bold red"), f"{sh.host} in {sh.run} ({sh.evidence})"))
     return Group(*lines)
+
+
+def error_report(exc: UserError) -> Report:
+    """The ``--json`` document of a failed command: no runs, the error (its file, line and layout when known)."""
+    detail = {k: v for k, v in exc.details.items() if k in ReportError.model_fields}
+    detail.setdefault("message", exc.message)
+    detail.setdefault("summary", exc.message)
+    return Report(exit_code=exc.exit_code, error=ReportError.model_validate(detail))
+
+
+def print_error(exc: UserError, *, json_out: bool, console: Console, err_console: Console) -> int:
+    """``exc`` as the report-shaped ``--json`` document on ``console``, or one line on ``err_console``."""
+    if json_out:
+        return errors.print_error(exc, json_out=True, console=console, document=report_document(error_report(exc)))
+    return errors.print_error(exc, json_out=False, console=err_console)
+
+
+def print_report(report: Report, console: Console, *, json_out: bool = False) -> None:
+    """The report: its ``--json`` document, or every run's table and verdict, the comparisons and the hosts."""
+    if json_out:
+        console.file.write(report.model_dump_json(indent=2) + "\n")
+        console.file.flush()
+        return
+    for rr in report.runs:
+        console.print(render_run(rr.run, rr.verdict))
+        console.print()
+    for c in report.comparisons:
+        console.print(render_comparison(c))
+        console.print()
+    if report.hosts is not None:
+        console.print(render_hosts(report.hosts))
+        console.print()
+    if report.plot is not None:
+        console.print(f"plot written to {report.plot}", markup=False)
 
 
 def report_document(report: Report) -> dict[str, Any]:

@@ -7,11 +7,26 @@ checked-in data was generated offline from moto's recorded copy of the EC2 API.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 from efa_stack.planning.catalog import CATALOG_FILE, REGIONS_FILE, SUPPLEMENT_FILE, InstanceType, record_from_api
+
+
+@dataclass(frozen=True)
+class RefreshSummary:
+    """What a refresh wrote: counts and the two files."""
+
+    instance_types: int
+    efa_capable: int
+    regions: int
+    catalog: str
+    regions_file: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def describe_all_instance_types(ec2: Any) -> list[dict[str, Any]]:
@@ -86,8 +101,8 @@ def refresh(
     regions_path: Path = REGIONS_FILE,
     all_regions: bool = True,
     source: str | None = None,
-) -> dict[str, Any]:
-    """Write both data files; returns a short summary."""
+) -> RefreshSummary:
+    """Write both data files; returns what was written."""
     ec2 = session.client("ec2", region_name=region)
     catalog = build_catalog(ec2, source=source or f"EC2 DescribeInstanceTypes ({region})")
     catalog_path.write_text(dump(catalog))
@@ -96,10 +111,10 @@ def refresh(
     )
     regions = build_regions(session, names)
     regions_path.write_text(dump(regions))
-    return {
-        "instance_types": len(catalog["instance_types"]),
-        "efa_capable": catalog["efa_capable"],
-        "regions": len(regions["regions"]),
-        "catalog": str(catalog_path),
-        "regions_file": str(regions_path),
-    }
+    return RefreshSummary(
+        instance_types=len(catalog["instance_types"]),
+        efa_capable=catalog["efa_capable"],
+        regions=len(regions["regions"]),
+        catalog=str(catalog_path),
+        regions_file=str(regions_path),
+    )

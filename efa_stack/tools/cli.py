@@ -8,11 +8,13 @@ Commands (each has ``--help``; human output by default, ``--json`` for machines)
 * ``efa-stack catalog show TYPE``           one instance type: network cards and interface layout
 * ``efa-stack nccl-report LOG ...``         judge nccl-tests output against the EFA line rate
 * ``efa-stack verify --spec FILE``          a deployed cluster's nodes against the plan (+ NCCL test)
+* ``efa-stack verify nodes|nccl|accept``    the same, one mode per subcommand (``--run-nccl``, ``--acceptance``)
 
 Exit codes: 0 success; 1 a check failed (preflight finding, node mismatch, failed NCCL job, NCCL
 result below expectation); 2 bad input or no access (a spec problem, no AWS credentials, no
-kubeconfig). A bad spec prints :meth:`efa_stack.spec.errors.SpecError.render`, never a traceback.
-Heavy modules (boto3, kubernetes, tools.nccl_report) are imported inside the commands.
+kubeconfig). Every error, a bad spec included, is printed by
+:func:`efa_stack.tools.render.print_failure` (``--json``: one JSON error document on stdout), never
+as a traceback. Heavy modules (boto3, kubernetes, tools.nccl_report) are imported inside the commands.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from efa_stack import contract
+from efa_stack.errors import UserError
 from efa_stack.spec.errors import SpecError
 
 app = typer.Typer(
@@ -53,33 +56,41 @@ def _err() -> Console:
     return Console(stderr=True, highlight=False)
 
 
-def _fail(message: str, fix: str = "", code: int = 2) -> NoReturn:
-    _err().print(f"[bold red]error[/]: {escape(message)}" + (f"\nFix: {escape(fix)}" if fix else ""))
-    raise typer.Exit(code)
+def _exit_with(exc: UserError | SpecError, *, json_out: bool = False, context: dict[str, Any] | None = None) -> NoReturn:
+    """Print ``exc`` (``--json``: the error document on stdout; else stderr) and exit with its code."""
+    from efa_stack.tools.render import print_failure
+
+    raise typer.Exit(print_failure(exc, json_out=json_out, console=_err(), echo=typer.echo, context=context))
+
+
+def _fail(message: str, fix: str = "", code: int = 2, *, json_out: bool = False,
+          context: dict[str, Any] | None = None) -> NoReturn:
+    _exit_with(UserError(message, fix, exit_code=code), json_out=json_out, context=context)
 
 
 def _echo_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, default=str))
 
 
-def _load_plan(spec: Path) -> Any:
+def _load_plan(spec: Path, *, json_out: bool = False) -> Any:
     from efa_stack.planning.plan import plan_from_file
 
     try:
         return plan_from_file(spec)
     except SpecError as exc:
-        _err().print(exc.render(), markup=False, highlight=False)
-        raise typer.Exit(2) from None
+        _exit_with(exc, json_out=json_out)
 
 
-def _session(profile: str | None, region: str | None = None) -> Any:
+def _session(profile: str | None, region: str | None = None, *, json_out: bool = False,
+             context: dict[str, Any] | None = None) -> Any:
     import boto3
     from botocore.exceptions import ProfileNotFound
 
     try:
         return boto3.Session(profile_name=profile, region_name=region)
     except ProfileNotFound as exc:
-        _fail(str(exc), "use a profile from ~/.aws/config (aws configure list-profiles)")
+        _fail(str(exc), "use a profile from ~/.aws/config (aws configure list-profiles)", json_out=json_out,
+              context=context)
 
 
 @app.callback()
@@ -109,17 +120,15 @@ def preflight(
     Read-only. Uses whatever endpoint the AWS SDK is pointed at (AWS_ENDPOINT_URL, profiles).
     Exit 1 when a check fails, 2 when AWS cannot be asked at all.
     """
-    from efa_stack.tools.preflight import PreflightAbort, exit_code, render, run_preflight, to_json
+    from efa_stack.tools.preflight import exit_code, render, run_preflight, to_json
 
-    plan = _load_plan(spec)
-    session = _session(profile, plan.region)
+    plan = _load_plan(spec, json_out=json_out)
+    context = {"cluster": plan.name, "region": plan.region}
+    session = _session(profile, plan.region, json_out=json_out, context=context)
     try:
         findings = run_preflight(plan, session, max_attempts=max_attempts)
-    except PreflightAbort as exc:
-        if json_out:
-            _echo_json({"cluster": plan.name, "region": plan.region, "ok": False, "error": exc.message, "fix": exc.fix})
-            raise typer.Exit(exc.exit_code) from None
-        _fail(exc.message, exc.fix, exc.exit_code)
+    except UserError as exc:
+        _exit_with(exc, json_out=json_out, context=context)
     if json_out:
         _echo_json(to_json(findings, plan))
     else:
@@ -157,7 +166,8 @@ def catalog_refresh(
     from efa_stack.tools.catalog_refresh import refresh
     from efa_stack.tools.preflight import abort_for
 
-    session = _session(profile, region)
+    context = {"region": region}
+    session = _session(profile, region, json_out=json_out, context=context)
     try:
         summary = refresh(
             session,
@@ -169,18 +179,19 @@ def catalog_refresh(
     except (ClientError, BotoCoreError) as exc:
         abort = abort_for(exc)
         if abort is not None:
-            _fail(abort.message, abort.fix.replace("run preflight again", "run `efa-stack catalog refresh` again"), 2)
-        _fail(f"catalog refresh failed: {exc}", "check the region and the identity's ec2:Describe* permissions", 1)
+            _fail(abort.message, abort.fix.replace("run preflight again", "run `efa-stack catalog refresh` again"), 2,
+                  json_out=json_out, context=context)
+        _fail(f"catalog refresh failed: {exc}", "check the region and the identity's ec2:Describe* permissions", 1,
+              json_out=json_out, context=context)
     except OSError as exc:
-        _fail(f"cannot write the catalog: {exc}", "pass writable paths with --catalog-output/--regions-output", 2)
+        _fail(f"cannot write the catalog: {exc}", "pass writable paths with --catalog-output/--regions-output", 2,
+              json_out=json_out, context=context)
     if json_out:
-        _echo_json(summary)
+        _echo_json(summary.to_json())
         return
-    _out().print(
-        f"catalog: {summary['instance_types']} instance types ({summary['efa_capable']} EFA-capable) "
-        f"-> {escape(str(summary['catalog']))}\n"
-        f"regions: {summary['regions']} -> {escape(str(summary['regions_file']))}"
-    )
+    from efa_stack.tools.render import render_refresh
+
+    render_refresh(summary, _out())
 
 
 def _accelerator(it: Any) -> str:
@@ -340,7 +351,7 @@ def nccl_report(
 # --------------------------------------------------------------------------------------------
 
 
-def _kube_apis(kubeconfig: Path | None, context: str | None, plan: Any) -> tuple[Any, Any]:
+def _kube_apis(kubeconfig: Path | None, context: str | None, plan: Any, *, json_out: bool = False) -> tuple[Any, Any]:
     """CoreV1Api and CustomObjectsApi from the kubeconfig (the only place one is loaded)."""
     import os
 
@@ -356,22 +367,53 @@ def _kube_apis(kubeconfig: Path | None, context: str | None, plan: Any) -> tuple
                 f"cannot load the kubeconfig ({exc.__class__.__name__}: {exc})",
                 f"aws eks update-kubeconfig --name {plan.name} --region {plan.region} "
                 "(or pass --kubeconfig/--context)",
+                json_out=json_out, context={"cluster": plan.name},
             )
     return client.CoreV1Api(), client.CustomObjectsApi()
 
 
-@app.command()
+verify_app = typer.Typer(no_args_is_help=False)  # the help is verify()'s docstring
+app.add_typer(verify_app, name="verify")
+
+_CONTEXT = typer.Option(None, "--context", help="kubeconfig context (default: the current one).")
+_KUBECONFIG = typer.Option(None, "--kubeconfig", help="kubeconfig file (default: ~/.kube/config).")
+_INTERVAL = typer.Option(15.0, "--interval", min=0.1, help="Seconds between polls.")
+_NAMESPACE = typer.Option(contract.NCCL_JOB_NAMESPACE, "--namespace", help="Namespace of the NCCL-tests MPIJob.")
+_JOB_TIMEOUT = typer.Option(1800.0, "--job-timeout", min=0, help="Seconds to wait for the MPIJob.")
+_THRESHOLD = typer.Option(None, "--threshold", help="nccl-report pass mark (fraction of line rate).")
+_DCGM_LEVEL = typer.Option(2, "--dcgm-level", help="dcgmi diag -r LEVEL (1-4).")
+_NO_EFA = typer.Option(False, "--no-efa", help="GPU-only checks (no EFA, no pair tests).")
+_QUARANTINE = typer.Option(
+    False, "--quarantine", help="Cordon and taint (efa-stack.io/quarantine) every node that is slow or failed."
+)
+
+
+def _run_verify(spec: Path, context: str | None, kubeconfig: Path | None, options: Any) -> NoReturn:
+    """Every form of ``verify``: bad input is refused before the kubeconfig is read, then the command runs."""
+    from efa_stack.tools.verify import run_verify
+
+    plan = _load_plan(spec, json_out=options.json_out)
+    try:
+        options.check(plan)
+    except UserError as exc:
+        _exit_with(exc, json_out=options.json_out, context={"cluster": plan.name})
+    core, custom = _kube_apis(kubeconfig, context, plan, json_out=options.json_out)
+    raise typer.Exit(run_verify(plan, core, custom, options, console=_out(), err_console=_err(), echo=typer.echo))
+
+
+@verify_app.callback(invoke_without_command=True)
 def verify(
-    spec: Path = typer.Option(..., "--spec", "-s", help=SPEC_HELP),
-    context: str | None = typer.Option(None, "--context", help="kubeconfig context (default: the current one)."),
-    kubeconfig: Path | None = typer.Option(None, "--kubeconfig", help="kubeconfig file (default: ~/.kube/config)."),
+    ctx: typer.Context,
+    spec: Path | None = typer.Option(None, "--spec", "-s", help=SPEC_HELP),
+    context: str | None = _CONTEXT,
+    kubeconfig: Path | None = _KUBECONFIG,
     timeout: float = typer.Option(600.0, "--timeout", min=0, help="Seconds to wait for the nodes; 0 checks once."),
-    interval: float = typer.Option(15.0, "--interval", min=0.1, help="Seconds between polls."),
+    interval: float = _INTERVAL,
     run_nccl: bool = typer.Option(False, "--run-nccl", help="Start the NCCL-tests MPIJob and report its result."),
     node_group: str | None = typer.Option(None, "--node-group", help="Node group whose NCCL test to run (default: the first EFA group)."),
-    namespace: str = typer.Option("default", "--namespace", help="Namespace of the NCCL-tests MPIJob."),
-    job_timeout: float = typer.Option(1800.0, "--job-timeout", min=0, help="Seconds to wait for the MPIJob."),
-    threshold: float | None = typer.Option(None, "--threshold", help="nccl-report pass mark (fraction of line rate)."),
+    namespace: str = _NAMESPACE,
+    job_timeout: float = _JOB_TIMEOUT,
+    threshold: float | None = _THRESHOLD,
     plot: Path | None = typer.Option(None, "--plot", help="With --run-nccl: write the busbw plot (PNG)."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
     acceptance: bool = typer.Option(
@@ -389,43 +431,91 @@ def verify(
     Per node group: desiredCapacity nodes, each with the plan's GPUs and EFA devices. Waits (progress
     bar) until they match or --timeout passes.
 
-    With --run-nccl, starts nccl-tests-NODEGROUP, follows it and hands the launcher log to nccl-report.
+    With --run-nccl (or `verify nccl`), starts nccl-tests-NODEGROUP, follows it and judges the launcher
+    log with nccl-report.
 
-    With --acceptance, runs a check pod on every node of the node group and 2-node NCCL tests between them;
-    each node is pass, slow or failed, with evidence (efa_stack/acceptance).
+    With --acceptance (or `verify accept`), runs a check pod on every node of the node group and 2-node
+    NCCL tests between them; each node is pass, slow or failed, with evidence (efa_stack/acceptance).
     """
-    from efa_stack.tools.verify import run_verify
+    from efa_stack.tools.verify import VerifyOptions
 
-    plan = _load_plan(spec)
-    if acceptance:
-        # bad input (node group, --dcgm-level, --no-efa) is reported before any cluster access
-        from efa_stack.acceptance.run import select_group
-        from efa_stack.tools.verify import VerifyError
+    if ctx.invoked_subcommand is not None:
+        given = [param.opts[0] for param in ctx.command.params if param.name is not None and param.opts
+                 and (src := ctx.get_parameter_source(param.name)) is not None and src.name == "COMMANDLINE"]
+        if given:
+            _fail(f"{', '.join(given)} before `{ctx.invoked_subcommand}` would be ignored",
+                  f"put the options after the subcommand (efa-stack verify {ctx.invoked_subcommand} --spec FILE)")
+        return
+    if spec is None:
+        _fail("missing option --spec", "efa-stack verify --spec FILE (see efa-stack verify --help)")
+    _run_verify(spec, context, kubeconfig, VerifyOptions(
+        timeout=timeout, interval=interval, run_nccl=run_nccl, acceptance=acceptance, node_group=node_group,
+        namespace=namespace, job_timeout=job_timeout, threshold=threshold, plot=plot, dcgm_level=dcgm_level,
+        no_efa=no_efa, quarantine=quarantine, json_out=json_out,
+    ))
 
-        try:
-            select_group(plan, node_group, no_efa=no_efa, dcgm_level=dcgm_level)
-        except VerifyError as exc:
-            if json_out:
-                _echo_json({"cluster": plan.name, "ok": False, "error": exc.message, "fix": exc.fix})
-                raise typer.Exit(exc.exit_code) from None
-            _fail(exc.message, exc.fix, exc.exit_code)
-    core, custom = _kube_apis(kubeconfig, context, plan)
-    if acceptance:
-        from efa_stack.tools.verify import run_acceptance
 
-        raise typer.Exit(run_acceptance(
-            plan, core, custom, console=_out(), err_console=_err(), json_out=json_out, echo=typer.echo,
-            node_group=node_group, dcgm_level=dcgm_level, no_efa=no_efa, quarantine=quarantine,
-            namespace=namespace, timeout=timeout, interval=interval,
-            threshold=threshold if threshold is not None else contract.NCCL_PASS_THRESHOLD,
-        ))
-    code = run_verify(
-        plan, core, custom,
-        console=_out(), err_console=_err(), json_out=json_out, timeout=timeout, interval=interval,
-        run_nccl=run_nccl, node_group=node_group, namespace=namespace, job_timeout=job_timeout,
-        threshold=threshold, plot=plot, echo=typer.echo,
-    )
-    raise typer.Exit(code)
+@verify_app.command("nodes")
+def verify_nodes(
+    spec: Path = typer.Option(..., "--spec", "-s", help=SPEC_HELP),
+    context: str | None = _CONTEXT,
+    kubeconfig: Path | None = _KUBECONFIG,
+    timeout: float = typer.Option(600.0, "--timeout", min=0, help="Seconds to wait for the nodes; 0 checks once."),
+    interval: float = _INTERVAL,
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """The nodes only (same as `efa-stack verify --spec FILE`)."""
+    from efa_stack.tools.verify import VerifyOptions
+
+    _run_verify(spec, context, kubeconfig, VerifyOptions(timeout=timeout, interval=interval, json_out=json_out))
+
+
+@verify_app.command("nccl")
+def verify_nccl(
+    spec: Path = typer.Option(..., "--spec", "-s", help=SPEC_HELP),
+    context: str | None = _CONTEXT,
+    kubeconfig: Path | None = _KUBECONFIG,
+    timeout: float = typer.Option(600.0, "--timeout", min=0, help="Seconds to wait for the nodes; 0 checks once."),
+    interval: float = _INTERVAL,
+    node_group: str | None = typer.Option(None, "--node-group", help="Node group whose NCCL test to run (default: the first EFA group)."),
+    namespace: str = _NAMESPACE,
+    job_timeout: float = _JOB_TIMEOUT,
+    threshold: float | None = _THRESHOLD,
+    plot: Path | None = typer.Option(None, "--plot", help="Write the busbw plot (PNG)."),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """The nodes, then the node group's NCCL-tests MPIJob judged by nccl-report (same as `verify --run-nccl`)."""
+    from efa_stack.tools.verify import VerifyOptions
+
+    _run_verify(spec, context, kubeconfig, VerifyOptions(
+        timeout=timeout, interval=interval, run_nccl=True, node_group=node_group, namespace=namespace,
+        job_timeout=job_timeout, threshold=threshold, plot=plot, json_out=json_out,
+    ))
+
+
+@verify_app.command("accept")
+def verify_accept(
+    spec: Path = typer.Option(..., "--spec", "-s", help=SPEC_HELP),
+    context: str | None = _CONTEXT,
+    kubeconfig: Path | None = _KUBECONFIG,
+    timeout: float = typer.Option(600.0, "--timeout", min=0, help="Seconds the whole run may take."),
+    interval: float = _INTERVAL,
+    node_group: str | None = typer.Option(None, "--node-group", help="Node group to accept (default: the first EFA GPU group)."),
+    namespace: str = typer.Option(contract.NCCL_JOB_NAMESPACE, "--namespace", help="Namespace of the check pods and pair MPIJobs."),
+    threshold: float | None = _THRESHOLD,
+    dcgm_level: int = _DCGM_LEVEL,
+    no_efa: bool = _NO_EFA,
+    quarantine: bool = _QUARANTINE,
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Node acceptance: check pods on every node and pairwise NCCL; pass, slow or failed per node (same as
+    `verify --acceptance`)."""
+    from efa_stack.tools.verify import VerifyOptions
+
+    _run_verify(spec, context, kubeconfig, VerifyOptions(
+        timeout=timeout, interval=interval, acceptance=True, node_group=node_group, namespace=namespace,
+        threshold=threshold, dcgm_level=dcgm_level, no_efa=no_efa, quarantine=quarantine, json_out=json_out,
+    ))
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """``efa-stack nccl-report``: the command's entry point; the report itself is :mod:`efa_stack.nccl_report`.
 
-The CLI and ``verify --run-nccl`` import this module lazily, so the other commands keep working when
-the report (matplotlib, pydantic models) cannot be imported.
+The CLI's ``nccl-report`` command imports this module lazily, so the other commands keep working when the
+report cannot be imported (``verify --run-nccl`` calls :func:`efa_stack.nccl_report.report_from_text`).
 """
 
 from efa_stack.nccl_report import DEFAULT_THRESHOLD, report_command

@@ -1,31 +1,10 @@
-"""Preflight: what the AWS EKS EFA guide asks users to check by hand, done for one cluster spec.
+"""``efa-stack preflight``: the account checks the AWS EKS EFA guide asks for by hand, for one cluster spec.
 
-Before ``cdk deploy`` creates EFA node groups, ``efa-stack preflight`` asks the account (read-only):
-
-* which of the spec's instance types support EFA in the region
-  (EC2 ``DescribeInstanceTypes`` with the ``network-info.efa-supported`` filter);
-* which availability zones offer each instance type, by zone name and by zone id
-  (``DescribeInstanceTypeOfferings`` with ``LocationType`` ``availability-zone`` and
-  ``availability-zone-id``; ``DescribeAvailabilityZones`` maps names to ids, which differ per
-  account), and whether the spec's zones are among them;
-* whether the running On-Demand vCPU quota of each instance family covers what the spec can scale to
-  (Service Quotas ``GetServiceQuota``; needed vCPUs = ``maxSize`` x vCPUs per node, summed per
-  quota). Only on-demand node groups are counted: nodes in a Capacity Reservation or a Capacity
-  Block run on capacity reserved beforehand, which is checked by the reservation check instead;
-* whether a referenced Capacity Reservation or Capacity Block exists, is active (a Capacity Block
-  may still be ``scheduled``), matches the node group's instance type and zone and holds enough
-  instances (``DescribeCapacityReservations``);
-* whether EKS offers each add-on's version (the spec's ``addons`` merged with efa-stack's own pins)
-  for the plan's Kubernetes version, and which build EKS installs where no version is set
-  (EKS ``DescribeAddonVersions``).
-
-Every check is a function that takes boto3 clients and returns :class:`Finding` objects (pass /
-warn / fail, each with the fix). Clients come from a boto3 session, so preflight talks to whatever
-endpoint the AWS SDK is pointed at (``AWS_ENDPOINT_URL``, profiles, ...); no endpoint is hardcoded.
-Throttled calls are retried with backoff (botocore ``standard`` retry mode) before a check reports
-them. Missing or rejected credentials stop preflight with :class:`PreflightAbort` (exit code 2).
-
-IAM actions preflight uses: see :data:`REQUIRED_ACTIONS`.
+Read-only: EFA support, zone offerings, On-Demand vCPU quotas, Capacity Reservations/Blocks and EKS add-on
+versions (what each asks AWS: docs/design/commands.md, "preflight: what it asks AWS"). Every check takes
+boto3 clients and returns :class:`efa_stack.tools.preflight.Finding` objects (pass / warn / fail, each with
+the fix); missing or rejected credentials stop preflight with :class:`efa_stack.errors.UserError` (exit
+code 2). IAM actions used: :data:`efa_stack.tools.preflight.REQUIRED_ACTIONS`.
 """
 
 from __future__ import annotations
@@ -50,16 +29,16 @@ from botocore.exceptions import (
 )
 
 from efa_stack import contract
+from efa_stack.errors import UserError
 from efa_stack.planning import addons as spec_addons
 from efa_stack.planning import catalog
 from efa_stack.planning.catalog import UnknownInstanceType
 from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.planning.plan import ClusterPlan
 
-Status = contract.CheckStatus
-PASS: Status = "pass"
-WARN: Status = "warn"
-FAIL: Status = "fail"
+PASS: contract.CheckStatus = "pass"
+WARN: contract.CheckStatus = "warn"
+FAIL: contract.CheckStatus = "fail"
 
 DEFAULT_MAX_ATTEMPTS = 5
 """Total attempts per API call (first call + retries) before a throttled call is reported."""
@@ -96,25 +75,11 @@ class Finding:
     """One preflight result: what was checked, the verdict, what was found and how to fix it."""
 
     check: str
-    status: Status
+    status: contract.CheckStatus
     message: str
     fix: str = ""
     subject: str = ""
     """What the finding is about: a node group, an instance type, a quota code."""
-
-
-class PreflightAbort(Exception):
-    """Preflight cannot ask AWS anything (no or rejected credentials, no endpoint). Exit code 2."""
-
-    exit_code = 2
-
-    def __init__(self, message: str, fix: str):
-        super().__init__(message)
-        self.message = message
-        self.fix = fix
-
-    def render(self) -> str:
-        return f"{self.message}\nFix: {self.fix}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -218,28 +183,28 @@ _CREDENTIAL_ERRORS: tuple[type[BaseException], ...] = tuple(
 )
 
 
-def abort_for(exc: BaseException) -> PreflightAbort | None:
-    """The :class:`PreflightAbort` for errors that make every further call pointless."""
+def abort_for(exc: BaseException) -> UserError | None:
+    """The :class:`efa_stack.errors.UserError` for errors that make every further call pointless."""
     if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
-        return PreflightAbort(
+        return UserError(
             f"no AWS credentials found ({exc})",
             "configure credentials (aws configure, aws sso login, AWS_PROFILE or "
             "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) and run preflight again",
         )
     if isinstance(exc, _CREDENTIAL_ERRORS):
-        return PreflightAbort(
+        return UserError(
             f"AWS credentials could not be loaded ({exc})",
             "refresh them (aws sso login, or fix the profile's credential_process) and run preflight again",
         )
     if isinstance(exc, (EndpointConnectionError, HTTPClientError, _bex.ConnectionError)):
-        return PreflightAbort(
+        return UserError(
             f"cannot reach the AWS endpoint ({exc})",
             "check the network, the region, and AWS_ENDPOINT_URL if it is set",
         )
     if isinstance(exc, NoRegionError):
-        return PreflightAbort(str(exc), "set metadata.region in the spec")
+        return UserError(str(exc), "set metadata.region in the spec")
     if isinstance(exc, ClientError) and _code(exc) in BAD_CREDENTIALS_CODES:
-        return PreflightAbort(
+        return UserError(
             f"AWS rejected the credentials on {_action(exc)} ({_code(exc)}: "
             f"{exc.response.get('Error', {}).get('Message', '')})",
             "refresh or replace the credentials (expired session? wrong account or partition?)",
@@ -869,7 +834,7 @@ def run_preflight(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     now: datetime | None = None,
 ) -> list[Finding]:
-    """Every check for ``plan``; raises :class:`PreflightAbort` when AWS cannot be asked at all."""
+    """Every check for ``plan``; raises :class:`efa_stack.errors.UserError` when AWS cannot be asked at all."""
     if clients is None:
         if session is None:
             import boto3
@@ -878,7 +843,7 @@ def run_preflight(
         try:
             clients = Clients.from_session(session, plan.region, max_attempts)
         except BotoCoreError as exc:
-            raise abort_for(exc) or PreflightAbort(
+            raise abort_for(exc) or UserError(
                 f"cannot create AWS clients ({exc})", "check the AWS profile, region and AWS_ENDPOINT_URL"
             ) from exc
     attempts = clients.max_attempts

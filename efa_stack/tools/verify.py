@@ -1,53 +1,72 @@
-"""Verify a deployed cluster against its plan: ``efa-stack verify --spec FILE``.
+"""``efa-stack verify``: a deployed cluster against its plan; compute each stage's result, then print it.
 
-The check the SkyPilot EFA guide does by eye with
-``kubectl get nodes -o custom-columns=NAME:.metadata.name,TYPE:.metadata.labels.node\\.kubernetes\\.io/instance-type,GPU:.status.allocatable.nvidia\\.com/gpu,EFA:.status.allocatable.vpc\\.amazonaws\\.com/efa``,
-done against the plan: every node group should have ``desired_size`` Ready nodes of its instance
-type, each with ``gpus_per_node`` allocatable ``nvidia.com/gpu``, ``efa_devices_per_node``
-allocatable ``vpc.amazonaws.com/efa`` and ``neuron_devices_per_node`` ``aws.amazon.com/neuron``.
-Nodes are found by the ``efa-stack.io/node-group`` label the node groups put on them.
+* nodes (always): every node group has ``desired_size`` Ready nodes of its instance type with the plan's
+  allocatable GPUs, EFA devices and Neuron devices (:func:`efa_stack.tools.verify.check_nodes`, polled
+  by :func:`efa_stack.tools.verify.wait_for_nodes`);
+* ``--run-nccl``: the node group's NCCL-tests MPIJob is started, followed, and its launcher log judged by
+  nccl-report's functions (:class:`efa_stack.tools.verify_model.NcclCheck`);
+* ``--acceptance``: per-node acceptance (:func:`efa_stack.acceptance.run.run_acceptance`).
 
-:func:`wait_for_nodes` polls until that holds or a timeout passes (clock and sleep are injected,
-so tests never sleep). With ``--run-nccl`` the NCCL-tests MPIJob of an EFA node group
-(``nccl-tests-<node group>``, created suspended) is started by setting
-``spec.runPolicy.suspend: false``, followed until its ``Succeeded``/``Failed`` condition, and the
-launcher pod's log goes to ``efa-stack nccl-report``.
-
-The Kubernetes API objects are passed in (``CoreV1Api``, ``CustomObjectsApi``): this module never
-loads a kubeconfig; the CLI does.
+Cluster access is :mod:`efa_stack.cluster`'s; printing is :mod:`efa_stack.tools.render`'s. The check's
+background (what it replaces, the EFA guard) is in docs/design/commands.md.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import tempfile
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from efa_stack import contract
-from efa_stack.names import nccl_job_name
-from efa_stack.planning.nccl import NCCL_JOB_NAMESPACE
+from efa_stack.acceptance import run as acceptance_run
+from efa_stack.acceptance.model import DEFAULT_DCGM_LEVEL
+from efa_stack.cluster import (
+    Clock,
+    JobOutcome,
+    Sleep,
+    get_job,
+    guard_failures,
+    is_suspended,
+    job_state,
+    launcher_log,
+    list_nodes,
+    poll,
+    start_job,
+    wait_for_job,
+)
+from efa_stack.errors import UserError, print_error
+from efa_stack.names import DNS1123_LABEL, nccl_job_name
+from efa_stack.nccl_report import report_from_text
 from efa_stack.planning.node_groups import NodeGroupPlan
-from efa_stack.planning.plan import LABEL_NODE_GROUP, ClusterPlan
+from efa_stack.planning.plan import ClusterPlan
+from efa_stack.tools import render
+from efa_stack.tools.verify_model import GroupCheck, NcclCheck, NodeCheck, VerifyReport, VerifyResult
 
-Status = contract.CheckStatus
-
-INSTANCE_TYPE_LABEL = contract.INSTANCE_TYPE_LABEL
-GPU_RESOURCE = contract.GPU_RESOURCE
-EFA_RESOURCE = contract.EFA_RESOURCE
-NEURON_RESOURCE = contract.NEURON_RESOURCE
-
-MPIJOB_GROUP = contract.MPIJOB_GROUP
-MPIJOB_VERSION = contract.MPIJOB_VERSION
-MPIJOB_PLURAL = contract.MPIJOB_PLURAL
-JOB_NAME_LABEL = contract.JOB_NAME_LABEL
-JOB_ROLE_LABEL = contract.JOB_ROLE_LABEL
-DEFAULT_NAMESPACE = NCCL_JOB_NAMESPACE
+__all__ = [
+    "GroupCheck",
+    "JobOutcome",
+    "NcclCheck",
+    "NodeCheck",
+    "VerifyOptions",
+    "VerifyReport",
+    "VerifyResult",
+    "check_node",
+    "check_nodes",
+    "guard_failures",
+    "job_state",
+    "launcher_log",
+    "list_nodes",
+    "pick_node_group",
+    "run_acceptance",
+    "run_nccl_check",
+    "run_nccl_job",
+    "run_verify",
+    "start_job",
+    "wait_for_job",
+    "wait_for_nodes",
+]
 
 EFA_FIX = (
     "check the EFA device plugin DaemonSet runs on the node "
@@ -66,89 +85,56 @@ NEURON_FIX = (
 )
 
 
+# --------------------------------------------------------------------------------------------
+# Options
+# --------------------------------------------------------------------------------------------
 
 
-class VerifyError(Exception):
-    """The cluster cannot be asked (API unreachable, unauthorized, bad input). Exit code 2."""
+@dataclass(frozen=True)
+class VerifyOptions:
+    """Everything ``efa-stack verify`` was asked, as the CLI parsed it."""
 
-    exit_code = 2
+    timeout: float = 600.0
+    """Seconds to wait for the nodes (with ``acceptance``: for the whole run); 0 checks once."""
+    interval: float = 15.0
+    run_nccl: bool = False
+    acceptance: bool = False
+    node_group: str | None = None
+    namespace: str = contract.NCCL_JOB_NAMESPACE
+    job_timeout: float = 1800.0
+    threshold: float | None = None
+    """nccl-report's pass mark (fraction of the line rate); None: the report's own."""
+    plot: Path | None = None
+    dcgm_level: int = DEFAULT_DCGM_LEVEL
+    no_efa: bool = False
+    quarantine: bool = False
+    json_out: bool = False
+    clock: Clock | None = None
+    sleep: Sleep | None = None
 
-    def __init__(self, message: str, fix: str = ""):
-        super().__init__(message)
-        self.message = message
-        self.fix = fix
+    @property
+    def pass_threshold(self) -> float:
+        return self.threshold if self.threshold is not None else contract.NCCL_PASS_THRESHOLD
 
-    def render(self) -> str:
-        return self.message + (f"\nFix: {self.fix}" if self.fix else "")
+    def check(self, plan: ClusterPlan) -> None:
+        """Refuse bad input before the cluster is asked (the CLI calls this before loading the kubeconfig)."""
+        if self.quarantine and not self.acceptance:
+            raise UserError("--quarantine only acts on the verdicts of --acceptance",
+                            "add --acceptance (efa-stack verify --spec FILE --acceptance --quarantine)")
+        if self.acceptance:
+            acceptance_run.select_group(plan, self.node_group, no_efa=self.no_efa, dcgm_level=self.dcgm_level)
+        if self.run_nccl or self.acceptance:
+            why = DNS1123_LABEL.violation(self.namespace)
+            if why is not None:
+                raise UserError(f"--namespace {self.namespace!r} is not a namespace: {why}",
+                                f"pass the namespace of the NCCL-tests MPIJob (default {contract.NCCL_JOB_NAMESPACE})")
+        if self.run_nccl and not self.acceptance:
+            pick_node_group(plan, self.node_group)
 
 
 # --------------------------------------------------------------------------------------------
 # Nodes
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NodeCheck:
-    """One node against what its node group's plan says it should have."""
-
-    name: str
-    node_group: str
-    instance_type: str | None
-    ready: bool
-    gpus: int | None
-    efa: int | None
-    neuron: int | None
-    expected_instance_type: str
-    expected_gpus: int
-    expected_efa: int
-    expected_neuron: int
-    status: Status
-    problems: tuple[str, ...] = ()
-    fixes: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class GroupCheck:
-    """One node group: enough matching nodes?"""
-
-    name: str
-    instance_type: str
-    expected_nodes: int
-    found: int
-    matching: int
-    status: Status
-    message: str
-    fix: str = ""
-
-
-@dataclass(frozen=True)
-class VerifyResult:
-    nodes: tuple[NodeCheck, ...]
-    groups: tuple[GroupCheck, ...]
-    unexpected: tuple[str, ...] = ()
-    """Nodes labelled with a node group the spec does not have."""
-
-    @property
-    def ok(self) -> bool:
-        return all(g.status != "fail" for g in self.groups)
-
-    @property
-    def expected_nodes(self) -> int:
-        return sum(g.expected_nodes for g in self.groups)
-
-    @property
-    def matching_nodes(self) -> int:
-        return sum(min(g.matching, g.expected_nodes) for g in self.groups)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "expected_nodes": self.expected_nodes,
-            "matching_nodes": self.matching_nodes,
-            "groups": [asdict(g) for g in self.groups],
-            "nodes": [asdict(n) for n in self.nodes],
-            "unexpected_nodes": list(self.unexpected),
-        }
 
 
 def _quantity(value: Any) -> int | None:
@@ -174,12 +160,12 @@ def check_node(node: Any, group: NodeGroupPlan) -> NodeCheck:
     name = node.metadata.name
     labels = node.metadata.labels or {}
     alloc = (node.status.allocatable if node.status else None) or {}
-    itype = labels.get(INSTANCE_TYPE_LABEL)
-    gpus, efa, neuron = (_quantity(alloc.get(r)) for r in (GPU_RESOURCE, EFA_RESOURCE, NEURON_RESOURCE))
+    itype = labels.get(contract.INSTANCE_TYPE_LABEL)
+    gpus, efa, neuron = (_quantity(alloc.get(r)) for r in (contract.GPU_RESOURCE, contract.EFA_RESOURCE, contract.NEURON_RESOURCE))
     want_gpus, want_efa, want_neuron = group.gpus_per_node, group.efa_devices_per_node, group.neuron_devices_per_node
     problems: list[str] = []
     fixes: list[str] = []
-    status: Status = "pass"
+    status: contract.CheckStatus = "pass"
 
     def fail(problem: str, fix: str) -> None:
         nonlocal status
@@ -193,13 +179,13 @@ def check_node(node: Any, group: NodeGroupPlan) -> NodeCheck:
     if itype != group.instance_type:
         fail(
             f"instance type is {itype or 'unknown'}, node group {group.name} uses {group.instance_type}",
-            f"the node carries the label {LABEL_NODE_GROUP}={group.name} but is not one of its instances; "
+            f"the node carries the label {contract.LABEL_NODE_GROUP}={group.name} but is not one of its instances; "
             "check the labels of the node group it belongs to",
         )
     for have, want, resource, fix in (
-        (gpus, want_gpus, GPU_RESOURCE, GPU_FIX),
-        (efa, want_efa, EFA_RESOURCE, EFA_FIX),
-        (neuron, want_neuron, NEURON_RESOURCE, NEURON_FIX),
+        (gpus, want_gpus, contract.GPU_RESOURCE, GPU_FIX),
+        (efa, want_efa, contract.EFA_RESOURCE, EFA_FIX),
+        (neuron, want_neuron, contract.NEURON_RESOURCE, NEURON_FIX),
     ):
         if want <= 0:
             continue
@@ -236,9 +222,9 @@ def check_nodes(plan: ClusterPlan, nodes: list[Any], *, cluster_hint: str | None
     unexpected: list[str] = []
     by_group: dict[str, list[NodeCheck]] = {name: [] for name in groups}
     for node in sorted(nodes, key=lambda n: n.metadata.name):
-        gname = (node.metadata.labels or {}).get(LABEL_NODE_GROUP)
+        gname = (node.metadata.labels or {}).get(contract.LABEL_NODE_GROUP)
         if gname not in groups:
-            unexpected.append(f"{node.metadata.name} ({LABEL_NODE_GROUP}={gname})")
+            unexpected.append(f"{node.metadata.name} ({contract.LABEL_NODE_GROUP}={gname})")
             continue
         nc = check_node(node, groups[gname])
         node_checks.append(nc)
@@ -252,7 +238,7 @@ def check_nodes(plan: ClusterPlan, nodes: list[Any], *, cluster_hint: str | None
         want = g.desired_size
         expect = _expectation(g)
         if len(good) >= want:
-            status: Status = "warn" if any(n.status == "warn" for n in good) else "pass"
+            status: contract.CheckStatus = "warn" if any(n.status == "warn" for n in good) else "pass"
             msg = f"{len(good)}/{want} nodes ready ({expect} each)"
             fix = ""
             if len(found) > g.max_size:
@@ -280,190 +266,31 @@ def check_nodes(plan: ClusterPlan, nodes: list[Any], *, cluster_hint: str | None
     return VerifyResult(nodes=tuple(node_checks), groups=tuple(group_checks), unexpected=tuple(unexpected))
 
 
-def _api_error(exc: Exception, what: str) -> VerifyError:
-    status = getattr(exc, "status", None)
-    reason = getattr(exc, "reason", None) or exc.__class__.__name__
-    if status in (401, 403):
-        return VerifyError(
-            f"the Kubernetes API refused to {what} ({status} {reason})",
-            "use a kubeconfig/context with access to the cluster (aws eks update-kubeconfig --name CLUSTER "
-            "--region REGION) and an EKS access entry for your IAM principal",
-        )
-    if status is None:
-        return VerifyError(
-            f"cannot reach the Kubernetes API to {what} ({reason}: {exc})",
-            "check the kubeconfig context (--context) and network access to the cluster endpoint",
-        )
-    return VerifyError(f"the Kubernetes API failed to {what} ({status} {reason})")
-
-
-def list_nodes(core: Any) -> list[Any]:
-    """Nodes that carry the efa-stack node-group label."""
-    try:
-        return list(core.list_node(label_selector=LABEL_NODE_GROUP).items or [])
-    except Exception as exc:  # ApiException, urllib3 errors
-        raise _api_error(exc, "list nodes") from exc
-
-
 def wait_for_nodes(
     plan: ClusterPlan,
     core: Any,
     *,
     timeout: float,
     interval: float,
-    clock: Callable[[], float] | None = None,
-    sleep: Callable[[float], None] | None = None,
+    clock: Clock | None = None,
+    sleep: Sleep | None = None,
     on_poll: Callable[[VerifyResult], None] | None = None,
 ) -> VerifyResult:
     """Poll the nodes until every node group matches the plan or ``timeout`` seconds pass."""
-    clock, sleep = clock or time.monotonic, sleep or time.sleep
-    deadline = clock() + max(0.0, timeout)
-    while True:
+
+    def probe() -> VerifyResult:
         result = check_nodes(plan, list_nodes(core))
         if on_poll is not None:
             on_poll(result)
-        remaining = deadline - clock()
-        if result.ok or remaining <= 0:
-            return result
-        sleep(min(interval, remaining))
+        return result
+
+    result, _ = poll(probe, lambda r: r.ok, timeout=timeout, interval=interval, clock=clock, sleep=sleep)
+    return result
 
 
 # --------------------------------------------------------------------------------------------
 # The NCCL-tests MPIJob
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class JobOutcome:
-    name: str
-    namespace: str
-    state: Literal["Succeeded", "Failed", "Timeout", "NotFound"]
-    message: str
-    started_by_us: bool = False
-    log: str | None = field(default=None, repr=False)
-
-
-def job_state(obj: dict[str, Any]) -> tuple[Literal["Succeeded", "Failed"] | None, str]:
-    """``("Succeeded"|"Failed", reason: message)`` from an MPIJob's status conditions, or ``(None, "")``."""
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") in ("Succeeded", "Failed") and str(c.get("status")) == "True":
-            text = ": ".join(x for x in (c.get("reason"), c.get("message")) if x)
-            return c["type"], text
-    return None, ""
-
-
-def _get_job(custom: Any, name: str, namespace: str) -> dict[str, Any] | None:
-    try:
-        return custom.get_namespaced_custom_object(MPIJOB_GROUP, MPIJOB_VERSION, namespace, MPIJOB_PLURAL, name)
-    except Exception as exc:
-        if getattr(exc, "status", None) == 404:
-            return None
-        raise _api_error(exc, f"read MPIJob {namespace}/{name}") from exc
-
-
-def start_job(custom: Any, name: str, namespace: str = DEFAULT_NAMESPACE) -> None:
-    """Un-suspend the MPIJob (a JSON merge patch of ``spec.runPolicy.suspend``)."""
-    try:
-        custom.patch_namespaced_custom_object(
-            MPIJOB_GROUP, MPIJOB_VERSION, namespace, MPIJOB_PLURAL, name,
-            {"spec": {"runPolicy": {"suspend": False}}},
-            _content_type="application/merge-patch+json",
-        )
-    except Exception as exc:
-        raise _api_error(exc, f"start MPIJob {namespace}/{name}") from exc
-
-
-def wait_for_job(
-    custom: Any,
-    name: str,
-    namespace: str = DEFAULT_NAMESPACE,
-    *,
-    timeout: float,
-    interval: float,
-    clock: Callable[[], float] | None = None,
-    sleep: Callable[[float], None] | None = None,
-    on_poll: Callable[[dict[str, Any]], None] | None = None,
-) -> JobOutcome:
-    clock, sleep = clock or time.monotonic, sleep or time.sleep
-    deadline = clock() + max(0.0, timeout)
-    while True:
-        obj = _get_job(custom, name, namespace)
-        if obj is None:
-            return JobOutcome(name, namespace, "NotFound", f"MPIJob {namespace}/{name} disappeared")
-        if on_poll is not None:
-            on_poll(obj)
-        state, text = job_state(obj)
-        if state is not None:
-            return JobOutcome(name, namespace, state, text)
-        remaining = deadline - clock()
-        if remaining <= 0:
-            return JobOutcome(name, namespace, "Timeout", f"MPIJob {namespace}/{name} did not finish within {timeout:g} s")
-        sleep(min(interval, remaining))
-
-
-def launcher_log(core: Any, job: str, namespace: str = DEFAULT_NAMESPACE) -> str:
-    """The log of the job's launcher pod (the newest one, if the launcher was restarted)."""
-    selector = f"{JOB_NAME_LABEL}={job},{JOB_ROLE_LABEL}=launcher"
-    try:
-        pods = list(core.list_namespaced_pod(namespace, label_selector=selector).items or [])
-    except Exception as exc:
-        raise _api_error(exc, f"list the launcher pod of {namespace}/{job}") from exc
-    if not pods:
-        raise VerifyError(
-            f"no launcher pod found for MPIJob {namespace}/{job} (selector {selector})",
-            f"kubectl -n {namespace} get pods -l {JOB_NAME_LABEL}={job}",
-        )
-
-    def created(p: Any) -> Any:
-        ts = p.metadata.creation_timestamp
-        return (ts is not None, ts.timestamp() if ts is not None else 0.0)
-
-    pod = max(pods, key=created)
-    try:
-        return core.read_namespaced_pod_log(pod.metadata.name, namespace)
-    except Exception as exc:
-        raise _api_error(exc, f"read the log of pod {namespace}/{pod.metadata.name}") from exc
-
-
-EFA_GUARD_CONTAINER = contract.EFA_GUARD_CONTAINER
-EFA_GUARD_FAIL_PREFIX = contract.EFA_GUARD_FAIL_PREFIX
-
-
-def guard_failures(core: Any, job: str, namespace: str = DEFAULT_NAMESPACE) -> list[str]:
-    """The lines the ``efa-guard`` init container of the job's workers failed with, one per stopped worker.
-
-    The guard (k8s/scripts/efa_guard.sh) writes its one line to the termination message file; with
-    ``terminationMessagePolicy: FallbackToLogsOnError`` the kubelet uses the log's tail when the file is
-    empty, so the message is read first and the container's log only when the message lacks the line.
-    Best effort: an API error here returns what was found, the job's own outcome is reported anyway.
-    """
-    selector = f"{JOB_NAME_LABEL}={job},{JOB_ROLE_LABEL}=worker"
-    try:
-        pods = list(core.list_namespaced_pod(namespace, label_selector=selector).items or [])
-    except Exception:  # noqa: BLE001 - ApiException, urllib3 errors: nothing to add to the job's outcome
-        return []
-    lines: list[str] = []
-    for pod in sorted(pods, key=lambda p: p.metadata.name):
-        for st in (pod.status.init_container_statuses or []) if pod.status else []:
-            if st.name != EFA_GUARD_CONTAINER:
-                continue
-            states = [x for x in (st.state, st.last_state) if x is not None and x.terminated is not None]
-            done = next((x.terminated for x in states if x.terminated.exit_code), None)
-            if done is None:
-                continue
-            text = done.message or ""
-            if EFA_GUARD_FAIL_PREFIX not in text:
-                try:
-                    text = core.read_namespaced_pod_log(pod.metadata.name, namespace, container=EFA_GUARD_CONTAINER)
-                except Exception:  # noqa: BLE001 - the log may be gone; the fallback line still names the pod
-                    text = ""
-            found = [ln.strip() for ln in (text or "").splitlines() if ln.strip().startswith(EFA_GUARD_FAIL_PREFIX)]
-            lines.append(found[-1] if found else (
-                f"{EFA_GUARD_FAIL_PREFIX} pod={namespace}/{pod.metadata.name}: the {EFA_GUARD_CONTAINER} init container "
-                f"exited {done.exit_code} ({done.reason or 'no reason'}) without its line. Fix: kubectl -n {namespace} "
-                f"logs {pod.metadata.name} -c {EFA_GUARD_CONTAINER}"
-            ))
-    return lines
 
 
 def pick_node_group(plan: ClusterPlan, name: str | None) -> NodeGroupPlan:
@@ -477,7 +304,7 @@ def pick_node_group(plan: ClusterPlan, name: str | None) -> NodeGroupPlan:
         if name in with_job:
             return plan.node_group(name)
         known = any(g.name == name for g in plan.all_node_groups)
-        raise VerifyError(
+        raise UserError(
             f"node group {name!r} " + ("has no NCCL-tests MPIJob" if known else "is not in the spec"),
             f"use --node-group {' or '.join(with_job)} (the node groups with an NCCL-tests MPIJob), "
             "or set ncclTest.nodeGroup in the spec and deploy again"
@@ -485,12 +312,57 @@ def pick_node_group(plan: ClusterPlan, name: str | None) -> NodeGroupPlan:
             "the spec makes no NCCL-tests MPIJob; drop --run-nccl, or add an NVIDIA GPU node group",
         )
     if not with_job:
-        raise VerifyError(
+        raise UserError(
             "the spec makes no NCCL-tests MPIJob (it needs an NVIDIA GPU node group with desiredCapacity >= 1, "
             "with EFA unless ncclTest.fabric says otherwise; nccl-tests are CUDA programs)",
             "drop --run-nccl, or add such a node group",
         )
     return plan.node_group(with_job[0])
+
+
+def run_nccl_job(
+    core: Any,
+    custom: Any,
+    group: NodeGroupPlan,
+    *,
+    namespace: str = contract.NCCL_JOB_NAMESPACE,
+    timeout: float,
+    interval: float,
+    clock: Clock | None = None,
+    sleep: Sleep | None = None,
+    on_poll: Callable[[dict[str, Any]], None] | None = None,
+) -> JobOutcome:
+    """Start (if suspended) and follow ``nccl-tests-<group>``; the outcome carries the launcher log."""
+    name = nccl_job_name(group.name)
+    obj = get_job(custom, name, namespace)
+    if obj is None:
+        return JobOutcome(
+            name, namespace, "NotFound",
+            f"MPIJob {namespace}/{name} not found; deploy the cluster's Kubernetes objects first "
+            "(cdk deploy, or sh dist/<cluster>/apply.sh)",
+        )
+    state, _ = job_state(obj)
+    started = state is None and is_suspended(obj)
+    if started:
+        start_job(custom, name, namespace)
+    outcome = wait_for_job(
+        custom, name, namespace, timeout=timeout, interval=interval, clock=clock, sleep=sleep, on_poll=on_poll
+    )
+    message = outcome.message
+    if state is not None:
+        message += (
+            " (it had finished before this run; a finished MPIJob does not run again: delete it and "
+            "kubectl apply -f dist/<cluster>/after-crds/, or redeploy, to run a fresh test)"
+        )
+    log = None
+    if outcome.state in ("Succeeded", "Failed"):
+        try:
+            log = launcher_log(core, name, namespace)
+        except UserError as exc:
+            if outcome.state == "Succeeded":
+                raise
+            message += f" (launcher log unavailable: {exc.message})"
+    return replace(outcome, started_by_us=started, message=message, log=log)
 
 
 def _judged_instance_type(plan: ClusterPlan, group: NodeGroupPlan) -> str | None:
@@ -501,81 +373,18 @@ def _judged_instance_type(plan: ClusterPlan, group: NodeGroupPlan) -> str | None
     return group.instance_type
 
 
-def run_nccl_job(
-    core: Any,
-    custom: Any,
-    group: NodeGroupPlan,
-    *,
-    namespace: str = DEFAULT_NAMESPACE,
-    timeout: float,
-    interval: float,
-    clock: Callable[[], float] | None = None,
-    sleep: Callable[[float], None] | None = None,
-    on_poll: Callable[[dict[str, Any]], None] | None = None,
-) -> JobOutcome:
-    """Start (if suspended) and follow ``nccl-tests-<group>``; the outcome carries the launcher log."""
-    name = nccl_job_name(group.name)
-    obj = _get_job(custom, name, namespace)
-    if obj is None:
-        return JobOutcome(
-            name, namespace, "NotFound",
-            f"MPIJob {namespace}/{name} not found; deploy the cluster's Kubernetes objects first "
-            "(cdk deploy, or sh dist/<cluster>/apply.sh)",
-        )
-    started = False
-    state, _ = job_state(obj)
-    if state is None and ((obj.get("spec") or {}).get("runPolicy") or {}).get("suspend", False):
-        start_job(custom, name, namespace)
-        started = True
-    outcome = wait_for_job(
-        custom, name, namespace, timeout=timeout, interval=interval, clock=clock, sleep=sleep, on_poll=on_poll
+def run_nccl_check(plan: ClusterPlan, core: Any, custom: Any, group: NodeGroupPlan, options: VerifyOptions) -> NcclCheck:
+    """Run the node group's NCCL test and judge its launcher log: parse, judge, model (no output)."""
+    outcome = run_nccl_job(core, custom, group, namespace=options.namespace, timeout=options.job_timeout,
+                           interval=options.interval, clock=options.clock, sleep=options.sleep)
+    if outcome.state != "Succeeded":
+        guard = guard_failures(core, outcome.name, outcome.namespace) if outcome.state in ("Failed", "Timeout") else []
+        return NcclCheck(group.name, outcome, tuple(guard))
+    report = report_from_text(
+        outcome.log or "", f"{outcome.name}-launcher.log", instance_type=_judged_instance_type(plan, group),
+        nodes=group.desired_size, threshold=options.pass_threshold, plot=options.plot,
     )
-    outcome.started_by_us = started
-    if state is not None:
-        outcome.message += (
-            " (it had finished before this run; a finished MPIJob does not run again: delete it and "
-            "kubectl apply -f dist/<cluster>/after-crds/, or redeploy, to run a fresh test)"
-        )
-    if outcome.state in ("Succeeded", "Failed"):
-        try:
-            outcome.log = launcher_log(core, name, namespace)
-        except VerifyError as exc:
-            if outcome.state == "Succeeded":
-                raise
-            outcome.message += f" (launcher log unavailable: {exc.message})"
-    return outcome
-
-
-def hand_to_report(
-    log: str,
-    group: NodeGroupPlan,
-    *,
-    instance_type: str | None = None,
-    json_out: bool,
-    threshold: float | None = None,
-    plot: Path | None = None,
-) -> tuple[int, Any]:
-    """Run ``efa-stack nccl-report`` on the launcher log; returns (exit code, JSON doc or None)."""
-    try:
-        from efa_stack.tools import nccl_report  # lazy: keeps verify usable while the report is missing or broken
-    except ImportError as exc:
-        raise VerifyError(f"nccl-report is not available ({exc})", "reinstall efa-stack (pip install -e .)") from exc
-
-    thr = threshold if threshold is not None else getattr(nccl_report, "DEFAULT_THRESHOLD", contract.NCCL_PASS_THRESHOLD)
-    with tempfile.TemporaryDirectory(prefix="efa-stack-nccl-") as tmp:
-        path = Path(tmp) / f"{nccl_job_name(group.name)}-launcher.log"
-        path.write_text(log)
-        args = ([path], instance_type, group.desired_size, json_out, plot, thr)
-        if not json_out:
-            return nccl_report.report_command(*args), None
-        buf = io.StringIO()
-        with contextlib.redirect_stdout(buf):
-            code = nccl_report.report_command(*args)
-    text = buf.getvalue()
-    try:
-        return code, json.loads(text)
-    except ValueError:
-        return code, {"raw": text}
+    return NcclCheck(group.name, outcome, report=report)
 
 
 # --------------------------------------------------------------------------------------------
@@ -583,174 +392,74 @@ def hand_to_report(
 # --------------------------------------------------------------------------------------------
 
 
-def render_nodes(result: VerifyResult, console: Any) -> None:
-    from rich.markup import escape
-    from rich.table import Table
+def run_acceptance(
+    plan: ClusterPlan, core: Any, custom: Any, options: VerifyOptions, *, console: Any,
+    echo: Callable[[str], None] = print, err_console: Any | None = None,
+) -> int:
+    """``verify --acceptance``: 0 every node passed, 1 a node is slow, failed or ambiguous, 2 bad input or no API access."""
 
-    style = {"pass": "green", "warn": "yellow", "fail": "bold red"}
+    def progress(text: str) -> None:
+        if not options.json_out:
+            render.progress_line(text, console)
 
-    def cell(have: int | None, want: int) -> str:
-        text = "-" if have is None else str(have)
-        return text if want == 0 else f"{text}/{want}"
-
-    nodes = Table(title="nodes", expand=False)
-    for col in ("status", "node", "node group", "instance type", "GPU", "EFA", "Neuron", "problem"):
-        nodes.add_column(col, no_wrap=col not in ("problem",))
-    for n in result.nodes:
-        nodes.add_row(
-            f"[{style[n.status]}]{n.status.upper()}[/]", escape(n.name), escape(n.node_group),
-            escape(n.instance_type or "?"), cell(n.gpus, n.expected_gpus), cell(n.efa, n.expected_efa),
-            cell(n.neuron, n.expected_neuron), escape("; ".join(n.problems)),
+    try:
+        report = acceptance_run.run_acceptance(
+            plan, core, custom, node_group=options.node_group, dcgm_level=options.dcgm_level,
+            no_efa=options.no_efa, quarantine=options.quarantine, namespace=options.namespace,
+            timeout=options.timeout, interval=options.interval, threshold=options.pass_threshold,
+            clock=options.clock, sleep=options.sleep, progress=progress,
         )
-    if result.nodes:
-        console.print(nodes)
-    groups = Table(title="node groups", expand=False)
-    for col in ("status", "node group", "nodes", "finding", "fix"):
-        groups.add_column(col, no_wrap=col in ("status", "node group", "nodes"))
-    for g in result.groups:
-        groups.add_row(
-            f"[{style[g.status]}]{g.status.upper()}[/]", escape(g.name), f"{g.matching}/{g.expected_nodes}",
-            escape(g.message), escape(g.fix),
-        )
-    console.print(groups)
-    for u in result.unexpected:
-        console.print(f"[yellow]note[/]: node {escape(u)} is not in the spec")
-
-
-def report_verify_error(exc: VerifyError, plan: ClusterPlan, *, json_out: bool, echo: Callable[[str], None],
-                        console: Any) -> int:
-    """A VerifyError as the ``--json`` error document or one console line; returns its exit code."""
-    from rich.markup import escape
-
-    if json_out:
-        echo(json.dumps({"cluster": plan.name, "ok": False, "error": exc.message, "fix": exc.fix}, indent=2))
+    except UserError as exc:
+        return print_error(exc, json_out=options.json_out, console=err_console or console, echo=echo,
+                           context={"cluster": plan.name})
+    if options.json_out:
+        echo(json.dumps(report.to_json(), indent=2))
     else:
-        console.print(f"[bold red]error[/]: {escape(exc.render())}")
-    return exc.exit_code
-
-
-def run_acceptance(plan: ClusterPlan, core: Any, custom: Any, **kwargs: Any) -> int:
-    """``verify --acceptance``: see :func:`efa_stack.acceptance.run.acceptance_command`."""
-    from efa_stack.acceptance.run import acceptance_command
-
-    return acceptance_command(plan, core, custom, **kwargs)
+        render.render_acceptance(report, console)
+    return 0 if report.ok else 1
 
 
 def run_verify(
     plan: ClusterPlan,
     core: Any,
-    custom: Any | None = None,
+    custom: Any | None,
+    options: VerifyOptions,
     *,
     console: Any,
-    json_out: bool = False,
-    timeout: float = 600.0,
-    interval: float = 15.0,
-    run_nccl: bool = False,
-    node_group: str | None = None,
-    namespace: str = DEFAULT_NAMESPACE,
-    job_timeout: float = 1800.0,
-    threshold: float | None = None,
-    plot: Path | None = None,
-    clock: Callable[[], float] | None = None,
-    sleep: Callable[[float], None] | None = None,
     echo: Callable[[str], None] = print,
     err_console: Any | None = None,
 ) -> int:
     """The whole ``verify`` command; returns the exit code (0 ok, 1 mismatch or failed job, 2 errors)."""
-    from rich.markup import escape
-
     try:
-        group = pick_node_group(plan, node_group) if run_nccl else None
-        if json_out:
-            result = wait_for_nodes(plan, core, timeout=timeout, interval=interval, clock=clock, sleep=sleep)
+        options.check(plan)
+        if options.acceptance:
+            return run_acceptance(plan, core, custom, options, console=console, echo=echo, err_console=err_console)
+        group = pick_node_group(plan, options.node_group) if options.run_nccl else None
+        if options.json_out:
+            nodes = wait_for_nodes(plan, core, timeout=options.timeout, interval=options.interval,
+                                   clock=options.clock, sleep=options.sleep)
         else:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            with Progress(
-                TextColumn("[bold]waiting for nodes[/]"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("{task.description}"), TimeElapsedColumn(),
-                console=console, transient=True,
-            ) as progress:
-                task = progress.add_task("", total=max(1, sum(g.desired_size for g in plan.all_node_groups)))
-
-                def on_poll(r: VerifyResult) -> None:
-                    progress.update(
-                        task, completed=r.matching_nodes,
-                        description=", ".join(f"{g.name} {min(g.matching, g.expected_nodes)}/{g.expected_nodes}" for g in r.groups),
-                    )
-
-                result = wait_for_nodes(
-                    plan, core, timeout=timeout, interval=interval, clock=clock, sleep=sleep, on_poll=on_poll
-                )
-            render_nodes(result, console)
-
-        doc: dict[str, Any] = {"cluster": plan.name, **result.to_json()}
-        if not result.ok:
-            if not json_out:
-                console.print(
-                    f"[bold red]FAIL[/]: {result.matching_nodes}/{result.expected_nodes} nodes match the spec"
-                    + (" within the timeout" if timeout > 0 else "")
-                    + (" - the NCCL test was not started" if run_nccl else "")
-                )
-            else:
-                doc["nccl"] = None
-                echo(json.dumps(doc, indent=2))
-            return 1
-        if not json_out:
-            console.print(f"[green]OK[/]: {result.matching_nodes}/{result.expected_nodes} nodes match the spec")
-        if not run_nccl:
-            if json_out:
-                echo(json.dumps(doc, indent=2))
-            return 0
-
-        assert group is not None and custom is not None
-        name = nccl_job_name(group.name)
-        if not json_out:
-            console.print(f"running MPIJob {escape(namespace)}/{escape(name)} ({group.desired_size} x {group.instance_type})")
-        outcome = run_nccl_job(
-            core, custom, group, namespace=namespace, timeout=job_timeout, interval=interval, clock=clock, sleep=sleep
-        )
-        nccl: dict[str, Any] = {
-            "job": name, "namespace": namespace, "state": outcome.state, "message": outcome.message,
-            "started": outcome.started_by_us,
-        }
-        doc["nccl"] = nccl
-        if outcome.state != "Succeeded":
-            fix = {
-                "Failed": f"kubectl -n {namespace} describe mpijob {name}; kubectl -n {namespace} logs "
-                          f"-l {JOB_NAME_LABEL}={name},{JOB_ROLE_LABEL}=launcher",
-                "Timeout": f"kubectl -n {namespace} get mpijob {name} -o yaml (pending workers? not enough "
-                           "GPUs/EFA devices free?); raise --job-timeout",
-                "NotFound": "deploy the cluster's Kubernetes objects, then run verify --run-nccl again",
-            }[outcome.state]
-            nccl["fix"] = fix
-            tail = "\n".join((outcome.log or "").splitlines()[-20:])
-            guard = guard_failures(core, name, namespace) if outcome.state in ("Failed", "Timeout") else []
-            nccl["guard"] = guard
-            if json_out:
-                nccl["log_tail"] = tail
-                echo(json.dumps(doc, indent=2))
-            else:
-                console.print(f"[bold red]FAIL[/]: MPIJob {escape(name)} {outcome.state.lower()}: {escape(outcome.message)}")
-                if guard:
-                    console.print(f"the EFA guard stopped {len(guard)} worker(s) before NCCL could fall back to TCP:")
-                    for line in guard:
-                        console.print(line, markup=False, highlight=False, soft_wrap=True)
-                if tail:
-                    console.print("last lines of the launcher log:", markup=False)
-                    console.print(tail, markup=False, highlight=False)
-                console.print(f"Fix: {escape(fix)}")
-            return 1
-        if not json_out:
-            console.print(f"[green]MPIJob {escape(name)} succeeded[/]: {escape(outcome.message)}")
-        code, report = hand_to_report(
-            outcome.log or "", group, instance_type=_judged_instance_type(plan, group),
-            json_out=json_out, threshold=threshold, plot=plot,
-        )
-        nccl["report_exit_code"] = code
-        if json_out:
-            nccl["report"] = report
-            echo(json.dumps(doc, indent=2))
-        return code
-    except VerifyError as exc:
-        return report_verify_error(exc, plan, json_out=json_out, echo=echo, console=err_console or console)
+            with render.node_progress(plan, console) as on_poll:
+                nodes = wait_for_nodes(plan, core, timeout=options.timeout, interval=options.interval,
+                                       clock=options.clock, sleep=options.sleep, on_poll=on_poll)
+        result = VerifyReport(plan.name, nodes, run_nccl=options.run_nccl, timeout=options.timeout)
+        if not options.json_out:
+            render.render_verify_nodes(result, console)
+        if group is None or not nodes.ok:
+            if options.json_out:
+                echo(json.dumps(result.to_json(), indent=2))
+            return result.exit_code
+        if custom is None:
+            raise UserError("--run-nccl needs the Kubernetes CustomObjectsApi (MPIJobs)",
+                            "run efa-stack verify from the command line, which loads both APIs from the kubeconfig")
+        if not options.json_out:
+            render.render_nccl_start(nccl_job_name(group.name), options.namespace, group, console)
+        result = replace(result, nccl=run_nccl_check(plan, core, custom, group, options))
+        if options.json_out:
+            echo(json.dumps(result.to_json(), indent=2))
+        else:
+            render.render_nccl(result.nccl, console, err_console or console)
+        return result.exit_code
+    except UserError as exc:
+        return print_error(exc, json_out=options.json_out, console=err_console or console, echo=echo,
+                           context={"cluster": plan.name})

@@ -1,0 +1,224 @@
+"""Print what a command computed: rich tables and lines for people, one JSON document for ``--json``.
+
+The commands compute typed results (:class:`efa_stack.tools.verify_model.VerifyReport`,
+:class:`efa_stack.acceptance.model.AcceptanceReport`, ...); the functions here only print them. Errors
+go through :func:`efa_stack.tools.render.print_failure` (a :class:`efa_stack.errors.UserError` or a spec's
+:class:`efa_stack.spec.errors.SpecError`). The status vocabularies and their colours are defined once,
+in :data:`efa_stack.tools.render.STATUS_STYLE` (mapping documented in docs/design/commands.md, "Statuses").
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from rich.markup import escape
+
+from efa_stack import contract
+from efa_stack.acceptance.model import AcceptanceReport
+from efa_stack.errors import UserError, print_error
+from efa_stack.nccl_report.render import print_error as print_report_error
+from efa_stack.nccl_report.render import print_report
+from efa_stack.planning.node_groups import NodeGroupPlan
+from efa_stack.planning.plan import ClusterPlan
+from efa_stack.spec.errors import SpecError
+from efa_stack.tools.catalog_refresh import RefreshSummary
+from efa_stack.tools.verify_model import NcclCheck, VerifyReport, VerifyResult
+
+STATUS_STYLE: Mapping[str, str] = {
+    # contract.CheckStatus: preflight findings, verify's nodes and node groups, the NCCL test
+    "pass": "green", "warn": "yellow", "fail": "bold red",
+    # acceptance: node verdicts and per-check evidence (efa_stack.acceptance.model)
+    "slow": "yellow", "failed": "bold red", "ambiguous": "magenta", "skipped": "dim",
+}
+
+
+def styled(status: str) -> str:
+    """``STATUS`` in its colour (rich markup)."""
+    return f"[{STATUS_STYLE.get(status, '')}]{escape(status.upper())}[/]"
+
+
+# --------------------------------------------------------------------------------------------
+# Errors and JSON
+# --------------------------------------------------------------------------------------------
+
+
+def spec_error_document(exc: SpecError) -> dict[str, Any]:
+    """A bad spec as the fields of a ``--json`` error document."""
+    n = len(exc.problems)
+    return {
+        "ok": False,
+        "error": f"{exc.source}: {n} problem{'s' if n != 1 else ''} in the cluster spec",
+        "fix": "; ".join(p.fix for p in exc.problems),
+        "problems": [{"field": p.field, "message": p.message, "fix": p.fix, "value": repr(p.value)}
+                     for p in exc.problems],
+    }
+
+
+def print_failure(
+    exc: UserError | SpecError,
+    *,
+    json_out: bool,
+    console: Any,
+    echo: Callable[[str], None] | None = None,
+    context: Mapping[str, Any] | None = None,
+) -> int:
+    """Every command's error output: the ``--json`` error document on ``echo``, or lines on ``console``
+    (stderr). A SpecError keeps its own text (:meth:`efa_stack.spec.errors.SpecError.render`)."""
+    if isinstance(exc, SpecError):
+        if json_out:
+            text = json.dumps({**(context or {}), **spec_error_document(exc)}, indent=2, default=str)
+            (echo or print)(text)
+        else:
+            console.print(exc.render(), markup=False, highlight=False)
+        return 2
+    return print_error(exc, json_out=json_out, console=console, echo=echo, context=context)
+
+
+# --------------------------------------------------------------------------------------------
+# catalog refresh
+# --------------------------------------------------------------------------------------------
+
+
+def render_refresh(summary: RefreshSummary, console: Any) -> None:
+    console.print(
+        f"catalog: {summary.instance_types} instance types ({summary.efa_capable} EFA-capable) "
+        f"-> {escape(summary.catalog)}\n"
+        f"regions: {summary.regions} -> {escape(summary.regions_file)}"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# verify: nodes
+# --------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def node_progress(plan: ClusterPlan, console: Any) -> Iterator[Callable[[VerifyResult], None]]:
+    """A transient progress bar of matching nodes; yields the ``on_poll`` callback that updates it."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("[bold]waiting for nodes[/]"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("{task.description}"), TimeElapsedColumn(),
+        console=console, transient=True,
+    ) as progress:
+        task = progress.add_task("", total=max(1, sum(g.desired_size for g in plan.all_node_groups)))
+
+        def on_poll(r: VerifyResult) -> None:
+            progress.update(
+                task, completed=r.matching_nodes,
+                description=", ".join(f"{g.name} {min(g.matching, g.expected_nodes)}/{g.expected_nodes}"
+                                      for g in r.groups),
+            )
+
+        yield on_poll
+
+
+def render_nodes(result: VerifyResult, console: Any) -> None:
+    """The nodes table (when any node was found), the node groups table and the nodes not in the spec."""
+    from rich.table import Table
+
+    def cell(have: int | None, want: int) -> str:
+        text = "-" if have is None else str(have)
+        return text if want == 0 else f"{text}/{want}"
+
+    nodes = Table(title="nodes", expand=False)
+    for col in ("status", "node", "node group", "instance type", "GPU", "EFA", "Neuron", "problem"):
+        nodes.add_column(col, no_wrap=col not in ("problem",))
+    for n in result.nodes:
+        nodes.add_row(
+            styled(n.status), escape(n.name), escape(n.node_group),
+            escape(n.instance_type or "?"), cell(n.gpus, n.expected_gpus), cell(n.efa, n.expected_efa),
+            cell(n.neuron, n.expected_neuron), escape("; ".join(n.problems)),
+        )
+    if result.nodes:
+        console.print(nodes)
+    groups = Table(title="node groups", expand=False)
+    for col in ("status", "node group", "nodes", "finding", "fix"):
+        groups.add_column(col, no_wrap=col in ("status", "node group", "nodes"))
+    for g in result.groups:
+        groups.add_row(styled(g.status), escape(g.name), f"{g.matching}/{g.expected_nodes}",
+                       escape(g.message), escape(g.fix))
+    console.print(groups)
+    for u in result.unexpected:
+        console.print(f"[yellow]note[/]: node {escape(u)} is not in the spec")
+
+
+def render_verify_nodes(report: VerifyReport, console: Any) -> None:
+    """The nodes stage of ``verify``: the tables, then one OK or FAIL line."""
+    nodes = report.nodes
+    render_nodes(nodes, console)
+    if nodes.ok:
+        console.print(f"[green]OK[/]: {nodes.matching_nodes}/{nodes.expected_nodes} nodes match the spec")
+        return
+    console.print(
+        f"[bold red]FAIL[/]: {nodes.matching_nodes}/{nodes.expected_nodes} nodes match the spec"
+        + (" within the timeout" if report.timeout > 0 else "")
+        + (" - the NCCL test was not started" if report.run_nccl else "")
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# verify --run-nccl
+# --------------------------------------------------------------------------------------------
+
+
+def render_nccl_start(job: str, namespace: str, group: NodeGroupPlan, console: Any) -> None:
+    console.print(f"running MPIJob {escape(namespace)}/{escape(job)} ({group.desired_size} x {group.instance_type})")
+
+
+def render_nccl(nccl: NcclCheck | None, console: Any, err_console: Any) -> None:
+    """The NCCL test: the job's failure with the guard's lines, the log's tail and the fix; or nccl-report's report."""
+    if nccl is None:
+        return
+    o = nccl.outcome
+    if o.state != "Succeeded":
+        console.print(f"[bold red]FAIL[/]: MPIJob {escape(o.name)} {o.state.lower()}: {escape(o.message)}")
+        if nccl.guard:
+            console.print(f"the EFA guard stopped {len(nccl.guard)} worker(s) before NCCL could fall back to TCP:")
+            for line in nccl.guard:
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
+        if nccl.log_tail:
+            console.print("last lines of the launcher log:", markup=False)
+            console.print(nccl.log_tail, markup=False, highlight=False)
+        console.print(f"Fix: {escape(nccl.fix)}")
+        return
+    console.print(f"[green]MPIJob {escape(o.name)} succeeded[/]: {escape(o.message)}")
+    report = nccl.report
+    if report is None:
+        return
+    if report.error is not None:
+        print_report_error(UserError(report.error.summary), json_out=False, console=console, err_console=err_console)
+        return
+    print_report(report, console)
+
+
+# --------------------------------------------------------------------------------------------
+# verify --acceptance
+# --------------------------------------------------------------------------------------------
+
+
+def progress_line(text: str, console: Any) -> None:
+    """One dim progress line of a long run."""
+    console.print(f"[dim]{escape(text)}[/]")
+
+
+def render_acceptance(report: AcceptanceReport, console: Any) -> None:
+    """Every node's verdict with its evidence, the quarantine patches, the notes and a summary line."""
+    console.print(f"[bold]acceptance[/] of node group {escape(report.node_group)} ({escape(report.instance_type)}), "
+                  f"DCGM level {report.dcgm_level}")
+    for v in report.nodes:
+        console.print(f"{styled(v.status)} {escape(v.node)}")
+        for e in v.evidence:
+            console.print(f"  [{STATUS_STYLE[e.status]}]{e.status}[/] {escape(e.line())}")
+    for q in report.quarantine:
+        console.print(f"quarantined {escape(q.node)}: kubectl cordon + taint {contract.QUARANTINE_TAINT_KEY}="
+                      f"{escape(q.reason)}:NoSchedule (patch {escape(json.dumps(q.patch))})")
+    for n in report.notes:
+        console.print(f"note: {escape(n)}")
+    s = report.to_json()["summary"]
+    head = "[green]OK[/]" if report.ok else "[bold red]FAIL[/]"
+    console.print(f"{head}: {s['pass']} pass, {s['slow']} slow, {s['failed']} failed, {s['ambiguous']} ambiguous")
