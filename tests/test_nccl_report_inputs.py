@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from efa_stack import contract
 from efa_stack.nccl_report import (
-    DEFAULT_THRESHOLD,
     NcclLogError,
     compare_runs,
     judge,
@@ -49,7 +49,7 @@ def run_command(logs, width: int = 200, **kw):
         kw.pop("nodes", None),
         kw.pop("json_out", False),
         kw.pop("plot", None),
-        kw.pop("threshold", DEFAULT_THRESHOLD),
+        kw.pop("threshold", contract.NCCL_PASS_THRESHOLD),
         console=Console(file=out, width=width, color_system=None),
         err_console=Console(file=err, width=width, color_system=None),
     )

@@ -13,7 +13,6 @@ from efa_stack.nccl_report.command import build_report, read_logs, report_comman
 from efa_stack.nccl_report.hosts import HostAnalysis, HostRun, find_slow_hosts
 from efa_stack.nccl_report.judge import REFERENCE_RUNS, compare_runs, expected_busbw, is_single_rank, judge
 from efa_stack.nccl_report.model import (
-    DEFAULT_THRESHOLD,
     LARGE_MESSAGE_BYTES,
     OLD_ERROR_TOLERANCE,
     Comparison,
@@ -52,7 +51,6 @@ from efa_stack.nccl_report.render import (
 from efa_stack.nccl_report.units import human_size
 
 __all__ = [
-    "DEFAULT_THRESHOLD",
     "LARGE_MESSAGE_BYTES",
     "MAX_INPUT_BYTES",
     "MAX_LINE_CHARS",

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from efa_stack.errors import UserError
+from efa_stack import contract
+from efa_stack.errors import EXIT_CHECK_FAILED, UserError
 from efa_stack.nccl_report.judge import compare_runs, hosts_report, judge
-from efa_stack.nccl_report.model import DEFAULT_THRESHOLD, NcclLogError, NcclRun, Report, RunReport
+from efa_stack.nccl_report.model import NcclLogError, NcclRun, Report, RunReport
 from efa_stack.nccl_report.parse import parse_text_runs, read_runs
 from efa_stack.nccl_report.render import error_report, plot_busbw, print_error, print_report
 
@@ -35,7 +36,18 @@ def check_options(threshold: float, nodes: int | None) -> None:
 
 
 def log_error(exc: NcclLogError) -> UserError:
-    """A log that is not a complete nccl-tests run; the ``--json`` error names the file, line and layout."""
+    """A log that is not a complete nccl-tests run; the ``--json`` error names the file, line and layout.
+
+    When the log says the run failed (a CUDA or NCCL failure, a timeout, a rank that died), that is a failed
+    check (exit 1) quoting the line, not bad input (exit 2)."""
+    if exc.failure is not None:
+        message = f"{exc.source}: the nccl-tests run failed: {exc.failure}"
+        return UserError(
+            message,
+            "the quoted line says why; fix that (EFA devices and libfabric, GPU memory, the job's time limit) "
+            "and run the test again",
+            exit_code=EXIT_CHECK_FAILED, details={**exc.to_dict(), "message": message, "summary": message},
+        )
     return UserError(str(exc), details=exc.to_dict())
 
 
@@ -53,7 +65,7 @@ def build_report(
     runs: Sequence[NcclRun],
     instance_type: str | None = None,
     nodes: int | None = None,
-    threshold: float = DEFAULT_THRESHOLD,
+    threshold: float = contract.NCCL_PASS_THRESHOLD,
     plot: Path | None = None,
 ) -> Report:
     """Judge every run, compare every later run with the first, read the runs per host; write the plot.
@@ -97,7 +109,7 @@ def report_from_text(
     *,
     instance_type: str | None = None,
     nodes: int | None = None,
-    threshold: float = DEFAULT_THRESHOLD,
+    threshold: float = contract.NCCL_PASS_THRESHOLD,
     plot: Path | None = None,
 ) -> Report:
     """parse, judge, model for a log already in memory (``verify --run-nccl``'s launcher log).
@@ -120,7 +132,7 @@ def report_command(
     nodes: int | None = None,
     json_out: bool = False,
     plot: Path | None = None,
-    threshold: float = DEFAULT_THRESHOLD,
+    threshold: float = contract.NCCL_PASS_THRESHOLD,
     *,
     console: Console | None = None,
     err_console: Console | None = None,

@@ -1,41 +1,20 @@
-"""Judge a run: correctness, transport, and large-message busbw against the instance's EFA line rate.
+"""Judge a run: correctness, transport, and large-message busbw against what the fabric allows.
 
-The bandwidth model
-===================
-nccl-tests reports *bus bandwidth*: algbw scaled by the collective's data movement; for all_reduce
-``busbw = algbw * 2(n-1)/n`` (NVIDIA/nccl-tests doc/PERFORMANCE.md), so busbw measures what the hardware
-carries whatever the rank count. In a multi-node ring each node sends and receives about ``2(n-1)/n * S``
-bytes through its network cards per all_reduce of ``S`` bytes, so ring busbw is bounded by the per-node
-network bandwidth: the instance's EFA line rate from the catalog, in GB/s ``efa_line_rate_gbps / 8``
-(p5.48xlarge: 3200 Gbit/s -> 400 GB/s).
-
-A run *passes* when its large-message out-of-place busbw (the highest over sizes >= 1 GiB, else at the
-largest size) is at least ``threshold x line rate`` (``contract.NCCL_PASS_THRESHOLD`` by default).
-``# Avg bus bandwidth`` averages every size, latency-bound ones included: shown, never judged.
-
-Verdicts, first match wins:
-
-* ``single rank``: one rank moves nothing between GPUs, so busbw is 0 by definition; reported, not judged.
-* ``not applicable``: one node (no fabric) or an instance type without EFA.
-* ``not EFA``: NCCL logged its socket transport (or aws-ofi-nccl a non-EFA provider): whatever the
-  bandwidth, the traffic went over kernel TCP. A failed check.
-* ``not judged``: no instance type, or the node count is unknown.
-* ``pass`` / ``below expectation``.
-
-Wrong values (``#wrong`` > 0, out-of-bounds values, large old-style errors) are data corruption: the
-verdict fails whatever its status. On two nodes NCCL may choose tree algorithms whose busbw (computed
-with the ring formula) can exceed the line rate; the report says so when the ratio is above 1.
+The expectation is a bound that depends on the collective, the algorithm and the node count (ring or tree),
+or a published healthy run of the same shape; the formulas and their sources are in
+docs/design/nccl-bounds.md.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from efa_stack import contract
 from efa_stack.nccl_report.hosts import HostRun, find_slow_hosts
 from efa_stack.nccl_report.model import (
-    DEFAULT_THRESHOLD,
+    Bound,
     Comparison,
     Expectation,
     GiB,
@@ -51,7 +30,15 @@ from efa_stack.nccl_report.model import (
 from efa_stack.nccl_report.units import human_size
 
 __all__ = [
-    "REFERENCE_RUNS", "compare_runs", "expected_busbw", "host_runs", "hosts_report", "is_single_rank", "judge",
+    "BUS_FACTORS",
+    "REFERENCE_RUNS",
+    "compare_runs",
+    "expected_busbw",
+    "host_runs",
+    "hosts_report",
+    "is_single_rank",
+    "judge",
+    "tree_factor",
 ]
 
 #: Only figures with a public source; both logs are also the test fixtures (tests/fixtures/nccl/).
@@ -93,11 +80,56 @@ def _check_threshold(threshold: float) -> None:
         raise ValueError(f"threshold must be a positive number, got {threshold!r}")
 
 
-def expected_busbw(instance_type: str, nodes: int, threshold: float = DEFAULT_THRESHOLD) -> Expectation:
-    """The line-rate expectation for ``nodes`` x ``instance_type``.
+#: busbw = algbw x factor(ranks) for each nccl-tests collective (NVIDIA/nccl-tests doc/PERFORMANCE.md;
+#: src/*.cu ``*BusBw`` functions): the data each rank moves, normalised so it compares with hardware speed.
+BUS_FACTORS: dict[str, Callable[[int], float]] = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "gather": lambda n: (n - 1) / n,
+    "scatter": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+    "sendrecv": lambda n: 1.0,
+}
 
-    Raises ``spec.catalog.UnknownInstanceType`` (with ``.suggestions``) for names not in the catalog,
-    and ValueError for ``nodes < 1`` or a threshold that is not positive.
+
+def tree_factor(nodes: int, ranks: int) -> float:
+    """Tree all_reduce busbw over the per-node line rate: ``N(n-1) / ((N-1) n)`` (1.875 for 2 x 8 GPUs).
+
+    A ring all_reduce moves ``2(n-1)/n x S`` bytes through each node's NICs, the same factor nccl-tests
+    uses for busbw, so ring busbw is bounded by the line rate. NCCL's tree (a chain inside each node, a
+    double binary tree between nodes) moves about ``2(N-1)/N x S`` per node, so algbw may reach
+    ``line rate x N / (2(N-1))`` and busbw (still computed with the ring factor) that times ``2(n-1)/n``.
+    """
+    if nodes < 2 or ranks <= nodes:
+        return 1.0
+    return nodes * (ranks - 1) / ((nodes - 1) * ranks)
+
+
+def _algorithm(value: str | None) -> str | None:
+    """``ring`` or ``tree`` when NCCL_ALGO names exactly one of them, else None (NCCL chooses)."""
+    v = (value or "").strip().lower()
+    return v if v in ("ring", "tree") else None
+
+
+def expected_busbw(
+    instance_type: str,
+    nodes: int,
+    threshold: float = contract.NCCL_PASS_THRESHOLD,
+    *,
+    collective: str | None = None,
+    ranks: int | None = None,
+    algorithm: str | None = None,
+) -> Expectation:
+    """The large-message busbw expectation for ``nodes`` x ``instance_type`` running ``collective``.
+
+    all_reduce (or an unknown collective): with ``algorithm`` ring, the ring bound (the per-node EFA line
+    rate); with tree, the tree bound (:func:`tree_factor`); when NCCL chooses (no ``NCCL_ALGO``), a
+    published healthy run of the same shape if there is one, else the tree bound, the most NCCL can reach.
+    Other collectives: the ring bound. Raises ``UnknownInstanceType`` (with ``.suggestions``) for names not in
+    the catalog, and ValueError for ``nodes < 1`` or a threshold that is not positive.
     """
     from efa_stack.planning.catalog import get  # imported here so that parsing works without the catalog
 
@@ -105,18 +137,44 @@ def expected_busbw(instance_type: str, nodes: int, threshold: float = DEFAULT_TH
         raise ValueError(f"nodes must be a positive integer, got {nodes!r}")
     _check_threshold(threshold)
     it = get(instance_type)
+    coll = collective or "all_reduce"
+    n = ranks if ranks is not None and ranks > 0 else nodes * max(it.gpus, 1)
     refs = tuple(r for r in REFERENCE_RUNS if r.instance_type == it.name and r.nodes == nodes)
+    # a published run is the expectation only for the same shape on whole nodes (one rank per GPU)
+    healthy = [r for r in refs if r.collective == coll and r.ranks == n == nodes * it.gpus]
     rate = float(it.efa_line_rate_gbps)
+    line = rate / 8
+    algo = _algorithm(algorithm)
+    bound: Bound = "ring"
+    expected = line
     if nodes == 1:
         applicable, reason = False, "single node: collectives do not cross the network fabric"
     elif rate <= 0:
         applicable, reason = False, f"{it.name} has no EFA, so there is no EFA line rate to compare with"
     else:
         applicable = True
-        reason = (
-            f"ring busbw is bounded by the per-node EFA line rate: {rate:g} Gbit/s = {rate / 8:g} GB/s; "
-            f"pass mark {threshold:g} x line rate = {rate / 8 * threshold:g} GB/s"
-        )
+        ring = f"ring bound = per-node EFA line rate {rate:g} Gbit/s = {line:g} GB/s"
+        if coll != "all_reduce":
+            reason = f"{coll} moves (at most) the ring's bytes through each node's NICs: {ring}"
+        elif algo == "ring":
+            reason = f"NCCL_ALGO=Ring: {ring}"
+        else:
+            factor = tree_factor(nodes, n)
+            tree = (f"tree bound = line rate x N(n-1)/((N-1)n) = {line:g} GB/s x {factor:.4g} "
+                    f"= {line * factor:.4g} GB/s for N={nodes} nodes, n={n} ranks")
+            if algo == "tree":
+                bound, expected, reason = "tree", line * factor, f"NCCL_ALGO=Tree: {tree}"
+            elif healthy:
+                ref = healthy[0]
+                bound, expected = "published run", ref.busbw_out_of_place
+                reason = (f"NCCL chooses ring or tree (no NCCL_ALGO in the log); the expectation is a published "
+                          f"healthy run of this shape: {ref.busbw_out_of_place:g} GB/s at "
+                          f"{human_size(ref.size)} ({ref.source}); {ring}; {tree}")
+            else:
+                bound, expected = "tree", line * factor
+                reason = (f"NCCL chooses ring or tree (no NCCL_ALGO in the log), so the tree's bound is the "
+                          f"ceiling: {tree}; {ring} (set NCCL_ALGO=Ring to judge against it)")
+        reason += f"; pass mark {threshold:g} x {expected:.4g} = {expected * threshold:.4g} GB/s"
     return Expectation(
         instance_type=it.name,
         nodes=nodes,
@@ -127,6 +185,9 @@ def expected_busbw(instance_type: str, nodes: int, threshold: float = DEFAULT_TH
         applicable=applicable,
         reason=reason,
         references=refs,
+        bound=bound,
+        expected_gbytes=expected,
+        ranks=n,
     )
 
 
@@ -141,7 +202,7 @@ def judge(
     run: NcclRun,
     instance_type: str | None = None,
     nodes: int | None = None,
-    threshold: float = DEFAULT_THRESHOLD,
+    threshold: float = contract.NCCL_PASS_THRESHOLD,
 ) -> Verdict:
     """Judge ``run`` (see the module docstring). ``nodes`` defaults to the distinct hostnames in the log.
 
@@ -198,12 +259,20 @@ def judge(
         get(instance_type)  # reject unknown names whatever the verdict
 
     if is_single_rank(run):
+        coll = facts.collective or "all_reduce"
+        factor = BUS_FACTORS.get(coll)
+        if factor is not None and factor(1) == 0:
+            why = f"busbw is 0 by definition ({coll}: busbw = algbw x {'2' if coll == 'all_reduce' else ''}(n-1)/n)"
+        else:
+            why = f"busbw equals algbw ({coll}: busbw = algbw) and measures the GPU's own copy, not a fabric"
         return verdict(
             "single rank",
-            "one rank: nothing crosses between GPUs or nodes, so busbw is 0 by definition (busbw = algbw x "
-            "2(n-1)/n); run with one rank per GPU on two or more nodes to measure the fabric",
+            f"one rank: nothing crosses between GPUs or nodes, so {why}; run with one rank per GPU on two or "
+            "more nodes to measure the fabric",
         )
-    exp = expected_busbw(instance_type, used_nodes, threshold) if instance_type and used_nodes else None
+    exp = (expected_busbw(instance_type, used_nodes, threshold, collective=facts.collective, ranks=facts.nranks,
+                          algorithm=facts.algorithm)
+           if instance_type and used_nodes else None)
     if exp is not None and not exp.applicable:
         return verdict("not applicable", exp.reason, expectation=exp)
     if used_nodes == 1:
@@ -216,11 +285,12 @@ def judge(
     if exp is None:
         return verdict("not judged", "node count unknown (the log names no hosts): pass the node count")
 
-    ratio = measured / exp.line_rate_gbytes
+    ratio = measured / exp.expected_gbytes
     status: VerdictStatus = "pass" if ratio >= threshold else "below expectation"
-    if ratio > 1:
+    line_ratio = measured / exp.line_rate_gbytes
+    if line_ratio > 1:
         notes.append(
-            f"busbw is {ratio:.2f} x the line rate: on {used_nodes} nodes NCCL may use tree algorithms, "
+            f"busbw is {line_ratio:.2f} x the line rate: NCCL used a tree algorithm on {used_nodes} nodes, "
             "whose busbw (computed with the ring formula) can exceed the network line rate"
         )
     ranks = facts.nranks

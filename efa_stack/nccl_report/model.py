@@ -13,11 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from efa_stack import contract
 from efa_stack.nccl_report.hosts import HostAnalysis
 
 GiB = 1 << 30
-DEFAULT_THRESHOLD = contract.NCCL_PASS_THRESHOLD
 #: An old-style float ``error`` above this marks the row wrong (float reductions round: 5e-07 is normal).
 OLD_ERROR_TOLERANCE = 1e-3
 #: Sizes from here up count as "large messages" for the verdict.
@@ -26,6 +24,7 @@ LARGE_MESSAGE_BYTES = GiB
 Transport = Literal["efa", "socket", "unknown"]
 VerdictStatus = Literal["pass", "below expectation", "not EFA", "single rank", "not applicable", "not judged"]
 Correctness = Literal["ok", "wrong values", "unchecked"]
+Bound = Literal["ring", "tree", "published run"]
 InputFormat = Literal["text", "json"]
 
 _CONFIG = ConfigDict(frozen=True, ser_json_inf_nan="null", extra="forbid")
@@ -41,12 +40,16 @@ class NcclLogError(ValueError):
         message: str,
         text: str | None = None,
         layout: str | None = None,
+        *,
+        failure: str | None = None,
     ):
         self.source = source
         self.line = line
         self.message = message
         self.text = text
         self.layout = layout
+        self.failure = failure
+        """``line N: text`` of the log line that says the run failed (a run that failed, not bad input)."""
         super().__init__(str(self))
 
     def __str__(self) -> str:
@@ -62,6 +65,7 @@ class NcclLogError(ValueError):
             "layout": self.layout,
             "message": self.message,
             "text": self.text,
+            "failure": self.failure,
             "summary": str(self),
         }
 
@@ -149,6 +153,8 @@ class Facts(BaseModel):
 
     model_config = _CONFIG
     collective: str | None = None
+    algorithm: str | None = None
+    """``NCCL_ALGO`` as NCCL logged it (``NCCL_ALGO set by environment to ...``); None: NCCL's own choice."""
     nthread: int | None = None
     ngpus: int | None = None
     min_bytes: int | None = None
@@ -244,8 +250,10 @@ class NcclRun(BaseModel):
     def correctness(self) -> Correctness:
         if self.has_wrong_values:
             return "wrong values"
+        # nccl-tests prints the footer's "Out of bounds values : 0 OK" with -c 0 too; only a row whose
+        # #wrong (or old error) column holds a number was checked.
         checked = any(res is not None and res.checked for r in self.rows for res in (r.out_of_place, r.in_place))
-        return "ok" if checked or self.footer.out_of_bounds is not None else "unchecked"
+        return "ok" if checked else "unchecked"
 
     @property
     def cycles(self) -> int:
@@ -280,7 +288,7 @@ class ReferenceRun(BaseModel):
 
 
 class Expectation(BaseModel):
-    """What the fabric of ``nodes`` x ``instance_type`` allows for large-message busbw."""
+    """What the fabric of ``nodes`` x ``instance_type`` allows for large-message busbw, and the bound used."""
 
     model_config = _CONFIG
     instance_type: str
@@ -288,22 +296,34 @@ class Expectation(BaseModel):
     gpus_per_node: int
     efa_interfaces: int
     line_rate_gbps: float  # Gbit/s per node: the EFA cards' peak, from the catalog
-    threshold: float  # pass when busbw >= threshold x line rate (the efficiency factor)
+    threshold: float  # pass when busbw >= threshold x the expected busbw
     applicable: bool
     reason: str
     references: tuple[ReferenceRun, ...] = ()
+    bound: Bound = "ring"
+    """Which expectation the verdict uses: the ring bound (= the line rate), the tree bound, or a published
+    healthy run of the same instance type, node count and collective."""
+    expected_gbytes: float = 0.0
+    """The expected large-message busbw in GB/s under ``bound``."""
+    ranks: int | None = None
+    """The ranks the bound was computed for (the log's header, else nodes x GPUs per node)."""
 
     @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
     def line_rate_gbytes(self) -> float:
-        """The per-node line rate in GB/s (Gbit/s / 8): the model's ceiling for ring busbw."""
+        """The per-node line rate in GB/s (Gbit/s / 8): the ring bound of busbw."""
         return self.line_rate_gbps / 8.0
 
     @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
     def pass_mark_gbytes(self) -> float:
-        """Expected busbw = line rate x efficiency: the busbw a run must reach to pass."""
-        return self.line_rate_gbytes * self.threshold
+        """Expected busbw x efficiency: the busbw a run must reach to pass."""
+        return self.expected_gbytes * self.threshold
+
+    @property
+    def bound_label(self) -> str:
+        return {"ring": "ring bound (the EFA line rate)", "tree": "tree bound",
+                "published run": "published healthy run"}[self.bound]
 
 
 class Verdict(BaseModel):
@@ -315,7 +335,7 @@ class Verdict(BaseModel):
     reason: str
     measured_busbw: float | None = None  # the large-message out-of-place busbw
     measured_size: int | None = None
-    ratio: float | None = None  # measured / line rate (GB/s)
+    ratio: float | None = None  # measured / expected busbw (GB/s)
     nodes: int | None = None
     expectation: Expectation | None = None
     notes: tuple[str, ...] = ()
@@ -331,12 +351,12 @@ class Verdict(BaseModel):
     def summary(self) -> str:
         from efa_stack.nccl_report.units import human_size
 
-        if self.status in ("pass", "below expectation") and self.expectation is not None:
-            assert self.measured_busbw is not None and self.measured_size is not None and self.ratio is not None
-            e = self.expectation
+        busbw, size, ratio, e = self.measured_busbw, self.measured_size, self.ratio, self.expectation
+        if (self.status in ("pass", "below expectation") and e is not None and busbw is not None
+                and size is not None and ratio is not None):
             head = (
-                f"{self.status}: {self.measured_busbw:g} GB/s busbw at {human_size(self.measured_size)} = "
-                f"{self.ratio:.0%} of the {e.line_rate_gbytes:g} GB/s EFA line rate of "
+                f"{self.status}: {busbw:g} GB/s busbw at {human_size(size)} = "
+                f"{ratio:.0%} of the {e.expected_gbytes:g} GB/s {e.bound_label} of "
                 f"{e.nodes} x {e.instance_type} (pass mark {e.threshold:.0%})"
             )
         else:
@@ -379,6 +399,8 @@ class ReportError(BaseModel):
     layout: str | None = None
     message: str
     text: str | None = None
+    failure: str | None = None
+    """The log line that says the run failed, when it did (exit 1: a failed run, not bad input)."""
     summary: str
 
 

@@ -103,7 +103,9 @@ def _strip_prefix(raw: str) -> tuple[Stream, str]:
     m = _MPI_TAG.match(text)
     if m:
         stream += ["mpi", m.group(1), m.group(2), m.group(3)]
-        text = text[m.end() :]
+        # nccl-tests prints a table row in several printf calls and ``mpirun --tag-output`` tags each
+        # piece it forwards, so the rank's tag also stands inside the row: drop those too.
+        text = text[m.end() :].replace(m.group(0), "")
     return tuple(stream), text.strip()
 
 
@@ -137,7 +139,16 @@ _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(\w+)?")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
 _MEMORY = re.compile(r"^#\s*GPU memory usage\s*:\s*(.*?)\s*$")
 _PER_ITER = re.compile(r"^#\s*Per-Iteration Report\b")
-_PROBLEM = re.compile(r"\bNCCL WARN\b|\bTest (?:NCCL |CUDA |MPI )?failure\b", re.IGNORECASE)
+# Lines that say a run failed: NCCL's warnings, nccl-tests' own failure lines (NVIDIA/nccl-tests src/common.h
+# NCCLCHECK/CUDACHECK: "Test NCCL failure %s:%d '%s'", "Test CUDA failure ..."), CUDA errors, a collective
+# timeout, and mpirun reporting a rank that died or timed out. The strong ones (all but NCCL WARN, which
+# healthy runs print too) are what a failed run quotes first.
+_FAILURE = re.compile(
+    r"\bTest (?:NCCL |CUDA |MPI )?failure\b|\bCUDA error\b|\bcollective operation timeout\b"
+    r"|\b(?:mpirun|prterun|orterun)\b.*\b(?:timed out|timeout|exited on signal|noticed that process rank)\b",
+    re.IGNORECASE,
+)
+_PROBLEM = re.compile(r"\bNCCL WARN\b|" + _FAILURE.pattern, re.IGNORECASE)
 # The network NCCL uses (NVIDIA/nccl@v2.30.7-1): src/init.cc:486 INFO "Using network %s"; the built-in
 # socket transport is named "Socket" (src/transport/net_socket.cc:804) and logs "NET/Socket : Using ..."
 # (net_socket.cc:77); channels log "via NET/%s/%d" (src/transport/net.cc:324,377).
@@ -157,6 +168,9 @@ _EFA = (
     re.compile(r"\bvia NET/(?:AWS )?Libfabric\b"),
     re.compile(r"\bNET/OFI\b"),
 )
+# NCCL logs the environment it reads at INFO (subsystem ENV): "NCCL_ALGO set by environment to Ring"
+# (NVIDIA/nccl src/misc/param.cc, ncclGetEnv / ncclLoadParam, "%s set by environment to %s").
+_ALGO = re.compile(r"\bNCCL_ALGO set by environment to (\S+?)\.?$")
 _INT = re.compile(r"^[+-]?\d+$")
 # Every NCCL debug line starts with "%s:%d:%d " (hostname cut at the first '.', pid, tid), then
 # "[%d] NCCL INFO ..." (cudaDev), optionally after a timestamp in brackets (NVIDIA/nccl@0456df2
@@ -219,6 +233,9 @@ class _Facts:
         m = _COLLECTIVE.search(body)
         if m:
             self.values.setdefault("collective", m.group(1))
+        m = _ALGO.search(body)
+        if m:
+            self.values.setdefault("algorithm", m.group(1))
         evidence = f"line {lineno}: {body}"
         line_socket = line_efa = False
         for i, rx in enumerate(_SOCKET):
@@ -261,6 +278,12 @@ class _Facts:
         self.efa = [a or b for a, b in zip(self.efa, later.efa)]
         self.problems = (self.problems + later.problems)[:20]
 
+    def failure(self) -> str | None:
+        """The line that says why a run failed: the first strong failure line, else the first NCCL WARN."""
+        strong = [p for p in self.problems if _FAILURE.search(p)]
+        found = strong or self.problems
+        return found[0] if found else None
+
     def transport(self) -> tuple[Transport, tuple[str, ...]]:
         socket = tuple(sorted((e for e in self.socket if e), key=lambda e: int(e.split(":", 1)[0][5:])))
         if socket:
@@ -277,6 +300,7 @@ class _Facts:
         transport, evidence = self.transport()
         return Facts(
             collective=v.get("collective"),
+            algorithm=v.get("algorithm"),
             nthread=v.get("nthread"),
             ngpus=v.get("ngpus"),
             min_bytes=v.get("min_bytes"),
@@ -572,9 +596,14 @@ def read_text_runs(lines: Iterable[tuple[int, str]], source: str) -> list[NcclRu
     state = "before"  # -> "table" at a header line -> "footer" at the first footer line
     last_line, last_raw = 0, ""
 
+    def current() -> _Table:
+        # the reader's states "table" and "footer" always have a table (set at its header line)
+        if table is None:
+            raise RuntimeError(f"{source}: nccl-tests reader reached state {state!r} without a table")
+        return table
+
     def close() -> None:
-        assert table is not None
-        runs.append((table, facts))
+        runs.append((current(), facts))
 
     for lineno, raw in lines:
         raw = raw.rstrip("\r\n")
@@ -602,7 +631,7 @@ def read_text_runs(lines: Iterable[tuple[int, str]], source: str) -> list[NcclRu
                 table = _Table(layout, _RowReader(layout, source, lineno), lineno, raw, stream)
                 state = "table"
             continue
-        assert table is not None
+        table = current()
         if stream != table.stream:
             continue  # another rank or stderr: never table content
         if body.startswith("#"):
@@ -635,6 +664,7 @@ def read_text_runs(lines: Iterable[tuple[int, str]], source: str) -> list[NcclRu
             "no nccl-tests result table (no '#  size  count  type ... time  algbw  busbw' header line)",
             last_raw if last_line else None,
             TEXT_LAYOUT,
+            failure=facts.failure(),
         )
     if state == "before":  # a later run printed its preamble but never its table
         raise NcclLogError(
@@ -643,20 +673,23 @@ def read_text_runs(lines: Iterable[tuple[int, str]], source: str) -> list[NcclRu
             f"run {len(runs) + 1} starts here but the log ends at line {last_line} before its result table",
             None,
             TEXT_LAYOUT,
+            failure=facts.failure(),
         )
-    assert table is not None
+    table = current()
     if not table.rows:
         raise NcclLogError(
-            source, table.header_line, "table header without any data rows", table.header_raw, TEXT_LAYOUT
+            source, table.header_line, "table header without any data rows", table.header_raw, TEXT_LAYOUT,
+            failure=facts.failure(),
         )
     if state == "table":
-        hint = f"; the log reports {facts.problems[-1]}" if facts.problems else ""
-        raise table.reader.error(
+        error = table.reader.error(
             last_line,
             f"truncated: the log ends after {len(table.rows)} data rows without the table footer "
-            f"('# Out of bounds values' / '# Avg bus bandwidth'){hint}; last line read",
+            "('# Out of bounds values' / '# Avg bus bandwidth'); last line read",
             last_raw,
         )
+        error.failure = facts.failure()
+        raise error
     if later.started_at is not None:
         raise NcclLogError(
             source,
@@ -664,6 +697,7 @@ def read_text_runs(lines: Iterable[tuple[int, str]], source: str) -> list[NcclRu
             f"run {len(runs) + 2} starts here but the log ends at line {last_line} before its result table",
             None,
             TEXT_LAYOUT,
+            failure=later.failure(),
         )
     facts.absorb(later)
     close()

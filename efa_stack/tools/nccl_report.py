@@ -4,6 +4,6 @@ The CLI's ``nccl-report`` command imports this module lazily, so the other comma
 report cannot be imported (``verify --run-nccl`` calls :func:`efa_stack.nccl_report.report_from_text`).
 """
 
-from efa_stack.nccl_report import DEFAULT_THRESHOLD, report_command
+from efa_stack.nccl_report import report_command
 
-__all__ = ["DEFAULT_THRESHOLD", "report_command"]
+__all__ = ["report_command"]
