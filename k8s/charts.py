@@ -8,12 +8,15 @@ ordering rules: docs/design/kubernetes-side.md.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import cdk8s
 from constructs import Construct
 
 from efa_stack import contract
 from efa_stack.planning.node_groups import taints_of
 from efa_stack.planning.plan import ClusterPlan
+from efa_stack.planning.training import TrainingJobPlan
 from k8s.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginProps
 from k8s.mpi_operator import MpiJobCrd, MpiOperator, MpiOperatorProps
 from k8s.nccl_tests import NcclTestsJob, NcclTestsJobProps
@@ -64,6 +67,13 @@ its ``efa-stack.io/host-access-reason`` annotation (checked by policies.rules K8
 
 def _chart(app: Construct, chart_id: str) -> cdk8s.Chart:
     return cdk8s.Chart(app, chart_id, labels=dict(contract.COMMON_LABELS), disable_resource_name_hashes=True)
+
+
+def training_job_id(job: TrainingJobPlan, jobs: Sequence[TrainingJobPlan]) -> str:
+    """The construct id of a training job: its name, or ``<namespace>-<name>`` when another namespace has a job
+    of the same name (ids of jobs with unique names stay as they were)."""
+    shared = sum(1 for j in jobs if j.name == job.name) > 1
+    return f"{job.namespace}-{job.name}" if shared else job.name
 
 
 def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
@@ -136,7 +146,7 @@ def _training_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.
             chart.add_dependency(charts[c])
     chart = charts[TRAINING_JOBS] = _chart(app, TRAINING_JOBS)
     for job in jobs:
-        TrainingJob(chart, job.name, TrainingJobProps(job=job))
+        TrainingJob(chart, training_job_id(job, plan.training_jobs), TrainingJobProps(job=job))
     for c in (*needed, TRAINING_RUNTIMES):
         if c in charts:
             chart.add_dependency(charts[c])

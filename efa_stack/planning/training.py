@@ -250,16 +250,18 @@ def training_job_plans(
     problems: list[Problem] = []
     planned = {ng.name: ng for ng in node_groups}
     declared = [ng.name for ng in spec.managed_node_groups]
-    first_with_name: dict[str, int] = {}
+    first_with_name: dict[tuple[str, str], int] = {}
     drafts: list[tuple[TrainingJobSpec, int, WorkerPlan]] = []
     for i, job in enumerate(spec.training_jobs):
         prefix = f"trainingJobs[{i}]"
-        if job.name in first_with_name:
+        key = (job.namespace, job.name)
+        if key in first_with_name:
             problems.append(Problem(
-                f"{prefix}.name", job.name, f"trainingJobs[{first_with_name[job.name]}] already has this name",
-                "give every training job its own name",
+                f"{prefix}.name", job.name,
+                f"trainingJobs[{first_with_name[key]}] already has this name in namespace {job.namespace}",
+                "give every training job of a namespace its own name",
             ))
-        first_with_name.setdefault(job.name, i)
+        first_with_name.setdefault(key, i)
         if (job.command is None) == (job.script is None):
             problems.append(Problem(
                 f"{prefix}.command/script", {"command": job.command, "script": "..." if job.script else None},
@@ -286,12 +288,22 @@ def training_job_plans(
             problems.append(Problem(
                 f"{prefix}.nnodes", nnodes,
                 f"node group {ng.name} has at most {ng.max_size} nodes (maxSize) and each worker takes a whole node",
-                f"use nnodes <= {ng.max_size}, or raise maxSize of node group {ng.name}",
+                f"use nnodes <= {ng.max_size}, or raise maxSize and desiredCapacity of node group {ng.name}",
+            ))
+        elif nnodes > ng.desired_size:
+            # A managed node group stays at desiredCapacity: efa-stack runs no autoscaler, so the workers
+            # beyond it would wait Pending for nodes that never come.
+            problems.append(Problem(
+                f"{prefix}.nnodes", nnodes,
+                f"node group {ng.name} runs {ng.desired_size} node(s) (desiredCapacity) and nothing scales it up, "
+                "so the workers beyond them would stay Pending",
+                f"raise desiredCapacity of node group {ng.name} to {nnodes}, or use nnodes <= {ng.desired_size}",
             ))
         if nnodes < 1:
             problems.append(Problem(
                 f"{prefix}.nnodes", nnodes, f"node group {ng.name} has desiredCapacity 0, so the job would have no node",
-                "set nnodes: 1 or more (the node group scales up to it), or raise desiredCapacity",
+                f"raise desiredCapacity of node group {ng.name} to the nodes the job needs (nothing scales a managed "
+                "node group up by itself)",
             ))
         problems.extend(_name_problems(prefix, job, nnodes))
         worker = _worker(prefix, job, ng, spec, problems)
