@@ -1,129 +1,70 @@
-"""Shared fixtures: each spec is synthesized once per test session (per xdist worker)."""
+"""Fixtures and hooks; the helpers are in tests/support.py. Each spec is synthesized once per test process
+(per xdist worker), and the tests that share a synth run on one worker (:func:`pytest_collection_modifyitems`)."""
 
 from __future__ import annotations
 
-import json
+import atexit
 import os
-import re
 import shutil
+import sys
 import tempfile
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-CLUSTERS = ROOT / "clusters"
-GOLDEN = Path(__file__).resolve().parent / "golden"
-UPDATE_GOLDEN = os.environ.get("EFA_STACK_UPDATE_GOLDEN") == "1"
-
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 
-SCRATCH = Path(tempfile.mkdtemp(prefix="efa-stack-tests-"))
-"""Where the tests' synth outputs and spec files go (a cloud assembly holds ~57 MB of assets), one
-directory per test process, removed when its session ends so that runs do not fill the disk."""
+if sys.dont_write_bytecode and sys.pycache_prefix is None and not os.environ.get("CI"):
+    # `make` exports PYTHONDONTWRITEBYTECODE=1 to keep __pycache__ out of the tree; without any bytecode cache
+    # every test process compiles the project and rewrites the asserts of every test module again (about 3 s
+    # of CPU per xdist worker, half of collection). Cache both outside the tree instead: sys.pycache_prefix
+    # (PYTHONPYCACHEPREFIX), which Python's import system and pytest's assertion rewriter both honour. The
+    # first run fills it (~200 MB: the packages imported from here on are compiled into it once, ~6 s per
+    # worker); a CI job (CI set) starts cold every time, so there it would only cost and is not used.
+    sys.pycache_prefix = str(Path(tempfile.gettempdir()) / "efa-stack-pycache")
+    sys.dont_write_bytecode = False
 
+# Re-exported for the test modules that import these from here; new code imports tests.support.
+from tests.support import (
+    CLUSTERS,
+    GOLDEN,
+    NO_ASSET_STAGING,
+    ROOT,
+    SCRATCH,
+    TEMPLATE_VALIDATION,
+    UPDATE_GOLDEN,
+    Synthesized,
+    fail_on_warnings,
+    fake_aws_credentials,
+    golden_check,
+    normalise_assets,
+    scratch_dir,
+    synth_spec,
+    synth_text,
+)
 
-def scratch_dir(prefix: str) -> Path:
-    """A new directory under :data:`SCRATCH` (removed with it)."""
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=SCRATCH))
+__all__ = [
+    "CLUSTERS", "GOLDEN", "NO_ASSET_STAGING", "ROOT", "TEMPLATE_VALIDATION", "UPDATE_GOLDEN", "Synthesized",
+    "fail_on_warnings", "fake_aws_credentials", "golden_check", "normalise_assets", "scratch_dir",
+    "synth_spec", "synth_text",
+]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shutil.rmtree(SCRATCH, ignore_errors=True)
 
 
-@dataclass
-class Synthesized:
-    plan: Any
-    stacks: Any
-    templates: dict[str, dict]  # stack name -> template
-    outdir: Path
-
-    def template(self, which: str) -> dict:
-        return self.templates[f"{self.plan.name}-{which}"]
-
-    def assertions(self, which: str):
-        from aws_cdk.assertions import Template
-
-        return Template.from_json(self.template(which))
-
-    def resources(self, which: str, type_: str) -> dict[str, dict]:
-        return {k: v for k, v in self.template(which)["Resources"].items() if v["Type"] == type_}
+def _exit_worker_now() -> None:
+    """Registered before jsii starts its Node.js kernel, so it runs after every other exit handler (LIFO):
+    an xdist worker that has reported everything skips the interpreter's teardown of the session's objects
+    (synthesized apps, templates, jsii proxies): about 3 s per worker at the end of every run."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
-ACKNOWLEDGED_WARNINGS: dict[str, str] = {}
-"""CDK synth warnings accepted on purpose: a substring of the warning -> why it is harmless. Empty: no
-warning is accepted today, every one fails the synth that printed it."""
-
-
-def synth_warnings(outdir: Path) -> list[str]:
-    """The ``aws:cdk:warning`` metadata of every stack in the cloud assembly at ``outdir``.
-
-    These are what ``Annotations.from_stack(stack).find_warning("*", Match.any_value())`` reads
-    (aws-cdk-lib assertions): the assembly's manifest records them per construct path.
-    """
-    manifest = json.loads((outdir / "manifest.json").read_text())
-    found: list[str] = []
-    for artifact in manifest.get("artifacts", {}).values():
-        for path, entries in artifact.get("metadata", {}).items():
-            for entry in entries:
-                if entry.get("type") == "aws:cdk:warning":
-                    found.append(f"{path}: {entry.get('data')}")
-    return found
-
-
-def fail_on_warnings(outdir: Path) -> None:
-    """Synth warnings are errors (an io1 volume without IOPS is only a warning in CDK, then a failed launch)."""
-    unexpected = [w for w in synth_warnings(outdir) if not any(k in w for k in ACKNOWLEDGED_WARNINGS)]
-    if unexpected:
-        raise AssertionError("CDK synth printed warnings (treated as errors):\n" + "\n".join(unexpected))
-
-
-NO_ASSET_STAGING = {"aws:cdk:disable-asset-staging": True}
-"""Context for test apps: assets are fingerprinted in place instead of copied into the cloud assembly
-(the ``aws:cdk:disable-asset-staging`` context key of aws-cdk-lib's ``AssetStaging``). The templates
-are byte-identical (asset hashes included); only the ~57 MB copy of the kubectl layer per synth is
-saved. ``app.py`` and ``cdk synth`` stage assets as usual (tests/test_app.py runs them)."""
-
-
-TEMPLATE_VALIDATION = False
-"""Test synths skip aws-cdk-lib's built-in CloudFormation template validation (``AppProps.
-builtinCloudFormationValidation``, on by default in 2.275): it costs about 3 s of CPU per synth, most
-of the suite's time, and the tests validate templates with cfn-lint instead, zero errors on every
-template of every shipped spec (tests/test_cfn_lint.py). ``make synth``, ``cdk synth`` and the app.py
-tests (tests/test_app.py) keep it on."""
-
-
-@cache
-def synth_spec(path: str) -> Synthesized:
-    from aws_cdk import App
-
-    from efa_stack.planning.plan import plan_from_file
-    from stacks.compose import build
-
-    plan = plan_from_file(path)
-    outdir = scratch_dir("efa-stack-test-")
-    app = App(
-        outdir=str(outdir), context=NO_ASSET_STAGING, builtin_cloud_formation_validation=TEMPLATE_VALIDATION
-    )
-    stacks = build(app, plan)
-    app.synth()
-    fail_on_warnings(outdir)
-    templates = {
-        p.name.removesuffix(".template.json"): json.loads(p.read_text()) for p in outdir.glob("*.template.json")
-    }
-    return Synthesized(plan=plan, stacks=stacks, templates=templates, outdir=outdir)
-
-
-@cache
-def synth_text(text: str) -> Synthesized:
-    """Synthesize a spec given as YAML text (written to a temporary file)."""
-    f = scratch_dir("efa-stack-spec-") / "spec.yaml"
-    f.write_text(text)
-    return synth_spec(str(f))
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    atexit.register(_exit_worker_now)
 
 
 @pytest.fixture(scope="session")
@@ -131,49 +72,25 @@ def default_synth() -> Synthesized:
     return synth_spec(str(CLUSTERS / "default.yaml"))
 
 
-def normalise_assets(text: str) -> str:
-    """Asset hashes change with CDK internals, not with behaviour: replace them."""
-    text = re.sub(r"[0-9a-f]{64}", "<asset-hash>", text)
-    return text
-
-
-def golden_check(path: Path, actual: str) -> None:
-    """Compare ``actual`` with the golden file; rewrite it when EFA_STACK_UPDATE_GOLDEN=1."""
-    if UPDATE_GOLDEN or not path.exists():
-        if not UPDATE_GOLDEN:
-            pytest.fail(f"golden file {path} is missing; run `make snapshots` to create it")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(actual)
-        return
-    expected = path.read_text()
-    assert actual == expected, f"{path.name} differs from the golden file; if intended run `make snapshots`"
-
-
-def fake_aws_credentials(monkeypatch: pytest.MonkeyPatch, region: str | None = None) -> None:
-    """Drop the caller's AWS settings and use moto's fake credentials (no IMDS, never a real account)."""
-    for key in list(os.environ):
-        if key.startswith("AWS_"):
-            monkeypatch.delenv(key, raising=False)
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.setenv(key, "testing")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    if region:
-        monkeypatch.setenv("AWS_DEFAULT_REGION", region)
-
-
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Keep shared work on one xdist worker (``--dist loadgroup``, set in pyproject.toml):
 
-    - tests parametrized over a shipped spec (``spec="p4d.yaml"``) run on one worker per spec, so each
-      spec is synthesized once in the whole run rather than once on every worker that draws one of its tests;
+    - tests parametrized over a shipped spec (``spec="p4d.yaml"``, or ``stem="p4d"`` in the k8s tests) run on
+      one worker per spec, so each spec is synthesized (and its charts built) once in the whole run rather than
+      once on every worker that draws one of its tests;
     - tests that use a module-scoped fixture of their module (a synth, a moto catalog refresh) run on one
       worker per fixture, so the fixture is built once; a module whose fixture is the synth of a shipped
-      spec says so in ``FIXTURE_SPECS`` (fixture name -> spec file name) and joins that spec's group.
+      spec says so in ``FIXTURE_SPECS`` (fixture name -> spec file name) and joins that spec's group;
+    - tests that use the session fixture ``default_synth`` join the group of clusters/default.yaml;
+    - tests marked ``pytest.mark.xdist_group(NAME)`` run in group NAME (tests/test_apiserver.py: one API server).
     Everything else is spread test by test."""
     for item in items:
         group = None
-        spec = getattr(getattr(item, "callspec", None), "params", {}).get("spec")
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        spec, stem = params.get("spec"), params.get("stem")
+        if isinstance(stem, str) and not isinstance(spec, str) and item.get_closest_marker("xdist_group") is None:
+            spec = f"{stem}.yaml"  # the k8s tests name a shipped spec by its stem: tests.support.built(stem)
         if isinstance(spec, str) and (CLUSTERS / spec).is_file():
             group = f"spec-{spec}"
         else:
@@ -185,6 +102,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     # no "::" in a group name: syrupy derives snapshot names from the node id
                     group = f"spec-{shipped}" if shipped else f"fixture-{Path(defs[-1].baseid).stem}-{name}"
                     break
+        if group is None and "default_synth" in getattr(item, "fixturenames", ()):
+            group = "spec-default.yaml"  # the session fixture is the synth of clusters/default.yaml
+        if group is None and (mark := item.get_closest_marker("xdist_group")) is not None:
+            group = str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))  # an explicit mark
         if group is None:
             continue
         item.add_marker(pytest.mark.xdist_group(group))

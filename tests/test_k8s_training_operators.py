@@ -40,8 +40,16 @@ from k8s.training_operators import (
     pytorchjob_crd_document,
     without_descriptions,
 )
-from tests.conftest import GOLDEN, Synthesized, golden_check, synth_text
-from tests.test_k8s_support import KUBECTL_HANDLER_LIMIT, built, built_text, spec_text
+from tests.support import (
+    GOLDEN,
+    KUBECTL_HANDLER_LIMIT,
+    Synthesized,
+    built,
+    built_text,
+    golden_check,
+    spec_text,
+    synth_text,
+)
 
 UPSTREAM_ROLE = Path(__file__).parent / "fixtures" / "upstream" / "training-operator-v1.9.4-role.yaml"
 SYSTEM = {contract.LABEL_ROLE: contract.SYSTEM_NODE_GROUP}

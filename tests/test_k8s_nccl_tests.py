@@ -13,8 +13,8 @@ from efa_stack.spec.loader import load_spec, parse_spec
 from efa_stack.spec.models import NcclTest
 from k8s.charts import NCCL_TESTS
 from k8s.nccl_tests import LOGS_COMMAND, START_COMMAND, logs_command, start_command
-from tests.conftest import CLUSTERS
-from tests.test_k8s_support import (
+from tests.support import (
+    CLUSTERS,
     arg_after,
     built,
     built_text,

@@ -18,7 +18,7 @@ from efa_stack.planning.plan import build_plan
 from efa_stack.spec.loader import parse_spec
 from k8s import efa_guard
 from k8s.mpijob import pod_template_json
-from tests.test_k8s_support import built, built_text, mpirun_args, spec_text, worker, worker_container
+from tests.support import built, built_text, mpirun_args, spec_text, worker, worker_container
 
 
 def _env(container: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,111 @@
+"""k8s/dist.py: the dist/ YAML, kept as golden files so a reviewer sees every manifest change.
+
+One golden file per distinct manifest: the reference cluster (``clusters/default.yaml``) keeps its whole
+dist/ in tests/golden/k8s/<cluster name>/; another golden spec keeps only the files that differ from the
+reference's by more than the cluster's name and region. The files meant to be the reference's (charts that
+do not depend on the spec's node groups) are listed in :data:`SAME_AS_REFERENCE` and asserted identical.
+Regenerate after an intended change with ``make snapshots`` (``EFA_STACK_UPDATE_GOLDEN=1``) and read the diff.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from k8s.charts import CHART_ORDER, TRAINING_OPERATOR_CRD, chart_file_name
+from k8s.dist import APPLY_SCRIPT, dist_dir, dist_files, render_dist, write_dist
+from tests.support import GOLDEN, GOLDEN_K8S, GOLDEN_SPECS, UPDATE_GOLDEN, built, golden_check
+
+REFERENCE = "default"
+"""The golden spec whose dist/ is kept whole."""
+
+EFA, NVIDIA = chart_file_name("efa-device-plugin"), chart_file_name("nvidia-device-plugin")
+MPI_CRD, MPI_OPERATOR = chart_file_name("mpi-operator-crd"), chart_file_name("mpi-operator")
+
+SAME_AS_REFERENCE: dict[str, set[str]] = {
+    "eksctl-efa-cluster": {EFA, NVIDIA, MPI_CRD, MPI_OPERATOR, APPLY_SCRIPT},
+    "p4d": {EFA, NVIDIA, MPI_CRD, MPI_OPERATOR, APPLY_SCRIPT},
+    "p5en": {EFA, NVIDIA, MPI_CRD, MPI_OPERATOR, APPLY_SCRIPT},
+    "p6-b200": {EFA, NVIDIA, MPI_CRD, MPI_OPERATOR, APPLY_SCRIPT},
+    "trn2": {MPI_CRD, MPI_OPERATOR},  # its EFA device plugin tolerates the Neuron taint instead of the GPU one
+}
+"""Spec -> dist files that are the reference cluster's with only the cluster name and region replaced
+(headers, the regional ECR registry of the EFA device plugin's image): the MPI operator and its CRD do not
+depend on the spec, the device plugins only on the accelerator (NVIDIA here), ``apply.sh`` on which
+steps there are. Everything else of a golden spec has its own golden file."""
+
+NOT_GOLDEN = {TRAINING_OPERATOR_CRD: "upstream's CRD less its descriptions, compared with upstream's file in "
+                                     "tests/test_k8s_training_operators.py"}
+"""Charts with no golden file, and where they are compared instead."""
+
+
+def for_cluster(text: str, reference, plan) -> str:
+    """The reference cluster's ``text`` with the cluster's name and region in place of the reference's."""
+    return text.replace(reference.name, plan.name).replace(reference.region, plan.region)
+
+
+def test_every_chart_has_one_golden_file():
+    found = [p.name for p in GOLDEN.rglob("*.yaml") if re.match(r"^\d\d-", p.name)]
+    charts = {re.sub(r"^\d\d-|\.yaml$", "", n) for n in found}
+    assert charts | set(NOT_GOLDEN) == set(CHART_ORDER)
+    assert not charts & set(NOT_GOLDEN)
+
+
+@pytest.mark.parametrize("stem", GOLDEN_SPECS)
+def test_dist_matches_golden_files(stem, tmp_path):
+    b = built(stem)
+    plan = b.plan
+    out = dist_dir(plan, tmp_path)
+    written = write_dist(plan, out, b.charts)
+    rels = [p.relative_to(out).as_posix() for p in written] + [APPLY_SCRIPT]
+    shared = SAME_AS_REFERENCE.get(stem, set())
+    assert shared <= set(rels), f"{stem} no longer renders {sorted(shared - set(rels))}"
+    if shared:
+        ref = built(REFERENCE)
+        ref_files = dist_files(ref.plan, ref.charts)  # rendered here, not read from its golden files (being rewritten)
+    golden = GOLDEN_K8S / plan.name
+    for rel in rels:
+        text = (out / rel).read_text()
+        if rel in shared:
+            assert text == for_cluster(ref_files[rel], ref.plan, plan), (
+                f"{plan.name}'s {rel} is meant to be {ref.plan.name}'s for another cluster name and region; if it "
+                f"no longer is on purpose, take it out of SAME_AS_REFERENCE and run `make snapshots`"
+            )
+        else:
+            golden_check(golden / rel, text)
+    kept = set(rels) - shared
+    stale = {p.relative_to(golden).as_posix() for p in golden.rglob("*") if p.is_file()} - kept
+    if UPDATE_GOLDEN:
+        for rel in stale:
+            (golden / rel).unlink()
+    else:
+        assert not stale, f"golden files for charts not rendered or shared: {sorted(stale)}; run `make snapshots`"
+
+
+def test_dist_is_deterministic_and_ordered():
+    plan = built("default").plan
+    first, second = render_dist(plan), render_dist(plan)
+    assert first == second
+    assert list(first) == sorted(first)  # file-name order is apply order
+
+
+def test_write_dist_removes_only_stale_chart_files(tmp_path):
+    plan = built("default").plan
+    (tmp_path / "12-neuron-device-plugin.yaml").write_text("old")
+    (tmp_path / "README.md").write_text("keep")
+    written = write_dist(plan, tmp_path)
+    assert not (tmp_path / "12-neuron-device-plugin.yaml").exists()
+    assert (tmp_path / "README.md").read_text() == "keep"
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.yaml")) == sorted(
+        p.relative_to(tmp_path).as_posix() for p in written
+    )
+
+
+def test_write_dist_moves_a_chart_out_of_the_first_step(tmp_path):
+    # GIVEN an earlier flat dist/ with the MPIJob next to its CRD WHEN written again THEN it moved
+    plan = built("default").plan
+    (tmp_path / "40-nccl-tests.yaml").write_text("old")
+    write_dist(plan, tmp_path)
+    assert not (tmp_path / "40-nccl-tests.yaml").exists()
+    assert (tmp_path / "after-crds" / "40-nccl-tests.yaml").is_file()
