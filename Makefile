@@ -16,7 +16,7 @@ export PATH := $(BIN):$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup lock lock-check synth synth-all deploy test lint-py snapshots bench lint catalog docs preflight verify nccl clean help
+.PHONY: setup lock lock-check synth synth-all deploy test apiserver lint-py snapshots bench lint catalog docs preflight verify nccl clean help
 
 help:
 	@echo "make setup      create .venv (Python packages from requirements.lock, hashes checked; Node.js 24)"
@@ -27,6 +27,7 @@ help:
 	@echo "make synth      synthesize SPEC (default $(SPEC)) into cdk.out/ and dist/<cluster>/"
 	@echo "make synth-all  synthesize every spec under clusters/"
 	@echo "make test       ruff, mypy, then the whole test suite"
+	@echo "make apiserver  build kube-apiserver and etcd (Go modules) for tests/test_apiserver.py into .cache/"
 	@echo "make lint-py    ruff and mypy only (config in pyproject.toml)"
 	@echo "make snapshots  regenerate snapshots and golden files after an intended change"
 	@echo "make bench      synth speed ratios and the suite's wall time"
@@ -83,8 +84,12 @@ synth-all: setup
 deploy: setup
 	npx cdk deploy --all -c spec=$(SPEC)
 
-test: lint-py
+test: lint-py apiserver
 	$(BIN)/python -m pytest -n 2 -q
+
+# kube-apiserver and etcd from tools/kube-apiserver/go.mod (Go needed); a no-op once .cache/ holds them.
+apiserver:
+	tools/kube-apiserver/build.sh >/dev/null
 
 lint-py: setup
 	$(BIN)/ruff check .

@@ -1,0 +1,825 @@
+"""The rendered manifests against a real Kubernetes API server: kube-apiserver and etcd on 127.0.0.1.
+
+tools/kube-apiserver/build.sh builds both from the Go modules pinned in tools/kube-apiserver/go.mod
+(k8s.io/kubernetes at the newest 1.34 patch; etcd at the version that release requires) into
+``.cache/kube-apiserver-<version>/``; the fixture runs it (a no-op once built), so nothing here is ever
+skipped. For every shipped spec the test writes ``dist/<cluster>/`` and runs the steps of its
+``apply.sh`` against the server: every object is server-side applied for real (``kubectl apply
+--server-side`` does the same PATCH), the CRDs of the Helm release come from tests/fixtures/upstream/,
+the waits poll each CRD until it is Established. Then the pods the controllers would create from each
+pod template (DaemonSet, Deployment, MPIJob launcher and worker, TrainJob on its ClusterTrainingRuntime,
+PyTorchJob) are created with ``dryRun=All``: the server validates and admits them in full but stores
+nothing (no scheduler or kubelet runs here). Objects the server must refuse show that it checks.
+
+What differs from a cluster: no controllers run, so ``kubectl rollout status`` cannot succeed (skipped,
+printed) and no webhook server answers (the webhook admission plugins are off; the configurations are
+still applied and validated); the ``default`` ServiceAccount that kube-controller-manager creates in
+each namespace is created by the test. How to build and what it costs: docs/development.md.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import ipaddress
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support import CLUSTERS, ROOT
+
+pytestmark = pytest.mark.xdist_group("apiserver")
+
+BUILD_SCRIPT = ROOT / "tools" / "kube-apiserver" / "build.sh"
+UPSTREAM = Path(__file__).resolve().parent / "fixtures" / "upstream"
+FIELD_MANAGER = "efa-stack-test"
+TOKEN = "efa-stack-test-token"
+
+BUILD_TIMEOUT = 3600
+"""Seconds for build.sh: the first build compiles kube-apiserver from source (minutes; see docs/development.md)."""
+START_TIMEOUT = 180
+"""Seconds for etcd, then kube-apiserver, to answer ready (a loaded 2-core machine needs about 20)."""
+WAIT_TIMEOUT = 60
+"""Seconds for a CRD to become Established (apply.sh allows about 120)."""
+REQUEST_TIMEOUT = 30
+STOP_TIMEOUT = 15
+
+
+def _log(message: str) -> None:
+    print(f"[apiserver] {message}", flush=True)
+
+
+# --- the servers ---------------------------------------------------------------------------------------
+
+
+def _binaries() -> Path:
+    """The folder with kube-apiserver and etcd; built by build.sh when missing (never skipped)."""
+    _log(f"{BUILD_SCRIPT.relative_to(ROOT)} (builds kube-apiserver and etcd on first use; minutes) ...")
+    started = time.monotonic()
+    proc = subprocess.run(
+        [str(BUILD_SCRIPT)], cwd=ROOT, capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False
+    )
+    for line in proc.stderr.splitlines():
+        _log(line)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{BUILD_SCRIPT} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+    folder = Path(proc.stdout.strip().splitlines()[-1])
+    _log(f"binaries in {folder} ({time.monotonic() - started:.0f}s)")
+    for name in ("kube-apiserver", "etcd"):
+        assert os.access(folder / name, os.X_OK), f"{BUILD_SCRIPT} did not leave {folder / name}"
+    return folder
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1 (all held open while chosen)."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _etcd_healthy(url: str) -> bool:
+    with urllib.request.urlopen(f"{url}/health", timeout=5) as resp:
+        return b'"health":"true"' in resp.read()
+
+
+def _write_keys(folder: Path) -> tuple[Path, Path, Path, Path]:
+    """A self-signed serving certificate for 127.0.0.1 (also the client's CA) and its key; the
+    ServiceAccount token signing key and its public half. Returns (cert, key, sa key, sa public key)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "efa-stack-test-apiserver")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    paths = (folder / "serving.crt", folder / "serving.key", folder / "sa.key", folder / "sa.pub")
+    paths[0].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    paths[2].write_bytes(
+        sa_key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    paths[3].write_bytes(
+        sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    return paths
+
+
+def _prctl() -> Callable[[int, int], int] | None:
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()
+"""libc's prctl, looked up before any fork: the child only calls it (no import, no lock)."""
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the process that started it ends (Linux PR_SET_PDEATHSIG = 1),
+    so a killed pytest never leaves etcd or kube-apiserver running."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGKILL)
+
+
+def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    _log(f"starting {Path(args[0]).name} (log {log})")
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509  # calls the prctl looked up above, nothing else
+        )
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(STOP_TIMEOUT)
+
+
+def _tail(log: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _wait_until(what: str, ready: Callable[[], bool], proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode} before it was ready:\n{_tail(log)}")
+        try:
+            if ready():
+                return
+        except (OSError, urllib.error.URLError):
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"{what} not ready after {START_TIMEOUT}s:\n{_tail(log)}")
+
+
+# --- a small client ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Response:
+    status: int
+    body: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)  # the Warning headers (RFC 7234 "299 - <text>")
+
+    def message(self) -> str:
+        causes = "; ".join(
+            f"{c.get('field', '')}: {c.get('message', '')}" for c in self.body.get("details", {}).get("causes", [])
+        )
+        return f"HTTP {self.status} {self.body.get('reason', '')}: {self.body.get('message', '')}" + (
+            f" [{causes}]" if causes else ""
+        )
+
+
+@dataclass
+class Resource:
+    plural: str
+    namespaced: bool
+
+
+@dataclass
+class Api:
+    """kube-apiserver over HTTPS with a bearer token; JSON in and out (urllib: no extra dependency)."""
+
+    url: str
+    context: ssl.SSLContext
+    _resources: dict[str, dict[str, Resource]] = field(default_factory=dict)  # apiVersion -> kind -> resource
+
+    def request(self, method: str, path: str, body: Any = None, *, content_type: str = "application/json",
+                query: dict[str, str] | None = None) -> Response:
+        url = self.url + path + (("?" + urllib.parse.urlencode(query)) if query else "")
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(url, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {TOKEN}")
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", content_type)
+        try:
+            with urllib.request.urlopen(req, context=self.context, timeout=REQUEST_TIMEOUT) as resp:
+                return Response(resp.status, _json(resp.read()), resp.headers.get_all("Warning") or [])
+        except urllib.error.HTTPError as err:
+            return Response(err.code, _json(err.read()), err.headers.get_all("Warning") or [])
+
+    def resource(self, api_version: str, kind: str) -> Resource:
+        """The REST resource of ``kind`` in ``api_version`` (API discovery, refreshed when not found)."""
+        if kind not in self._resources.get(api_version, {}):
+            base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+            found = self.request("GET", base)
+            assert found.status == 200, f"discovery of {api_version}: {found.message()}"
+            self._resources[api_version] = {
+                r["kind"]: Resource(r["name"], r["namespaced"]) for r in found.body["resources"] if "/" not in r["name"]
+            }
+        if kind not in self._resources[api_version]:
+            raise KeyError(f"the server serves no kind {kind} in {api_version}")
+        return self._resources[api_version][kind]
+
+    def path(self, obj: dict[str, Any], *, with_name: bool = True) -> str:
+        api_version, kind, meta = obj["apiVersion"], obj["kind"], obj["metadata"]
+        res = self.resource(api_version, kind)
+        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        ns = f"/namespaces/{meta.get('namespace') or 'default'}" if res.namespaced else ""
+        return f"{base}{ns}/{res.plural}" + (f"/{meta['name']}" if with_name else "")
+
+    def apply(self, obj: dict[str, Any]) -> Response:
+        """Server-side apply, as ``kubectl apply --server-side --force-conflicts`` (JSON is YAML); an unknown
+    or duplicate field is an error, as with kubectl's default ``--validate=strict``."""
+        return self.request(
+            "PATCH", self.path(obj), obj, content_type="application/apply-patch+yaml",
+            query={"fieldManager": FIELD_MANAGER, "force": "true", "fieldValidation": "Strict"},
+        )
+
+    def dry_run_create(self, obj: dict[str, Any]) -> Response:
+        """Create with ``dryRun=All``: validated and admitted in full, stored nowhere."""
+        return self.request(
+            "POST", self.path(obj, with_name=False), obj, query={"dryRun": "All", "fieldValidation": "Strict"}
+        )
+
+    def delete(self, obj: dict[str, Any]) -> Response:
+        return self.request("DELETE", self.path(obj), {"propagationPolicy": "Background"})
+
+    def get(self, obj: dict[str, Any]) -> Response:
+        return self.request("GET", self.path(obj))
+
+
+def _json(raw: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(raw or b"{}")
+    except ValueError:
+        return {"message": raw.decode(errors="replace")}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+@pytest.fixture(scope="session")
+def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    """kube-apiserver and etcd on 127.0.0.1 (free ports, data in a temporary folder), stopped at teardown."""
+    binaries = _binaries()
+    work = tmp_path_factory.mktemp("apiserver")
+    cert, key, sa_key, sa_pub = _write_keys(work)
+    tokens = work / "tokens.csv"
+    tokens.write_text(f"{TOKEN},efa-stack-test,efa-stack-test,system:masters\n")
+    etcd_port, peer_port, api_port = _free_ports(3)
+    etcd_url, peer_url = f"http://127.0.0.1:{etcd_port}", f"http://127.0.0.1:{peer_port}"
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        etcd_log = work / "etcd.log"
+        etcd = _start([
+            str(binaries / "etcd"), "--name=test", f"--data-dir={work / 'etcd'}",
+            f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=test={peer_url}", "--log-level=warn", "--unsafe-no-fsync",
+        ], etcd_log)
+        procs.append(etcd)
+        _wait_until("etcd", lambda: _etcd_healthy(etcd_url), etcd, etcd_log)
+        _log(f"etcd ready on {etcd_url}")
+
+        api_log = work / "kube-apiserver.log"
+        api = _start([
+            str(binaries / "kube-apiserver"),
+            f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
+            f"--tls-cert-file={cert}", f"--tls-private-key-file={key}", f"--cert-dir={work / 'certs'}",
+            f"--token-auth-file={tokens}", "--authorization-mode=RBAC",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={sa_pub}", f"--service-account-signing-key-file={sa_key}",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            # as on EKS: privileged containers are allowed (the device plugins run privileged)
+            "--allow-privileged=true",
+            # no webhook server runs here (the Training Operator's would); every other default plugin stays on
+            "--disable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
+            "--profiling=false",
+        ], api_log)
+        procs.append(api)
+        context = ssl.create_default_context(cafile=str(cert))
+        client = Api(f"https://127.0.0.1:{api_port}", context)
+
+        def ready() -> bool:
+            return client.request("GET", "/readyz").status == 200
+
+        _wait_until("kube-apiserver", ready, api, api_log)
+        _log(f"kube-apiserver ready on {client.url}")
+        yield client
+    finally:
+        for proc in reversed(procs):
+            _stop(proc)
+        shutil.rmtree(work / "etcd", ignore_errors=True)  # its write-ahead log preallocates 64 MB files
+        _log("kube-apiserver and etcd stopped")
+
+
+# --- apply.sh against the server -----------------------------------------------------------------------
+
+
+def _objects_in(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(file, object) for what ``kubectl apply -f PATH`` reads: the file, or the .yaml/.yml/.json files
+    directly in the folder, in name order; files named relative to dist/<cluster>/."""
+    files = [path] if path.is_file() else sorted(
+        p for p in path.iterdir() if p.is_file() and p.suffix in {".yaml", ".yml", ".json"}
+    )
+    dist = path.parent if path.is_file() or path.name == "after-crds" else path
+    return [(f.relative_to(dist).as_posix(), o) for f in files for o in yaml.safe_load_all(f.read_text()) if o]
+
+
+def _helm_crds(names: set[str]) -> list[dict[str, Any]]:
+    """The CRDs a Helm release installs, from tests/fixtures/upstream/ (``<group>_<plural>.yaml``); a
+    CRD kept nowhere there (TrainingRuntime: efa-stack renders none) is left out."""
+    crds = []
+    for name in sorted(names):
+        plural, group = name.split(".", 1)
+        path = UPSTREAM / f"{group}_{plural}.yaml"
+        if path.is_file():
+            crds += [o for o in yaml.safe_load_all(path.read_text()) if o]
+    return crds
+
+
+def _wait_established(api: Api, name: str) -> str | None:
+    """None once CRD ``name`` is Established, else why not (after :data:`WAIT_TIMEOUT`)."""
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": name}}
+    deadline = time.monotonic() + WAIT_TIMEOUT
+    last = None
+    while time.monotonic() < deadline:
+        got = api.get(crd)
+        if got.status == 200:
+            conditions = {c["type"]: c for c in (got.body.get("status") or {}).get("conditions") or []}
+            if conditions.get("Established", {}).get("status") == "True":
+                group_version = f"{got.body['spec']['group']}/{got.body['spec']['versions'][0]['name']}"
+                api._resources.pop(group_version, None)  # the kind is new: discover again
+                return None
+            last = json.dumps(list(conditions.values()))
+        else:
+            last = got.message()
+        time.sleep(0.2)
+    return f"crd/{name} not Established after {WAIT_TIMEOUT}s: {last}"
+
+
+@dataclass
+class Run:
+    """What running one dist/<cluster>/apply.sh against the server did."""
+
+    api: Api
+    applied: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (file, object as sent)
+    refused: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def apply(self, source: str, obj: dict[str, Any]) -> None:
+        what = f"{source}: {obj['kind']} {obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
+        try:
+            got = self.api.apply(obj)
+        except KeyError as err:
+            self.refused.append(f"{what}: {err}")
+            return
+        self.warnings += [f"{what}: {w}" for w in got.warnings]
+        if got.status not in (200, 201):
+            self.refused.append(f"{what}: {got.message()}")
+            return
+        assert got.body["metadata"]["name"] == obj["metadata"]["name"], what
+        self.applied.append((source, obj))
+
+
+APPLY_FUNCTIONS = {"wait_established": "wait", "apply_until_admitted": "apply"}
+"""Shell functions apply.sh defines -> what they do: wait until a CRD is Established; kubectl apply a file
+(again while admission refuses it: no webhook runs here, so once)."""
+
+
+def apply_steps(script: str) -> list[list[str]]:
+    """The top-level command lines of ``apply.sh`` as words; comments and function bodies left out."""
+    steps = []
+    in_function = False
+    for line in script.splitlines():
+        if in_function:
+            in_function = line != "}"
+            continue
+        words = shlex.split(line, comments=True)
+        if not words:
+            continue
+        if words[0].endswith("()"):
+            assert words[1:] == ["{"], f"apply.sh: unexpected function definition: {line}"
+            in_function = True
+            continue
+        steps.append(words)
+    return steps
+
+
+def run_apply_script(api: Api, dist: Path, plan: Any) -> Run:
+    """The steps of ``dist/apply.sh`` of ``plan`` against ``api``: kubectl apply (server-side, for real), helm
+    (its namespace and CRDs), the waits for Established; ``kubectl rollout status`` needs a controller."""
+    from k8s.dist import helm_crd_kinds
+
+    run = Run(api)
+    steps = apply_steps((dist / "apply.sh").read_text())
+    helm_crds = set(helm_crd_kinds(plan).values())
+    for words in steps:
+        line = shlex.join(words)
+        if words[0] in {"set", "cd", "command"}:
+            continue
+        action = APPLY_FUNCTIONS.get(words[0])
+        if words[0] == "helm":
+            assert words[1:3] == ["upgrade", "--install"] and "--create-namespace" in words, line
+            namespace = words[words.index("--namespace") + 1]
+            run.apply(f"helm {words[3]}", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+            for crd in _helm_crds(helm_crds):
+                run.apply(f"helm {words[3]} (tests/fixtures/upstream)", crd)
+        elif words[:2] == ["kubectl", "apply"] or action == "apply":
+            target = words[1] if action == "apply" else words[words.index("-f") + 1]
+            assert action == "apply" or words[2:] == ["-f", target], line
+            for source, obj in _objects_in(dist / target):
+                run.apply(source, obj)
+        elif action == "wait" or words[:2] == ["kubectl", "wait"]:
+            name = words[1] if action == "wait" else next(w for w in words if w.startswith("crd/"))[4:]
+            problem = _wait_established(api, name)
+            if problem:
+                run.refused.append(f"apply.sh: {line}: {problem}")
+        elif words[:3] == ["kubectl", "rollout", "status"]:
+            run.notes.append(f"not run (no controllers here): {line}")
+        else:
+            raise AssertionError(f"a command of apply.sh this test does not know: {line}")
+    return run
+
+
+# --- the pods the controllers would create -------------------------------------------------------------
+
+WORKLOAD_KINDS = {"DaemonSet", "Deployment", "StatefulSet", "ReplicaSet", "Job"}
+OPERATOR_POLICY = {"ExitCode": "Never"}
+"""Replica restart policies of the Kubeflow operators that are no pod restart policy, and the pod's."""
+
+
+def _pod(template: dict[str, Any], name: str, namespace: str, restart_policy: str | None = None) -> dict[str, Any]:
+    meta = copy.deepcopy(template.get("metadata") or {})
+    spec = copy.deepcopy(template["spec"])
+    if restart_policy and "restartPolicy" not in spec:
+        spec["restartPolicy"] = OPERATOR_POLICY.get(restart_policy, restart_policy)
+    meta.update(name=name, namespace=namespace)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _replica_pods(job: dict[str, Any], specs_key: str) -> list[dict[str, Any]]:
+    """MPIJob (mpiReplicaSpecs) and PyTorchJob (pytorchReplicaSpecs): replica 0 of every replica type,
+    named as the operators name them (the MPI launcher is a batch Job's pod: ``<job>-launcher-<suffix>``)."""
+    name, namespace = job["metadata"]["name"], job["metadata"].get("namespace", "default")
+    pods = []
+    for role, replica in job["spec"][specs_key].items():
+        pod_name = f"{name}-launcher-x7k2p" if role == "Launcher" else f"{name}-{role.lower()}-0"
+        pods.append(_pod(replica["template"], pod_name, namespace, replica.get("restartPolicy")))
+    return pods
+
+
+def _runtime_pods(runtime: dict[str, Any], job: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Pods of a (Cluster)TrainingRuntime's JobSet template; with a TrainJob, its ``spec.trainer``
+    (image, command, args, env, resourcesPerNode) is put on the ``node`` container of the trainer step,
+    as Kubeflow Trainer does."""
+    owner = job["metadata"]["name"] if job else runtime["metadata"]["name"]
+    namespace = (job or {}).get("metadata", {}).get("namespace") or runtime["metadata"].get("namespace") or "default"
+    trainer = (job or {}).get("spec", {}).get("trainer") or {}
+    pods = []
+    for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        pod = _pod(rjob["template"]["spec"]["template"], f"{owner}-{rjob['name']}-0-0-q5v8d", namespace)
+        pod["spec"].setdefault("restartPolicy", "OnFailure")  # a Job's pods must not restart Always
+        step = (rjob["template"].get("metadata") or {}).get("labels", {}).get("trainer.kubeflow.org/trainjob-ancestor-step")
+        if trainer and step == "trainer":
+            for container in pod["spec"]["containers"]:
+                if container["name"] != "node":
+                    continue
+                for key in ("image", "command", "args"):
+                    if key in trainer:
+                        container[key] = trainer[key]
+                if "resourcesPerNode" in trainer:
+                    container["resources"] = trainer["resourcesPerNode"]
+                env = {e["name"]: e for e in container.get("env", [])}
+                env.update({e["name"]: e for e in trainer.get("env", [])})
+                container["env"] = list(env.values())
+        pods.append(pod)
+    return pods
+
+
+def derived_pods(objects: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """(made from, pod) for every pod template of ``objects``."""
+    runtimes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ClusterTrainingRuntime"}
+    used: set[str] = set()
+    out: list[tuple[str, dict[str, Any]]] = []
+    for obj in objects:
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        origin = f"{kind} {name}"
+        known = WORKLOAD_KINDS | {"MPIJob", "PyTorchJob", "TrainJob", "ClusterTrainingRuntime"}
+        schema = kind == "CustomResourceDefinition"  # its schema names "containers"; it has no pods
+        assert kind in known or schema or '"containers"' not in json.dumps(obj.get("spec", {})), (
+            f"{origin} has pod templates this test does not turn into pods: add its controller's rule here"
+        )
+        if kind in WORKLOAD_KINDS:
+            template = obj["spec"]["template"]
+            restart = "OnFailure" if kind == "Job" else None
+            out.append((origin, _pod(template, f"{name}-b9fz4", obj["metadata"].get("namespace", "default"), restart)))
+        elif kind == "MPIJob":
+            out += [(origin, p) for p in _replica_pods(obj, "mpiReplicaSpecs")]
+        elif kind == "PyTorchJob":
+            out += [(origin, p) for p in _replica_pods(obj, "pytorchReplicaSpecs")]
+        elif kind == "TrainJob":
+            ref = obj["spec"]["runtimeRef"]
+            assert ref.get("kind") == "ClusterTrainingRuntime", f"{origin}: runtimeRef {ref}"
+            assert ref["name"] in runtimes, f"{origin}: its ClusterTrainingRuntime {ref['name']} is not rendered"
+            used.add(ref["name"])
+            out += [(f"{origin} on {ref['name']}", p) for p in _runtime_pods(runtimes[ref["name"]], obj)]
+    for name, runtime in runtimes.items():
+        if name not in used:
+            out += [(f"ClusterTrainingRuntime {name}", p) for p in _runtime_pods(runtime, None)]
+    return out
+
+
+def _ensure_default_service_account(api: Api, namespace: str) -> None:
+    """What kube-controller-manager's serviceaccount controller does in every namespace (none runs here)."""
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": namespace}}
+    got = api.apply(sa)
+    assert got.status in (200, 201), f"ServiceAccount {namespace}/default: {got.message()}"
+
+
+def check_derived_pods(api: Api, objects: list[dict[str, Any]]) -> tuple[int, list[str], list[str]]:
+    """Dry-run create every derived pod; (how many were accepted, why the others were refused, warnings)."""
+    refused: list[str] = []
+    warnings: list[str] = []
+    accepted = 0
+    for origin, pod in derived_pods(objects):
+        _ensure_default_service_account(api, pod["metadata"]["namespace"])
+        got = api.dry_run_create(pod)
+        warnings += [f"Pod {pod['metadata']['name']} from {origin}: {w}" for w in got.warnings]
+        if got.status == 201:
+            accepted += 1
+        else:
+            refused.append(f"Pod {pod['metadata']['name']} from {origin}: {got.message()}")
+    return accepted, refused, warnings
+
+
+def _clean_up(api: Api, run: Run) -> None:
+    """Delete what ``run`` applied, except Namespaces (without kube-controller-manager a deleted namespace
+    stays Terminating) and CRDs (each spec applies the same ones), so the next spec starts afresh."""
+    for _, obj in reversed(run.applied):
+        if obj["kind"] in {"Namespace", "CustomResourceDefinition"}:
+            continue
+        got = api.delete(obj)
+        assert got.status in (200, 202, 404), f"delete {obj['kind']} {obj['metadata']['name']}: {got.message()}"
+
+
+# --- the tests -----------------------------------------------------------------------------------------
+
+SHIPPED = sorted(p.stem for p in CLUSTERS.glob("*.yaml"))
+
+PYTORCHJOB_VARIANT = "training-p5 as a PyTorchJob (Training Operator v1)"
+
+
+def _variant_text() -> str:
+    """clusters/training-p5.yaml with its job as a PyTorchJob and both Kubeflow operators installed:
+    no shipped spec renders the Training Operator v1 objects, its CRD or a PyTorchJob."""
+    text = (CLUSTERS / "training-p5.yaml").read_text()
+    assert text.count("kind: trainjob") == 1
+    return text.replace("kind: trainjob", "kind: pytorchjob") + "\ntrainingOperators:\n  trainer: true\n  pytorchJobV1: true\n"
+
+
+def _plan(stem: str) -> Any:
+    from efa_stack.planning.plan import build_plan, plan_from_file
+    from efa_stack.spec.loader import parse_spec
+
+    if stem == PYTORCHJOB_VARIANT:
+        return build_plan(parse_spec(_variant_text()))
+    return plan_from_file(CLUSTERS / f"{stem}.yaml")
+
+
+def test_the_server_is_the_default_clusters_kubernetes_version(apiserver):
+    from efa_stack.spec.models import DEFAULT_KUBERNETES_VERSION
+
+    got = apiserver.request("GET", "/version")
+    assert got.status == 200, got.message()
+    assert f"{got.body['major']}.{got.body['minor']}" == DEFAULT_KUBERNETES_VERSION, got.body
+    _log(f"server version {got.body['gitVersion']}")
+
+
+@pytest.mark.parametrize("stem", [*SHIPPED, PYTORCHJOB_VARIANT])
+def test_rendered_manifests_are_accepted_by_the_api_server(apiserver, stem, tmp_path):
+    # GIVEN dist/<cluster>/ of the spec, as `make synth` writes it
+    from k8s.dist import dist_dir, write_dist
+
+    plan = _plan(stem)
+    dist = dist_dir(plan, tmp_path)
+    write_dist(plan, dist)
+    # WHEN apply.sh's steps run against the API server (every object applied for real)
+    run = run_apply_script(apiserver, dist, plan)
+    try:
+        for note in run.notes:
+            _log(f"{stem}: {note}")
+        assert not run.refused, f"{stem}: the API server refused:\n" + "\n".join(run.refused)
+        rendered = [o for _, o in _objects_in(dist)] + (
+            [o for _, o in _objects_in(dist / "after-crds")] if (dist / "after-crds").is_dir() else []
+        )
+        # THEN every rendered object is stored, as rendered
+        if stem == PYTORCHJOB_VARIANT:
+            assert {"PyTorchJob", "ValidatingWebhookConfiguration"} <= {o["kind"] for o in rendered}
+        assert sorted(_key(o) for src, o in run.applied if not src.startswith("helm ")) == sorted(map(_key, rendered))
+        for source, obj in run.applied:
+            stored = apiserver.get(obj)
+            assert stored.status == 200, f"{_key(obj)}: {stored.message()}"
+            managers = {m["manager"] for m in stored.body["metadata"].get("managedFields", [])}
+            # (helm's bare Namespace has no field to own: no managedFields entry)
+            assert FIELD_MANAGER in managers or source.startswith("helm "), f"{_key(obj)}: managers {managers}"
+        # AND every pod a controller would create from their templates passes validation and admission
+        accepted, refused, warnings = check_derived_pods(apiserver, rendered)
+        assert not run.warnings + warnings, f"{stem}: the API server warned:\n" + "\n".join(run.warnings + warnings)
+        assert not refused, f"{stem}: the API server refused pods made from rendered templates:\n" + "\n".join(refused)
+        assert accepted >= 2, f"{stem}: only {accepted} pods derived (device plugin DaemonSet, operator Deployment)"
+        _log(f"{stem}: {len(run.applied)} objects applied, {accepted} derived pods admitted (dry run)")
+    finally:
+        _clean_up(apiserver, run)
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
+    return obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+
+
+def test_a_refused_rendered_object_fails_the_run(apiserver, tmp_path):
+    # GIVEN dist/ of the default spec with one fault in the EFA device plugin's DaemonSet's pod template (a
+    # DNS policy Kubernetes does not have); then one its pods would have (a fractional EFA device count)
+    from k8s.dist import dist_dir, write_dist
+
+    plan = _plan("default")
+    dist = dist_dir(plan, tmp_path)
+    write_dist(plan, dist)
+    (plugin,) = dist.glob("1*-efa-device-plugin.yaml")
+    docs = [o for o in yaml.safe_load_all(plugin.read_text()) if o]
+    docs[0]["spec"]["template"]["spec"]["dnsPolicy"] = "Sometimes"
+    plugin.write_text(yaml.safe_dump_all(docs))
+    # WHEN apply.sh's steps run THEN the run names the file, the object and the server's reason
+    run = run_apply_script(apiserver, dist, plan)
+    try:
+        assert len(run.refused) == 1, run.refused
+        assert plugin.name in run.refused[0] and "HTTP 422" in run.refused[0] and "dnsPolicy" in run.refused[0]
+    finally:
+        _clean_up(apiserver, run)
+    # AND a pod template whose pods the server refuses is found by the pods derived from it
+    docs[0]["spec"]["template"]["spec"].pop("dnsPolicy")
+    container = docs[0]["spec"]["template"]["spec"]["containers"][0]
+    container["resources"] = {"limits": {"vpc.amazonaws.com/efa": "500m"}}
+    accepted, refused, _ = check_derived_pods(apiserver, docs)
+    assert accepted == 0 and len(refused) == 1 and "must be an integer" in refused[0], refused
+
+
+# --- the server checks: objects it must refuse ---------------------------------------------------------
+
+
+def _gpu_pod(name: str, resources: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": resources}]},
+    }
+
+
+BROKEN_PODS = {
+    "resource name a..b/c": {"limits": {"a..b/c": "1"}},
+    "resource name part over 63 characters": {"limits": {f"example.com/{'x' * 64}": "1"}},
+    "extended resource with the requests. prefix": {"limits": {"requests.nvidia.com/gpu": "1"}},
+    "extended resource request differs from its limit": {
+        "requests": {"vpc.amazonaws.com/efa": "2"}, "limits": {"vpc.amazonaws.com/efa": "4"},
+    },
+    "fractional extended resource": {"limits": {"nvidia.com/gpu": "500m"}},
+    "hugepages without cpu or memory": {"limits": {"hugepages-2Mi": "1Gi"}},
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_PODS))
+def test_the_server_refuses_invalid_pod_resources(apiserver, case):
+    _ensure_default_service_account(apiserver, "default")
+    got = apiserver.dry_run_create(_gpu_pod("broken", BROKEN_PODS[case]))
+    assert got.status == 422, f"{case}: {got.message()}"
+    _log(f"refused as expected ({case}): {got.message()}")
+
+
+def test_the_server_accepts_the_valid_counterpart(apiserver):
+    # the same pod with well-formed resources (what efa-stack renders) is accepted: the refusals above are
+    # about the resources, nothing else
+    _ensure_default_service_account(apiserver, "default")
+    resources = {
+        "requests": {"cpu": "190", "memory": "40192Mi", "hugepages-2Mi": "5120Mi",
+                     "nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32"},
+        "limits": {"cpu": "190", "memory": "40192Mi", "hugepages-2Mi": "5120Mi",
+                   "nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32"},
+    }
+    got = apiserver.dry_run_create(_gpu_pod("valid", resources))
+    assert got.status == 201, got.message()
+
+
+def _mpijob(name: str) -> dict[str, Any]:
+    """A small valid MPIJob (v2beta1, as efa-stack renders them)."""
+    def replica() -> dict[str, Any]:
+        return {"replicas": 1, "restartPolicy": "Never",
+                "template": {"spec": {"containers": [{"name": "mpi", "image": "busybox"}]}}}
+
+    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"slotsPerWorker": 1, "mpiReplicaSpecs": {"Launcher": replica(), "Worker": replica()}}}
+
+
+@pytest.fixture(scope="session")
+def mpijob_crd(apiserver) -> None:
+    """The MPIJob CRD efa-stack renders (k8s/crds/mpijob.yaml), established."""
+    crd_file = ROOT / "k8s" / "crds" / "mpijob.yaml"
+    (crd,) = [o for o in yaml.safe_load_all(crd_file.read_text()) if o and o.get("kind") == "CustomResourceDefinition"]
+    got = apiserver.apply(crd)
+    assert got.status in (200, 201), got.message()
+    assert _wait_established(apiserver, crd["metadata"]["name"]) is None
+
+
+BROKEN_MPIJOBS: dict[str, tuple[int, Callable[[dict[str, Any]], Any]]] = {
+    "slotsPerWorker is a string": (422, lambda spec: spec.update(slotsPerWorker="many")),
+    "Worker replicas is a string": (422, lambda spec: spec["mpiReplicaSpecs"]["Worker"].update(replicas="two")),
+    "no Launcher replica": (422, lambda spec: spec["mpiReplicaSpecs"].pop("Launcher")),
+    "restartPolicy Always (the operator takes OnFailure or Never)":
+        (422, lambda spec: spec["mpiReplicaSpecs"]["Worker"].update(restartPolicy="Always")),
+    "cleanPodPolicy outside its enum": (422, lambda spec: spec.update(runPolicy={"cleanPodPolicy": "Sometimes"})),
+    # strict field validation refuses an unknown field while decoding: 400, "strict decoding error"
+    "a replica type the CRD does not know": (
+        400, lambda spec: spec["mpiReplicaSpecs"].update(Boss=copy.deepcopy(spec["mpiReplicaSpecs"]["Worker"]))
+    ),
+}
+"""How to break the valid :func:`_mpijob` against the MPIJob CRD's schema (k8s/crds/mpijob.yaml): the status the server
+answers and the change."""
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_MPIJOBS))
+def test_the_server_refuses_an_mpijob_that_breaks_its_crd_schema(apiserver, mpijob_crd, case):
+    status, fault = BROKEN_MPIJOBS[case]
+    job = _mpijob("broken")
+    fault(job["spec"])
+    got = apiserver.dry_run_create(job)
+    assert got.status == status, f"{case}: {got.message()}"
+    causes = got.body.get("details", {}).get("causes", [])
+    assert len(causes) <= 1, f"{case}: refused for more than the one fault: {got.message()}"
+    _log(f"refused as expected ({case}): {got.message()}")
+
+
+def test_the_server_accepts_a_valid_mpijob(apiserver, mpijob_crd):
+    got = apiserver.apply(_mpijob("valid"))
+    assert got.status in (200, 201), got.message()
+    assert apiserver.delete(_mpijob("valid")).status in (200, 202)
+
+
+def test_build_sh_is_shellcheck_clean():
+    shellcheck = shutil.which("shellcheck") or str(ROOT / ".venv" / "bin" / "shellcheck")
+    proc = subprocess.run([shellcheck, str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_build_sh_builds_once(apiserver):
+    # the fixture ran build.sh: a second run builds nothing and names the same version-keyed folder
+    proc = subprocess.run([str(BUILD_SCRIPT)], cwd=ROOT, capture_output=True, text=True, timeout=BUILD_TIMEOUT,
+                          check=True)
+    folder = Path(proc.stdout.strip().splitlines()[-1])
+    assert folder.parent == ROOT / ".cache" or "KUBE_APISERVER_CACHE" in os.environ, folder
+    assert "already built" in proc.stderr, proc.stderr
+    assert shutil.which("kube-apiserver", path=str(folder)) and shutil.which("etcd", path=str(folder))
