@@ -28,7 +28,47 @@ HELM_DIR = "helm"
 TRAINER_VALUES = f"{HELM_DIR}/{contract.TRAINER_RELEASE}-values.yaml"
 HELM_TIMEOUT = "10m"
 ROLLOUT_TIMEOUT = "300s"
-CRD_WAIT_TIMEOUT = "120s"
+CRD_WAIT_TRIES = 60
+CRD_WAIT_INTERVAL_S = 2
+"""``wait_established`` polls a CRD up to 60 times, 2 s apart (120 s; ``EFA_STACK_CRD_WAIT_TRIES`` overrides)."""
+ADMIT_TRIES = 30
+ADMIT_INTERVAL_S = 5
+"""``apply_until_admitted`` tries ``kubectl apply`` up to 30 times, 5 s apart (``EFA_STACK_ADMIT_TRIES`` overrides)."""
+CRD_ESTABLISHED_JSONPATH = '{.status.conditions[?(@.type=="Established")].status}'
+
+WAIT_ESTABLISHED = f"""\
+# wait_established CRD: poll until the CRD's Established condition is "True". Not `kubectl wait
+# --for=condition=established`: it fails at once for a CRD that has no status yet, and a condition that
+# is present but "False" is not established. Gives up after EFA_STACK_CRD_WAIT_TRIES polls.
+wait_established() {{
+  tries="${{EFA_STACK_CRD_WAIT_TRIES:-{CRD_WAIT_TRIES}}}"
+  while :; do
+    status=$(kubectl get crd "$1" -o 'jsonpath={CRD_ESTABLISHED_JSONPATH}' 2>/dev/null || true)
+    [ "$status" = True ] && return 0
+    tries=$((tries - 1))
+    if [ "$tries" -le 0 ]; then
+      echo "efa-stack: CRD $1 is not Established (status: ${{status:-none}}); nothing after it was applied" >&2
+      exit 1
+    fi
+    sleep {CRD_WAIT_INTERVAL_S}
+  done
+}}"""
+
+APPLY_UNTIL_ADMITTED = f"""\
+# apply_until_admitted FILE: kubectl apply, tried again while admission refuses it. The Trainer's TrainJob
+# webhook looks the ClusterTrainingRuntime up through its manager's cache, which may not yet hold the
+# runtime applied a moment before. Gives up after EFA_STACK_ADMIT_TRIES tries.
+apply_until_admitted() {{
+  tries="${{EFA_STACK_ADMIT_TRIES:-{ADMIT_TRIES}}}"
+  until kubectl apply -f "$1"; do
+    tries=$((tries - 1))
+    if [ "$tries" -le 0 ]; then
+      echo "efa-stack: $1 is still refused (kubectl's error above)" >&2
+      exit 1
+    fi
+    sleep {ADMIT_INTERVAL_S}
+  done
+}}"""
 _OURS = re.compile(r"^\d\d-[a-z0-9-]+\.yaml$")
 
 
@@ -155,7 +195,21 @@ def helm_files(plan: ClusterPlan) -> dict[str, str]:
     return {TRAINER_VALUES: header + yaml.dump(TrainerHelmProps().values(), Dumper=_Dumper, sort_keys=False)}
 
 
-def apply_script(plan: ClusterPlan, waits: list[str], second_step: bool) -> str:
+def needs_runtimes(objects: Iterable[Any]) -> bool:
+    """Whether ``objects`` hold a TrainJob: the Trainer admits one only once its runtime exists."""
+    return any(obj and _group_kind(obj) == (contract.TRAINER_GROUP, contract.TRAINJOB_KIND) for obj in objects)
+
+
+def apply_script(plan: ClusterPlan, waits: list[str], second_step: bool | Sequence[str],
+                 admitted_last: Sequence[str] = ()) -> str:
+    """``apply.sh``: the first step, Helm, the CRD waits, then the objects of CRD kinds.
+
+    ``second_step``: the ``after-crds/`` files (or just whether there are any). ``admitted_last``: those
+    of them that hold TrainJobs: when there are any, the second step applies its files one by one, the
+    runtimes first and the TrainJobs last through ``apply_until_admitted`` (kubeflow/trainer@v2.3.0
+    pkg/runtime/core/clustertrainingruntime.go ``ValidateObjects`` refuses a TrainJob whose runtime its
+    cached client cannot get: "specified clusterTrainingRuntime must be created before the TrainJob is
+    created"). CRDs are waited for with ``wait_established`` (see :data:`WAIT_ESTABLISHED`)."""
     helm = helm_commands(plan)
     lines = [
         "#!/bin/sh",
@@ -174,16 +228,24 @@ def apply_script(plan: ClusterPlan, waits: list[str], second_step: bool) -> str:
             'command -v helm >/dev/null 2>&1 || { echo "efa-stack: helm 3.8 or later is needed to install '
             'Kubeflow Trainer (an oci:// chart); nothing was applied" >&2; exit 1; }'
         )
+    if waits:
+        lines.append(WAIT_ESTABLISHED)
+    if admitted_last:
+        lines.append(APPLY_UNTIL_ADMITTED)
     lines.append("kubectl apply -f .")
     lines += helm
-    lines += [f"kubectl wait --for=condition=established --timeout={CRD_WAIT_TIMEOUT} crd/{name}" for name in waits]
+    lines += [f"wait_established {name}" for name in waits]
     if second_step and plan.training_operators.pytorch_job_v1:
         # Training Operator v1's PyTorchJob webhook fails closed: PyTorchJobs wait for a serving controller.
         lines.append(
             f"kubectl rollout status deployment/{contract.TRAINING_OPERATOR_NAME} "
             f"-n {contract.TRAINING_OPERATOR_NAMESPACE} --timeout={ROLLOUT_TIMEOUT}"
         )
-    if second_step:
+    if second_step and admitted_last:
+        assert not isinstance(second_step, bool), "admitted_last needs the after-crds/ file names"
+        lines += [f"kubectl apply -f {f}" for f in second_step if f not in admitted_last]
+        lines += [f"apply_until_admitted {f}" for f in second_step if f in admitted_last]
+    elif second_step:
         lines.append(f"kubectl apply -f {AFTER_CRDS_DIR}/")
     return "\n".join(lines) + "\n"
 
@@ -196,15 +258,19 @@ def dist_files(plan: ClusterPlan, charts: Sequence[cdk8s.Chart] | None = None) -
     kinds = {**_crd_kinds(obj for objects, _ in rendered.values() for obj in objects), **helm_crd_kinds(plan)}
     first: dict[str, str] = {}
     second: dict[str, str] = {}
+    admitted_last: list[str] = []
     waits: set[str] = set()
     for name, (objects, text) in rendered.items():
         needed = _needs_crds(objects, kinds)
         if needed:
             second[f"{AFTER_CRDS_DIR}/{name}"] = text
             waits.update(needed)
+            if needs_runtimes(objects):
+                admitted_last.append(f"{AFTER_CRDS_DIR}/{name}")
         else:
             first[name] = text
-    return {**first, **second, **helm_files(plan), APPLY_SCRIPT: apply_script(plan, sorted(waits), bool(second))}
+    script = apply_script(plan, sorted(waits), list(second), admitted_last)
+    return {**first, **second, **helm_files(plan), APPLY_SCRIPT: script}
 
 
 def write_dist(plan: ClusterPlan, outdir: Path, charts: Sequence[cdk8s.Chart] | None = None) -> list[Path]:

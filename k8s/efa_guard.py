@@ -18,8 +18,6 @@ from efa_stack import contract
 from k8s.scheduling import count, mebibytes, millicores
 
 SCRIPT_PATH = Path(__file__).resolve().parent / "scripts" / "efa_guard.sh"
-SCRIPT_NAME = contract.EFA_GUARD_CONTAINER
-"""``$0`` of the script (``sh -c SCRIPT <container name>``)."""
 
 # The aws-ofi-nccl network name every plugin version answers to (see the module docstring).
 OFI_NET_NAME = "AWS Libfabric"
@@ -27,7 +25,19 @@ FABRICS = ("efa", "tcp", "infiniband")
 
 # The guard's own footprint: a shell, fi_info and a directory listing.
 GUARD_CPU_MILLICORES = 100
-GUARD_MEMORY_MIB = 64
+GUARD_MEMORY_MIB = 256
+"""Room for fi_info with every provider loaded. An init container's request does not add to the pod's (the pod's
+effective request is the larger of the biggest init container and the sum of the app containers: kubernetes.io,
+"Init Containers", "Resource sharing within containers"), so the margin costs the worker nothing, while 64 MiB
+could OOM-kill the guard on a healthy node."""
+
+PROBE_ENV = {"FI_HMEM": "system"}
+"""Keep CUDA out of the guard's ``fi_info`` probe: ofiwg/libfabric@v2.4.0 src/hmem.c ``ofi_hmem_init`` reads
+``FI_HMEM``, the list of HMEM interfaces to initialise (``system`` is always on), and initialises only those;
+otherwise its CUDA interface (src/hmem_cuda.c ``cuda_hmem_dl_init``) dlopens libcudart/libcuda/NVML and
+calls ``cudaGetDeviceCount``, creating a CUDA context in a container that holds no GPU. The EFA provider
+lists its devices without any HMEM interface. Set on the guard only: the workers keep CUDA HMEM (GPUDirect
+RDMA)."""
 
 
 @cache
@@ -92,6 +102,7 @@ def guard_init_container(
         _field_env("NODE_NAME", "spec.nodeName"),
         _field_env("POD_NAME", "metadata.name"),
         _field_env("POD_NAMESPACE", "metadata.namespace"),
+        *(k8s_l1.EnvVar(name=k, value=v) for k, v in PROBE_ENV.items()),
     ]
     taken = {v.name for v in variables}
     variables += [k8s_l1.EnvVar(name=k, value=v) for k, v in env if k not in taken]
@@ -99,7 +110,7 @@ def guard_init_container(
         name=contract.EFA_GUARD_CONTAINER,
         image=image,
         image_pull_policy="IfNotPresent",
-        command=["/bin/sh", "-c", guard_script(), SCRIPT_NAME],
+        command=["/bin/sh", "-c", guard_script(), contract.EFA_GUARD_CONTAINER],
         env=variables,
         # requests = limits: extended resources must match, and equal cpu/memory keep the pod's QoS class
         resources=k8s_l1.ResourceRequirements(limits=resources, requests=dict(resources)),

@@ -181,6 +181,16 @@ def worker_pod_template(
 
 
 # --- typed objects (kubeflow/trainer@v2.3.0 pkg/apis/trainer/v1alpha1) ------------------------------------
+JOB_BACKOFF_LIMIT = 0
+"""``backoffLimit`` of the runtime's ``node`` Job: a failed rank fails its Job at once, and the JobSet with it
+(kubernetes-sigs/jobset: with no ``failurePolicy`` a failed child Job fails the JobSet), instead of the Job
+re-creating that one pod up to the batch/v1 default of 6 times while the other ranks wait in a broken
+rendezvous. Restarts of a distributed job belong to torchrun (``--max-restarts``), which restarts every rank
+together. The field is the JobSet's ``replicatedJobs[].template.spec`` (a batch/v1 JobSpec), which the
+Trainer v2.3.0 ClusterTrainingRuntime CRD carries whole (kubeflow/trainer@v2.3.0
+charts/kubeflow-trainer/templates/crd/trainer.kubeflow.org_clustertrainingruntimes.yaml, ``backoffLimit``:
+"Defaults to 6"); docs/design/training.md."""
+
 @dataclass(frozen=True)
 class ClusterTrainingRuntimeSpec:
     """``TrainingRuntimeSpec``: ``mlPolicy.torch`` and a JobSet template with one replicated job ``node``."""
@@ -194,7 +204,7 @@ class ClusterTrainingRuntimeSpec:
                 "name": TRAINER_NODE_JOB,
                 "template": {
                     "metadata": {"labels": {ANCESTOR_LABEL: ANCESTOR_TRAINER}},
-                    "spec": {"template": pod_template_json(self.pod)},
+                    "spec": {"backoffLimit": JOB_BACKOFF_LIMIT, "template": pod_template_json(self.pod)},
                 },
             }]}},
         }
@@ -247,11 +257,20 @@ class TrainJobSpec:
 
 
 # --- typed objects (kubeflow/trainer@v1.9.4 pkg/apis/kubeflow.org/v1) -------------------------------------
+PYTORCHJOB_RESTART_POLICY = "Never"
+"""Replica ``restartPolicy``. kubeflow/trainer@v1.9.4 pkg/controller.v1/pytorch/pytorchjob_controller.go
+``UpdateJobStatus``: a failed replica marks the job ``Failed`` only when its restart policy is ``Never``; with
+the upstream default ``OnFailure`` the pod restarts in place, so a failing EFA guard init container restarts
+forever and the job never fails. torchrun restarts the ranks together where that is wanted."""
+PYTORCHJOB_BACKOFF_LIMIT = 0
+"""``runPolicy.backoffLimit``: no retries of a failed job (with ``Never`` nothing is retried in place either)."""
+
+
 @dataclass(frozen=True)
 class PyTorchReplicaSpec:
     replicas: int
     template: k8s_l1.PodTemplateSpec
-    restart_policy: str = "OnFailure"  # PyTorchJobDefaultRestartPolicy
+    restart_policy: str = PYTORCHJOB_RESTART_POLICY
 
     def to_json(self) -> dict[str, Any]:
         return {"replicas": self.replicas, "restartPolicy": self.restart_policy,
@@ -264,7 +283,7 @@ class PyTorchJobSpec:
     worker: PyTorchReplicaSpec | None
     nproc_per_node: int
     suspend: bool = False
-    backoff_limit: int = 3
+    backoff_limit: int = PYTORCHJOB_BACKOFF_LIMIT
 
     def __post_init__(self) -> None:
         if self.master.replicas != 1:

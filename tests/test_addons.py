@@ -11,8 +11,7 @@ import json
 import pytest
 
 from efa_stack.planning.addons import NODE_MONITORING_AGENT, VPC_CNI, known_addon_names, pinned_version
-from tests.conftest import synth_text
-from tests.specs import cluster_spec, cpu_group, plan_of, problems_of
+from tests.support import cluster_spec, cpu_group, plan_of, problems_of, synth_text
 
 BASE = cluster_spec()
 CPU_GROUP = cpu_group("m7i.xlarge")
@@ -236,9 +235,10 @@ def test_fails_pod_identity_on_the_vpc_cni():
     assert p.field == "addons[0].podIdentityAssociations" and "aws-node" in p.message
 
 
-def test_fails_preserve_on_create():
-    (p,) = problems_of(BASE + "addons:\n  - {name: coredns, resolveConflicts: preserve}\n")
-    assert p.field == "addons[0].resolveConflicts"
+def test_preserve_is_accepted_on_create():
+    # EKS CreateAddon takes PRESERVE (like NONE on create); eksctl files use it: the plan builds
+    coredns = plan_of(BASE + "addons:\n  - {name: coredns, resolveConflicts: preserve}\n").addon("coredns")
+    assert coredns is not None and coredns.resolve_conflicts == "PRESERVE"
 
 
 def test_fails_configuration_values_not_parsable():
@@ -301,9 +301,10 @@ def test_fails_node_repair_count_and_percentage_of_one_limit():
     assert fields(text) == ["managedNodeGroups[0].nodeRepairConfig.maxUnhealthyNodeThresholdPercentage"]
 
 
-def test_fails_node_repair_overrides_with_advice():
-    (p,) = problems_of(BASE + "    nodeRepairConfig: {nodeRepairConfigOverrides: []}\n")
-    assert p.field == "managedNodeGroups[0].nodeRepairConfig.nodeRepairConfigOverrides"
+def test_node_repair_overrides_are_eksctls_field():
+    # supported since efa-stack reads eksctl's nodeRepairConfigOverrides (tests/test_spec_eksctl_fields.py)
+    (group,) = plan_of(BASE + "    nodeRepairConfig: {nodeRepairConfigOverrides: []}\n").node_groups
+    assert group.node_repair is not None and group.node_repair_overrides == ()
 
 
 def test_fails_repair_limits_with_repair_off():

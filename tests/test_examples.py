@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import CLUSTERS, synth_spec
+from tests.support import CLUSTERS, synth_spec
 
 
 def _resources(template: dict, kind: str) -> list[dict]:

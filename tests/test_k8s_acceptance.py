@@ -1,8 +1,8 @@
 """The objects ``verify --acceptance`` creates: the check pod construct and the pair MPIJob, which is the
 charts' own NCCL-tests job (k8s/nccl_tests.py) pinned to two nodes.
 
-The chart job without ``pin_nodes`` is covered byte for byte by the golden files and snapshots
-(tests/test_k8s_snapshots.py); here the pair job is compared with the chart job of the same plan.
+The chart job without ``pin_nodes`` is covered byte for byte by the golden files
+(tests/test_k8s_dist.py); here the pair job is compared with the chart job of the same plan.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from efa_stack.planning.plan import ClusterPlan
 from efa_stack.spec.models import KUBERNETES_VERSIONS
 from k8s import acceptance as manifests
 from k8s.nccl_tests import NcclTestsJobProps
-from tests.test_k8s_support import arg_after, built, crd_schema, mpirun_args, worker, worker_container
+from tests.support import arg_after, built, crd_schema, mpirun_args, worker, worker_container
 
 NODES = ("ip-10-0-96-11.us-west-2.compute.internal", "ip-10-0-96-12.us-west-2.compute.internal")
 NAME = "accept-p5-r1-0"

@@ -6,11 +6,15 @@ the same invocation creates is unknown to it and fails with "resource mapping no
 servicebinding/runtime issue #159, fixed there by two apply invocations). ``kubectl apply -f DIR``
 reads the .yaml/.yml/.json files directly in DIR; ``-R`` would recurse. The simulator below keeps
 exactly that model: a fresh cluster knows the built-in kinds, learns a CRD's kind only once a
-``kubectl wait --for=condition=established crd/NAME`` of an earlier step returned.
+``wait_established NAME`` (apply.sh's poll for Established "True") of an earlier step returned. It also
+keeps the Trainer's TrainJob webhook: a TrainJob is refused unless its ClusterTrainingRuntime was applied
+by an earlier invocation (kubeflow/trainer@v2.3.0 pkg/runtime/core/clustertrainingruntime.go
+``ValidateObjects`` gets the runtime through the manager's cache).
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
@@ -42,6 +46,8 @@ def _group_kind(obj: dict) -> tuple[str, str]:
 
 
 def _files(directory: Path) -> list[Path]:
+    if directory.is_file():
+        return [directory]
     return sorted(p for p in directory.iterdir() if p.is_file() and p.suffix in {".yaml", ".yml", ".json"})
 
 
@@ -64,6 +70,16 @@ class FreshCluster:
                     f'resource mapping not found for name: "{obj["metadata"]["name"]}": no matches for kind '
                     f'"{gk[1]}" in version "{obj["apiVersion"]}"; ensure CRDs are installed first'
                 )
+        earlier = set(self.applied)
+        for obj in objs:
+            if obj["kind"] == contract.TRAINJOB_KIND:
+                runtime = obj["spec"]["runtimeRef"]["name"]
+                if (contract.CLUSTER_TRAINING_RUNTIME_KIND, runtime) not in earlier:
+                    raise KubectlError(
+                        f'admission webhook "validate.trainjob.trainer.kubeflow.org" denied the request: '
+                        f'spec.RuntimeRef: clustertrainingruntimes "{runtime}" not found: specified '
+                        "clusterTrainingRuntime must be created before the TrainJob is created"
+                    )
         for obj in objs:
             self.applied.append((obj["kind"], obj["metadata"]["name"]))
             if obj["kind"] == "CustomResourceDefinition":
@@ -85,9 +101,24 @@ HELM_CRDS = {
 
 
 def run_script(script: Path, cluster: FreshCluster, helm_releases: list[list[str]] | None = None) -> None:
-    """Run the kubectl and helm lines of ``apply.sh`` (relative to its directory) against ``cluster``."""
+    """Run the kubectl and helm lines of ``apply.sh`` (relative to its directory) against ``cluster``;
+    the script's own functions (``wait_established``, ``apply_until_admitted``) are modelled, not read."""
+    in_function = False
     for line in script.read_text().splitlines():
+        if re.fullmatch(r"[a-z_]+\(\) \{", line):
+            in_function = True
+        if in_function:
+            in_function = line != "}"
+            continue
         words = shlex.split(line, comments=True)
+        if words[:1] == ["wait_established"]:
+            (name,) = words[1:]
+            cluster.wait_established(name)
+            continue
+        if words[:1] == ["apply_until_admitted"]:
+            (path,) = words[1:]
+            cluster.apply(script.parent / path)  # retries do not help a TrainJob whose runtime was never applied
+            continue
         if words[:1] == ["helm"]:
             assert words[1:3] == ["upgrade", "--install"], line
             values = words[words.index("--values") + 1]
@@ -105,10 +136,6 @@ def run_script(script: Path, cluster: FreshCluster, helm_releases: list[list[str
             kind, name = words[3].split("/")
             assert kind == "deployment" and ("Deployment", name) in cluster.applied, line
             cluster.rolled_out.append(name)
-        elif words[1] == "wait":
-            assert "--for=condition=established" in words, line
-            (target,) = [w for w in words if w.startswith("crd/")]
-            cluster.wait_established(target.removeprefix("crd/"))
         else:
             raise AssertionError(f"unexpected kubectl command in {script.name}: {line}")
 
@@ -221,4 +248,16 @@ def test_pytorchjobs_wait_for_the_v1_operator_to_roll_out(tmp_path):
     assert cluster.rolled_out == [contract.TRAINING_OPERATOR_NAME]
     assert sorted(cluster.applied) == sorted(_objects(charts))
     lines = (out / APPLY_SCRIPT).read_text().splitlines()
-    assert lines.index(f"kubectl apply -f {AFTER_CRDS_DIR}/") > next(i for i, ln in enumerate(lines) if "rollout" in ln)
+    assert lines.index(f"kubectl apply -f {AFTER_CRDS_DIR}/") > next(
+        i for i, ln in enumerate(lines) if ln.startswith("kubectl rollout")
+    )
+
+
+def test_fails_trainjobs_applied_with_their_runtimes_in_one_invocation(tmp_path):
+    # the webhook model is not vacuous: the runtimes and TrainJobs of after-crds/ in one apply are refused
+    b = built("training-p5")
+    out = dist_dir(b.plan, tmp_path)
+    write_dist(b.plan, out, b.charts)
+    cluster = FreshCluster({})
+    with pytest.raises(KubectlError, match="must be created before the TrainJob"):
+        cluster.apply(out / AFTER_CRDS_DIR)

@@ -1,5 +1,5 @@
 """Training jobs: every number from the plan, both kinds, every fabric, validated against the upstream CRDs
-(kubeflow/trainer@v2.3.0 and @v1.9.4, k8s/crds/) and the Kubernetes schema; golden files; bad input."""
+(kubeflow/trainer@v2.3.0 in tests/fixtures/upstream/, @v1.9.4 in k8s/crds/) and the Kubernetes schema; golden files; bad input."""
 
 from __future__ import annotations
 
@@ -18,11 +18,10 @@ from efa_stack.planning.plan import build_plan
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.loader import parse_spec
 from k8s.dist import render_chart
-from tests.conftest import golden_check
-from tests.specs import plan_of, problems_of
-from tests.test_k8s_support import Built, built, built_text, spec_text
+from tests.support import Built, built, built_text, golden_check, plan_of, problems_of, spec_text
 
-CRDS = Path(__file__).resolve().parent.parent / "k8s" / "crds"
+UPSTREAM = Path(__file__).resolve().parent / "fixtures" / "upstream"
+PYTORCHJOB_CRD = Path(__file__).resolve().parent.parent / "k8s" / "crds" / "kubeflow.org_pytorchjobs.yaml"
 GOLDEN = Path(__file__).resolve().parent / "golden" / "training"
 IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
 KINDS = ("trainjob", "pytorchjob")
@@ -30,9 +29,9 @@ FABRICS = ("efa", "tcp", "infiniband")
 
 
 @cache
-def _crd_validator(file: str) -> jsonschema.protocols.Validator:
+def _crd_validator(file: Path) -> jsonschema.protocols.Validator:
     """A validator for the CRD's openAPIV3Schema, built once (checking a 900 KB schema on every call is slow)."""
-    (version,) = yaml.load((CRDS / file).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["spec"]["versions"]
+    (version,) = yaml.load(file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["spec"]["versions"]
     schema = version["schema"]["openAPIV3Schema"]
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
     cls.check_schema(schema)
@@ -40,9 +39,9 @@ def _crd_validator(file: str) -> jsonschema.protocols.Validator:
 
 
 CRD_FILES = {
-    "TrainJob": "trainer.kubeflow.org_trainjobs.yaml",
-    "ClusterTrainingRuntime": "trainer.kubeflow.org_clustertrainingruntimes.yaml",
-    "PyTorchJob": "kubeflow.org_pytorchjobs.yaml",
+    "TrainJob": UPSTREAM / "trainer.kubeflow.org_trainjobs.yaml",
+    "ClusterTrainingRuntime": UPSTREAM / "trainer.kubeflow.org_clustertrainingruntimes.yaml",
+    "PyTorchJob": PYTORCHJOB_CRD,  # the file the training-operator-crd chart renders (production reads it)
 }
 
 
@@ -445,3 +444,35 @@ def test_fails_memory_that_does_not_fit_names_the_training_field():
 def test_all_problems_at_once():
     problems = problems_of(job_spec(efa=False, extra="    nnodes: 5\n    ibHca: mlx5\n"))
     assert {p.field for p in problems} == {"trainingJobs[0].nnodes", "trainingJobs[0].ibHca", "trainingJobs[0].fabric"}
+
+
+# --- held-out review: scaling advice, namespaces -------------------------------------------------------------
+
+def test_fails_nnodes_above_desired_capacity_since_nothing_scales_the_node_group():
+    # GIVEN a node group of 2 nodes (maxSize 3) WHEN a job asks for 3 THEN the third worker would wait forever
+    problems = problems_of(job_spec(nodes=2, extra="    nnodes: 3\n").replace("maxSize: 2", "maxSize: 3"))
+    (p,) = [p for p in problems if p.field == "trainingJobs[0].nnodes"]
+    assert p.value == 3 and "stay Pending" in p.message and "raise desiredCapacity of node group gpu to 3" in p.fix
+
+
+def test_fails_zero_nodes_without_advice_that_something_scales_up():
+    (p,) = [p for p in problems_of(job_spec(nodes=0).replace("maxSize: 0", "maxSize: 2"))
+           if p.field == "trainingJobs[0].nnodes"]
+    assert "scales up to it" not in p.fix and "raise desiredCapacity" in p.fix
+
+
+def test_same_job_name_in_two_namespaces_is_two_jobs():
+    two = job_spec() + (
+        "  - name: ddp\n    namespace: research\n    nodeGroup: gpu\n    image: example/train:1\n"
+        "    command: [python, train.py]\n"
+    )
+    b = built_text(two)
+    assert sorted((j.namespace, j.name) for j in b.plan.training_jobs) == [("default", "ddp"), ("research", "ddp")]
+    kinds = [o for _, o in b.objects() if o["kind"] == "TrainJob"]
+    assert sorted(o["metadata"]["namespace"] for o in kinds) == ["default", "research"]
+
+
+def test_fails_same_job_name_twice_in_one_namespace():
+    twice = job_spec() + "  - name: ddp\n    nodeGroup: gpu\n    image: example/train:1\n    command: [python, t.py]\n"
+    (p,) = [p for p in problems_of(twice) if p.field == "trainingJobs[1].name"]
+    assert "namespace default" in p.message

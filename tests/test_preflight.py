@@ -823,3 +823,33 @@ def test_preflight_runs_the_addon_check_with_the_sessions_eks_client() -> None:
     clients = Clients.from_session(_session(), "us-west-2")
     assert clients.eks.meta.service_model.service_name == "eks"
     assert "eks:DescribeAddonVersions" in preflight.REQUIRED_ACTIONS
+
+
+# --- training images (offline) ------------------------------------------------------------------------------
+
+def _training_plan(image: str):
+    from efa_stack.planning.plan import build_plan
+    from efa_stack.spec.loader import parse_spec
+
+    text = (Path(__file__).resolve().parent.parent / "clusters" / "training-p5.yaml").read_text()
+    return build_plan(parse_spec(text.replace(
+        "image: public.ecr.aws/deep-learning-containers/pytorch:2.11.0-cu130-amzn2023\n", f"image: {image}\n", 1)))
+
+
+def test_training_image_moving_tag_with_a_bad_history_warns():
+    from efa_stack.tools.preflight import check_training_images
+
+    (f,) = check_training_images(_training_plan("public.ecr.aws/deep-learning-containers/pytorch:2.11.0-cu130-amzn2023"))
+    assert (f.check, f.status, f.subject) == ("training image", "warn", "trainingJobs[0].image")
+    assert "1.47.0" in f.message and "digest" in f.fix
+
+
+def test_training_image_dated_tag_of_a_bad_build_fails_and_a_digest_passes():
+    from efa_stack.tools.preflight import check_training_images
+
+    bad = "public.ecr.aws/deep-learning-containers/pytorch:2.11.0-cu130-amzn2023-20260801"
+    (f,) = check_training_images(_training_plan(bad))
+    assert f.status == "fail" and "20260801" in f.message
+    pinned = "public.ecr.aws/deep-learning-containers/pytorch:2.11.0-cu130-amzn2023@sha256:" + "a" * 64
+    (ok,) = check_training_images(_training_plan(pinned))
+    assert ok.status == "pass"

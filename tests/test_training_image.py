@@ -14,7 +14,7 @@ import pytest
 from efa_stack.planning.image_compat import DOCKERFILE_ARGS, dockerfile_pins
 from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec.errors import SpecError
-from tests.conftest import CLUSTERS, ROOT, scratch_dir
+from tests.support import CLUSTERS, ROOT, scratch_dir
 
 RECIPE = ROOT / "images" / "efa-pytorch" / "Dockerfile"
 

@@ -222,19 +222,43 @@ def _check_version(prefix: str, name: str, version: str | None) -> list[Problem]
 
 
 def _resolve(prefix: str, entry: AddonSpec) -> tuple[str | None, list[Problem]]:
+    """The spec's ``resolveConflicts`` as CloudFormation's value. EKS CreateAddon takes NONE, OVERWRITE and
+    PRESERVE ("Preserve - This is similar to the NONE option ... This option works differently during the
+    update operation", EKS API Reference, CreateAddon ``resolveConflicts``)."""
     value = entry.resolve_conflicts
     if value is None:
         return None, []
-    if value.upper() == "PRESERVE":
-        # CloudFormation AWS::EKS::Addon ResolveConflicts / EKS CreateAddon: PRESERVE applies to updates only.
-        return None, [Problem(
-            f"{prefix}.resolveConflicts", value, "EKS accepts preserve only when updating an add-on, and this "
-            "stack creates it", "use overwrite (take over an existing installation) or none",
-        )]
     return value.upper(), []
 
 
-def _own_addons(kubernetes_version: str, repair: bool, storage: bool, observability: bool) -> dict[str, AddonPlan]:
+def dcgm_tolerations(taints: Iterable[tuple[str, str]]) -> list[dict[str, str]]:
+    """Tolerations (``Exists`` per key and effect) for the node monitoring agent's DCGM server.
+
+    aws/eks-node-monitoring-agent@v1.7.0 (c399089) charts/eks-node-monitoring-agent/values.yaml:
+    ``nodeAgent.tolerations`` defaults to ``[{operator: Exists}]`` but ``dcgmAgent.tolerations`` to ``[]``,
+    and templates/dcgm-daemonset.yaml renders the ``dcgm-server`` DaemonSet with only those tolerations,
+    so it never runs on efa-stack's tainted GPU nodes and the agent reports DCGM as failed there, which
+    node auto repair acts on. Exactly the accelerated node groups' taints, nothing broader.
+    """
+    return [{"key": k, "operator": "Exists", "effect": e} for k, e in sorted(set(taints))]
+
+
+def _with_dcgm_tolerations(config: dict[str, Any], tolerations: list[dict[str, str]]) -> dict[str, Any]:
+    """``config`` with ``tolerations`` appended to ``dcgmAgent.tolerations`` (those it lacks), the rest kept."""
+    if not tolerations:
+        return config
+    dcgm = dict(config.get("dcgmAgent") or {})
+    have = list(dcgm.get("tolerations") or [])
+    dcgm["tolerations"] = have + [t for t in tolerations if t not in have]
+    return {**config, "dcgmAgent": dcgm}
+
+
+def _compact(value: dict[str, Any]) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _own_addons(kubernetes_version: str, repair: bool, storage: bool, observability: bool,
+                dcgm_taints: Iterable[tuple[str, str]] = ()) -> dict[str, AddonPlan]:
     own: dict[str, AddonPlan] = {}
     data = addon_data()
     for name in (VPC_CNI, POD_IDENTITY_AGENT):
@@ -244,7 +268,9 @@ def _own_addons(kubernetes_version: str, repair: bool, storage: bool, observabil
             node_dependency=bool(data[name].get("node_dependency")),
         )
     if repair:
-        own[NODE_MONITORING_AGENT] = AddonPlan(name=NODE_MONITORING_AGENT, managed=True)
+        tolerations = dcgm_tolerations(dcgm_taints)
+        config = _compact(_with_dcgm_tolerations({}, tolerations)) if tolerations else None
+        own[NODE_MONITORING_AGENT] = AddonPlan(name=NODE_MONITORING_AGENT, managed=True, configuration_values=config)
     if storage:
         own[FSX_CSI_DRIVER] = AddonPlan(name=FSX_CSI_DRIVER, managed=True, created_by="storage")
     if observability:
@@ -305,11 +331,17 @@ def _merge(prefix: str, own: AddonPlan, entry: AddonSpec, problems: list[Problem
 
 def addon_plans(
     entries: Iterable[AddonSpec], *, kubernetes_version: str, repair: bool, storage: bool, with_oidc: bool,
-    observability: bool = False,
+    observability: bool = False, accelerator_taints: Iterable[tuple[str, str]] = (),
 ) -> tuple[tuple[AddonPlan, ...], list[Problem]]:
-    """Every add-on the stacks create, efa-stack's own first (in a fixed order), then the user's in spec order."""
+    """Every add-on the stacks create, efa-stack's own first (in a fixed order), then the user's in spec order.
+
+    ``accelerator_taints``: (key, effect) of every taint the plan puts on NVIDIA GPU node groups (DCGM needs their
+    GPUs; on Neuron nodes it would have nothing to run on); the node
+    monitoring agent's DCGM server tolerates them (:func:`dcgm_tolerations`), also beside a user's own
+    ``configurationValues`` of the agent."""
     problems: list[Problem] = []
-    own = _own_addons(kubernetes_version, repair, storage, observability)
+    accelerator_taints = tuple(accelerator_taints)
+    own = _own_addons(kubernetes_version, repair, storage, observability, accelerator_taints)
     known = known_addon_names()
     merged: dict[str, AddonPlan] = dict(own)
     extra: list[AddonPlan] = []
@@ -364,7 +396,9 @@ def addon_plans(
             ))
         if entry.name in own:
             base = _merge(prefix, own[entry.name], entry, problems)
-            merged[entry.name] = replace(base, configuration_values=config)
+            if entry.name == NODE_MONITORING_AGENT and config is not None:
+                config = _compact(_with_dcgm_tolerations(json.loads(config), dcgm_tolerations(accelerator_taints)))
+            merged[entry.name] = replace(base, configuration_values=config or base.configuration_values)
             continue
         resolve, more = _resolve(prefix, entry)
         problems.extend(more)

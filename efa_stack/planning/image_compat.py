@@ -99,6 +99,35 @@ class KnownGood(_Model):
     source: str = Field(min_length=10)
 
 
+class ImageBuild(_Model):
+    before: str | None = Field(None, pattern=r"^\d{8}$")
+    """Builds dated before this day (YYYYMMDD, exclusive); None: every later build."""
+    efa_installer: str = Field(alias="efaInstaller", pattern=VERSION_PATTERN)
+    source: str = Field(min_length=10)
+
+
+class TagHistory(_Model):
+    builds: list[ImageBuild] = Field(min_length=1)
+    """Oldest first; every build but the last has ``before``."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TagHistory:
+        days = [b.before for b in self.builds[:-1]]
+        if None in days or days != sorted(days, key=lambda d: d or ""):
+            raise ValueError("every build but the last needs `before`, in increasing order")
+        return self
+
+    def build_of(self, day: str) -> ImageBuild:
+        """The build a tag dated ``day`` (YYYYMMDD) pins."""
+        return next((b for b in self.builds if b.before is None or day < b.before), self.builds[-1])
+
+
+class PrebuiltImage(_Model):
+    dated_tag_source: str = Field(alias="datedTagSource", min_length=10)
+    """Where the image's publisher says ``<tag>-<YYYYMMDD>`` never changes and ``<tag>`` moves."""
+    tags: dict[str, TagHistory] = Field(min_length=1)
+
+
 class CompatData(_Model):
     source: str = Field(alias="_source", min_length=10)
     pytorch: dict[str, PytorchRelease] = Field(min_length=1)
@@ -106,6 +135,8 @@ class CompatData(_Model):
     aws_ofi_nccl: dict[str, PluginRelease] = Field(alias="awsOfiNccl")
     known_bad: list[KnownBad] = Field(alias="knownBad")
     known_good: list[KnownGood] = Field(alias="knownGood", min_length=1)
+    prebuilt_images: dict[str, PrebuiltImage] = Field(default_factory=dict, alias="prebuiltImages")
+    """Public images whose moving tags had known-bad builds: repository -> tag -> the EFA installer per build."""
 
     @model_validator(mode="after")
     def _consistent(self) -> CompatData:
@@ -113,6 +144,11 @@ class CompatData(_Model):
         bad_keys = [k for k in keys if not re.match(VERSION_PATTERN, k)]
         if bad_keys:
             raise ValueError(f"release keys must be dotted versions: {bad_keys}")
+        for repo, image in self.prebuilt_images.items():
+            for tag, history in image.tags.items():
+                unknown = [b.efa_installer for b in history.builds if b.efa_installer not in self.efa_installer]
+                if unknown:
+                    raise ValueError(f"prebuiltImages {repo}:{tag} names EFA installers the data does not list: {unknown}")
         for good in self.known_good:
             if good.pytorch not in self.pytorch or good.efa_installer not in self.efa_installer:
                 raise ValueError(
@@ -229,6 +265,62 @@ def check(combo: Combination, *, fields: dict[str, str] | None = None, data: Com
             "with the source that tested it",
         ))
     return problems
+
+
+def bad_builds(efa_installer: str, data: CompatData) -> list[KnownBad]:
+    """The known-bad rules a build with ``efa_installer`` matches, judged on what the installer fixes (its own
+    version and its aws-ofi-nccl); rules that also need the image's other versions are not judged here."""
+    efa = data.efa_installer[efa_installer]
+    versions = {"efaInstaller": efa_installer, "awsOfiNccl": efa.aws_ofi_nccl}
+    return [bad for bad in data.known_bad
+            if set(bad.when) <= set(versions) and all(r.contains(versions[c]) for c, r in bad.when.items())]
+
+
+_IMAGE_REF = re.compile(r"^(?P<repo>[^@]+?)(?::(?P<tag>[\w][\w.-]*))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$")
+
+
+def image_problems(field: str, ref: str, data: CompatData | None = None) -> list[Problem]:
+    """Problems of a prebuilt training image ``ref`` that can be a known-bad build (data ``prebuiltImages``).
+
+    A digest pins what the user tested: accepted. A dated tag (``<tag>-YYYYMMDD``, which the publisher never
+    moves) is judged by the build it names. A moving tag is refused when any build it ever pointed at is
+    known-bad: nodes keep the build they pulled (the workers' ``imagePullPolicy: IfNotPresent``), so an old
+    bad build can run under the tag long after the publisher fixed it. Images the data does not list pass.
+    """
+    data = data or load()
+    m = _IMAGE_REF.match(ref)
+    if m is None or m["digest"] or m["tag"] is None or m["repo"] not in data.prebuilt_images:
+        return []
+    repo, tag = m["repo"], m["tag"]
+    image = data.prebuilt_images[repo]
+    dated = re.fullmatch(r"(?P<tag>.+)-(?P<day>\d{8})", tag)
+    fix = (f"pin the build you tested by digest, {repo}:<tag>@sha256:<digest> (`docker buildx imagetools inspect "
+           f"{repo}:<tag>` prints it), or by a dated tag <tag>-YYYYMMDD, which never moves ({image.dated_tag_source})")
+    if dated and dated["tag"] in image.tags:
+        build = image.tags[dated["tag"]].build_of(dated["day"])
+        bads = bad_builds(build.efa_installer, data)
+        if not bads:
+            return []
+        rules = "; ".join(f"{b.id}: {b.problem}" for b in bads)
+        return [Problem(
+            field, ref, f"the build of {dated['day']} carries EFA installer {build.efa_installer} "
+            f"({build.source}), a known-bad build ({rules})", fix.replace("or by a dated tag", "or by a later dated tag"),
+        )]
+    history = image.tags.get(tag)
+    if history is None:
+        return []
+    judged = [(b, bad_builds(b.efa_installer, data)) for b in history.builds]
+    bad = [(b, found) for b, found in judged if found]
+    if not bad:
+        return []
+    build, found = bad[0]
+    when = f"builds before {build.before}" if build.before else "its builds"
+    return [Problem(
+        field, ref,
+        f"the tag moves, and {when} carry EFA installer {build.efa_installer} ({build.source}), a known-bad build "
+        f"({'; '.join(f'{r.id}: {r.problem}' for r in found)}); a node that pulled one keeps it",
+        fix,
+    )]
 
 
 def resolve(combo: Combination, data: CompatData | None = None) -> Resolved:

@@ -826,6 +826,21 @@ def check_addon_versions(eks: Any, plan: ClusterPlan, *, max_attempts: int | Non
     return findings
 
 
+def check_training_images(plan: ClusterPlan) -> list[Finding]:
+    """Each training job's prebuilt image against the compatibility data's known-bad builds (offline): a dated
+    tag of a bad build fails; a moving tag that ever pointed at a bad build warns (a node keeps what it pulled)."""
+    from efa_stack.planning.image_compat import image_problems
+
+    findings: list[Finding] = []
+    for i, job in enumerate(plan.training_jobs):
+        for p in image_problems(f"trainingJobs[{i}].image", job.image):
+            status = WARN if p.message.startswith("the tag moves") else FAIL
+            findings.append(Finding("training image", status, f"{job.name}: {p.message}", p.fix, p.field))
+        if not findings or findings[-1].subject != f"trainingJobs[{i}].image":
+            findings.append(Finding("training image", PASS, f"{job.name}: {job.image}", "", f"trainingJobs[{i}].image"))
+    return findings
+
+
 def run_preflight(
     plan: ClusterPlan,
     session: Any = None,
@@ -854,6 +869,7 @@ def run_preflight(
     findings += check_reservations(clients.ec2, plan, now=now, max_attempts=attempts)
     if clients.eks is not None:
         findings += check_addon_versions(clients.eks, plan, max_attempts=attempts)
+    findings += check_training_images(plan)
     return findings
 
 

@@ -22,12 +22,15 @@ section() {
 skipped() { begin "$1"; echo "skipped: $2"; end "$1" skipped; }
 
 # fabtests fi_pingpong, server and client on this node over the EFA provider's RDM endpoint (as the
-# EFA installer's efa_test.sh does); the client connects its control socket to 127.0.0.1.
+# EFA installer's efa_test.sh does); the client connects its control socket to 127.0.0.1. Both ends are
+# on one node, where the efa provider would hand the traffic to its shm peer provider: with
+# FI_EFA_ENABLE_SHM_TRANSFER=0 (ofiwg/libfabric@v2.4.0 man/fi_efa.7.md, "Enable SHM provider to provide
+# the communication across all intra-node processes"; default on) it goes through the EFA device.
 pingpong() {
-  fi_pingpong -p efa -e rdm >/tmp/pingpong-server.log 2>&1 &
+  FI_EFA_ENABLE_SHM_TRANSFER=0 fi_pingpong -p efa -e rdm >/tmp/pingpong-server.log 2>&1 &
   local server=$!
   sleep 2
-  timeout 120 fi_pingpong -p efa -e rdm 127.0.0.1
+  FI_EFA_ENABLE_SHM_TRANSFER=0 timeout 120 fi_pingpong -p efa -e rdm 127.0.0.1
   local rc=$?
   wait "$server"
   local src=$?

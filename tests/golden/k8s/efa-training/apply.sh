@@ -4,6 +4,22 @@
 # kubectl cannot map a kind whose CRD the same invocation creates.
 set -eu
 cd "$(dirname "$0")"
+# wait_established CRD: poll until the CRD's Established condition is "True". Not `kubectl wait
+# --for=condition=established`: it fails at once for a CRD that has no status yet, and a condition that
+# is present but "False" is not established. Gives up after EFA_STACK_CRD_WAIT_TRIES polls.
+wait_established() {
+  tries="${EFA_STACK_CRD_WAIT_TRIES:-60}"
+  while :; do
+    status=$(kubectl get crd "$1" -o 'jsonpath={.status.conditions[?(@.type=="Established")].status}' 2>/dev/null || true)
+    [ "$status" = True ] && return 0
+    tries=$((tries - 1))
+    if [ "$tries" -le 0 ]; then
+      echo "efa-stack: CRD $1 is not Established (status: ${status:-none}); nothing after it was applied" >&2
+      exit 1
+    fi
+    sleep 2
+  done
+}
 kubectl apply -f .
-kubectl wait --for=condition=established --timeout=120s crd/mpijobs.kubeflow.org
+wait_established mpijobs.kubeflow.org
 kubectl apply -f after-crds/
