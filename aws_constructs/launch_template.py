@@ -26,8 +26,8 @@ ROOT_DEVICE = "/dev/xvda"  # root device of the EKS-optimized AL2023 AMIs
 class LaunchTemplateProps:
     """Props of :class:`EfaLaunchTemplate`; every default is what happens when the prop is left out."""
 
-    instance_type: str
-    """EC2 instance type (e.g. ``p5.48xlarge``)."""
+    instance_type: str | None
+    """EC2 instance type (e.g. ``p5.48xlarge``); None when the node group lists several (its ``InstanceTypes``)."""
     interfaces: Sequence[Interface] = ()
     """Network interfaces (:func:`efa_stack.planning.layout.interface_layout`); none: the instance's default ENA
     interface and template-level security groups."""
@@ -53,6 +53,19 @@ class LaunchTemplateProps:
     kubelet_config: Mapping[str, str] = field(default_factory=dict)
     """``KubeletConfiguration`` keys for the nodes' nodeadm ``NodeConfig`` (e.g. ``cpuManagerPolicy: static``);
     empty: the AMI's kubelet defaults. Changing them changes the launch template and replaces the nodes."""
+    instance_name: str | None = None
+    """The instances' ``Name`` tag (eksctl ``instancePrefix``/``instanceName``); none when None."""
+    key_name: str | None = None
+    """An existing EC2 key pair for SSH (eksctl ``ssh.publicKeyName``); none when None."""
+    pre_bootstrap_commands: Sequence[str] = ()
+    """Shell commands the user data runs at boot (eksctl ``preBootstrapCommands``)."""
+    node_config: str | None = None
+    """A further nodeadm ``NodeConfig`` YAML document for the user data (eksctl ``overrideBootstrapCommand``)."""
+    image_id: str | None = None
+    """A custom AMI (eksctl ``ami``); None: the node group's AMI type picks the EKS-optimized AMI."""
+    cluster_node_config: str | None = None
+    """The cluster's details as a ``NodeConfig`` (:func:`aws_constructs.user_data.cluster_node_config`), needed
+    with ``image_id``."""
 
     @property
     def efa_enabled(self) -> bool:
@@ -101,20 +114,29 @@ class EfaLaunchTemplate(Construct):
             )
             for i in interfaces
         ]
-        tag_specs = (
-            [
-                L.TagSpecificationProperty(
-                    resource_type=kind,
-                    tags=[CfnTag(key=k, value=v) for k, v in sorted(tags.items())],
-                )
-                for kind in ("instance", "volume")
-            ]
-            if tags
-            else None
+        tag_specs = [
+            L.TagSpecificationProperty(
+                resource_type=kind,
+                tags=[CfnTag(key=k, value=v) for k, v in sorted(kind_tags.items())],
+            )
+            for kind, kind_tags in (
+                # eksctl nodegroup.go generateNodeName: the Name tag is on the instances
+                ("instance", {**tags, **({"Name": props.instance_name} if props.instance_name else {})}),
+                ("volume", dict(tags)),
+            )
+            if kind_tags
+        ] or None
+        self.user_data = node_user_data(
+            props.hugepages_2mi_mib, props.lustre_client, props.kubelet_config,
+            pre_bootstrap_commands=props.pre_bootstrap_commands, extra_node_config=props.node_config,
+            cluster_node_config=props.cluster_node_config,
         )
-        self.user_data = node_user_data(props.hugepages_2mi_mib, props.lustre_client, props.kubelet_config)
+        if props.image_id and not props.cluster_node_config:
+            raise ValueError("a custom AMI (image_id) needs cluster_node_config: EKS adds no bootstrap for it")
         data = L.LaunchTemplateDataProperty(
             instance_type=props.instance_type,
+            key_name=props.key_name,
+            image_id=props.image_id,
             block_device_mappings=[
                 L.BlockDeviceMappingProperty(
                     device_name=ROOT_DEVICE,

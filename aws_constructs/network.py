@@ -167,3 +167,53 @@ class EfaSecurityGroup(Construct):
     @property
     def security_group_id(self) -> str:
         return self.security_group.security_group_id
+
+
+@dataclass(frozen=True)
+class ExistingVpcProps:
+    """Props of :class:`ExistingVpc`: an existing VPC and the subnets to use (nothing is created)."""
+
+    vpc_id: str
+    private_subnets: Sequence[tuple[str, str]]
+    """(subnet id, availability zone) of each private subnet (with egress through NAT or endpoints)."""
+    public_subnets: Sequence[tuple[str, str]] = ()
+
+
+class ExistingVpc(Construct):
+    """An existing VPC and its subnets, as :class:`EfaVpc` offers them (``vpc``, ``private_subnet``)."""
+
+    def __init__(self, scope: Construct, id: str, props: ExistingVpcProps) -> None:
+        super().__init__(scope, id)
+        self.props = props
+        self.private_subnets = [
+            ec2.Subnet.from_subnet_attributes(self, f"Private{i}", subnet_id=subnet, availability_zone=zone)
+            for i, (subnet, zone) in enumerate(props.private_subnets)
+        ]
+        self.public_subnets = [
+            ec2.Subnet.from_subnet_attributes(self, f"Public{i}", subnet_id=subnet, availability_zone=zone)
+            for i, (subnet, zone) in enumerate(props.public_subnets)
+        ]
+        zones = list(dict.fromkeys(z for _, z in props.private_subnets))
+        self.vpc = ec2.Vpc.from_vpc_attributes(
+            self, "Vpc", vpc_id=props.vpc_id, availability_zones=zones,
+            private_subnet_ids=[s.subnet_id for s in self._one_per_zone(self.private_subnets, zones)],
+            public_subnet_ids=[s.subnet_id for s in self._one_per_zone(self.public_subnets, zones)] or None,
+        )
+
+    @staticmethod
+    def _one_per_zone(subnets: Sequence[ec2.ISubnet], zones: Sequence[str]) -> list[ec2.ISubnet]:
+        """The first subnet of each zone, in ``zones``' order (``from_vpc_attributes`` takes one per zone), or
+        none when a zone has none."""
+        chosen = [next((s for s in subnets if s.availability_zone == z), None) for z in zones]
+        return [s for s in chosen if s is not None] if all(chosen) else []
+
+    def private_subnet(self, availability_zone: str) -> ec2.ISubnet:
+        """The first private subnet of ``availability_zone``."""
+        for subnet in self.private_subnets:
+            if subnet.availability_zone == availability_zone:
+                return subnet
+        raise ValueError(f"no private subnet in {availability_zone}")
+
+    def subnet(self, subnet_id: str) -> ec2.ISubnet:
+        """The private subnet ``subnet_id``."""
+        return next(s for s in self.private_subnets if s.subnet_id == subnet_id)

@@ -73,6 +73,8 @@ JobKind = Literal["trainjob", "pytorchjob"]
 # InstanceMarketOptions.MarketType, DescribeInstances InstanceLifecycle, DescribeCapacityReservations
 # ReservationType (EC2 API Reference).
 EC2_CAPACITY_BLOCK: Final = CAPACITY_BLOCK
+# eksctl instanceMarketOptions.marketType: the one market type efa-stack reads (a Capacity Block).
+MarketType = Literal["capacity-block"]
 
 # --- Kubernetes objects the charts create and the tools look up -----------------------------------
 KUBE_SYSTEM: Final = "kube-system"

@@ -162,12 +162,25 @@ def node_group_label_value(node_group: str) -> str:
     return node_group
 
 
+NCCL_MAX_WORKER_INDEX = 449
+"""The largest worker index a NCCL-tests job can have: EKS's 450 nodes per managed node group, less one."""
+
+
 def nccl_job_name(node_group: str) -> str:
     """The NCCL-tests MPIJob of ``node_group``: ``nccl-tests-<node group>``, lowercased.
 
-    Object names are lowercase DNS names; a node group ``P5`` gets the job ``nccl-tests-p5``.
+    Object names are lowercase DNS names; a node group ``P5`` gets the job ``nccl-tests-p5``. The MPI operator
+    derives ``<job>-worker-<index>`` from it, a DNS-1035 label of at most 63 characters: a node group name
+    too long for the largest index (node group names may have 63 characters, for eksctl and EKS) is cut and
+    given a digest of the whole name, as :func:`acceptance_pair_job_name` does, so the name does not depend
+    on the number of workers and two long names never share a job.
     """
-    return f"{contract.NCCL_JOB_PREFIX}{node_group.lower()}"
+    room = DNS1035_LABEL.max_len - len(mpi_worker_pod_name(contract.NCCL_JOB_PREFIX, NCCL_MAX_WORKER_INDEX))
+    group = node_group.lower()
+    if len(group) > room:
+        digest = hashlib.sha256(node_group.encode()).hexdigest()[:6]
+        group = f"{group[: room - len(digest) - 1].rstrip('-')}-{digest}"
+    return f"{contract.NCCL_JOB_PREFIX}{group}"
 
 
 def mpi_worker_pod_name(job: str, index: int) -> str:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from aws_cdk import CfnOutput, Duration, Stack, Tags
+from aws_cdk import CfnOutput, CfnTag, Duration, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -24,6 +24,15 @@ from efa_stack.planning.addons import CLOUDWATCH_OBSERVABILITY, POD_IDENTITY_AGE
 from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.planning.plan import ClusterPlan
 from stacks.network_stack import NetworkStack
+
+CRD_ESTABLISHED_JSONPATH = '.status.conditions[?(@.reason=="InitialNamesAccepted")].status'
+"""Yields "True" once the CRD is Established and nothing before. The kubectl handler returns as soon as its
+JSONPath yields anything (aws-cdk-lib 2.275 custom-resource-handlers aws-eks-v2/kubectl-handler/get
+``wait_for_output``), so ``[?(@.type=="Established")].status`` would return on "False" too, and client-go's
+JSONPath filters take one comparison (no ``&&``). The reason ``InitialNamesAccepted`` is set only with
+status True: k8s.io/apiextensions-apiserver pkg/controller/establish/establishing_controller.go
+(``Established``, ``ConditionTrue``, "InitialNamesAccepted"); the naming controller writes the condition
+as False with reason "Installing" or "NotAccepted" before that and keeps it once True."""
 
 if TYPE_CHECKING:
     import cdk8s
@@ -75,20 +84,21 @@ def apply_addon_settings(addon: eks.Addon, plan: AddonPlan, *, version: bool = T
         Tags.of(addon).add(key, value)
 
 
-CONTROL_PLANE_LOGS = [
-    eks.ClusterLoggingTypes.API,
-    eks.ClusterLoggingTypes.AUDIT,
-    eks.ClusterLoggingTypes.AUTHENTICATOR,
-    eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
-    eks.ClusterLoggingTypes.SCHEDULER,
-]
+CONTROL_PLANE_LOGS = {
+    "api": eks.ClusterLoggingTypes.API,
+    "audit": eks.ClusterLoggingTypes.AUDIT,
+    "authenticator": eks.ClusterLoggingTypes.AUTHENTICATOR,
+    "controllerManager": eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
+    "scheduler": eks.ClusterLoggingTypes.SCHEDULER,
+}
 
 
-def node_group_props(ng: NodeGroupPlan) -> ManagedNodeGroupProps:
-    """The plan of one node group as the props of :class:`aws_constructs.node_group.ManagedNodeGroup`."""
+def node_group_props(ng: NodeGroupPlan, cluster_node_config: str | None = None) -> ManagedNodeGroupProps:
+    """The plan of one node group as the props of :class:`aws_constructs.node_group.ManagedNodeGroup`
+    (``cluster_node_config``: the cluster's details for nodes of a custom AMI)."""
     return ManagedNodeGroupProps(
         launch_template=LaunchTemplateProps(
-            instance_type=ng.instance_type,
+            instance_type=None if ng.instance_types else ng.instance_type,
             interfaces=ng.interfaces,
             volume_size_gib=ng.volume_size_gib,
             volume_type=ng.volume_type,
@@ -100,6 +110,12 @@ def node_group_props(ng: NodeGroupPlan) -> ManagedNodeGroupProps:
             hugepages_2mi_mib=ng.hugepages_2mi_mib,
             lustre_client=ng.lustre_client,
             kubelet_config=ng.kubelet.as_kubelet_config(),
+            instance_name=ng.instance_name,
+            key_name=ng.key_name,
+            pre_bootstrap_commands=ng.pre_bootstrap_commands,
+            node_config=ng.node_config,
+            image_id=ng.ami_id,
+            cluster_node_config=cluster_node_config if ng.ami_id else None,
         ),
         name=ng.name,
         ami_type=ng.ami_type,
@@ -110,7 +126,9 @@ def node_group_props(ng: NodeGroupPlan) -> ManagedNodeGroupProps:
         labels=ng.labels,
         taints=ng.taints,
         tags=ng.tags,
-        node_repair=ng.node_repair.cfn() if ng.node_repair else None,
+        node_repair=ng.node_repair_cfn(),
+        instance_types=ng.instance_types,
+        spot=ng.spot,
     )
 
 
@@ -150,16 +168,17 @@ class ClusterStack(Stack):
             cluster_name=names.eks_cluster_name(plan.name),
             version=eks.KubernetesVersion.of(plan.kubernetes_version),
             vpc=network.vpc,
-            vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
+            vpc_subnets=[ec2.SubnetSelection(subnets=network.private_subnets)] if plan.existing_vpc else
+            [ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             default_capacity=0,
             kubectl_provider_options=eks.KubectlProviderOptions(
                 kubectl_layer=kubectl_layer(self, "KubectlLayer", plan.kubernetes_version),
                 # with a private-only endpoint the kubectl Lambda must run inside the VPC
-                private_subnets=network.vpc.private_subnets if not plan.endpoint_public else None,
+                private_subnets=network.private_subnets if not plan.endpoint_public else None,
             ),
             secrets_encryption_key=self.secrets_key,
-            cluster_logging=CONTROL_PLANE_LOGS,
+            cluster_logging=[CONTROL_PLANE_LOGS[t] for t in plan.log_types] or None,
             endpoint_access=endpoint_access(plan),
             bootstrap_cluster_creator_admin_permissions=plan.bootstrap_admin,
             tags=dict(plan.tags) or None,
@@ -167,6 +186,16 @@ class ClusterStack(Stack):
         # Pinned logical ids: a new id would replace the cluster (and with it every workload on it).
         self.secrets_key.node.default_child.override_logical_id("ClusterSecretsKey")
         self.cluster.node.default_child.override_logical_id("EksCluster")
+        if plan.log_retention_days is not None and plan.log_types:
+            # EKS writes to /aws/eks/<cluster>/cluster and creates the group if it is missing; created first
+            # here, it carries eksctl's cloudWatch.clusterLogging.logRetentionInDays.
+            from aws_cdk import aws_logs as logs
+
+            log_group = logs.CfnLogGroup(
+                self, "ControlPlaneLogGroup", log_group_name=f"/aws/eks/{names.eks_cluster_name(plan.name)}/cluster",
+                retention_in_days=plan.log_retention_days,
+            )
+            self.cluster.node.add_dependency(log_group)
         self.vpc_cni_role = pod_identity_role(
             self,
             "VpcCniRole",
@@ -205,12 +234,19 @@ class ClusterStack(Stack):
             self.oidc_provider = eks.OidcProviderNative(
                 self, "OidcProvider", url=self.cluster.cluster_open_id_connect_issuer_url
             )
-        for i, (principal, policies) in enumerate(plan.access_entries):
-            eks.AccessEntry(
+        self._pod_identities(plan)
+        if plan.authentication_mode != "API":  # aws_eks_v2 writes API; eksctl's API_AND_CONFIG_MAP, as written
+            cluster_cfn = self.cluster.node.default_child
+            assert isinstance(cluster_cfn, eks.CfnCluster)
+            cluster_cfn.add_property_override("AccessConfig.AuthenticationMode", plan.authentication_mode)
+        details = plan.access_entry_details or tuple(("STANDARD", (), None) for _ in plan.access_entries)
+        for i, ((principal, policies), (entry_type, k8s_groups, username)) in enumerate(zip(plan.access_entries, details)):
+            entry = eks.AccessEntry(
                 self,
                 f"AccessEntry{i}",
                 cluster=self.cluster,
                 principal=principal,
+                access_entry_type=getattr(eks.AccessEntryType, entry_type),
                 access_policies=[
                     eks.AccessPolicy.from_access_policy_name(
                         policy_arn.rsplit("/", 1)[-1],
@@ -222,11 +258,17 @@ class ClusterStack(Stack):
                     for policy_arn, scope_type, namespaces in policies
                 ],
             )
+            entry_cfn = entry.node.default_child
+            assert isinstance(entry_cfn, eks.CfnAccessEntry)
+            if k8s_groups:  # CloudFormation AWS::EKS::AccessEntry KubernetesGroups (the L2 construct has no prop)
+                entry_cfn.add_property_override("KubernetesGroups", list(k8s_groups))
+            if username:
+                entry_cfn.add_property_override("Username", username)
 
         cluster_sg = self.cluster.cluster_security_group_id
         self.node_groups: dict[str, ManagedNodeGroup] = {}
         for ng in plan.all_node_groups:
-            subnets = (
+            subnets = [network.subnet(i) for i in ng.subnet_ids] if ng.subnet_ids else (
                 [network.private_subnet(ng.availability_zone)]
                 if ng.efa_enabled
                 else [network.private_subnet(az) for az in ng.availability_zones]
@@ -235,11 +277,11 @@ class ClusterStack(Stack):
             node_group = ManagedNodeGroup(
                 self,
                 f"NodeGroup-{ng.name}",
-                node_group_props(ng),
+                node_group_props(ng, self._cluster_node_config() if ng.ami_id else None),
                 cluster=self.cluster,
                 subnets=subnets,
                 security_group_ids=groups,
-                node_role=self.node_role,
+                node_role=self._node_role_of(ng),
             )
             # The CNI must support efa-only interfaces before EFA nodes join, and aws-node gets its
             # role through EKS Pod Identity, so the agent must run before the nodes need it.
@@ -258,6 +300,98 @@ class ClusterStack(Stack):
                 build_args=plan.training_image.build_args,
             ))
         self.manifests = self.add_kubernetes_charts(charts)
+
+    def _cluster_node_config(self) -> str:
+        """The cluster's details for nodeadm on nodes of a custom AMI (tokens of the EKS cluster)."""
+        from aws_cdk import Fn
+
+        from aws_constructs.user_data import cluster_node_config
+
+        cfn = self.cluster.node.default_child
+        assert isinstance(cfn, eks.CfnCluster)
+        return cluster_node_config(
+            self.cluster.cluster_name, self.cluster.cluster_endpoint, self.cluster.cluster_certificate_authority_data,
+            Fn.get_att(cfn.logical_id, "KubernetesNetworkConfig.ServiceIpv4Cidr").to_string(),
+        )
+
+    def _pod_identities(self, plan: ClusterPlan) -> None:
+        """eksctl ``iam.podIdentityAssociations``: an ``AWS::EKS::PodIdentityAssociation`` per service account,
+        with the existing role or a new one with the listed managed policies."""
+        for i, pia in enumerate(plan.pod_identities):
+            role: iam.IRole
+            if pia.role_arn:
+                role = iam.Role.from_role_arn(self, f"PodIdentityRole{i}", pia.role_arn, mutable=False)
+            else:
+                new_role = pod_identity_role(
+                    self, f"PodIdentityRole{i}",
+                    description=f"{pia.namespace}/{pia.service_account} through EKS Pod Identity",
+                )
+                if pia.role_name:
+                    role_cfn = new_role.node.default_child
+                    assert isinstance(role_cfn, iam.CfnRole)
+                    role_cfn.role_name = pia.role_name
+                for arn in pia.policy_arns:
+                    new_role.add_managed_policy(iam.ManagedPolicy.from_managed_policy_arn(new_role, arn, arn))
+                    acknowledge(
+                        new_role, "AwsSolutions-IAM4",
+                        "A managed policy the spec's iam.podIdentityAssociations name for this service account.",
+                        f"Policy::{arn}",
+                    )
+                role = new_role
+            association = eks.CfnPodIdentityAssociation(
+                self, f"PodIdentityAssociation{i}", cluster_name=self.cluster.cluster_name,
+                namespace=pia.namespace, service_account=pia.service_account, role_arn=role.role_arn,
+                target_role_arn=pia.target_role_arn, disable_session_tags=pia.disable_session_tags,
+                tags=[CfnTag(key=k, value=v) for k, v in pia.tags] or None,
+            )
+            association.node.add_dependency(self.pod_identity_agent)
+
+    def _node_role_of(self, ng: NodeGroupPlan) -> iam.IRole:
+        """The shared node role, an existing role (eksctl ``iam.instanceRoleARN``), or the node group's own role
+        with efa-stack's node policies plus what eksctl's ``iam.withAddonPolicies``/``attachPolicyARNs`` add."""
+        if ng.node_role_arn:
+            return iam.Role.from_role_arn(self, f"NodeRole-{ng.name}", ng.node_role_arn, mutable=False)
+        if not ng.node_managed_policies and not ng.node_inline_policies and not ng.node_role_name:
+            return self.node_role
+        from efa_stack.planning.node_extras import ADDON_INLINE_POLICIES, SERVICE_LINKED_ROLES
+
+        role = iam.Role(
+            self, f"NodeRole-{ng.name}", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description=f"EKS nodes of {self.plan.name} node group {ng.name}", role_name=ng.node_role_name,
+        )
+        for name in (*NODE_ROLE_POLICIES, *ng.node_managed_policies):
+            if name.startswith("arn:"):
+                role.add_managed_policy(iam.ManagedPolicy.from_managed_policy_arn(role, f"Policy{name}", name))
+                finding = f"Policy::{name}"
+            else:
+                role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name(name))
+                finding = managed_policy(name)
+            acknowledge(
+                role, "AwsSolutions-IAM4",
+                f"{name}: an EKS node policy or one the spec's iam (eksctl withAddonPolicies/attachPolicyARNs) "
+                "puts on this node group's role.", finding,
+            )
+        for addon in ng.node_inline_policies:
+            for i, actions in enumerate(ADDON_INLINE_POLICIES[addon]):
+                linked = addon == "fsx" and i == 1
+                role.add_to_policy(iam.PolicyStatement(
+                    actions=list(actions),
+                    resources=[f"arn:{self.partition}:{SERVICE_LINKED_ROLES}" if linked else "*"],
+                ))
+        findings = sorted({
+            f for addon in ng.node_inline_policies for i, actions in enumerate(ADDON_INLINE_POLICIES[addon])
+            for f in (
+                "Resource::" + (f"arn:<AWS::Partition>:{SERVICE_LINKED_ROLES}" if addon == "fsx" and i == 1 else "*"),
+                *(f"Action::{a}" for a in actions if a.endswith("*")),
+            )
+        })
+        for finding in findings:
+            acknowledge(
+                role.node.find_child("DefaultPolicy"), "AwsSolutions-IAM5",
+                f"eksctl's iam.withAddonPolicies ({', '.join(ng.node_inline_policies)}) grant these actions as "
+                "eksctl does; the spec asks for them by name.", finding,
+            )
+        return role
 
     def _observability(self, plan: ClusterPlan) -> None:
         """Container Insights after the nodes (its operator and DaemonSets need a node to become active), and
@@ -375,7 +509,11 @@ class ClusterStack(Stack):
             while helm_pending and HELM_ORDER[helm_pending[0]] < CHART_ORDER.get(chart.node.id, 0):
                 after = self._install_trainer(after)
                 helm_pending.pop(0)
-            manifest = self.cluster.add_cdk8s_chart(chart.node.id, chart)
+            # The PyTorchJob CRD outlives its last PyTorchJob (deleting a CRD deletes every object of its kind).
+            if chart.node.id == TRAINING_OPERATOR_CRD:
+                manifest = self._retained_manifest(chart)
+            else:
+                manifest = self.cluster.add_cdk8s_chart(chart.node.id, chart)
             # Device plugins schedule on nodes: wait for the node groups, then keep the order.
             for group in self.node_groups.values():
                 manifest.node.add_dependency(group.nodegroup)
@@ -393,6 +531,17 @@ class ClusterStack(Stack):
         if helm_pending:
             self._install_trainer(after)
         return manifests
+
+    def _retained_manifest(self, chart: cdk8s.Chart) -> eks.KubernetesManifest:
+        """A chart whose objects outlive it: ``add_cdk8s_chart``'s manifest (same scope and id, so the same
+        logical id) that CloudFormation keeps when the chart leaves the template (``RemovalPolicy.RETAIN``:
+        no Delete event, so the kubectl handler never runs ``kubectl delete``), and that is applied over
+        the kept objects when the chart comes back (``overwrite``: ``kubectl apply``, not ``kubectl create``,
+        on Create; aws-cdk-lib 2.275 aws-eks-v2 KubernetesManifestProps.overwrite). docs/design/training.md."""
+        return eks.KubernetesManifest(
+            self.cluster, chart.node.id, cluster=self.cluster, manifest=chart.to_json(),
+            overwrite=True, removal_policy=RemovalPolicy.RETAIN,
+        )
 
     def _install_trainer(self, after: Construct | None) -> eks.KubernetesObjectValue:
         """Kubeflow Trainer v2 from its upstream Helm chart (see :mod:`k8s.training_operators`), then a wait
@@ -413,6 +562,10 @@ class ClusterStack(Stack):
             # stack goes on to apply runtimes and jobs.
             wait=True,
             timeout=Duration.minutes(10),
+            # The chart ships its CRDs as templates (kubeflow/trainer@v2.3.0 charts/kubeflow-trainer/templates/crd/),
+            # which `helm uninstall` deletes with every TrainJob: the release stays when the last TrainJob
+            # leaves the spec (docs/design/training.md, "Keeping the CRDs").
+            removal_policy=RemovalPolicy.RETAIN,
         )
         for group in self.node_groups.values():
             self.trainer.node.add_dependency(group.nodegroup)
@@ -470,15 +623,14 @@ class ClusterStack(Stack):
     ) -> eks.KubernetesObjectValue:
         """A resource that completes once the CRD ``name`` is Established, for the manifests that use its kind.
 
-        The API server serves a new kind only after the CRD's ``Established`` condition is set
+        The API server serves a new kind only after the CRD's ``Established`` condition is True
         (kubernetes.io, "Extend the Kubernetes API with CustomResourceDefinitions"); before that,
         ``kubectl apply`` of an object of that kind fails with "no matches for kind". The kubectl
         handler's ``get`` polls ``kubectl get`` every 10 s until the JSONPath yields a value, up to the
-        timeout (aws-cdk-lib 2.275 custom-resource-handlers aws-eks-v2/kubectl-handler/get).
+        timeout (aws-cdk-lib 2.275 custom-resource-handlers aws-eks-v2/kubectl-handler/get): hence
+        :data:`CRD_ESTABLISHED_JSONPATH`, which yields nothing until the condition is True.
         """
-        return self._wait_for_value(
-            id, crd, "customresourcedefinition", name, '.status.conditions[?(@.type=="Established")].status'
-        )
+        return self._wait_for_value(id, crd, "customresourcedefinition", name, CRD_ESTABLISHED_JSONPATH)
 
     def _acknowledge_findings(self) -> None:
         for name in NODE_ROLE_POLICIES:

@@ -8,7 +8,7 @@ from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from aws_constructs.network import EfaSecurityGroup, EfaVpc, EfaVpcProps
+from aws_constructs.network import EfaSecurityGroup, EfaVpc, EfaVpcProps, ExistingVpc, ExistingVpcProps
 from efa_stack.planning.limits import subnet_plan
 from efa_stack.planning.plan import ClusterPlan
 
@@ -17,6 +17,14 @@ class NetworkStack(Stack):
     def __init__(self, scope: Construct, id: str, *, plan: ClusterPlan, **kwargs: Any) -> None:
         super().__init__(scope, id, **kwargs)
         self.plan = plan
+        self.network: EfaVpc | ExistingVpc
+        if plan.existing_vpc is not None:  # eksctl vpc.id/vpc.subnets: use them, create no VPC
+            self.network = ExistingVpc(self, "Network", ExistingVpcProps(
+                vpc_id=plan.existing_vpc.id, private_subnets=plan.existing_vpc.private_subnets,
+                public_subnets=plan.existing_vpc.public_subnets,
+            ))
+            self.efa = EfaSecurityGroup(self, "Efa", vpc=self.network.vpc)
+            return
         subnets = subnet_plan(plan.vpc_cidr, len(plan.availability_zones))
         if subnets is None:  # build_plan reports this as a problem of vpc.cidr first
             raise ValueError(f"VPC {plan.vpc_cidr} cannot hold subnets in {len(plan.availability_zones)} zones")
@@ -40,3 +48,15 @@ class NetworkStack(Stack):
 
     def private_subnet(self, availability_zone: str) -> ec2.ISubnet:
         return self.network.private_subnet(availability_zone)
+
+    @property
+    def private_subnets(self) -> list[ec2.ISubnet]:
+        """Every private subnet (the cluster's control-plane interfaces go there)."""
+        return list(self.network.private_subnets) if isinstance(self.network, ExistingVpc) \
+            else list(self.network.vpc.private_subnets)
+
+    def subnet(self, subnet_id: str) -> ec2.ISubnet:
+        """An existing private subnet by id (eksctl ``managedNodeGroups[].subnets``)."""
+        if not isinstance(self.network, ExistingVpc):
+            raise TypeError("node group subnets by id need an existing VPC")
+        return self.network.subnet(subnet_id)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 CDK_CLI = ROOT / "node_modules" / ".bin" / "cdk"
 

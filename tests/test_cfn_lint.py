@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CLUSTERS, synth_spec
+from tests.support import CLUSTERS, synth_spec
 
 SPECS = sorted(p.name for p in CLUSTERS.glob("*.yaml"))
 
@@ -24,13 +24,20 @@ def _runner(region: str) -> Any:
 
 
 def lint(template: dict, region: str) -> list:
-    """cfn-lint's matches for ``template`` in ``region``, as ``cfnlint.api.lint`` returns them."""
+    """cfn-lint's matches for ``template`` in ``region``, as ``cfnlint.api.lint`` returns them. A template
+    already linted in this process is not linted again (tests/test_storage.py lints the storage template of
+    clusters/fsx.yaml that the test below lints too; conftest.py runs both on the same xdist worker)."""
+    return list(_lint_text(json.dumps(template), region))
+
+
+@cache
+def _lint_text(text: str, region: str) -> tuple:
     from cfnlint.decode.decode import decode_str
 
-    decoded, errors = decode_str(json.dumps(template))
+    decoded, errors = decode_str(text)
     if errors:
-        return errors
-    return list(_runner(region).validate_template(decoded))
+        return tuple(errors)
+    return tuple(_runner(region).validate_template(decoded))
 
 
 @pytest.mark.parametrize("spec", SPECS)

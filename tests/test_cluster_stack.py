@@ -12,8 +12,8 @@ from aws_cdk.assertions import Match
 
 from efa_stack.planning.addons import addon_data, pinned_version
 from efa_stack.spec.models import KUBERNETES_VERSIONS
-from tests.conftest import CLUSTERS, synth_spec, synth_text
-from tests.specs import BASE, one_problem, plan_of, problems_of
+from stacks.cluster_stack import CRD_ESTABLISHED_JSONPATH
+from tests.support import BASE, CLUSTERS, one_problem, plan_of, problems_of, synth_spec, synth_text
 
 
 def gpu_launch_template(s, name="p5"):
@@ -191,6 +191,43 @@ def test_capacity_reservation_target_without_placement_group(reserved):
     reserved.assertions("cluster").resource_count_is("AWS::EC2::PlacementGroup", 0)
 
 
+def test_reserved_node_groups_sizes_zones_and_what_waits_for_them(reserved):
+    """What the capacity-block spec's whole-stack snapshot held beyond the capacity options above (the
+    snapshot is kept for clusters/default.yaml only, tests/test_snapshots.py)."""
+    block, odcr, system = (gpu_nodegroup(reserved, n) for n in ("p5enblock", "p5odcr", "system"))
+    assert block["ScalingConfig"] == {"MinSize": 0, "DesiredSize": 2, "MaxSize": 2}
+    assert odcr["ScalingConfig"] == {"MinSize": 1, "DesiredSize": 1, "MaxSize": 1}
+    assert system["ScalingConfig"] == {"MinSize": 2, "DesiredSize": 2, "MaxSize": 2}  # no systemNodeGroup: defaults
+    assert gpu_launch_template(reserved, "p5enblock")["InstanceType"] == "p5en.48xlarge"
+    assert gpu_launch_template(reserved, "p5odcr")["InstanceType"] == "p5.48xlarge"
+    # each reserved group in the one zone of its reservation: us-east-1a, us-east-1b
+    assert len(block["Subnets"]) == 1 and "PrivateSubnet1" in json.dumps(block["Subnets"])
+    assert len(odcr["Subnets"]) == 1 and "PrivateSubnet2" in json.dumps(odcr["Subnets"])
+    # every chart and the observability add-on (and its role) wait for both GPU node groups, and whatever
+    # waits for one GPU node group waits for both
+    resources = reserved.template("cluster")["Resources"]
+    groups = {k for k in reserved.resources("cluster", "AWS::EKS::Nodegroup") if not k.startswith("NodeGroupsystem")}
+    assert len(groups) == 2
+    waiting = {k for k, v in resources.items() if groups & set(v.get("DependsOn", []))}
+    assert all(groups <= set(resources[k]["DependsOn"]) for k in waiting)
+    charts = {k for k, v in resources.items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"}
+    assert len(charts) == 5 and charts <= waiting
+    assert any(k.startswith("AddonAmazonCloudwatchObservability") and resources[k]["Type"] == "AWS::EKS::Addon"
+               for k in waiting)
+    assert any(k.startswith("AddonAmazonCloudwatchObservabilityRole") for k in waiting)
+    # the NCCL-tests job runs on the first EFA node group, with its devices
+    nccl = next(v for k, v in resources.items() if k.startswith("Clusternccltests"))
+    (job,) = [o for o in json.loads(nccl["Properties"]["Manifest"]) if o["kind"] == "MPIJob"]
+    pod = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert pod["nodeSelector"]["efa-stack.io/node-group"] == "p5en-block"
+    assert pod["containers"][0]["resources"]["limits"]["vpc.amazonaws.com/efa"] == 16
+    # the accelerator dashboard has rows for each instance type and its node group
+    (dashboard,) = reserved.resources("cluster", "AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    for row in ("p5en.48xlarge (p5en-block)", "p5.48xlarge (p5-odcr)"):
+        assert f"{row}: GPU utilization per GPU (%)" in body and f"{row}: EFA rx per device (bytes/s)" in body
+
+
 def test_neuron_node_group_uses_neuron_ami_and_taint():
     s = synth_text(BASE.replace("p5.48xlarge", "trn2.48xlarge").replace("name: gpu", "name: trn"))
     ng = gpu_nodegroup(s, "trn")
@@ -226,8 +263,9 @@ def test_access_entries_from_spec():
     assert json.dumps(policy["PolicyArn"]).endswith('cluster-access-policy/AmazonEKSClusterAdminPolicy"]]}')
 
 
-def test_eksctl_guide_file_synthesizes_unchanged():
-    s = synth_spec(str(CLUSTERS / "eksctl-efa-cluster.yaml"))
+@pytest.mark.parametrize("spec", ["eksctl-efa-cluster.yaml"])  # with the spec's other tests (tests/conftest.py)
+def test_eksctl_guide_file_synthesizes_unchanged(spec):
+    s = synth_spec(str(CLUSTERS / spec))
     ng = gpu_nodegroup(s, "myefang")
     assert ng["ScalingConfig"] == {"DesiredSize": 2, "MaxSize": 3, "MinSize": 1}
     data = gpu_launch_template(s, "myefang")
@@ -305,7 +343,7 @@ def test_kubernetes_charts_are_applied_in_order_after_the_node_groups(default_sy
 
 def test_efa_nodes_reserve_the_hugepages_pods_request(default_synth):
     from aws_constructs.user_data import SYSCTL_FILE
-    from tests.conftest import GOLDEN, golden_check
+    from tests.support import GOLDEN, golden_check
 
     data = gpu_launch_template(default_synth)
     user_data = default_synth.stacks.cluster.node_groups["p5"].launch_template.user_data
@@ -317,10 +355,11 @@ def test_efa_nodes_reserve_the_hugepages_pods_request(default_synth):
     assert "lustre" not in user_data
 
 
-def test_storage_clusters_install_the_lustre_client():
-    from tests.conftest import GOLDEN, golden_check
+@pytest.mark.parametrize("spec", ["fsx.yaml"])  # with the spec's other tests (tests/conftest.py)
+def test_storage_clusters_install_the_lustre_client(spec):
+    from tests.support import GOLDEN, golden_check
 
-    s = synth_spec(str(CLUSTERS / "fsx.yaml"))
+    s = synth_spec(str(CLUSTERS / spec))
     (name,) = [n for n in s.stacks.cluster.node_groups if s.plan.node_group(n).role == "gpu"]
     user_data = s.stacks.cluster.node_groups[name].launch_template.user_data
     assert "dnf install -y lustre-client" in user_data and "vm.nr_hugepages=2560" in user_data
@@ -485,7 +524,8 @@ def test_the_mpijob_waits_until_its_crd_is_established(default_synth):
     (wait_id, wait), = default_synth.resources("cluster", "Custom::AWSCDK-EKS-KubernetesObjectValue").items()
     props = wait["Properties"]
     assert props["ObjectType"] == "customresourcedefinition" and props["ObjectName"] == "mpijobs.kubeflow.org"
-    assert props["JsonPath"] == '.status.conditions[?(@.type=="Established")].status'
+    # the reason only an Established=True condition has: the wait returns nothing while the CRD is not served
+    assert props["JsonPath"] == CRD_ESTABLISHED_JSONPATH == '.status.conditions[?(@.reason=="InitialNamesAccepted")].status'
     manifests = default_synth.resources("cluster", "Custom::AWSCDK-EKS-KubernetesResource")
 
     def chart_of(lid: str) -> str:

@@ -3,73 +3,229 @@ expected properties, or is rejected with every problem named."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
+import yaml
+from aws_cdk.assertions import Match, Template
 
 from efa_stack import contract
 from efa_stack.planning import catalog
 from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec.errors import SpecError
-from tests.conftest import ROOT, synth_spec
+from tests.support import ROOT, synth_spec
 
 FIXTURES = ROOT / "tests" / "fixtures" / "eksctl"
 CB = "cr-0f1e2d3c4b5a69788"
 ODCR = "cr-0a1b2c3d4e5f60718"
 
 REJECTED: dict[str, list[tuple[str, str]]] = {
-    # file: [(field, a phrase of its fix)], in the order reported
-    "p4de-odcr.yaml": [
-        ("managedNodeGroups[0].iam", "Pod Identity or IRSA"),
-        ("managedNodeGroups[1].instancePrefix", "remove it"),
-        ("managedNodeGroups[1].capacityReservation",
-         f"replace capacityReservation with capacity: {{type: reservation, reservationId: {ODCR}}}"),
-        ("managedNodeGroups[1].iam", "Pod Identity or IRSA"),
-    ],
-    "p5-capacity-block.yaml": [
-        ("vpc.id", "always creates its own VPC"),
-        ("vpc.subnets", "always creates its own VPC"),
-        ("managedNodeGroups[0].capacityReservation",
-         f"replace capacityReservation and instanceMarketOptions with capacity: {{type: capacity-block, reservationId: {CB}}}"),
-        ("managedNodeGroups[0].instanceMarketOptions",
-         f"replace capacityReservation and instanceMarketOptions with capacity: {{type: capacity-block, reservationId: {CB}}}"),
-        ("managedNodeGroups[0].overrideBootstrapCommand", "remove it"),
-        ("managedNodeGroups[0].iam", "Pod Identity or IRSA"),
-    ],
-    "access-entries.yaml": [
-        ("accessConfig.accessEntries[0].accessPolicies", "add 'accessPolicies': The EKS access policies"),
-        ("accessConfig.accessEntries[0].type", "remove it; known fields here: principalARN, accessPolicies"),
-        ("accessConfig.accessEntries[0].kubernetesGroups", "remove it; known fields here"),
-        ("accessConfig.accessEntries[2].accessPolicies", "add 'accessPolicies'"),
-        ("accessConfig.accessEntries[2].type", "remove it"),
-        ("accessConfig.authenticationMode", "remove it"),
-    ],
+    # file: [(field, a phrase of its fix)], in the order reported; every problem of the file in one run
     "managed-nodes.yaml": [
+        ("managedNodeGroups[0].ssh.publicKeyPath", "aws ec2 import-key-pair"),
         ("managedNodeGroups[0].updateConfig", "remove it"),
         ("managedNodeGroups[0].securityGroups", "security groups are attached to every interface"),
-        ("managedNodeGroups[0].ssh", "SSM Session Manager"),
-        ("managedNodeGroups[0].iam", "Pod Identity or IRSA"),
-        ("managedNodeGroups[2].instanceType", "add 'instanceType'"),
-        ("managedNodeGroups[2].amiFamily", "AMI type follows the accelerator"),
-        ("managedNodeGroups[2].ami", "remove it"),
-        ("managedNodeGroups[3].instanceType", "add 'instanceType'"),
+        ("managedNodeGroups[2].ami", "an AMI id such as ami-0123456789abcdef0"),
         ("managedNodeGroups[3].launchTemplate", "writes the launch template"),
+        ("managedNodeGroups[0].iam.withAddonPolicies.externalDNS", "through EKS Pod Identity"),
+        ("managedNodeGroups[0].iam.withAddonPolicies.certManager", "through EKS Pod Identity"),
+        ("managedNodeGroups[2].amiFamily", "set amiFamily: AmazonLinux2023"),
     ],
 }
-ACCEPTED = ["p4de-odcr-efa-stack.yaml", "p5-capacity-block-efa-stack.yaml", "access-entries-efa-stack.yaml",
-            "mixed-cpu-gpu.yaml"]
+# The public files (SOURCES.md, copied unchanged): what each is refused for.
+PUBLIC_REFUSED: dict[str, list[tuple[str, str]]] = {
+    "aws-do-eks-eks-ami.yaml": [
+        ('managedNodeGroups[1].ami', 'add amiFamily: AmazonLinux2023 (an AL2023 EKS no'),
+        ('managedNodeGroups[1].overrideBootstrapCommand', 'write a NodeConfig (apiVersion: node.eks.aws/v1a'),
+        ('addons[0].version', 'use v1.20.1-eksbuild.3 or a later build, or leav'),
+    ],
+    "aws-do-eks-eks-dl1.yaml": [
+        ('managedNodeGroups[0].instanceType', 'use an NVIDIA GPU type (e.g. p5.48xlarge, p4d.24'),
+        ('managedNodeGroups[0].ami', 'add amiFamily: AmazonLinux2023 (an AL2023 EKS no'),
+        ('managedNodeGroups[0].overrideBootstrapCommand', 'write a NodeConfig (apiVersion: node.eks.aws/v1a'),
+    ],
+    "aws-do-eks-eks-gpu-fsdp.yaml": [
+        ('addons[0].version', 'use v1.20.1-eksbuild.3 or a later build, or leav'),
+    ],
+    "aws-do-eks-eks-gpu-g4-p3-p4.yaml": [
+        ('addons[0].version', 'use v1.20.1-eksbuild.3 or a later build, or leav'),
+    ],
+    "aws-do-eks-eks-gpu-p4de-odcr-vpc.yaml": [
+        ('vpc.id', 'replace it with your own id'),
+        ('vpc.subnets.private.p4de-1a.id', 'replace it with your own id'),
+        ('vpc.subnets.private.p4de-1c.id', 'replace it with your own id'),
+        ('vpc.subnets.public.endpoint-one.id', 'replace it with your own id'),
+        ('vpc.subnets.public.endpoint-two.id', 'replace it with your own id'),
+        ('managedNodeGroups', "add 'managedNodeGroups': The node groups (EKS ma"),
+        ('nodeGroups', 'move each entry to managedNodeGroups (efa-stack'),
+        ('nodeGroups[0].capacityReservation.capacityReservationTarget.capacityReservationID', "replace it with your reservation's or Capacity B"),
+    ],
+    "aws-do-eks-eks-gpu-p4de-odcr.yaml": [
+        ('nodeGroups', 'move each entry to managedNodeGroups (efa-stack'),
+        ('nodeGroups[0].capacityReservation.capacityReservationTarget.capacityReservationID', "replace it with your reservation's or Capacity B"),
+    ],
+    "aws-do-eks-eks-gpu-p4de.yaml": [
+        ('nodeGroups', 'move each entry to managedNodeGroups (efa-stack'),
+    ],
+    "aws-do-eks-eks-gpu-p5-cbr-etc.yaml": [
+        ('managedNodeGroups[1].capacityReservation.capacityReservationTarget.capacityReservationID', "replace it with your reservation's or Capacity B"),
+    ],
+    "aws-do-eks-eks-gpu-p5-cbr-ssh.yaml": [
+        ('managedNodeGroups[1].ssh.publicKey', 'import the key (`aws ec2 import-key-pair`) and u'),
+        ('managedNodeGroups[1].capacityReservation.capacityReservationTarget.capacityReservationID', "replace it with your reservation's or Capacity B"),
+    ],
+    "aws-do-eks-eks-gpu-p5-cbr.yaml": [
+        ('managedNodeGroups[1].capacityReservation.capacityReservationTarget.capacityReservationID', "replace it with your reservation's or Capacity B"),
+    ],
+    "aws-do-eks-eks-gpu-p5en-cbr.yaml": [
+        ('managedNodeGroups[1].capacityReservation.capacityReservationTarget.capacityReservationID', "replace it with your reservation's or Capacity B"),
+    ],
+    "aws-do-eks-eks-gpu-p6-b200-cbr.yaml": [
+        ('managedNodeGroups[1].capacityReservation.capacityReservationTarget.capacityReservationID', "replace it with your reservation's or Capacity B"),
+    ],
+    "awsome-dt-eks-g4dn-vpc.yaml": [
+        ('metadata.region', 'replace it with your own region'),
+        ('vpc.id', 'replace it with your own id'),
+        ('vpc.subnets.private.private-one.id', 'replace it with your own id'),
+        ('vpc.subnets.private.private-two.id', 'replace it with your own id'),
+        ('vpc.subnets.public.public-one.id', 'replace it with your own id'),
+        ('vpc.subnets.public.public-two.id', 'replace it with your own id'),
+        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
+    ],
+    "awsome-dt-eks-g4dn.yaml": [
+        ('metadata.region', 'replace it with your own region'),
+        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
+    ],
+    "awsome-dt-eks-g5-node-autorepair.yaml": [
+        ('metadata.region', 'replace it with your own region'),
+        ('addons[1].attachPolicyARNs', 'use podIdentityAssociations with roleARN or perm'),
+        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
+    ],
+    "awsome-dt-eks-p4de-odcr-vpc.yaml": [
+        ('metadata.region', 'replace it with your own region'),
+        ('vpc.id', 'replace it with your own id'),
+        ('vpc.subnets.private.private-one.id', 'replace it with your own id'),
+        ('vpc.subnets.private.private-two.id', 'replace it with your own id'),
+        ('vpc.subnets.public.public-one.id', 'replace it with your own id'),
+        ('vpc.subnets.public.public-two.id', 'replace it with your own id'),
+        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
+        ('managedNodeGroups[1].capacityReservation.capacityReservationTarget.capacityReservationID', "replace it with your reservation's or Capacity B"),
+    ],
+    "awsome-dt-eks-p4de-odcr.yaml": [
+        ('metadata.region', 'replace it with your own region'),
+        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
+        ('managedNodeGroups[1].capacityReservation.capacityReservationTarget.capacityReservationID', "replace it with your reservation's or Capacity B"),
+    ],
+    "awsome-dt-eks-p5-capacity-block.yaml": [
+        ('metadata.region', 'replace it with your own region'),
+        ('vpc.id', 'replace it with your own id'),
+        ('vpc.subnets.private.private-one.id', 'replace it with your own id'),
+        ('vpc.subnets.private.private-two.id', 'replace it with your own id'),
+        ('vpc.subnets.public.public-one.id', 'replace it with your own id'),
+        ('vpc.subnets.public.public-two.id', 'replace it with your own id'),
+        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
+        ('managedNodeGroups[0].capacityReservation.capacityReservationTarget.capacityReservationID', "replace it with your reservation's or Capacity B"),
+    ],
+    "awsome-dt-eks-p5-odcr-vpc.yaml": [
+        ('metadata.region', 'replace it with your own region'),
+        ('vpc.id', 'replace it with your own id'),
+        ('vpc.subnets.private.private-one.id', 'replace it with your own id'),
+        ('vpc.subnets.private.private-two.id', 'replace it with your own id'),
+        ('vpc.subnets.public.public-one.id', 'replace it with your own id'),
+        ('vpc.subnets.public.public-two.id', 'replace it with your own id'),
+        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
+        ('managedNodeGroups[0].capacityReservation.capacityReservationTarget.capacityReservationID', "replace it with your reservation's or Capacity B"),
+    ],
+    "awsome-dt-nemo-p4de-cluster-config.yaml": [
+        ('metadata.name', 'replace it with your own name'),
+        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
+        ('managedNodeGroups[1].capacityReservation.capacityReservationTarget.capacityReservationID', "replace it with your reservation's or Capacity B"),
+    ],
+    "eksctl-15-managed-nodes.yaml": [
+        ('managedNodeGroups[0].ssh.publicKeyPath', 'import the key (`aws ec2 import-key-pair`) and u'),
+        ('managedNodeGroups[0].ssh.sourceSecurityGroupIds', 'remove it; nodes are in private subnets, reach t'),
+        ('managedNodeGroups[0].updateConfig', 'remove it'),
+        ('managedNodeGroups[0].securityGroups', 'remove it; the cluster and EFA security groups a'),
+        ('managedNodeGroups[2].ami', 'use a value matching ^(ami-[0-9a-f]{8,17}|auto|a'),
+        ('managedNodeGroups[3].launchTemplate', 'remove it; efa-stack writes the launch template'),
+        ('managedNodeGroups[0].iam.withAddonPolicies.externalDNS', 'remove it and give ExternalDNS its permissions t'),
+        ('managedNodeGroups[0].iam.withAddonPolicies.certManager', 'remove it and give cert-manager its permissions'),
+        ('managedNodeGroups[2].amiFamily', 'set amiFamily: AmazonLinux2023 or remove it'),
+        ('managedNodeGroups[2].overrideBootstrapCommand', 'write a NodeConfig (apiVersion: node.eks.aws/v1a'),
+    ],
+    "eksctl-34-taints.yaml": [
+        ('nodeGroups', 'move each entry to managedNodeGroups (efa-stack'),
+    ],
+    "eksctl-39-pod-identity-association.yaml": [
+        ('iam.podIdentityAssociations[0].createServiceAccount', 'remove it; create the service account with your'),
+        ('iam.podIdentityAssociations[1].wellKnownPolicies', 'list the managed policies in permissionPolicyARN'),
+        ('iam.podIdentityAssociations[1].permissionsBoundaryARN', 'remove it'),
+        ('iam.podIdentityAssociations[2].permissionPolicy', 'create a managed policy and list its ARN in perm'),
+        ('iam.podIdentityAssociations[3].createServiceAccount', 'remove it; create the service account with your'),
+        ('iam.podIdentityAssociations[4].createServiceAccount', 'remove it; create the service account with your'),
+    ],
+    "eksctl-44-node-repair.yaml": [
+        ('managedNodeGroups[3].nodeRepairConfig.nodeRepairConfigOverrides[0].repairAction', "use one of 'Replace', 'Reboot' or 'NoAction'"),
+        ('managedNodeGroups[3].nodeRepairConfig.nodeRepairConfigOverrides[1].repairAction', "use one of 'Replace', 'Reboot' or 'NoAction'"),
+        ('managedNodeGroups[4].nodeRepairConfig.nodeRepairConfigOverrides[0].repairAction', "use one of 'Replace', 'Reboot' or 'NoAction'"),
+    ],
+    "flux-operator-broker-eks.yaml": [
+        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
+    ],
+    "flux-operator-flux-restful.yaml": [
+        ('managedNodeGroups[0].ssh.publicKeyPath', 'import the key (`aws ec2 import-key-pair`) and u'),
+        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
+    ],
+    "flux-operator-mountpoint-s3.yaml": [
+        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
+    ],
+}
+PUBLIC_ACCEPTED = [
+    "aws-do-eks-eks-gpu-g5.yaml",
+    "aws-do-eks-eks-gpu-p3dn.yaml",
+    "aws-do-eks-eks-gpu-p5.yaml",
+    "aws-do-eks-eks-gpu-p5en.yaml",
+    "aws-do-eks-eks-gpu.yaml",
+    "aws-do-eks-eks-hpc.yaml",
+    "aws-do-eks-eks-inference-workshop.yaml",
+    "aws-do-eks-eks-karpenter-efa.yaml",
+    "aws-do-eks-eks-trn-inf.yaml",
+    "aws-do-eks-eks-workshop.yaml",
+    "aws-do-eks-eks.yaml",
+    "eksctl-26-managed-nodegroup-spot-instances.yaml",
+]
+ACCEPTED = ["access-entries.yaml", "access-entries-efa-stack.yaml", "mixed-cpu-gpu.yaml", "p4de-odcr-efa-stack.yaml", "p4de-odcr.yaml", "p5-capacity-block-efa-stack.yaml", "p5-capacity-block.yaml", *PUBLIC_ACCEPTED]
+ALL_REJECTED = {**REJECTED, **PUBLIC_REFUSED}
 
 
 def test_every_fixture_is_judged():
-    assert sorted(p.name for p in FIXTURES.glob("*.yaml")) == sorted([*REJECTED, *ACCEPTED])
+    assert sorted(p.name for p in FIXTURES.glob("*.yaml")) == sorted([*ALL_REJECTED, *ACCEPTED])
 
 
-@pytest.mark.parametrize("name", sorted(REJECTED))
+def test_every_public_fixture_has_its_provenance():
+    sources = (FIXTURES / "SOURCES.md").read_text()
+    for name in [*PUBLIC_REFUSED, *PUBLIC_ACCEPTED]:
+        row = next((line for line in sources.splitlines() if line.startswith(f"| `{name}` |")), None)
+        assert row is not None, name
+        assert re.search(r"\| `[0-9a-f]{40}` \| (MIT-0|Apache-2\.0|MIT \(Copyright .+\)) \|$", row), row
+
+
+@pytest.mark.parametrize("name", sorted(ALL_REJECTED))
 def test_fails_eksctl_config_with_every_problem_named(name):
     with pytest.raises(SpecError) as info:
         plan_from_file(FIXTURES / name)
     got = [(p.field, p.fix) for p in info.value.problems]
-    assert [f for f, _ in got] == [f for f, _ in REJECTED[name]]
-    for (_, fix), (_, phrase) in zip(got, REJECTED[name]):
+    assert [f for f, _ in got] == [f for f, _ in ALL_REJECTED[name]], [p.render() for p in info.value.problems]
+    for (_, fix), (_, phrase) in zip(got, ALL_REJECTED[name]):
         assert phrase in fix
+
+
+@pytest.mark.parametrize("name", PUBLIC_ACCEPTED)
+def test_public_eksctl_config_synthesizes_unchanged(name):
+    # the whole synth, with cdk-nag and the project's checks, of the file as published
+    s = _synth(name)
+    spec_groups = yaml.safe_load((FIXTURES / name).read_text())["managedNodeGroups"]
+    assert sorted(_nodegroups(s)) == sorted([*(g["name"] for g in spec_groups), contract.SYSTEM_NODE_GROUP])
 
 
 def _synth(name: str):
@@ -136,3 +292,81 @@ def test_mixed_cpu_gpu_config_synthesizes():
     assert cpu["ScalingConfig"] == {"MinSize": 2, "DesiredSize": 3, "MaxSize": 4}
     gpu = groups["gpu"]
     assert _efa_nics(_launch_data(s, gpu)) == catalog.get("p5en.48xlarge").max_efa_interfaces
+
+
+def _role_of(s, group: dict) -> dict:
+    return s.template("cluster")["Resources"][group["NodeRole"]["Fn::GetAtt"][0]]["Properties"]
+
+
+def _policy_names(role: dict) -> list[str]:
+    return [p["Fn::Join"][1][-1].split(":iam::aws:policy/", 1)[-1] for p in role["ManagedPolicyArns"]]
+
+
+def test_p4de_eksctl_reservation_config_synthesizes():
+    # capacityReservation, instancePrefix and iam.withAddonPolicies, as eksctl means them
+    s = _synth("p4de-odcr.yaml")
+    gpu = _nodegroups(s)["p4de-odcr"]
+    assert gpu["CapacityType"] == "ON_DEMAND"
+    data = _launch_data(s, gpu)
+    assert data["CapacityReservationSpecification"]["CapacityReservationTarget"]["CapacityReservationId"] == ODCR
+    assert "Placement" not in data
+    instance_tags = next(t["Tags"] for t in data["TagSpecifications"] if t["ResourceType"] == "instance")
+    assert {"Key": "Name", "Value": "p4de-odcr-p4de-odcr-p4de-odcr-Node"} in instance_tags
+    role = _role_of(s, gpu)
+    assert _policy_names(role) == [
+        "AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly", "AmazonSSMManagedInstanceCore",
+        "service-role/AmazonEBSCSIDriverPolicy", "CloudWatchAgentServerPolicy",
+    ]
+    template = Template.from_json(s.template("cluster"))
+    template.has_resource_properties("AWS::IAM::Policy", {
+        "Roles": [{"Ref": gpu["NodeRole"]["Fn::GetAtt"][0]}],
+        "PolicyDocument": {"Statement": Match.array_with([
+            Match.object_like({"Action": Match.array_with(["autoscaling:SetDesiredCapacity"]), "Resource": "*"}),
+            Match.object_like({"Action": "fsx:*", "Resource": "*"}),
+        ])},
+    })
+    sys_role = _role_of(s, _nodegroups(s)["sys"])
+    assert "service-role/AmazonEBSCSIDriverPolicy" not in _policy_names(sys_role)  # each group its own role
+    assert _policy_names(_role_of(s, _nodegroups(s)[contract.SYSTEM_NODE_GROUP])) == [
+        "AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly", "AmazonSSMManagedInstanceCore",
+    ]
+
+
+def test_public_p5en_config_synthesizes():
+    s = _synth("aws-do-eks-eks-gpu-p5en.yaml")
+    gpu = _nodegroups(s)["p5en"]
+    data = _launch_data(s, gpu)
+    assert _efa_nics(data) == catalog.get("p5en.48xlarge").max_efa_interfaces
+    instance_tags = next(t["Tags"] for t in data["TagSpecifications"] if t["ResourceType"] == "instance")
+    assert {"Key": "Name", "Value": "p5en-do-eks-yaml-p5-p5en-Node"} in instance_tags
+    assert "CloudWatchAgentServerPolicy" in _policy_names(_role_of(s, gpu))
+
+
+def test_p5_capacity_block_in_existing_vpc_synthesizes():
+    # vpc.id/vpc.subnets: no VPC is created; the group goes in its zone's existing private subnet
+    s = _synth("p5-capacity-block.yaml")
+    assert not s.resources("network", "AWS::EC2::VPC")
+    network = Template.from_json(s.template("network"))
+    network.has_resource_properties("AWS::EC2::SecurityGroup", {"VpcId": "vpc-0123456789abcdef0"})
+    gpu = _nodegroups(s)["p5-block"]
+    assert gpu["Subnets"] == ["subnet-0aaaaaaaaaaaaaaa1"]
+    assert gpu["CapacityType"] == "CAPACITY_BLOCK"
+    cluster = Template.from_json(s.template("cluster"))
+    cluster.has_resource_properties("AWS::EKS::Cluster", {
+        "ResourcesVpcConfig": Match.object_like({"SubnetIds": ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2"]}),
+    })
+
+
+def test_eksctl_access_entries_synthesize():
+    s = _synth("access-entries.yaml")
+    template = Template.from_json(s.template("cluster"))
+    template.has_resource_properties("AWS::EKS::AccessEntry", {
+        "PrincipalArn": "arn:aws:iam::111122223333:user/my-user-name", "Type": "STANDARD",
+        "KubernetesGroups": ["group1", "group2"],
+    })
+    template.has_resource_properties("AWS::EKS::AccessEntry", {
+        "PrincipalArn": "arn:aws:iam::111122223333:role/role-name-2", "Type": "EC2_LINUX",
+    })
+    template.has_resource_properties("AWS::EKS::Cluster", {
+        "AccessConfig": {"AuthenticationMode": "API", "BootstrapClusterCreatorAdminPermissions": False},
+    })

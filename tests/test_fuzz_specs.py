@@ -127,7 +127,7 @@ EFA_TYPES = [t.name for t in catalog.efa_capable() if t.accelerator]
     st.booleans(),
 )
 def test_generated_specs_synthesize_or_fail_clearly(instance_type, nodes, layout, capacity, ena):
-    from tests.conftest import synth_text
+    from tests.support import synth_text
 
     doc = copy.deepcopy(BASE)
     ng = doc["managedNodeGroups"][0]
@@ -181,7 +181,7 @@ plausible_mutation = st.sampled_from(sorted(PLAUSIBLE, key=str)).flatmap(
 def test_mutated_specs_that_plan_also_synthesize(mutations):
     # GIVEN a mutated spec; WHEN it is planned and, if valid, synthesized with cdk-nag on;
     # THEN the only exception is a SpecError before synth, and a valid spec gives templates
-    from tests.conftest import synth_text
+    from tests.support import synth_text
 
     doc = copy.deepcopy(BASE)
     for path, value in mutations:

@@ -30,7 +30,7 @@ from k8s.mpi_operator import MpiJobCrd, MpiOperator, MpiOperatorProps
 from k8s.mpijob import MpiJob, MpiJobProps, MpiJobSpec, ReplicaSpec, RunPolicy
 from k8s.neuron_device_plugin import NeuronDevicePlugin, NeuronDevicePluginProps
 from k8s.nvidia_device_plugin import BrokenNvidiaPluginVersion, NvidiaDevicePlugin, NvidiaDevicePluginProps
-from tests.test_k8s_support import built, built_text, spec_text
+from tests.support import built, built_text, spec_text
 
 GPU_TAINT = Taint(contract.GPU_TAINT_KEY, "true", "NoSchedule")
 NEURON_TAINT = Taint(contract.NEURON_TAINT_KEY, "true", "NoSchedule")

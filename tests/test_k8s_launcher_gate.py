@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from k8s.nccl_tests import GATE_NAME, HOSTFILE_ENV, NcclTestsJobProps, wait_for_workers_script
-from tests.test_k8s_support import built, launcher_command, mpirun_args
+from tests.support import built, launcher_command, mpirun_args
 
 
 def operator_creates_launcher(*, policy: str, suspended: bool, ready_workers: int, total_workers: int) -> bool:

@@ -14,7 +14,7 @@ from kubernetes_validate.utils import all_versions, major_minor
 
 from efa_stack.spec.models import KUBERNETES_VERSIONS
 from k8s.mpijob import CLEAN_POD_POLICIES, LAUNCHER_CREATION_POLICIES, MPI_IMPLEMENTATIONS, RESTART_POLICIES
-from tests.test_k8s_support import (
+from tests.support import (
     GOLDEN_SPECS,
     KUBECTL_HANDLER_LIMIT,
     built,

@@ -115,17 +115,22 @@ def test_longest_node_group_name_whose_workers_fit_is_accepted():
     build_plan(ClusterSpec.model_validate(spec_dict(group="g" * 43, desired=2)))
 
 
-def test_fails_node_group_name_whose_mpi_worker_pods_exceed_63():
-    (p,) = problems(spec_dict(group="g" * 44, desired=2))
-    assert p.field == "ncclTest.nodeGroup" and p.value == "g" * 44
-    assert "worker-1" in p.message and "63" in p.message
-    assert "43" in p.fix
+@pytest.mark.parametrize("length", [42, 45, 63])
+def test_long_node_group_name_gets_a_valid_nccl_job_name(length):
+    # node group names of up to 63 characters are valid for eksctl and EKS; the job name is derived to fit
+    group = "g" * length
+    plan = build_plan(ClusterSpec.model_validate(spec_dict(group=group, desired=2)))
+    job = plan.nccl_job
+    assert job is not None
+    assert len(names.mpi_worker_pod_name(job.name, 449)) <= 63
+    assert len(names.mpi_launcher_job_name(job.name)) <= 63
+    assert names.DNS1035_LABEL.violation(names.mpi_worker_pod_name(job.name, 449)) is None
 
 
-def test_fails_worker_index_length_counts():
-    # ten workers make worker-9, still one digit; eleven make worker-10
-    build_plan(ClusterSpec.model_validate(spec_dict(group="g" * 43, desired=10)))
-    assert problems(spec_dict(group="g" * 43, desired=11))
+def test_nccl_job_name_is_kept_when_it_fits_and_digested_when_cut():
+    assert names.nccl_job_name("g" * 41) == "nccl-tests-" + "g" * 41
+    a, b = names.nccl_job_name("g" * 50 + "a"), names.nccl_job_name("g" * 50 + "b")
+    assert a != b and a.startswith("nccl-tests-ggg")
 
 
 def test_fails_node_label_value_too_long():
@@ -190,7 +195,7 @@ def test_all_problems_at_once():
     d["managedNodeGroups"].append({"name": "cpu", "instanceType": "m5.large", "labels": {"bad key": "x"},
                                    "tags": {"aws:x": "y"}})
     assert {p.field for p in problems(d)} == {
-        "metadata.tags", "ncclTest.nodeGroup", "managedNodeGroups[1].labels", "managedNodeGroups[1].tags",
+        "metadata.tags", "managedNodeGroups[1].labels", "managedNodeGroups[1].tags",
     }
 
 

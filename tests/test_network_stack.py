@@ -27,8 +27,7 @@ def test_single_nat_gateway_by_default(default_synth):
 
 
 def test_highly_available_nat_gateways():
-    from tests.conftest import synth_text
-    from tests.specs import BASE
+    from tests.support import BASE, synth_text
 
     s = synth_text(BASE + "vpc:\n  nat: {gateway: HighlyAvailable}\n")
     s.assertions("network").resource_count_is("AWS::EC2::NatGateway", 2)

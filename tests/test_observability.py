@@ -17,8 +17,7 @@ from efa_stack.planning.addons import (
     CLOUDWATCH_AGENT_SERVICE_ACCOUNT,
     CLOUDWATCH_OBSERVABILITY,
 )
-from tests.conftest import synth_text
-from tests.specs import cluster_header, cluster_spec, plan_of, problems_of
+from tests.support import cluster_header, cluster_spec, plan_of, problems_of, synth_text
 
 BASE = cluster_spec("obs")
 CPU_ONLY = cluster_header("obs") + "  - {name: cpu, instanceType: m7i.xlarge, minSize: 1}\n"

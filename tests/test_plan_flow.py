@@ -27,9 +27,8 @@ from efa_stack.planning.layout import interface_layout
 from efa_stack.planning.plan import ClusterPlan
 from efa_stack.spec.loader import load_spec
 from k8s.charts import EFA_DEVICE_PLUGIN, NCCL_TESTS
-from tests.conftest import CLUSTERS
+from tests.support import CLUSTERS, built, built_text, spec_text
 from tests.test_cluster_stack import gpu_launch_template, gpu_nodegroup
-from tests.test_k8s_support import built, built_text, spec_text
 
 
 def _worker(manifests: dict) -> dict:

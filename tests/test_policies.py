@@ -23,7 +23,7 @@ from efa_stack.checks.rules import (
     manifest_objects,
 )
 from k8s.charts import HOST_ACCESS_WORKLOADS
-from tests.conftest import CLUSTERS, NO_ASSET_STAGING, scratch_dir, synth_spec
+from tests.support import CLUSTERS, NO_ASSET_STAGING, scratch_dir, synth_spec
 
 C, N, NA = Compliance.COMPLIANT, Compliance.NON_COMPLIANT, Compliance.NOT_APPLICABLE
 
@@ -343,8 +343,7 @@ def test_shipped_manifests_pass_the_kubernetes_rules(spec):
 def test_an_efa_node_group_may_opt_out_of_its_placement_group():
     # GIVEN an on-demand EFA node group with placementGroup: false (the fix the spec validation itself
     # suggests for instance types without cluster placement support)
-    from tests.conftest import synth_text
-    from tests.specs import BASE
+    from tests.support import BASE, synth_text
 
     # WHEN it is synthesized (EfaStackChecks runs), THEN the explicit opt-out is acknowledged, not an error
     s = synth_text(BASE + "    placementGroup: false\n")

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from efa_stack.checks.replacement import UnknownResourceType, replaced_resources, replacing_properties
-from tests.conftest import (
+from tests.support import (
+    BASE,
     CLUSTERS,
     NO_ASSET_STAGING,
     TEMPLATE_VALIDATION,
@@ -18,7 +19,6 @@ from tests.conftest import (
     synth_spec,
     synth_text,
 )
-from tests.specs import BASE
 
 # Logical ids of resources whose replacement destroys state. Changing one is a breaking change:
 # see docs/development.md, "Changing a pinned resource".
@@ -154,10 +154,10 @@ def synth_files(spec: Path) -> dict[str, str]:
     return {p.name: normalise_assets(p.read_text()) for p in sorted(out.glob("*.template.json"))}
 
 
-def test_synth_is_deterministic():
+def test_synth_is_deterministic(default_synth):
     """A fresh synth of the default spec writes the same templates as the session's earlier one."""
     spec = CLUSTERS / "default.yaml"
-    earlier = synth_spec(str(spec)).outdir
+    earlier = default_synth.outdir
     first = {p.name: normalise_assets(p.read_text()) for p in sorted(earlier.glob("*.template.json"))}
     second = synth_files(spec)
     assert first.keys() == second.keys() and len(first) == 2

@@ -27,7 +27,7 @@ def test_shipped_specs_validate_against_schema(spec):
 def test_schema_rejects_unknown_field():
     schema = json.loads(SCHEMA_FILE.read_text())
     doc = yaml.safe_load((CLUSTERS / "default.yaml").read_text())
-    doc["managedNodeGroups"][0]["spot"] = True
+    doc["managedNodeGroups"][0]["bottlerocket"] = {}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, schema)
 

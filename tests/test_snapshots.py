@@ -1,4 +1,6 @@
-"""One snapshot per stack; asset hashes normalised so snapshots change only when behaviour does.
+"""One snapshot per CDK stack, of clusters/default.yaml (the storage stack's: tests/test_storage.py); asset hashes
+normalised so snapshots change only when behaviour does. Other specs are covered by targeted, resource-scoped
+assertions (tests/test_cluster_stack.py, tests/test_network_stack.py, ...), cfn-lint and the project rules.
 
 Update on purpose with `make snapshots` and read the diff in review.
 """
@@ -9,9 +11,9 @@ import json
 
 import pytest
 
-from tests.conftest import CLUSTERS, normalise_assets, synth_spec
+from tests.support import CLUSTERS, normalise_assets, synth_spec
 
-SPECS = ["default.yaml", "capacity-block.yaml"]
+SPECS = ["default.yaml"]
 
 
 @pytest.mark.parametrize("spec", SPECS)

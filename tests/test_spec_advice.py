@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from efa_stack.planning import catalog
-from tests.specs import BASE, plan_of, problems_of
-from tests.specs import structural_problems as structural
+from tests.support import BASE, plan_of, problems_of
+from tests.support import structural_problems as structural
 
 
 def test_fails_every_problem_reported_with_a_group_that_has_one_already():
@@ -55,47 +55,64 @@ def test_fails_unknown_region_lists_the_regions():
     assert len(p.fix.split(", ")) == len(catalog.regions())
 
 
-@pytest.mark.parametrize("field", ["id", "subnets"])
-def test_fails_existing_vpc_explained_as_unsupported(field):
-    value = "vpc-0123456789abcdef0" if field == "id" else "{private: {us-west-2a: {id: subnet-1}}}"
-    (p,) = structural(BASE + f"vpc:\n  {field}: {value}\n")
+@pytest.mark.parametrize(("field", "fix"), [
+    ("securityGroup", "creates the cluster and EFA security groups"),
+    ("ipv6Cidr", "IPv4 clusters"),
+])
+def test_fails_unsupported_vpc_field_explained(field, fix):
+    (p,) = structural(BASE + f"vpc:\n  {field}: x\n")
     assert p.field == f"vpc.{field}"
     assert p.message == "an eksctl field that efa-stack does not support"
-    assert "always creates its own VPC" in p.fix
+    assert fix in p.fix
     assert "did you mean" not in p.fix
 
 
 CB = "cr-0123456789abcdef0"
 
 
-def test_fails_eksctl_capacity_block_points_at_capacity():
-    # GIVEN eksctl's way of saying "launch into this Capacity Block"
+def test_eksctl_capacity_block_plans_as_capacity():
+    # GIVEN eksctl's way of saying "launch into this Capacity Block" (types.go CapacityReservation,
+    # InstanceMarketOptions): the same as capacity: {type: capacity-block, reservationId: ...}
     text = BASE + (
         "    capacityReservation:\n      capacityReservationTarget:\n"
         f"        capacityReservationID: {CB}\n"
         "    instanceMarketOptions:\n      marketType: capacity-block\n"
     )
-    problems = structural(text)
-    assert [p.field for p in problems] == [
-        "managedNodeGroups[0].capacityReservation", "managedNodeGroups[0].instanceMarketOptions",
-    ]
-    for p in problems:
-        assert p.fix == (
-            "replace capacityReservation and instanceMarketOptions with "
-            f"capacity: {{type: capacity-block, reservationId: {CB}}}"
-        )
+    (group,) = plan_of(text).node_groups
+    assert (group.capacity, group.reservation_id) == ("capacity-block", CB)
 
 
-def test_fails_eksctl_reservation_target_points_at_capacity_reservation():
+def test_eksctl_reservation_target_plans_as_reservation():
     text = BASE + f"    capacityReservation: {{capacityReservationTarget: {{capacityReservationID: {CB}}}}}\n"
-    (p,) = structural(text)
-    assert p.fix == f"replace capacityReservation with capacity: {{type: reservation, reservationId: {CB}}}"
+    (group,) = plan_of(text).node_groups
+    assert (group.capacity, group.reservation_id, group.placement_group) == ("reservation", CB, False)
 
 
 def test_fails_eksctl_open_reservation_preference_says_it_is_not_supported():
-    (p,) = structural(BASE + "    capacityReservation: {capacityReservationPreference: open}\n")
-    assert "capacity: {type: reservation, reservationId: cr-...}" in p.fix
-    assert "'open' preference is not supported" in p.fix
+    (p,) = problems_of(BASE + "    capacityReservation: {capacityReservationPreference: open}\n")
+    assert p.field == "managedNodeGroups[0].capacityReservation"
+    assert "capacityReservationPreference: open is not supported" in p.message
+    assert "capacityReservationID: cr-..." in p.fix
+
+
+def test_fails_capacity_and_capacity_reservation_name_both():
+    text = BASE + (
+        f"    capacity: {{type: reservation, reservationId: {CB}}}\n"
+        f"    capacityReservation: {{capacityReservationTarget: {{capacityReservationID: {CB}}}}}\n"
+    )
+    (p,) = problems_of(text)
+    assert p.field == "managedNodeGroups[0].capacity"
+    assert "capacity and capacityReservation both say" in p.message
+    assert "remove capacity" in p.fix and "or remove capacityReservation" in p.fix
+
+
+def test_fails_capacity_reservation_placeholder_id():
+    text = BASE + "    capacityReservation: {capacityReservationTarget: {capacityReservationID: cr-xxxxxxxxxxxx}}\n"
+    (p,) = problems_of(text)
+    assert p.field == "managedNodeGroups[0].capacityReservation.capacityReservationTarget.capacityReservationID"
+    assert p.value == "cr-xxxxxxxxxxxx"
+    assert p.message == "a placeholder left in the file"
+    assert "describe-capacity-reservations" in p.fix
 
 
 def test_fixed_capacity_block_spec_plans():

@@ -16,7 +16,7 @@ from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec import loader
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import MAX_SPEC_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES, load_spec, parse_spec
-from tests.specs import BASE
+from tests.support import BASE, problems_of, structural_problems
 
 # "Billion laughs": nine levels of nine aliases each, 9**9 leaves from under 1 KB of text.
 BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
@@ -183,8 +183,8 @@ def test_fails_huge_integer_literal(tmp_path):
     # GIVEN a 5000-digit number (Python's int() refuses over 4300 digits with a ValueError)
     err, _ = _reject(BASE.replace("maxSize: 3", "maxSize: " + "9" * 5000), tmp_path)
     (p,) = err.problems
-    assert p.value == "line 11, column 14"
-    assert "an integer of 5000 characters" in p.message
+    assert p.field == "managedNodeGroups[0].maxSize"  # the field is named, not only the position
+    assert p.message == "a number of 5000 digits"
 
 
 def test_fails_non_utf8_bytes_naming_the_line(tmp_path):
@@ -228,3 +228,23 @@ def test_fails_many_problems_are_capped():
     problems = info.value.problems
     assert len(problems) == 51
     assert problems[-1].message == "150 further problems not listed"
+
+
+def test_fails_tab_in_indentation_says_tab():
+    text = BASE.replace("    instanceType: p5.48xlarge", "\tinstanceType: p5.48xlarge")
+    (p,) = structural_problems(text)
+    assert "tab" in p.message and p.value.startswith("line ")
+    assert "spaces" in p.fix
+
+
+def test_fails_every_duplicated_key_named():
+    text = BASE.replace("    minSize: 1\n", "    minSize: 1\n    minSize: 2\n").replace(
+        "    maxSize: 3\n", "    maxSize: 3\n    maxSize: 4\n")
+    problems = structural_problems(text)
+    assert [p.message.split("'")[1] for p in problems if "given twice" in p.message] == ["minSize", "maxSize"]
+
+
+def test_fails_unknown_instance_type_suggests_the_nearest_known():
+    (p,) = problems_of(BASE.replace("p5.48xlarge", "p5e.96xlarge"))
+    assert p.field == "managedNodeGroups[0].instanceType"
+    assert "the nearest known types are p5e.48xlarge" in p.fix

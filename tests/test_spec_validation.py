@@ -7,7 +7,7 @@ import pytest
 from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import load_spec, parse_spec
-from tests.specs import BASE, one_problem, plan_of, problems_of, structural_problems
+from tests.support import BASE, one_problem, plan_of, problems_of, structural_problems
 
 
 def test_base_spec_is_valid():
@@ -38,10 +38,12 @@ def test_fails_efa_node_group_spanning_two_zones():
     assert "exactly one availability zone" in p.message
 
 
-def test_fails_efa_node_group_without_zone():
-    p = one_problem(BASE.replace("    availabilityZones: [us-west-2a]\n", ""))
-    assert p.field == "managedNodeGroups[0].availabilityZones"
-    assert "list a single zone" in p.fix
+def test_efa_node_group_without_zone_takes_the_first_zone():
+    # eksctl-io/eksctl@v0.230.0 pkg/vpc/vpc.go: an EFA node group without zones gets one subnet, "arbitrarily
+    # choosing one"; efa-stack takes the cluster's first zone.
+    plan = plan_of(BASE.replace("    availabilityZones: [us-west-2a]\n", ""))
+    (group,) = plan.node_groups
+    assert group.availability_zones == (plan.availability_zones[0],)
 
 
 def test_fails_efa_node_group_in_public_subnet():
@@ -132,9 +134,8 @@ def test_fails_unknown_field_with_did_you_mean():
 @pytest.mark.parametrize(
     ("snippet", "field", "fix"),
     [
-        ("    spot: true\n", "managedNodeGroups[0].spot", "capacity.type"),
         ("    volumeKmsKeyID: alias/k\n", "managedNodeGroups[0].volumeKmsKeyID", "remove it"),
-        ("    instanceTypes: [p5.48xlarge]\n", "managedNodeGroups[0].instanceTypes", "instanceType"),
+        ("    bottlerocket: {}\n", "managedNodeGroups[0].bottlerocket", "remove it"),
     ],
 )
 def test_fails_unsupported_eksctl_nodegroup_fields(snippet, field, fix):

@@ -34,7 +34,8 @@ from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import parse_spec
 from k8s.storage import StaticVolumeProps, storage_manifests
 from stacks.storage_stack import FSX_CSI_CONTROLLER_SA
-from tests.conftest import (
+from tests.support import (
+    BASE,
     CLUSTERS,
     NO_ASSET_STAGING,
     TEMPLATE_VALIDATION,
@@ -45,7 +46,6 @@ from tests.conftest import (
     synth_spec,
     synth_text,
 )
-from tests.specs import BASE
 from tests.test_cfn_lint import lint
 
 FSX_SPEC = str(CLUSTERS / "fsx.yaml")
@@ -708,7 +708,7 @@ def test_nccl_job_mounts_the_claim_and_nodes_get_the_lustre_client():
 
     from efa_stack.planning.plan import plan_from_file
     from k8s.dist import render_dist
-    from tests.conftest import CLUSTERS
+    from tests.support import CLUSTERS
 
     plan = plan_from_file(CLUSTERS / "fsx.yaml")
     sp = plan.storage
@@ -723,7 +723,7 @@ def test_nccl_job_mounts_the_claim_and_nodes_get_the_lustre_client():
 def test_every_node_group_that_can_mount_the_claim_gets_the_lustre_client():
     """The claim is ReadWriteMany and the CSI node plugin runs on every node: CPU node groups mount it
     too, so they install the client as well (not only GPU/Neuron groups)."""
-    from tests.specs import plan_of
+    from tests.support import plan_of
 
     text = BASE + (
         "  - {name: cpu, instanceType: m7i.xlarge, availabilityZones: [us-west-2a]}\n"
@@ -735,6 +735,6 @@ def test_every_node_group_that_can_mount_the_claim_gets_the_lustre_client():
 
 def test_nodes_without_storage_do_not_install_lustre():
     from efa_stack.planning.plan import plan_from_file
-    from tests.conftest import CLUSTERS
+    from tests.support import CLUSTERS
 
     assert not any(n.lustre_client for n in plan_from_file(CLUSTERS / "default.yaml").all_node_groups)

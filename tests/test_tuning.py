@@ -13,7 +13,7 @@ from aws_constructs.user_data import NODECONFIG_API_VERSION, NODECONFIG_CONTENT_
 from efa_stack.planning import catalog
 from efa_stack.planning.tuning import ACCELERATOR_DEFAULTS, KubeletTuning, guaranteed_cpus, kube_reserved_cpu_milli
 from k8s.nccl_tests import NcclTestsJobProps, mpirun_command, worker_resources
-from tests.specs import cluster_spec, cpu_group, plan_of, problems_of
+from tests.support import cluster_spec, cpu_group, plan_of, problems_of
 
 BASE = cluster_spec(desired=2, max_size=3)
 CPU_GROUP = cpu_group("c5.2xlarge")

@@ -64,6 +64,45 @@ class NodeGroupPlan:
     """The kubelet's CPU manager and Topology Manager settings (:func:`efa_stack.planning.tuning.kubelet_tuning`: static,
     restricted, pod scope on GPU/Neuron node groups unless ``kubeletExtraConfig`` says otherwise); the launch
     template's user data writes them into the nodeadm ``NodeConfig``."""
+    node_role_arn: str | None = None
+    """An existing node role (eksctl ``iam.instanceRoleARN``); None: efa-stack's node role."""
+    node_role_name: str | None = None
+    """The name of the node group's own role (eksctl ``iam.instanceRoleName``); None: CloudFormation names it."""
+    node_managed_policies: tuple[str, ...] = ()
+    """Managed policies beside efa-stack's node policies (AWS managed names or ARNs; eksctl ``iam``): the node
+    group then gets its own node role."""
+    node_inline_policies: tuple[str, ...] = ()
+    """eksctl ``iam.withAddonPolicies`` names mapped to inline statements
+    (:data:`efa_stack.planning.node_extras.ADDON_INLINE_POLICIES`)."""
+    instance_name: str | None = None
+    """The instances' ``Name`` tag (eksctl ``instancePrefix``/``instanceName``); None: no Name tag."""
+    key_name: str | None = None
+    """The EC2 key pair on the nodes (eksctl ``ssh.publicKeyName`` with ``allow: true``)."""
+    node_config: str | None = None
+    """The user's nodeadm ``NodeConfig`` (eksctl ``overrideBootstrapCommand``), merged in the user data."""
+    pre_bootstrap_commands: tuple[str, ...] = ()
+    """Shell commands run at boot before the node joins (eksctl ``preBootstrapCommands``)."""
+    ami_id: str | None = None
+    """A custom AMI (eksctl ``ami``): the launch template names it, its user data carries the cluster's details
+    for nodeadm, and the node group has no AMI type; None: the EKS-optimized AMI of ``ami_type``."""
+    instance_types: tuple[str, ...] = ()
+    """eksctl ``instanceTypes`` of a node group without EFA (``instance`` is the first); empty: ``instance`` only."""
+    spot: bool = False
+    """Spot capacity (eksctl ``spot``)."""
+    subnet_ids: tuple[str, ...] = ()
+    """The existing private subnets the node group names (eksctl ``subnets``); empty: its zones' private subnets."""
+    node_repair_overrides: tuple[tuple[str, str, int, str], ...] = ()
+    """eksctl ``nodeRepairConfig.nodeRepairConfigOverrides``: (condition, reason, minutes, action) each."""
+
+    def node_repair_cfn(self) -> dict[str, object] | None:
+        """CloudFormation ``NodeRepairConfig`` of the node group (None: repair off)."""
+        if self.node_repair is None:
+            return None
+        overrides = [
+            {"NodeMonitoringCondition": c, "NodeUnhealthyReason": r, "MinRepairWaitTimeMins": m, "RepairAction": a}
+            for c, r, m, a in self.node_repair_overrides
+        ]
+        return {**self.node_repair.cfn(), **({"NodeRepairConfigOverrides": overrides} if overrides else {})}
 
     @property
     def instance_type(self) -> str:
@@ -96,6 +135,8 @@ class NodeGroupPlan:
         return describe(self.interfaces) if self.interfaces else "1 ENA (no EFA)"
 
     def capacity_summary(self) -> str:
+        if self.spot:
+            return "spot"
         if self.capacity == contract.ON_DEMAND:
             return contract.ON_DEMAND
         return f"{self.capacity} {self.reservation_id}"

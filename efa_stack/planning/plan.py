@@ -7,6 +7,9 @@ counts all read it from a :class:`NodeGroupPlan`.
 
 from __future__ import annotations
 
+import datetime
+import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,14 +21,24 @@ from efa_stack.planning.image_compat import TrainingImagePlan, training_image_pl
 from efa_stack.planning.layout import Interface, LayoutError, interface_layout
 from efa_stack.planning.limits import validate_plan_limits, validate_volume
 from efa_stack.planning.nccl import NcclJobPlan, nccl_job_plan, node_hugepages_mib, validate_nccl
+from efa_stack.planning.node_extras import capacity_of, node_extras
 from efa_stack.planning.node_groups import NodeGroupPlan, Taint
 from efa_stack.planning.observability import ObservabilityPlan, observability_plan
 from efa_stack.planning.storage import StoragePlan, storage_plan, validate_storage
 from efa_stack.planning.training import TrainingJobPlan, training_job_plans
 from efa_stack.planning.tuning import kubelet_tuning
+from efa_stack.planning.versions import version_problems, version_warnings
 from efa_stack.spec.errors import Problem, SpecError
-from efa_stack.spec.loader import load_spec
-from efa_stack.spec.models import KUBERNETES_VERSIONS, ClusterSpec, ManagedNodeGroupSpec, NcclTest
+from efa_stack.spec.loader import MOVED, _rename, load_spec, parse_spec
+from efa_stack.spec.models import (
+    CONTROL_PLANE_LOG_TYPES,
+    DEFAULT_NODE_COUNT,
+    DEFAULT_NODE_TYPE,
+    LOG_RETENTION_DAYS,
+    ClusterSpec,
+    ManagedNodeGroupSpec,
+    NcclTest,
+)
 
 
 @dataclass(frozen=True)
@@ -45,6 +58,36 @@ class TrainingOperatorsPlan:
 
 
 @dataclass(frozen=True)
+class PodIdentityPlan:
+    """One eksctl ``iam.podIdentityAssociations`` entry: a service account and the role its pods get."""
+
+    namespace: str
+    service_account: str
+    role_arn: str | None = None
+    """An existing role; None: a new role with ``policy_arns``."""
+    policy_arns: tuple[str, ...] = ()
+    role_name: str | None = None
+    target_role_arn: str | None = None
+    disable_session_tags: bool | None = None
+    tags: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ExistingVpc:
+    """eksctl ``vpc.id`` and ``vpc.subnets``: the VPC and subnets the stacks use instead of creating them."""
+
+    id: str
+    private_subnets: tuple[tuple[str, str], ...]
+    """(subnet id, availability zone) of each private subnet, in the spec's order."""
+    public_subnets: tuple[tuple[str, str], ...] = ()
+    private_names: tuple[str, ...] = ()
+    """The names (keys in ``vpc.subnets.private``) of ``private_subnets``, in the same order."""
+
+    def private_subnet_ids(self, zone: str) -> tuple[str, ...]:
+        return tuple(i for i, z in self.private_subnets if z == zone)
+
+
+@dataclass(frozen=True)
 class ClusterPlan:
     name: str
     region: str
@@ -59,6 +102,7 @@ class ClusterPlan:
     with_oidc: bool
     bootstrap_admin: bool
     access_entries: tuple[tuple[str, tuple[tuple[str, str, tuple[str, ...]], ...]], ...]
+    """(principal, ((policy ARN, scope type, namespaces), ...)) per access entry."""
     node_groups: tuple[NodeGroupPlan, ...]
     system: NodeGroupPlan
     tags: dict[str, str] = field(hash=False, default_factory=dict)
@@ -77,6 +121,20 @@ class ClusterPlan:
     training_operators: TrainingOperatorsPlan = TrainingOperatorsPlan()
     """The training controllers to install: those the spec's ``trainingOperators`` names and those its
     ``trainingJobs`` need (Trainer v2 for ``kind: trainjob``, Training Operator v1 for ``kind: pytorchjob``)."""
+    log_types: tuple[str, ...] = CONTROL_PLANE_LOG_TYPES
+    """Control-plane log types sent to CloudWatch Logs (eksctl ``cloudWatch.clusterLogging.enableTypes``)."""
+    log_retention_days: int | None = None
+    """Retention of the control-plane log group; None: kept forever."""
+    pod_identities: tuple[PodIdentityPlan, ...] = ()
+    """eksctl ``iam.podIdentityAssociations``, in spec order."""
+    authentication_mode: str = "API"
+    """EKS authentication mode (eksctl ``accessConfig.authenticationMode``)."""
+    access_entry_details: tuple[tuple[str, tuple[str, ...], str | None], ...] = ()
+    """(type, Kubernetes groups, Kubernetes user name) of each of ``access_entries``, in the same order."""
+    existing_vpc: ExistingVpc | None = None
+    """An existing VPC and its subnets (eksctl ``vpc.id``/``vpc.subnets``); None: the network stack creates one."""
+    warnings: tuple[str, ...] = ()
+    """Things that work but that the user should know (a Kubernetes version in extended support)."""
     training_jobs: tuple[TrainingJobPlan, ...] = ()
     """The spec's ``trainingJobs`` (:func:`efa_stack.planning.training.training_job_plans`), in spec order."""
 
@@ -107,7 +165,8 @@ class ClusterPlan:
         lines = [
             (
                 f"cluster {self.name}: EKS {self.kubernetes_version} in {self.region} "
-                f"({', '.join(self.availability_zones)}), VPC {self.vpc_cidr}"
+                f"({', '.join(self.availability_zones)}), "
+                + (f"existing VPC {self.existing_vpc.id}" if self.existing_vpc else f"VPC {self.vpc_cidr}")
             ),
         ]
         for n in self.all_node_groups:
@@ -122,6 +181,7 @@ class ClusterPlan:
                 f"interfaces {n.layout_summary()}, {n.capacity_summary()}"
                 + (", placement group" if n.placement_group else "")
             )
+        lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
 
@@ -141,7 +201,14 @@ def _efa_alternatives(instance: InstanceType) -> str:
     return "choose an EFA-capable instance type (see `efa-stack catalog list --efa`) or set efaEnabled: false"
 
 
-def _sizes(prefix: str, min_size: int, desired: int | None, max_size: int | None, problems: list[Problem]) -> tuple[int, int, int]:
+def _sizes(
+    prefix: str, min_size: int | None, desired: int | None, max_size: int | None, problems: list[Problem],
+) -> tuple[int, int, int]:
+    # eksctl-io/eksctl@v0.230.0 pkg/apis/eksctl.io/v1alpha5/validation.go (managed node groups): minSize
+    # defaults to desiredCapacity, or DefaultNodeCount (2) without either; maxSize to desiredCapacity, else
+    # minSize, and at least DefaultMaxSize (1); desiredCapacity to minSize.
+    if min_size is None:
+        min_size = desired if desired is not None else DEFAULT_NODE_COUNT
     d = min_size if desired is None else desired
     m = max(d, min_size, 1) if max_size is None else max_size
     if not (min_size <= d <= m):
@@ -157,14 +224,18 @@ def _lookup(field_name: str, name: str, problems: list[Problem]) -> InstanceType
     try:
         instance = catalog.get(name)
     except UnknownInstanceType as exc:
+        refresh = (
+            f"if EC2 sells {name}, run `efa-stack catalog refresh` with AWS credentials to add it to the "
+            f"catalog ({catalog.source().get('_source', 'instance_catalog.json')}); "
+            "`efa-stack catalog list` shows the known types"
+        )
+        near = difflib.get_close_matches(name, catalog.names(), n=3, cutoff=0.6)
         if exc.suggestions:
             hint = f"did you mean {' or '.join(exc.suggestions)}?"
+        elif near:
+            hint = f"the nearest known types are {', '.join(near)}; {refresh}"
         else:
-            hint = (
-                f"if EC2 sells {name}, run `efa-stack catalog refresh` with AWS credentials to add it to the "
-                f"catalog ({catalog.source().get('_source', 'instance_catalog.json')}); "
-                "`efa-stack catalog list` shows the known types"
-            )
+            hint = refresh
         problems.append(Problem(field_name, name, "unknown instance type", hint))
         return None
     unsupported = instance.unsupported_accelerator
@@ -179,7 +250,40 @@ def _lookup(field_name: str, name: str, problems: list[Problem]) -> InstanceType
     return instance
 
 
-def _placement(prefix: str, ng: ManagedNodeGroupSpec, problems: list[Problem]) -> tuple[bool, str | None]:
+def _instance_types(
+    prefix: str, ng: ManagedNodeGroupSpec, problems: list[Problem],
+) -> tuple[InstanceType | None, tuple[str, ...]]:
+    """The node group's instance type (the first of eksctl's ``instanceTypes``) and, for several, all of them."""
+    if ng.instance_types is None:
+        return _lookup(f"{prefix}.instanceType", ng.instance_type or DEFAULT_NODE_TYPE, problems), ()
+    if ng.instance_type is not None:
+        problems.append(Problem(
+            f"{prefix}.instanceTypes", list(ng.instance_types), "instanceType and instanceTypes are both given",
+            "keep one of them (eksctl refuses both too)",
+        ))
+    if ng.efa_enabled:
+        problems.append(Problem(
+            f"{prefix}.instanceTypes", list(ng.instance_types),
+            "an EFA node group has one instance type (its interfaces, placement group and NCCL job follow it)",
+            f"use instanceType: {ng.instance_types[0]}, and another node group for each further type",
+        ))
+    found = [_lookup(f"{prefix}.instanceTypes[{j}]", t, problems) for j, t in enumerate(ng.instance_types)]
+    known = [t for t in found if t is not None]
+    kinds = {(t.accelerator, t.arm64) for t in known}
+    if len(kinds) > 1:
+        problems.append(Problem(
+            f"{prefix}.instanceTypes", list(ng.instance_types),
+            "the types differ in accelerator or architecture, so one AMI type cannot serve them",
+            "list types of one kind (all CPU x86_64, all NVIDIA x86_64, ...) per node group",
+        ))
+    if len(known) != len(found):
+        return None, ()
+    return known[0], tuple(ng.instance_types) if len(ng.instance_types) > 1 else ()
+
+
+def _placement(
+    prefix: str, ng: ManagedNodeGroupSpec, cap_type: contract.CapacityKind, problems: list[Problem],
+) -> tuple[bool, str | None]:
     """(use a placement group, the existing group's name or None) for ``placementGroup``/``placement``.
 
     Default: a new cluster placement group for on-demand EFA node groups only. A capacity
@@ -188,7 +292,6 @@ def _placement(prefix: str, ng: ManagedNodeGroupSpec, problems: list[Problem]) -
     reservation node group finds no capacity (eksctl-io/eksctl#7949; eksctl@99984ad
     pkg/cfn/builder/managed_launch_template.go creates none when a capacity reservation is set).
     """
-    cap = ng.capacity
     wanted = ng.placement_group
     named = ng.placement.group_name if ng.placement is not None else None
     if isinstance(wanted, str):
@@ -206,7 +309,7 @@ def _placement(prefix: str, ng: ManagedNodeGroupSpec, problems: list[Problem]) -
     field_name = f"{prefix}.placementGroup" if isinstance(ng.placement_group, str) or ng.placement is None \
         else f"{prefix}.placement.groupName"
     shown = named if named is not None else wanted
-    if (named is not None or wanted is True) and cap.type == contract.CAPACITY_BLOCK:
+    if (named is not None or wanted is True) and cap_type == contract.CAPACITY_BLOCK:
         problems.append(Problem(
             field_name, shown, "Capacity Blocks are already co-located; a placement group conflicts with the block",
             "remove placementGroup (or set it to false)",
@@ -216,7 +319,7 @@ def _placement(prefix: str, ng: ManagedNodeGroupSpec, problems: list[Problem]) -
             field_name, shown, "a cluster placement group is only used by EFA node groups",
             "set efaEnabled: true or remove placementGroup",
         ))
-    if wanted is True and cap.type == "reservation":
+    if wanted is True and cap_type == contract.RESERVATION:
         problems.append(Problem(
             f"{prefix}.placementGroup", True,
             "a capacity reservation's instances are in a placement group only if the reservation was created "
@@ -226,7 +329,7 @@ def _placement(prefix: str, ng: ManagedNodeGroupSpec, problems: list[Problem]) -
     if named is not None:
         return True, named
     if wanted is None:
-        return ng.efa_enabled and cap.type == contract.ON_DEMAND, None
+        return ng.efa_enabled and cap_type == contract.ON_DEMAND, None
     return bool(wanted), None
 
 
@@ -237,9 +340,11 @@ def _node_group(
     problems: list[Problem],
     nccl: NcclTest | None = None,
     lustre: bool = False,
+    cluster: str = "",
+    existing: ExistingVpc | None = None,
 ) -> NodeGroupPlan | None:
     prefix = f"managedNodeGroups[{i}]"
-    instance = _lookup(f"{prefix}.instanceType", ng.instance_type, problems)
+    instance, instance_types = _instance_types(prefix, ng, problems)
     sizes = _sizes(prefix, ng.min_size, ng.desired_capacity, ng.max_size, problems)
 
     if ng.private_networking is False:
@@ -251,14 +356,26 @@ def _node_group(
         ))
 
     azs = tuple(ng.availability_zones) if ng.availability_zones else ()
-    if ng.efa_enabled and len(azs) != 1:
+    subnet_ids: tuple[str, ...] = ()
+    if ng.subnets is not None:
+        subnet_ids, subnet_azs = _group_subnets(prefix, ng, existing, problems)
+        azs = azs or subnet_azs
+    # eksctl: more than one zone is an error (validation.go); none: the first subnet (pkg/vpc/vpc.go
+    # "EFA requires all nodes be in a single subnet, arbitrarily choosing one"), here the cluster's first zone.
+    if ng.efa_enabled and len(azs) > 1:
         problems.append(Problem(
             f"{prefix}.availabilityZones", list(azs) if azs else None,
             "an EFA node group must live in exactly one availability zone (one subnet, one placement group)",
             f"list a single zone, e.g. availabilityZones: [{cluster_azs[0] if cluster_azs else 'us-west-2a'}]",
         ))
     for az in azs:
-        if cluster_azs and az not in cluster_azs:
+        if existing is not None and not existing.private_subnet_ids(az):
+            problems.append(Problem(
+                f"{prefix}.availabilityZones", az, "no private subnet of vpc.subnets is in that zone",
+                f"use one of {', '.join(dict.fromkeys(z for _, z in existing.private_subnets))} or add a private "
+                f"subnet of {az} to vpc.subnets.private",
+            ))
+        elif cluster_azs and az not in cluster_azs:
             problems.append(Problem(
                 f"{prefix}.availabilityZones", az, "zone is not one of the cluster's availabilityZones",
                 f"use one of {', '.join(cluster_azs)} or add {az} to availabilityZones",
@@ -266,21 +383,30 @@ def _node_group(
     if not azs:
         azs = cluster_azs[:1] if ng.efa_enabled else cluster_azs
 
-    cap = ng.capacity
-    if cap.type in contract.RESERVED_CAPACITY and not cap.reservation_id:
+    cap_type, reservation_id = capacity_of(prefix, ng, problems)
+    if ng.spot and (ng.efa_enabled or cap_type != contract.ON_DEMAND):
+        problems.append(Problem(
+            f"{prefix}.spot", True,
+            "Spot capacity is for node groups without EFA" if ng.efa_enabled else
+            f"Spot capacity does not go with capacity {cap_type}",
+            "remove spot (EFA training needs capacity that is not interrupted: on-demand, a reservation or a "
+            "Capacity Block)" if ng.efa_enabled else "remove spot or the reservation",
+        ))
+    eksctl_capacity = ng.capacity_reservation is not None or ng.instance_market_options is not None
+    if cap_type in contract.RESERVED_CAPACITY and not reservation_id and not eksctl_capacity:
         problems.append(Problem(
             f"{prefix}.capacity.reservationId", None,
-            f"capacity type '{cap.type}' needs the id of the reservation to launch into",
+            f"capacity type '{cap_type}' needs the id of the reservation to launch into",
             "add reservationId: cr-... (see `aws ec2 describe-capacity-reservations`)",
         ))
-    if cap.type == contract.ON_DEMAND and cap.reservation_id:
+    if cap_type == contract.ON_DEMAND and reservation_id:
         problems.append(Problem(
-            f"{prefix}.capacity.reservationId", cap.reservation_id,
+            f"{prefix}.capacity.reservationId", reservation_id,
             "a reservation id is only used with capacity type 'reservation' or 'capacity-block'",
             "set capacity.type: reservation (or capacity-block), or remove reservationId",
         ))
     problems.extend(validate_volume(prefix, ng.volume_type, ng.volume_size, ng.volume_iops, ng.volume_throughput))
-    placement, existing_group = _placement(prefix, ng, problems)
+    placement, existing_group = _placement(prefix, ng, cap_type, problems)
     if ng.ena_on_efa_cards and ng.interface_layout != "current":
         problems.append(Problem(
             f"{prefix}.enaOnEfaCards", True, "extra ENA interfaces are part of the current layout only",
@@ -314,6 +440,7 @@ def _node_group(
             "set placementGroup: false",
         ))
     if instance is None or (ng.efa_enabled and not interfaces):
+        node_extras(prefix, ng, cluster, {}, problems)  # its problems too, in the same run
         return None
     # A group with problems of its own still plans (build_plan raises before the plan is used), so
     # that the ncclTest and storage checks judge it too and every problem is reported at once.
@@ -333,12 +460,22 @@ def _node_group(
         labels[contract.LABEL_ACCELERATOR] = instance.accelerator
     repair, repair_problems = node_repair_plan(prefix, role in ("gpu", "neuron"), ng.node_repair_config)
     problems.extend(repair_problems)
+    overrides = tuple(
+        (o.node_monitoring_condition, o.node_unhealthy_reason, o.min_repair_wait_time_mins, o.repair_action)
+        for o in (ng.node_repair_config.node_repair_config_overrides if ng.node_repair_config else [])
+    )
+    if overrides and repair is None:
+        problems.append(Problem(
+            f"{prefix}.nodeRepairConfig.nodeRepairConfigOverrides", f"{len(overrides)} overrides",
+            "repair overrides are set but node repair is off", "set nodeRepairConfig.enabled: true, or remove them",
+        ))
     extra = ng.kubelet_extra_config
     tuning, tuning_problems = kubelet_tuning(
         prefix, role in ("gpu", "neuron"),
         extra.model_dump(by_alias=True, exclude_unset=True) if extra is not None else None, instance.vcpus,
     )
     problems.extend(tuning_problems)
+    extras = node_extras(prefix, ng, cluster, tuning.as_kubelet_config(), problems)
     return NodeGroupPlan(
         name=ng.name,
         instance=instance,
@@ -356,8 +493,8 @@ def _node_group(
         placement_group_name=existing_group,
         volume_iops=ng.volume_iops,
         volume_throughput=ng.volume_throughput,
-        capacity=cap.type,
-        reservation_id=cap.reservation_id,
+        capacity=cap_type,
+        reservation_id=reservation_id,
         ami_type=_ami_type(instance),
         labels=labels,
         taints=tuple(taints),
@@ -368,18 +505,203 @@ def _node_group(
         lustre_client=lustre,
         node_repair=repair,
         kubelet=tuning,
+        node_role_arn=extras.node_role_arn,
+        node_role_name=extras.node_role_name,
+        node_managed_policies=extras.managed_policies,
+        node_inline_policies=extras.inline_policies,
+        instance_name=extras.instance_name,
+        key_name=extras.key_name,
+        node_config=extras.node_config,
+        pre_bootstrap_commands=extras.pre_bootstrap_commands,
+        ami_id=extras.ami_id,
+        node_repair_overrides=overrides,
+        subnet_ids=subnet_ids,
+        instance_types=instance_types,
+        spot=ng.spot,
     )
+
+
+def _group_subnets(
+    prefix: str, ng: ManagedNodeGroupSpec, existing: ExistingVpc | None, problems: list[Problem],
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The ids and zones of eksctl's ``managedNodeGroups[].subnets`` (names in vpc.subnets.private or ids)."""
+    wanted = list(ng.subnets or [])
+    if existing is None:
+        problems.append(Problem(
+            f"{prefix}.subnets", wanted, "subnets name subnets of an existing VPC (vpc.id, vpc.subnets)",
+            "use availabilityZones: the node group goes in that zone's private subnet of the VPC efa-stack creates",
+        ))
+        return (), ()
+    ids: list[str] = []
+    zones: list[str] = []
+    for name in wanted:
+        found = next(((i, z) for key, (i, z) in zip(existing.private_names, existing.private_subnets)
+                      if name in (key, i)), None)
+        if found is None:
+            problems.append(Problem(
+                f"{prefix}.subnets", name, "not a private subnet of vpc.subnets (by name or id)",
+                "name a subnet listed under vpc.subnets.private",
+            ))
+            continue
+        ids.append(found[0])
+        if found[1] not in zones:
+            zones.append(found[1])
+    if ng.efa_enabled and len(ids) > 1:
+        problems.append(Problem(
+            f"{prefix}.subnets", wanted, "an EFA node group lives in one subnet (one zone, one placement group)",
+            "list one subnet",
+        ))
+    if ng.availability_zones and zones and set(ng.availability_zones) != set(zones):
+        problems.append(Problem(
+            f"{prefix}.availabilityZones", list(ng.availability_zones), f"the subnets are in {', '.join(zones)}",
+            "remove availabilityZones (the subnets say the zones)",
+        ))
+    return tuple(ids), tuple(zones)
+
+
+def _existing_vpc(spec: ClusterSpec, region_azs: list[str], problems: list[Problem]) -> ExistingVpc | None:
+    """eksctl's ``vpc.id`` and ``vpc.subnets`` checked: subnets with zones, two or more private zones."""
+    vpc = spec.vpc
+    if vpc.id is None and vpc.subnets is None:
+        return None
+    if vpc.id is None or vpc.subnets is None or not vpc.subnets.private:
+        problems.append(Problem(
+            "vpc.id" if vpc.id is None else "vpc.subnets", vpc.id if vpc.subnets is not None else None,
+            "an existing VPC needs its id and its private subnets",
+            "give vpc.id: vpc-... and vpc.subnets.private: {<zone>: {id: subnet-...}}, or remove both "
+            "(efa-stack then creates the VPC)",
+        ))
+        return None
+    kinds: dict[str, list[tuple[str, str, str]]] = {"private": [], "public": []}
+    for kind, entries in (("private", vpc.subnets.private), ("public", vpc.subnets.public)):
+        for key, subnet in entries.items():
+            zone = subnet.az or (key if key in region_azs else None)
+            if zone is None:
+                problems.append(Problem(
+                    f"vpc.subnets.{kind}.{key}.az", None,
+                    "the subnet's availability zone is not known (efa-stack does not call EC2 to look it up)",
+                    f"add az: <zone> to the subnet (one of {', '.join(region_azs) or 'the region zones'}), or name the "
+                    "entry by its zone",
+                ))
+                continue
+            if region_azs and zone not in region_azs:
+                problems.append(Problem(
+                    f"vpc.subnets.{kind}.{key}.az", zone, f"zone is not in region {spec.metadata.region}",
+                    f"use zones of {spec.metadata.region}: {', '.join(region_azs)}",
+                ))
+            kinds[kind].append((key, subnet.id, zone))
+    private_zones = {z for _, _, z in kinds["private"]}
+    if kinds["private"] and len(private_zones) < 2:
+        problems.append(Problem(
+            "vpc.subnets.private", sorted(private_zones), "EKS needs subnets in at least two availability zones",
+            "list private subnets of two or more zones",
+        ))
+    return ExistingVpc(
+        id=vpc.id,
+        private_subnets=tuple((i, z) for _, i, z in kinds["private"]),
+        public_subnets=tuple((i, z) for _, i, z in kinds["public"]),
+        private_names=tuple(k for k, _, _ in kinds["private"]),
+    )
+
+
+def _access_problems(spec: ClusterSpec) -> list[Problem]:
+    """eksctl ``accessConfig``: EKS's rules for access entries (EKS API Reference, CreateAccessEntry: node types
+    take no Kubernetes groups or user name; access policies go to STANDARD entries only)."""
+    problems: list[Problem] = []
+    access = spec.access_config
+    if access.authentication_mode == "CONFIG_MAP":
+        problems.append(Problem(
+            "accessConfig.authenticationMode", "CONFIG_MAP",
+            "access entries (efa-stack's own, for the kubectl handler, and EKS Pod Identity's) need the EKS API",
+            "use API_AND_CONFIG_MAP (keeps the aws-auth ConfigMap working) or API",
+        ))
+    for i, entry in enumerate(access.access_entries):
+        if entry.type == "STANDARD":
+            continue
+        for name, value in (("kubernetesGroups", entry.kubernetes_groups), ("kubernetesUsername", entry.kubernetes_username),
+                            ("accessPolicies", entry.access_policies)):
+            if value:
+                problems.append(Problem(
+                    f"accessConfig.accessEntries[{i}].{name}", value if not isinstance(value, list) else
+                    [v if isinstance(v, str) else v.policy_arn for v in value],
+                    f"an access entry of type {entry.type} takes no {name}",
+                    f"remove {name}, or use type: STANDARD",
+                ))
+    return problems
+
+
+def _pod_identity_problems(spec: ClusterSpec) -> list[Problem]:
+    """eksctl ``iam.podIdentityAssociations``: an existing role or managed policies for a new one, each service
+    account once (EKS allows one association per service account)."""
+    problems: list[Problem] = []
+    seen: set[tuple[str, str]] = set()
+    for i, pia in enumerate(spec.iam.pod_identity_associations):
+        where = f"iam.podIdentityAssociations[{i}]"
+        if pia.role_arn and pia.permission_policy_arns:
+            problems.append(Problem(
+                f"{where}.permissionPolicyARNs", list(pia.permission_policy_arns),
+                "an existing role (roleARN) is used as it is", "remove permissionPolicyARNs or roleARN",
+            ))
+        elif not pia.role_arn and not pia.permission_policy_arns:
+            problems.append(Problem(
+                f"{where}.roleARN", None, "the association needs a role",
+                "add roleARN (an existing role trusting pods.eks.amazonaws.com) or permissionPolicyARNs (a new role)",
+            ))
+        if pia.role_arn and pia.role_name:
+            problems.append(Problem(
+                f"{where}.roleName", pia.role_name, "roleARN already names the role (roleName names a new one)",
+                "remove roleName or roleARN",
+            ))
+        key = (pia.namespace, pia.service_account_name)
+        if key in seen:
+            problems.append(Problem(
+                f"{where}.serviceAccountName", pia.service_account_name,
+                f"{pia.namespace}/{pia.service_account_name} already has an association",
+                "keep one association per service account",
+            ))
+        seen.add(key)
+    return problems
+
+
+def _logging(spec: ClusterSpec, problems: list[Problem]) -> tuple[tuple[str, ...], int | None]:
+    """eksctl ``cloudWatch.clusterLogging`` (validation.go validateCloudWatchLogging, with its wildcard)."""
+    logging = spec.cloud_watch.cluster_logging if spec.cloud_watch is not None else None
+    if logging is None:
+        return CONTROL_PLANE_LOG_TYPES, None
+    types: list[str] = []
+    for i, kind in enumerate(logging.enable_types):
+        if kind in ("*", "all"):
+            types = list(CONTROL_PLANE_LOG_TYPES)
+        elif kind in CONTROL_PLANE_LOG_TYPES:
+            if kind not in types:
+                types.append(kind)
+        else:
+            near = difflib.get_close_matches(kind, CONTROL_PLANE_LOG_TYPES, n=1)
+            problems.append(Problem(
+                f"cloudWatch.clusterLogging.enableTypes[{i}]", kind, "unknown log type",
+                (f"did you mean {near[0]}? " if near else "") + f"use {', '.join(CONTROL_PLANE_LOG_TYPES)} or '*'",
+            ))
+    days = logging.log_retention_in_days
+    if days is not None and days not in LOG_RETENTION_DAYS:
+        problems.append(Problem(
+            "cloudWatch.clusterLogging.logRetentionInDays", days, "CloudWatch Logs does not offer that retention",
+            f"use one of {', '.join(map(str, LOG_RETENTION_DAYS))}",
+        ))
+    if days is not None and not logging.enable_types:
+        problems.append(Problem(
+            "cloudWatch.clusterLogging.logRetentionInDays", days, "no log type is enabled to keep",
+            "add enableTypes: ['*'] (or the types you want), or remove logRetentionInDays",
+        ))
+    ordered = tuple(t for t in CONTROL_PLANE_LOG_TYPES if t in types)
+    return ordered, days
 
 
 def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
     """Validate ``spec`` against the catalog and derive the plan; raises :class:`SpecError`."""
     problems: list[Problem] = []
     md = spec.metadata
-    if md.version not in KUBERNETES_VERSIONS:
-        problems.append(Problem(
-            "metadata.version", md.version, "Kubernetes version not supported",
-            f"use one of {', '.join(KUBERNETES_VERSIONS)}, quoted (version: \"{KUBERNETES_VERSIONS[-2]}\")",
-        ))
+    today = datetime.date.today()
+    problems.extend(version_problems(md.version, today))
     problems.extend(names.cluster_problems(md.name, md.tags))
     region_azs = catalog.regions().get(md.region)
     if region_azs is None:
@@ -389,8 +711,17 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         ))
         region_azs = []
 
+    existing = _existing_vpc(spec, region_azs, problems)
     azs = tuple(spec.availability_zones or ())
-    if spec.availability_zones is not None:
+    if existing is not None:
+        subnet_zones = tuple(dict.fromkeys(z for _, z in existing.private_subnets))
+        if spec.availability_zones is not None and set(azs) != set(subnet_zones):
+            problems.append(Problem(
+                "availabilityZones", list(azs), f"the private subnets of vpc.subnets are in {', '.join(subnet_zones)}",
+                "remove availabilityZones (with an existing VPC the subnets say the zones)",
+            ))
+        azs = subnet_zones
+    elif spec.availability_zones is not None:
         for az in azs:
             if region_azs and az not in region_azs:
                 problems.append(Problem(
@@ -434,7 +765,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
                 "choose another name",
             ))
         seen.add(ng.name)
-        plan = _node_group(i, ng, azs, problems, spec.nccl_test, spec.storage is not None)
+        plan = _node_group(i, ng, azs, problems, spec.nccl_test, spec.storage is not None, md.name, existing)
         if plan is not None:
             groups.append(plan)
 
@@ -470,14 +801,18 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         spec.addons, kubernetes_version=md.version, repair=any(g.node_repair for g in groups),
         storage=spec.storage is not None, with_oidc=spec.iam.with_oidc,
         observability=observability.container_insights,
+        accelerator_taints=[(t.key, t.effect) for g in groups if g.role == "gpu" for t in g.taints],
     )
     problems.extend(addon_problems)
     problems.extend(validate_nccl(spec, groups))
     problems.extend(validate_storage(spec, groups))
     training_jobs, training_problems = training_job_plans(spec, groups)
     problems.extend(training_problems)
-    if len(set(azs)) >= 2:
+    if len(set(azs)) >= 2 and existing is None:  # an existing VPC's subnet sizes are not known here
         problems.extend(validate_plan_limits(groups, spec.vpc.cidr, azs, sys_sizes[2]))
+    log_types, log_retention = _logging(spec, problems)
+    problems.extend(_access_problems(spec))
+    problems.extend(_pod_identity_problems(spec))
     training_image, image_problems = training_image_plan(
         spec.training_image, [g.ami_type for g in groups if g.gpus_per_node]
     )
@@ -540,9 +875,72 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
             pytorch_job_v1=spec.training_operators.pytorch_job_v1 or any(j.kind == "pytorchjob" for j in training_jobs),
         ),
         training_jobs=training_jobs,
+        existing_vpc=existing,
+        warnings=tuple(version_warnings(md.version, today)),
+        authentication_mode=spec.access_config.authentication_mode,
+        pod_identities=tuple(
+            PodIdentityPlan(
+                namespace=p.namespace, service_account=p.service_account_name, role_arn=p.role_arn,
+                policy_arns=tuple(p.permission_policy_arns), role_name=p.role_name, target_role_arn=p.target_role_arn,
+                disable_session_tags=p.disable_session_tags, tags=tuple(sorted(p.tags.items())),
+            )
+            for p in spec.iam.pod_identity_associations
+        ),
+        access_entry_details=tuple(
+            (e.type, tuple(e.kubernetes_groups), e.kubernetes_username) for e in spec.access_config.access_entries
+        ),
+        log_types=log_types,
+        log_retention_days=log_retention,
     )
 
 
 def plan_from_file(path: str | Path) -> ClusterPlan:
-    """Load, validate and plan the spec at ``path``; raises :class:`SpecError`."""
-    return build_plan(load_spec(path), source=str(path))
+    """Load, validate and plan the spec at ``path``; raises :class:`SpecError` with every problem of the file:
+    the structural ones and, where the rest of the file can be read, the planning ones (one run, no waves)."""
+    try:
+        spec = load_spec(path)
+    except SpecError as exc:
+        raise _with_planning_problems(exc) from None
+    return build_plan(spec, source=str(path))
+
+
+def plan_from_text(text: str, *, source: str = "<spec>") -> ClusterPlan:
+    """:func:`plan_from_file` for a spec given as text."""
+    try:
+        spec = parse_spec(text, source=source)
+    except SpecError as exc:
+        raise _with_planning_problems(exc) from None
+    return build_plan(spec, source=source)
+
+
+def _under(field_name: str, prefixes: tuple[str, ...]) -> bool:
+    """``field_name`` is one of ``prefixes`` or inside one (``[]`` in a prefix stands for any index)."""
+    for p in prefixes:
+        pattern = re.escape(p).replace(re.escape("[]"), r"(\[\d+\])?")
+        if re.match(rf"{pattern}($|[.\[/])", field_name):
+            return True
+    return False
+
+
+def _with_planning_problems(exc: SpecError) -> SpecError:
+    """``exc`` with the planning problems of the spec read without its bad fields (``exc.partial``)."""
+    if exc.partial is None:
+        return exc
+    try:
+        build_plan(exc.partial, source=exc.source)
+    except (KeyError, ValueError, TypeError, AttributeError, IndexError):
+        # the spec read without its bad fields broke a planning step: report what was found so far
+        return exc
+    except SpecError as more:
+        seen = {(p.field, p.message) for p in exc.problems}
+        extra: list[Problem] = []
+        for p in more.problems:
+            if _under(p.field, exc.stripped):
+                continue
+            renamed = _rename(p.field, list(exc.renames))
+            if renamed is not None:  # a self-managed nodeGroups entry, planned as a managed node group
+                p = Problem(renamed, p.value, MOVED + p.message, p.fix)
+            if (p.field, p.message) not in seen:
+                extra.append(p)
+        return SpecError(exc.source, [*exc.problems, *extra])
+    return exc

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
+
+PLACEHOLDER = re.compile(r"PLACEHOLDER|^<.*>$|x{6,}|X{6,}|\$\{[A-Za-z_]+\}")
+"""Values that published configs leave for their readers to fill in (``PLACEHOLDER_VPC_ID``, ``<my-cluster>``,
+``cr-xxxxxxxxxxxx``, ``${AWS_REGION}``)."""
 
 
 @dataclass(frozen=True)
@@ -46,9 +51,20 @@ class FixError(ValueError):
 class SpecError(Exception):
     """One or more problems in a cluster spec; raised before any CloudFormation exists."""
 
-    def __init__(self, source: str, problems: list[Problem]):
+    def __init__(
+        self, source: str, problems: list[Problem], *, partial: Any = None, stripped: tuple[str, ...] = (),
+        renames: tuple[tuple[str, str], ...] = (),
+    ):
         self.source = source
         self.problems = problems
+        self.partial = partial
+        """The spec read without the fields of ``problems`` (their defaults instead), so that planning can
+        report the file's remaining problems in the same run; None when a required field is missing."""
+        self.stripped = stripped
+        """The fields left out of ``partial`` (planning's problems under them are not reported)."""
+        self.renames = renames
+        """(field prefix in ``partial``, field prefix in the file): self-managed ``nodeGroups`` entries that
+        ``partial`` holds as managed node groups."""
         super().__init__(self.render())
 
     def render(self) -> str:

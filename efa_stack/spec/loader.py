@@ -9,7 +9,9 @@ the result is a spec or a :class:`SpecError`, in well under a second.
 from __future__ import annotations
 
 import difflib
+import re
 import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,18 +22,20 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
-from efa_stack import contract
-from efa_stack.spec.errors import MISSING, FixError, Problem, SpecError
+from efa_stack.spec.errors import MISSING, PLACEHOLDER, FixError, Problem, SpecError
 from efa_stack.spec.models import (
     MAX_MANAGED_NODE_GROUPS,
     MAX_USER_NODE_GROUPS,
     MIN_VOLUME_GIB,
     NODES_QUOTA_FIX,
     UNSUPPORTED_ADDON_FIELDS,
+    UNSUPPORTED_CLUSTER_POD_IDENTITY_FIELDS,
     UNSUPPORTED_EKSCTL_FIELDS,
+    UNSUPPORTED_NODE_IAM_FIELDS,
     UNSUPPORTED_NODE_REPAIR_FIELDS,
     UNSUPPORTED_NODEGROUP_FIELDS,
     UNSUPPORTED_POD_IDENTITY_FIELDS,
+    UNSUPPORTED_SSH_FIELDS,
     UNSUPPORTED_VPC_FIELDS,
     ClusterSpec,
 )
@@ -100,6 +104,7 @@ class _SpecLoader(Composer, _EventSource, SafeConstructor, Resolver):
         Composer.__init__(self)
         self._depth = 0
         self._nodes = 0
+        self.duplicates: list[Problem] = []
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         event = self.peek_event()
@@ -117,28 +122,55 @@ class _SpecLoader(Composer, _EventSource, SafeConstructor, Resolver):
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         # eksctl reads the file with sigs.k8s.io/yaml UnmarshalStrict, which rejects a key given
-        # twice (eksctl-io/eksctl@v0.230.0:pkg/eks/api.go ParseConfig). PyYAML keeps the last one.
+        # twice (eksctl-io/eksctl@v0.230.0:pkg/eks/api.go ParseConfig). PyYAML keeps the last one;
+        # every duplicate is recorded and reported together (read_yaml).
         first: dict[str, Any] = {}
         for key_node, _ in node.value:
             if not isinstance(key_node, ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
                 continue
             if key_node.value in first:
-                raise _Refused(
-                    key_node.start_mark,
+                self.duplicates.append(Problem(
+                    "file", _where(key_node.start_mark),
                     f"key '{key_node.value}' is given twice in the same mapping "
                     f"(first at {_where(first[key_node.value])}); YAML keeps only one of them",
                     "keep one of the two entries (eksctl rejects duplicate keys too)",
-                )
-            first[key_node.value] = key_node.start_mark
+                ))
+            else:
+                first[key_node.value] = key_node.start_mark
         return super().construct_mapping(node, deep=deep)
 
-    def construct_yaml_int(self, node: ScalarNode) -> int:
+    def construct_yaml_int(self, node: ScalarNode) -> Any:
         if len(node.value) > MAX_INT_DIGITS:
-            raise _Refused(
-                node.start_mark, f"an integer of {len(node.value)} characters",
-                "use a number within the documented limits of the field",
-            )
+            # not converted (Python's int() of a huge literal is slow); parse_spec names the field it is in
+            return _LongInteger(node.value, _where(node.start_mark))
         return super().construct_yaml_int(node)
+
+
+class _LongInteger:
+    """An integer literal longer than :data:`MAX_INT_DIGITS`, kept as text until its field is known."""
+
+    def __init__(self, text: str, where: str):
+        self.text = text
+        self.where = where
+
+    def __repr__(self) -> str:
+        return f"an integer of {len(self.text)} digits at {self.where}"
+
+
+def _take_long_integers(data: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], _LongInteger]]:
+    """Every :class:`_LongInteger` in ``data`` with its path, each removed (a list keeps a None in its place)."""
+    found: list[tuple[tuple[Any, ...], _LongInteger]] = []
+    items = list(data.items()) if isinstance(data, dict) else list(enumerate(data)) if isinstance(data, list) else []
+    for key, value in items:
+        if isinstance(value, _LongInteger):
+            found.append(((*path, key), value))
+            if isinstance(data, dict):
+                del data[key]
+            else:
+                data[key] = None
+        else:
+            found.extend(_take_long_integers(value, (*path, key)))
+    return found
 
 
 _SpecLoader.add_constructor(  # type: ignore[type-var]  # the stub admits only yaml's own Loader classes
@@ -220,6 +252,14 @@ def load_spec(path: str | Path) -> ClusterSpec:
 
 def read_yaml(text: str, *, source: str = "<spec>") -> Any:
     """The single YAML document in ``text`` as Python data, within the limits above; raises :class:`SpecError`."""
+    data, duplicates = _read(text, source)
+    if duplicates:
+        raise SpecError(source, duplicates)
+    return data
+
+
+def _read(text: str, source: str) -> tuple[Any, list[Problem]]:
+    """``text``'s document and every duplicate key in it (reported with the rest of the file's problems)."""
     if len(text) > MAX_SPEC_BYTES:
         raise SpecError(source, [Problem("file", f"{len(text)} characters",
                                          f"the spec is larger than {MAX_SPEC_BYTES // 1024} KiB", _FIX_SIZE)])
@@ -227,9 +267,10 @@ def read_yaml(text: str, *, source: str = "<spec>") -> Any:
     try:
         node = loader.get_single_node()
         if node is None:
-            return None
+            return None, []
         _check_expansion(node)
-        return loader.construct_document(node)
+        data = loader.construct_document(node)
+        return data, sorted(loader.duplicates, key=lambda p: tuple(int(n) for n in re.findall(r"\d+", p.value)))
     except _Refused as exc:
         raise SpecError(source, [Problem("file", exc.where, exc.message, exc.fix)]) from None
     except ComposerError as exc:
@@ -238,14 +279,14 @@ def read_yaml(text: str, *, source: str = "<spec>") -> Any:
                 "file", _where(exc.problem_mark), "the file holds more than one YAML document ('---')",
                 "put one ClusterConfig per file (efa-stack reads exactly one document)",
             )]) from None
-        raise SpecError(source, [_syntax_problem(exc)]) from None
+        raise SpecError(source, [_syntax_problem(exc, text)]) from None
     except yaml.YAMLError as exc:
         if _LIBYAML_TOO_DEEP in str(getattr(exc, "problem", "")):
             # libyaml 0.2.6 (PyYAML 6.0.4's wheels) refuses flow collections nested past its own limit (1000) while
             # it reads ahead, before compose_node counts to MAX_YAML_DEPTH: the same refusal, told the same way.
             deep = _too_deep(getattr(exc, "problem_mark", None))
             raise SpecError(source, [Problem("file", deep.where, deep.message, deep.fix)]) from None
-        raise SpecError(source, [_syntax_problem(exc)]) from None
+        raise SpecError(source, [_syntax_problem(exc, text)]) from None
     except RecursionError:  # pragma: no cover - the depth limit is far below Python's
         raise SpecError(source, [Problem("file", "unknown position", "the document nests too deeply",
                                          "flatten the structure")]) from None
@@ -253,14 +294,20 @@ def read_yaml(text: str, *, source: str = "<spec>") -> Any:
         loader.dispose()
 
 
-def _syntax_problem(exc: yaml.YAMLError) -> Problem:
+def _syntax_problem(exc: yaml.YAMLError, text: str = "") -> Problem:
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    lines = text.splitlines()
+    line = lines[mark.line] if mark is not None and 0 <= mark.line < len(lines) else ""
+    if "\t" in line[: len(line) - len(line.lstrip())] or "tab" in problem:
+        # libyaml says "found character that cannot start any token" for a tab that indents a key
+        return Problem("file", _where(mark), "a tab character in the indentation (YAML indents with spaces only)",
+                       "replace the tabs at the start of that line with spaces")
     return Problem("file", _where(mark), f"not valid YAML: {problem}", "fix the YAML syntax at that position")
 
 
 def parse_spec(text: str, *, source: str = "<spec>") -> ClusterSpec:
-    data = read_yaml(text, source=source)
+    data, early = _read(text, source)
     if not isinstance(data, dict):
         raise SpecError(
             source,
@@ -268,10 +315,146 @@ def parse_spec(text: str, *, source: str = "<spec>") -> ClusterSpec:
                      "the spec must be a YAML mapping (an eksctl ClusterConfig)",
                      "start from clusters/default.yaml")],
         )
+    long_fields: list[str] = []
+    for path, number in _take_long_integers(data):
+        long_fields.append(_loc_text(path))
+        early.append(Problem(
+            _loc_text(path), f"{number.text[:12]}... ({len(number.text)} digits)", f"a number of {len(number.text)} digits",
+            "use a number within the documented limits of the field",
+        ))
     try:
-        return ClusterSpec.model_validate(data)
+        spec = ClusterSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(source, problems_from_validation(exc, data)) from None
+        lenient = _lenient(data, exc)
+        stripped = [*long_fields, *lenient.stripped]
+        raise SpecError(source, [*early, *problems_from_validation(exc, data), *lenient.moved], partial=lenient.partial,
+                        stripped=tuple(stripped), renames=tuple(lenient.renames)) from None
+    if early:
+        raise SpecError(source, early, partial=spec, stripped=tuple(long_fields))
+    return spec
+
+
+MAX_LENIENT_ROUNDS = 5
+"""Rounds of leaving out the fields with problems before :func:`_lenient` gives up."""
+
+
+def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The longest prefix of ``loc`` that exists in ``data`` (pydantic adds union members to locations)."""
+    cur, path = data, []
+    for part in loc:
+        if isinstance(cur, dict) and part in cur or isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
+            cur = cur[part]
+            path.append(part)
+        else:
+            break
+    return tuple(path)
+
+
+_STAND_INS: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
+    ("metadata", "region"): ("us-east-1", ("availabilityZones", "managedNodeGroups[].availabilityZones")),
+    ("metadata", "name"): ("cluster", ()),
+}
+"""Required fields read with a stand-in when their value has a problem (and the fields whose planning
+problems then mean nothing), so that the rest of the file is still judged."""
+
+
+@dataclass
+class _Lenient:
+    """What :func:`_lenient` found: the spec without the fields that have problems, and how to read its planning."""
+
+    partial: ClusterSpec | None = None
+    stripped: list[str] = field(default_factory=list)
+    """Fields left out (or read with a stand-in): planning problems under them mean nothing."""
+    moved: list[Problem] = field(default_factory=list)
+    """Problems of the self-managed ``nodeGroups`` entries read as managed node groups (named ``nodeGroups[i]``)."""
+    renames: list[tuple[str, str]] = field(default_factory=list)
+    """(``managedNodeGroups[k]``, ``nodeGroups[i]``): where the moved entries are in ``partial``."""
+
+
+_CONSEQUENCES = {
+    ".ssh.publicKeyPath": "allow",
+    ".ssh.publicKey": "allow",
+    ".permissionPolicy": "roleARN",
+    ".wellKnownPolicies": "roleARN",
+}
+"""A field left out (the key) and the sibling whose planning problem it causes (the key-less ``allow``)."""
+
+MOVED = "once moved to managedNodeGroups: "
+"""The start of a problem of a self-managed node group read as a managed one."""
+
+
+def _rename(text: str, renames: list[tuple[str, str]]) -> str | None:
+    for old, new in renames:
+        if text == old or text.startswith((old + ".", old + "[")):
+            return new + text[len(old):]
+    return None
+
+
+def _lenient(data: dict[str, Any], exc: ValidationError) -> _Lenient:
+    """The spec with every field that has a problem left out (so its default applies), and those fields.
+
+    Planning then judges the rest of the file, so a file gets all its problems in one run and not in
+    waves. Self-managed ``nodeGroups`` entries are read as managed node groups (what the problem about them
+    says to do), so their own problems come in the same run too. A required field that cannot be left out
+    gives no spec.
+    """
+    import copy
+
+    work = copy.deepcopy(data)
+    out = _Lenient()
+    groups = work.get("nodeGroups")
+    if isinstance(groups, list) and all(isinstance(g, dict) for g in groups):
+        del work["nodeGroups"]
+        managed = work.get("managedNodeGroups")
+        base = managed if isinstance(managed, list) else []
+        work["managedNodeGroups"] = [*base, *groups]
+        out.renames = [(f"managedNodeGroups[{len(base) + j}]", f"nodeGroups[{j}]") for j in range(len(groups))]
+        try:
+            out.partial = ClusterSpec.model_validate(work)
+            return out
+        except ValidationError as moved:
+            exc = moved
+    for round_no in range(MAX_LENIENT_ROUNDS):
+        for err in exc.errors():
+            loc = tuple(err["loc"])
+            renamed = _rename(_loc_text(loc), out.renames)
+            if renamed is not None and round_no == 0:
+                problem = _problem(err, work)
+                out.moved.append(Problem(renamed, problem.value, MOVED + problem.message, problem.fix))
+            if err["type"] == "missing":
+                # a required field of an entry in a mapping (vpc.subnets.private.<name>.id): leave the entry out
+                entry = _data_path(work, loc[:-1])
+                holder = _value_at(work, entry[:-1]) if len(entry) >= 2 else None
+                if entry != tuple(loc[:-1]) or not isinstance(holder, dict) or not isinstance(entry[-2], str):
+                    return out
+                loc = entry
+            path = _data_path(work, loc)
+            if not path:
+                return out
+            parent = _value_at(work, path[:-1])
+            stand_in = _STAND_INS.get(tuple(str(p) for p in path))
+            if stand_in is not None and isinstance(parent, dict):
+                parent[path[-1]] = stand_in[0]
+                out.stripped.extend((_loc_text(path), *stand_in[1]))
+                continue
+            if isinstance(parent, dict):
+                parent.pop(path[-1], None)
+            elif isinstance(parent, list):
+                parent[path[-1]] = None  # keep the indices; the None is refused and left out next round
+            out.stripped.append(_loc_text(path))
+        if any(f.startswith("vpc.") for f in out.stripped):  # node groups name the existing VPC's subnets
+            out.stripped.append("managedNodeGroups[].subnets")
+        # a field left out leaves its sibling short of it: the same problem told twice (ssh.allow without a key)
+        out.stripped.extend(
+            f.rsplit(".", 1)[0] + "." + sibling
+            for f in list(out.stripped) for suffix, sibling in _CONSEQUENCES.items() if f.endswith(suffix)
+        )
+        try:
+            out.partial = ClusterSpec.model_validate(work)
+            return out
+        except ValidationError as again:
+            exc = again
+    return out
 
 
 def _loc_text(loc: tuple[Any, ...]) -> str:
@@ -327,34 +510,10 @@ def _unsupported_here(loc: tuple[Any, ...]) -> dict[str, str]:
         ("addons", "[]"): UNSUPPORTED_ADDON_FIELDS,
         ("addons", "[]", "podIdentityAssociations", "[]"): UNSUPPORTED_POD_IDENTITY_FIELDS,
         ("managedNodeGroups", "[]", "nodeRepairConfig"): UNSUPPORTED_NODE_REPAIR_FIELDS,
+        ("managedNodeGroups", "[]", "iam"): UNSUPPORTED_NODE_IAM_FIELDS,
+        ("iam", "podIdentityAssociations", "[]"): UNSUPPORTED_CLUSTER_POD_IDENTITY_FIELDS,
+        ("managedNodeGroups", "[]", "ssh"): UNSUPPORTED_SSH_FIELDS,
     }.get(parent, {})
-
-
-def _capacity_advice(group: Any) -> str | None:
-    """The ``capacity`` that says what eksctl's capacityReservation/instanceMarketOptions said.
-
-    eksctl (eksctl-io/eksctl@v0.230.0:pkg/apis/eksctl.io/v1alpha5/types.go, NodeGroupBase) targets a
-    reservation with ``capacityReservation.capacityReservationTarget.capacityReservationID`` and a
-    Capacity Block with, in addition, ``instanceMarketOptions.marketType: capacity-block``.
-    """
-    if not isinstance(group, dict):
-        return None
-    reservation = group.get("capacityReservation")
-    market = group.get("instanceMarketOptions")
-    target = reservation.get("capacityReservationTarget") if isinstance(reservation, dict) else None
-    rid = target.get("capacityReservationID") if isinstance(target, dict) else None
-    # eksctl instanceMarketOptions.marketType spells the EC2 value, which is also efa-stack's capacity type
-    block = isinstance(market, dict) and market.get("marketType") == contract.CAPACITY_BLOCK
-    kind = contract.CAPACITY_BLOCK if block else contract.RESERVATION
-    shown = rid if isinstance(rid, str) and rid else "cr-..."
-    replaced = " and ".join(k for k in ("capacityReservation", "instanceMarketOptions") if k in group)
-    if isinstance(reservation, dict) and "capacityReservationPreference" in reservation and not block:
-        return (f"replace {replaced} with capacity: {{type: reservation, reservationId: cr-...}}; efa-stack targets "
-                "one reservation by id (an 'open' preference is not supported)")
-    if isinstance(target, dict) and "capacityReservationResourceGroupARN" in target:
-        return (f"replace {replaced} with capacity: {{type: {kind}, reservationId: cr-...}}; efa-stack targets one "
-                "reservation by id (a resource group is not supported)")
-    return f"replace {replaced} with capacity: {{type: {kind}, reservationId: {shown}}}"
 
 
 _BOUND_FIXES: dict[str, str] = {
@@ -389,8 +548,6 @@ def _problem(err: Any, data: dict[str, Any]) -> Problem:
         unsupported = _unsupported_here(loc)
         if name in unsupported:
             fix = unsupported[str(name)]
-            if name in ("capacityReservation", "instanceMarketOptions"):
-                fix = _capacity_advice(_value_at(data, loc[:-1])) or fix
             return Problem(field, value, "an eksctl field that efa-stack does not support", fix)
         model = _model_at(loc)
         known = [f.alias or n for n, f in model.model_fields.items()] if model else []
@@ -403,6 +560,8 @@ def _problem(err: Any, data: dict[str, Any]) -> Problem:
         return Problem(field, MISSING, "required field is missing", f"add '{name}'{_described(loc)}")
     if kind == "literal_error":
         return Problem(field, value, "value not allowed", f"use one of {ctx.get('expected', '')}")
+    if isinstance(value, str) and PLACEHOLDER.search(value):
+        return Problem(field, value, "a placeholder left in the file", f"replace it with your own {name}")
     if kind == "string_pattern_mismatch":
         pattern = ctx.get("pattern", "")
         return Problem(field, value, "badly formed", f"use a value matching {pattern}{_pattern_hint(str(name))}")
@@ -451,5 +610,7 @@ def _pattern_hint(name: str) -> str:
         "name": " (letters, digits and '-', starting with a letter)",
         "region": " (an AWS region such as us-west-2)",
         "reservationId": " (a capacity reservation id such as cr-0123456789abcdef0)",
+        "ami": " (an AMI id such as ami-0123456789abcdef0, or auto)",
+        "id": " (the resource's id, e.g. vpc-0123456789abcdef0 or subnet-0123456789abcdef0)",
     }.get(name, "")
 

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from efa_stack import contract
+from efa_stack.spec import resource_names
 from efa_stack.spec.errors import FixError
 
 KUBERNETES_VERSIONS = ("1.33", "1.34", "1.35")
@@ -38,6 +39,10 @@ NODES_QUOTA_FIX = (
 # EC2 API Reference, LaunchTemplateEbsBlockDeviceRequest.VolumeSize (the launch template carries the
 # root volume): gp2 and gp3 1-16,384 GiB, io1 4-16,384 GiB, io2 4-65,536 GiB.
 EBS_MAX_VOLUME_GIB: dict[str, int] = {"gp2": 16384, "gp3": 16384, "io1": 16384, "io2": 65536}
+DEFAULT_NODE_COUNT = 2
+"""eksctl's minSize when neither minSize nor desiredCapacity is set (types.go DefaultNodeCount)."""
+DEFAULT_NODE_TYPE = "m5.large"
+"""eksctl's instance type when neither instanceType nor instanceTypes is given (types.go DefaultNodeType)."""
 MIN_VOLUME_GIB = 20
 """Smallest root volume: the EKS-optimized AL2023 AMIs' root snapshot is 20 GiB (eksctl's examples use 20)."""
 
@@ -137,11 +142,6 @@ class Metadata(_Model):
         return str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
 
 
-class Iam(_Model):
-    with_oidc: bool = Field(False, alias="withOIDC")
-    """Create the cluster's IAM OIDC provider (for IRSA)."""
-
-
 class Nat(_Model):
     gateway: Literal["Single", "HighlyAvailable"] = "Single"
     """One NAT gateway (``Single``) or one per availability zone (``HighlyAvailable``)."""
@@ -154,9 +154,39 @@ class ClusterEndpoints(_Model):
     """Serve the Kubernetes API inside the VPC."""
 
 
+SUBNET_ID_PATTERN = r"^subnet-[0-9a-f]{8,17}$"
+VPC_ID_PATTERN = r"^vpc-[0-9a-f]{8,17}$"
+
+
+class SubnetSpec(_Model):
+    """eksctl ``AZSubnetSpec``: one existing subnet."""
+
+    id: str = Field(pattern=SUBNET_ID_PATTERN)
+    """The subnet id (``subnet-...``)."""
+    az: str | None = None
+    """Its availability zone; default: the entry's key when that is a zone name (efa-stack does not call EC2 to
+    look it up)."""
+    cidr: str | None = None
+    """Its IPv4 range (informational)."""
+
+
+class VpcSubnets(_Model):
+    """eksctl ``vpc.subnets``: existing subnets by name (a zone name or any name)."""
+
+    private: dict[str, SubnetSpec] = Field(default_factory=dict)
+    """Private subnets (with NAT egress) for the control plane's interfaces and the nodes."""
+    public: dict[str, SubnetSpec] = Field(default_factory=dict)
+    """Public subnets (for load balancers; efa-stack puts no nodes there)."""
+
+
 class Vpc(_Model):
+    id: str | None = Field(None, pattern=VPC_ID_PATTERN)
+    """eksctl: an existing VPC (with ``subnets``) instead of the one efa-stack creates; its private subnets need
+    egress to the internet (NAT) or the VPC endpoints nodes use."""
+    subnets: VpcSubnets | None = None
+    """eksctl: the existing VPC's subnets (with ``id``)."""
     cidr: str = "10.0.0.0/16"
-    """The new VPC's IPv4 range, /16 to /20 (efa-stack always creates the VPC)."""
+    """The new VPC's IPv4 range, /16 to /20 (not used with an existing VPC, ``id``)."""
     nat: Nat = Nat()
     """NAT gateways for the private subnets."""
     cluster_endpoints: ClusterEndpoints = Field(ClusterEndpoints(), alias="clusterEndpoints")
@@ -226,14 +256,33 @@ class AccessPolicy(_Model):
     """Where the policy applies."""
 
 
+AccessEntryType = Literal[
+    "STANDARD", "EC2", "EC2_LINUX", "EC2_WINDOWS", "FARGATE_LINUX", "HYBRID_LINUX", "HYPERPOD_LINUX"
+]
+
+
 class AccessEntry(_Model):
+    """eksctl ``accessConfig.accessEntries`` entry (CloudFormation ``AWS::EKS::AccessEntry``)."""
+
     principal_arn: str = Field(alias="principalARN", pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:")
     """The IAM principal (user or role ARN) given access."""
-    access_policies: list[AccessPolicy] = Field(alias="accessPolicies", min_length=1)
-    """The EKS access policies associated with the principal."""
+    type: AccessEntryType = "STANDARD"
+    """``STANDARD`` (users and roles) or a node type (``EC2_LINUX``, ...: the role of nodes efa-stack does not
+    manage; no policies or groups then)."""
+    kubernetes_groups: list[str] = Field(default_factory=list, alias="kubernetesGroups", max_length=100)
+    """Kubernetes groups the principal is in (for RBAC bindings to those groups); STANDARD only."""
+    kubernetes_username: str | None = Field(None, alias="kubernetesUsername", min_length=1, max_length=255)
+    """The Kubernetes user name of the principal; STANDARD only."""
+    access_policies: list[AccessPolicy] = Field(default_factory=list, alias="accessPolicies")
+    """The EKS access policies associated with the principal; STANDARD only."""
 
 
 class AccessConfig(_Model):
+    authentication_mode: Literal["API", "API_AND_CONFIG_MAP", "CONFIG_MAP"] = Field(
+        "API", alias="authenticationMode"
+    )
+    """How the cluster authenticates IAM principals: ``API`` (access entries only) or ``API_AND_CONFIG_MAP``
+    (also the aws-auth ConfigMap); efa-stack's default is ``API`` (eksctl's is ``API_AND_CONFIG_MAP``)."""
     bootstrap_cluster_creator_admin_permissions: bool = Field(
         True, alias="bootstrapClusterCreatorAdminPermissions"
     )
@@ -308,6 +357,20 @@ class AddonSpec(_Model):
         return v.lower() if isinstance(v, str) else v
 
 
+class NodeRepairOverrideSpec(_Model):
+    """eksctl ``nodeRepairConfigOverrides`` entry (types.go NodeRepairConfigOverride; CloudFormation
+    ``NodeRepairConfigOverrides``): what EKS does, and after how long, for one condition and reason."""
+
+    node_monitoring_condition: str = Field(alias="nodeMonitoringCondition", min_length=1, max_length=128)
+    """A condition the node monitoring agent reports, e.g. ``AcceleratedHardwareReady``."""
+    node_unhealthy_reason: str = Field(alias="nodeUnhealthyReason", min_length=1, max_length=128)
+    """A reason the agent reports for it, e.g. ``NvidiaXID79Error``."""
+    min_repair_wait_time_mins: int = Field(alias="minRepairWaitTimeMins", ge=1)
+    """Minutes to wait before repairing a node with this condition and reason."""
+    repair_action: Literal["Replace", "Reboot", "NoAction"] = Field(alias="repairAction")
+    """``Replace``, ``Reboot`` or ``NoAction``."""
+
+
 class NodeRepairConfigSpec(_Model):
     """EKS node auto repair of a managed node group (eksctl's ``nodeRepairConfig``; CloudFormation
     ``AWS::EKS::Nodegroup NodeRepairConfig``)."""
@@ -329,6 +392,122 @@ class NodeRepairConfigSpec(_Model):
         None, alias="maxParallelNodesRepairedPercentage", ge=1, le=100
     )
     """Repair at most this percentage of the unhealthy nodes at once."""
+    node_repair_config_overrides: list[NodeRepairOverrideSpec] = Field(
+        default_factory=list, alias="nodeRepairConfigOverrides", max_length=50
+    )
+    """Per condition and reason: the repair action and the wait before it (eksctl's field)."""
+
+
+# --- eksctl node group fields: IAM, SSH, capacity reservations, bootstrap -------------------------
+# eksctl-io/eksctl@v0.230.0 (99984ad): pkg/apis/eksctl.io/v1alpha5/types.go NodeGroupIAM,
+# NodeGroupIAMAddonPolicies, NodeGroupSSH, CapacityReservation, InstanceMarketOptions, NodeGroupBase.
+AMI_ID_PATTERN = r"^ami-[0-9a-f]{8,17}$"
+RESERVATION_ID_PATTERN = r"^cr-[0-9a-f]{8,17}$"
+
+
+class NodeGroupAddonPolicies(_Model):
+    """eksctl ``iam.withAddonPolicies``: permissions for add-ons that run on the nodes, on the node role."""
+
+    image_builder: bool = Field(False, alias="imageBuilder")
+    """AmazonEC2ContainerRegistryPowerUser on the node role (push to ECR)."""
+    auto_scaler: bool = Field(False, alias="autoScaler")
+    """The Cluster Autoscaler's Auto Scaling and EC2 describe/scale actions (an inline policy, as eksctl's)."""
+    external_dns: bool = Field(False, alias="externalDNS")
+    """Not mapped: give ExternalDNS its Route 53 permissions through Pod Identity."""
+    cert_manager: bool = Field(False, alias="certManager")
+    """Not mapped: give cert-manager its Route 53 permissions through Pod Identity."""
+    app_mesh: bool = Field(False, alias="appMesh")
+    """Not mapped (App Mesh is discontinued)."""
+    app_mesh_preview: bool = Field(False, alias="appMeshPreview")
+    """Not mapped (App Mesh is discontinued)."""
+    ebs: bool = False
+    """service-role/AmazonEBSCSIDriverPolicy on the node role (the EBS CSI driver on the nodes' credentials)."""
+    fsx: bool = False
+    """``fsx:*`` and the FSx service-linked role (an inline policy, as eksctl's)."""
+    efs: bool = False
+    """``elasticfilesystem:*`` and the EC2 network-interface actions EFS needs (an inline policy, as eksctl's)."""
+    aws_load_balancer_controller: bool = Field(False, alias="awsLoadBalancerController")
+    """Not mapped: give the AWS Load Balancer Controller its policy through Pod Identity."""
+    alb_ingress: bool = Field(False, alias="albIngress")
+    """eksctl's older name of ``awsLoadBalancerController``; not mapped."""
+    x_ray: bool = Field(False, alias="xRay")
+    """The X-Ray daemon's trace and sampling actions (an inline policy, as eksctl's)."""
+    cloud_watch: bool = Field(False, alias="cloudWatch")
+    """CloudWatchAgentServerPolicy on the node role (CloudWatch agent, Container Insights)."""
+
+
+class NodeGroupIamSpec(_Model):
+    """eksctl ``iam`` of a node group: what the node group's own IAM role gets beside efa-stack's node policies
+    (AmazonEKSWorkerNodePolicy, AmazonEC2ContainerRegistryPullOnly, AmazonSSMManagedInstanceCore)."""
+
+    with_addon_policies: NodeGroupAddonPolicies = Field(NodeGroupAddonPolicies(), alias="withAddonPolicies")
+    """Permissions for add-ons on the nodes, mapped as eksctl maps them."""
+    attach_policy_arns: list[str] = Field(default_factory=list, alias="attachPolicyARNs", max_length=18)
+    """Managed policies attached to the node role, in addition to efa-stack's node policies (eksctl attaches
+    only these when set; efa-stack keeps the three a managed node needs)."""
+    instance_role_arn: str | None = Field(None, alias="instanceRoleARN", pattern=IAM_ROLE_ARN_PATTERN)
+    """An existing node role (trusting ec2.amazonaws.com, with the EKS node policies) instead of a new one."""
+    instance_role_name: str | None = Field(
+        None, alias="instanceRoleName", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9+=,.@_-]+$"
+    )
+    """The name of the node group's new role (default: a name CloudFormation makes up); unique in the account."""
+
+    @field_validator("attach_policy_arns")
+    @classmethod
+    def _policy_arns(cls, v: list[str]) -> list[str]:
+        for arn in v:
+            if not re.match(IAM_POLICY_ARN_PATTERN, arn):
+                raise FixError(
+                    f"{arn!r} is not an IAM policy ARN",
+                    "use arn:aws:iam::aws:policy/NAME (AWS managed) or arn:aws:iam::ACCOUNT:policy/NAME",
+                )
+        return v
+
+
+class NodeGroupSshSpec(_Model):
+    """eksctl ``ssh``: an EC2 key pair on the nodes; Session Manager is always on."""
+
+    allow: bool | None = None
+    """Put the key pair ``publicKeyName`` on the nodes (they stay in private subnets: reach them from inside the
+    VPC or through Session Manager); default, as eksctl's (defaults.go setSSHDefaults): on when a key is named."""
+    public_key_name: str | None = Field(None, alias="publicKeyName", min_length=1, max_length=255)
+    """The name of an existing EC2 key pair in the region."""
+    enable_ssm: bool | None = Field(None, alias="enableSsm")
+    """Session Manager: always on (the node role has AmazonSSMManagedInstanceCore); ``false`` is an error."""
+
+
+class CapacityReservationTargetSpec(_Model):
+    capacity_reservation_id: str | None = Field(None, alias="capacityReservationID")
+    """The On-Demand Capacity Reservation or Capacity Block (``cr-...``)."""
+    capacity_reservation_resource_group_arn: str | None = Field(None, alias="capacityReservationResourceGroupARN")
+    """A resource group of reservations (not supported: name one reservation)."""
+
+
+class CapacityReservationSpec(_Model):
+    """eksctl ``capacityReservation``: the same as ``capacity: {type: reservation, reservationId: ...}``."""
+
+    capacity_reservation_preference: Literal["open", "none", "capacity-reservations-only"] | None = Field(
+        None, alias="capacityReservationPreference"
+    )
+    """EC2's preference without a target (not supported: name one reservation)."""
+    capacity_reservation_target: CapacityReservationTargetSpec | None = Field(None, alias="capacityReservationTarget")
+    """The reservation to launch into."""
+
+
+class InstanceMarketOptionsSpec(_Model):
+    """eksctl ``instanceMarketOptions``; ``marketType: capacity-block`` makes the reservation a Capacity Block."""
+
+    market_type: contract.MarketType = Field(alias="marketType")
+    """``capacity-block`` (EC2 Capacity Blocks for ML)."""
+
+
+AmiFamily = Literal[
+    "AmazonLinux2023", "AmazonLinux2", "UbuntuPro2604", "Ubuntu2604", "UbuntuPro2404", "Ubuntu2404",
+    "UbuntuPro2204", "Ubuntu2204", "UbuntuPro2004", "Ubuntu2004", "Bottlerocket", "BottlerocketFips",
+    "WindowsServer2019CoreContainer", "WindowsServer2019FullContainer", "WindowsServer2022CoreContainer",
+    "WindowsServer2022FullContainer", "WindowsServer2025CoreContainer", "WindowsServer2025FullContainer",
+]
+"""eksctl's AMI families (types.go NodeImageFamily*); efa-stack builds AmazonLinux2023 nodes."""
 
 
 class KubeletExtraConfig(_Model):
@@ -356,16 +535,25 @@ class ManagedNodeGroupSpec(_Model):
     # --- eksctl fields -------------------------------------------------------------------------
     name: str = Field(pattern=NAME_PATTERN, max_length=63)
     """The node group name."""
-    instance_type: str = Field(alias="instanceType")
-    """The EC2 instance type (``efa-stack catalog list`` shows the ones efa-stack knows)."""
-    min_size: int = Field(1, alias="minSize", ge=0, le=MAX_NODES_PER_NODE_GROUP)
-    """Fewest nodes."""
+    instance_type: str | None = Field(None, alias="instanceType")
+    """The EC2 instance type (``efa-stack catalog list`` shows the ones efa-stack knows); default, as eksctl's
+    (types.go DefaultNodeType), ``m5.large`` unless ``instanceTypes`` is given."""
+    instance_types: list[str] | None = Field(None, alias="instanceTypes", min_length=1, max_length=20)
+    """eksctl: several instance types of one group without EFA (CPU or one accelerator kind and architecture);
+    not together with ``instanceType``."""
+    spot: bool = False
+    """eksctl: Spot capacity (``instanceTypes`` helps find it); not for EFA node groups or reservations."""
+    min_size: int | None = Field(None, alias="minSize", ge=0, le=MAX_NODES_PER_NODE_GROUP)
+    """Fewest nodes; default (as eksctl's, validation.go): ``desiredCapacity``, or 2 when that is unset too."""
     desired_capacity: int | None = Field(None, alias="desiredCapacity", ge=0, le=MAX_NODES_PER_NODE_GROUP)
     """Nodes to start with; default ``minSize``."""
     max_size: int | None = Field(None, alias="maxSize", ge=1, le=MAX_NODES_PER_NODE_GROUP)
-    """Most nodes; default the larger of ``desiredCapacity`` and 1."""
+    """Most nodes; default (as eksctl's) ``desiredCapacity``, else ``minSize``, and at least 1."""
     availability_zones: list[str] | None = Field(None, alias="availabilityZones")
     """The node group's zones; an EFA node group takes exactly one."""
+    subnets: list[str] | None = Field(None, min_length=1)
+    """eksctl, with an existing VPC: the node group's private subnets, by their name in ``vpc.subnets.private``
+    or their id (an EFA node group takes exactly one)."""
     volume_type: Literal["gp3", "gp2", "io1", "io2"] = Field("gp3", alias="volumeType")
     """EBS type of the root volume."""
     volume_size: int = Field(200, alias="volumeSize", ge=MIN_VOLUME_GIB, le=max(EBS_MAX_VOLUME_GIB.values()))
@@ -402,6 +590,32 @@ class ManagedNodeGroupSpec(_Model):
     node_repair_config: NodeRepairConfigSpec | None = Field(None, alias="nodeRepairConfig")
     """EKS node auto repair; default on for GPU and Neuron node groups (``nodeRepairConfig: {enabled: false}``
     turns it off). Repair needs the ``eks-node-monitoring-agent`` add-on, which efa-stack then installs."""
+    iam: NodeGroupIamSpec | None = None
+    """eksctl: the node group's IAM role: add-on policies, further managed policies, or an existing role."""
+    instance_prefix: str | None = Field(None, alias="instancePrefix", min_length=1, max_length=64)
+    """eksctl: the instances' ``Name`` tag is ``<instancePrefix>-<instanceName>`` (instanceName's default:
+    ``<cluster>-<node group>-Node``)."""
+    instance_name: str | None = Field(None, alias="instanceName", min_length=1, max_length=200)
+    """eksctl: the instances' ``Name`` tag (after ``instancePrefix-``)."""
+    capacity_reservation: CapacityReservationSpec | None = Field(None, alias="capacityReservation")
+    """eksctl's spelling of ``capacity: {type: reservation, reservationId: ...}`` (with
+    ``instanceMarketOptions.marketType: capacity-block``: ``type: capacity-block``); not together with
+    ``capacity``."""
+    instance_market_options: InstanceMarketOptionsSpec | None = Field(None, alias="instanceMarketOptions")
+    """eksctl: ``marketType: capacity-block`` with ``capacityReservation`` launches into a Capacity Block."""
+    override_bootstrap_command: str | None = Field(None, alias="overrideBootstrapCommand", max_length=16384)
+    """eksctl on AL2023: a nodeadm ``NodeConfig`` (YAML) merged with efa-stack's own ``NodeConfig`` in the
+    user data (a kubelet setting efa-stack also sets must agree)."""
+    pre_bootstrap_commands: list[str] = Field(default_factory=list, alias="preBootstrapCommands", max_length=64)
+    """eksctl: shell commands run at boot before the node joins (after efa-stack's hugepages script)."""
+    ssh: NodeGroupSshSpec | None = None
+    """eksctl: an EC2 key pair on the nodes."""
+    ami_family: AmiFamily | None = Field(None, alias="amiFamily")
+    """eksctl: ``AmazonLinux2023`` only (efa-stack's user data is a nodeadm ``NodeConfig``)."""
+    ami: str | None = Field(None, pattern=r"^(ami-[0-9a-f]{8,17}|auto|auto-ssm)$")
+    """eksctl: a custom AMI (``ami-...``, an Amazon Linux 2023 EKS node image with the EFA and accelerator
+    software; needs ``amiFamily: AmazonLinux2023``): the launch template names it and its user data carries
+    the cluster's details for nodeadm. ``auto``/``auto-ssm``: the EKS-optimized AMI (the default)."""
     kubelet_extra_config: KubeletExtraConfig | None = Field(None, alias="kubeletExtraConfig")
     """Extension on managed node groups (eksctl has it on unmanaged ones): the kubelet's CPU manager and Topology
     Manager settings; default ``static``/``restricted``/``pod`` on GPU and Neuron node groups (see
@@ -580,10 +794,23 @@ class TrainingJobSpec(_Model):
     """``efa`` (every EFA device of the node); ``tcp`` (no EFA: NCCL over sockets); ``infiniband`` (an IB/RoCE
     cluster outside AWS, with the RDMA device plugin)."""
     rdma_resource: str | None = Field(
-        None, alias="rdmaResource", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
-        max_length=253,
+        None, alias="rdmaResource",
+        json_schema_extra={"pattern": resource_names.PATTERN, "maxLength": resource_names.MAX_LENGTH},
     )
     """``fabric: infiniband`` only: the RDMA device plugin's resource (default ``rdma/hca``)."""
+
+    @field_validator("rdma_resource")
+    @classmethod
+    def _rdma_resource(cls, v: str | None) -> str | None:
+        # Kubernetes' own rule for an extended resource name (efa_stack/spec/resource_names.py cites it).
+        why = None if v is None else resource_names.extended_resource_violation(v)
+        if why:
+            raise FixError(
+                f"not a Kubernetes extended resource name: it {why}",
+                "give the resource your RDMA device plugin advertises (kubectl describe node lists it under "
+                "Allocatable), as <domain>/<name>, e.g. rdma/hca, or leave rdmaResource out for rdma/hca",
+            )
+        return v
     ib_hca: str | None = Field(None, alias="ibHca", pattern=r"^[\^=]?[A-Za-z0-9_:,\-]+$", max_length=256)
     """``fabric: infiniband`` only: ``NCCL_IB_HCA`` (default ``mlx5``)."""
     ib_gid_index: int | None = Field(None, alias="ibGidIndex", ge=0, le=255)
@@ -631,6 +858,53 @@ class TrainingJobSpec(_Model):
         return v
 
 
+class ClusterPodIdentityAssociationSpec(PodIdentityAssociationSpec):
+    """eksctl ``iam.podIdentityAssociations`` entry (CloudFormation ``AWS::EKS::PodIdentityAssociation``)."""
+
+    role_name: str | None = Field(None, alias="roleName", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9+=,.@_-]+$")
+    """The name of the new role (with ``permissionPolicyARNs``); default: a name CloudFormation makes up."""
+    target_role_arn: str | None = Field(None, alias="targetRoleARN", pattern=IAM_ROLE_ARN_PATTERN)
+    """A role (usually in another account) that EKS Pod Identity assumes with the role above (role chaining)."""
+    disable_session_tags: bool | None = Field(None, alias="disableSessionTags")
+    """Leave out the session tags EKS Pod Identity adds (cluster, namespace, service account...)."""
+    tags: dict[str, str] = Field(default_factory=dict)
+    """Tags on the association."""
+
+
+class Iam(_Model):
+    with_oidc: bool = Field(False, alias="withOIDC")
+    """Create the cluster's IAM OIDC provider (for IRSA)."""
+    pod_identity_associations: list[ClusterPodIdentityAssociationSpec] = Field(
+        default_factory=list, alias="podIdentityAssociations", max_length=100
+    )
+    """eksctl: IAM roles for your workloads' service accounts through EKS Pod Identity (an existing role, or a new
+    one with managed policies); the service accounts come with your workloads."""
+
+
+CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+"""EKS control-plane log types (eksctl SupportedCloudWatchClusterLogTypes)."""
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653)
+"""eksctl-io/eksctl@v0.230.0 pkg/apis/eksctl.io/v1alpha5/cloudwatch.go LogRetentionInDaysValues."""
+
+
+class ClusterLoggingSpec(_Model):
+    """eksctl ``cloudWatch.clusterLogging``: which control-plane logs go to CloudWatch Logs, kept how long."""
+
+    enable_types: list[str] = Field(default_factory=list, alias="enableTypes", max_length=10)
+    """Of ``api``, ``audit``, ``authenticator``, ``controllerManager``, ``scheduler``; ``"*"`` or ``all``: every one;
+    empty: none."""
+    log_retention_in_days: int | None = Field(None, alias="logRetentionInDays")
+    """Days CloudWatch keeps the logs (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827 or
+    3653); absent: forever."""
+
+
+class CloudWatchSpec(_Model):
+    """eksctl ``cloudWatch``."""
+
+    cluster_logging: ClusterLoggingSpec | None = Field(None, alias="clusterLogging")
+    """Control-plane logging; absent: efa-stack's default, every log type, kept forever."""
+
+
 class ClusterSpec(_Model):
     api_version: Literal["eksctl.io/v1alpha5"] = Field("eksctl.io/v1alpha5", alias="apiVersion")
     """eksctl's API version."""
@@ -646,6 +920,8 @@ class ClusterSpec(_Model):
     """The VPC efa-stack creates."""
     access_config: AccessConfig = Field(AccessConfig(), alias="accessConfig")
     """EKS access entries."""
+    cloud_watch: CloudWatchSpec | None = Field(None, alias="cloudWatch")
+    """eksctl: control-plane logging; absent: every log type, kept forever."""
     managed_node_groups: list[ManagedNodeGroupSpec] = Field(
         alias="managedNodeGroups", min_length=1, max_length=MAX_USER_NODE_GROUPS
     )
@@ -672,12 +948,12 @@ class ClusterSpec(_Model):
 
 # eksctl ClusterConfig fields that efa-stack knows but does not support, with what to do instead.
 UNSUPPORTED_EKSCTL_FIELDS: dict[str, str] = {
-    "nodeGroups": "use managedNodeGroups (efa-stack builds EKS managed node groups only)",
+    "nodeGroups": "move each entry to managedNodeGroups (efa-stack builds EKS managed node groups only; the "
+    "fields are the same, name, instanceType, sizes, efaEnabled, availabilityZones, iam, ...)",
     "fargateProfiles": "remove it; EFA and GPUs need EC2 nodes",
     "addonsConfig": "remove it",
     "autoModeConfig": "remove it; EKS Auto Mode cannot lay out per-card EFA interfaces",
     "karpenter": "remove it; Karpenter cannot use placement groups or efa-only layouts",
-    "cloudWatch": "remove it; control-plane logging is always on",
     "secretsEncryption": "remove it; secrets are always envelope-encrypted with a KMS key",
     "privateCluster": "remove it",
     "kubernetesNetworkConfig": "remove it",
@@ -690,29 +966,16 @@ UNSUPPORTED_EKSCTL_FIELDS: dict[str, str] = {
     "remoteNetworkConfig": "remove it",
 }
 UNSUPPORTED_NODEGROUP_FIELDS: dict[str, str] = {
-    "amiFamily": "remove it; the AMI type follows the accelerator (AL2023 NVIDIA / Neuron / standard)",
-    "ami": "remove it; EKS-optimized AL2023 accelerated AMIs carry the EFA host software",
-    "instanceTypes": "use instanceType (one type per EFA node group)",
     "instanceSelector": "use instanceType",
-    "spot": "use capacity.type (on-demand, reservation or capacity-block)",
-    "capacityReservation": "use capacity: {type: reservation, reservationId: cr-...}",
-    "instanceMarketOptions": "use capacity: {type: capacity-block, reservationId: cr-...}",
     "launchTemplate": "remove it; efa-stack writes the launch template from the instance catalog",
     "securityGroups": "remove it; the cluster and EFA security groups are attached to every interface",
-    "subnets": "use availabilityZones; the node group goes in that zone's private subnet",
-    "ssh": "remove it; use SSM Session Manager",
-    "iam": "remove it; give pods permissions through EKS Pod Identity or IRSA",
     "disableIMDSv1": "remove it; IMDSv2 is always required",
     "disablePodIMDS": "remove it; the launch template sets a hop limit of 1",
     "volumeEncrypted": "remove it; volumes are always encrypted",
     "volumeKmsKeyID": "remove it",
-    "preBootstrapCommands": "remove it",
-    "overrideBootstrapCommand": "remove it",
     "maxPodsPerNode": "remove it",
     "updateConfig": "remove it",
     "releaseVersion": "remove it",
-    "instanceName": "remove it",
-    "instancePrefix": "remove it",
     "enableDetailedMonitoring": "remove it",
     "propagateASGTags": "remove it",
     "asgSuspendProcesses": "remove it",
@@ -745,19 +1008,27 @@ UNSUPPORTED_POD_IDENTITY_FIELDS: dict[str, str] = {
     "targetRoleARN": "remove it",
     "disableSessionTags": "remove it",
 }
-UNSUPPORTED_NODE_REPAIR_FIELDS: dict[str, str] = {
-    "nodeRepairConfigOverrides": "remove it; efa-stack sets enabled and the thresholds only",
+UNSUPPORTED_NODE_IAM_FIELDS: dict[str, str] = {
+    "attachPolicy": "create a managed policy with that document and list its ARN in attachPolicyARNs",
+    "instanceProfileARN": "use instanceRoleARN (the managed node group makes its own instance profile)",
+    "instanceRolePermissionsBoundary": "remove it",
+}
+UNSUPPORTED_SSH_FIELDS: dict[str, str] = {
+    "publicKeyPath": "import the key (`aws ec2 import-key-pair`) and use publicKeyName",
+    "publicKey": "import the key (`aws ec2 import-key-pair`) and use publicKeyName",
+    "sourceSecurityGroupIds": "remove it; nodes are in private subnets, reach them through Session Manager",
+}
+UNSUPPORTED_NODE_REPAIR_FIELDS: dict[str, str] = {}
+# eksctl iam.podIdentityAssociations fields beyond an existing role or a new role with managed policies.
+UNSUPPORTED_CLUSTER_POD_IDENTITY_FIELDS: dict[str, str] = {
+    **{k: v for k, v in UNSUPPORTED_POD_IDENTITY_FIELDS.items()
+       if k not in ("createServiceAccount", "roleName", "tags", "targetRoleARN", "disableSessionTags")},
+    "createServiceAccount": "remove it; create the service account with your workload's manifests",
 }
 
 # eksctl ClusterVPC fields (eksctl-io/eksctl@v0.230.0:pkg/apis/eksctl.io/v1alpha5/vpc.go) that
 # bring an existing VPC or shape one efa-stack does not build: efa-stack always creates the VPC.
-_OWN_VPC = (
-    "remove it; efa-stack always creates its own VPC (an existing VPC is not supported) "
-    "with public and private subnets in availabilityZones and vpc.cidr as its range"
-)
 UNSUPPORTED_VPC_FIELDS: dict[str, str] = {
-    "id": _OWN_VPC,
-    "subnets": _OWN_VPC,
     "securityGroup": "remove it; efa-stack creates the cluster and EFA security groups",
     "sharedNodeSecurityGroup": "remove it; efa-stack creates the cluster and EFA security groups",
     "manageSharedNodeSecurityGroupRules": "remove it",
@@ -767,7 +1038,7 @@ UNSUPPORTED_VPC_FIELDS: dict[str, str] = {
     "ipv6Pool": "remove it; efa-stack builds IPv4 clusters",
     "autoAllocateIPv6": "remove it; efa-stack builds IPv4 clusters",
     "hostnameType": "remove it",
-    "controlPlaneSubnetIDs": _OWN_VPC,
+    "controlPlaneSubnetIDs": "remove it; the control plane uses the private subnets of vpc.subnets",
     "controlPlaneSecurityGroupIDs": "remove it; efa-stack creates the cluster security group",
     "controlPlaneOnPrivateSubnets": "remove it",
     "controlPlaneEgressMode": "remove it",
