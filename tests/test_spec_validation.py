@@ -7,7 +7,7 @@ import pytest
 from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import load_spec, parse_spec
-from tests.support import BASE, one_problem, plan_of, problems_of, structural_problems
+from tests.support import BASE, cluster_spec, one_problem, plan_of, problems_of, structural_problems
 
 
 def test_base_spec_is_valid():
@@ -370,3 +370,10 @@ def test_vpc_range_of_a_slash_18_is_accepted():
 def test_vpc_range_that_holds_the_subnets_is_accepted():
     text = BASE.replace("[us-west-2a, us-west-2b]", "[us-west-2a, us-west-2b, us-west-2c]") + "vpc: {cidr: 10.20.0.0/17}\n"
     assert plan_of(text).vpc_cidr == "10.20.0.0/17"
+
+
+def test_fails_max_size_zero_with_the_lower_bound_fix_not_the_quota():
+    # GIVEN maxSize 0 WHEN parsed THEN the fix says what EKS needs, not the 450-node quota of the upper bound
+    text = cluster_spec().replace("minSize: 1", "minSize: 0\n    desiredCapacity: 0\n    maxSize: 0")
+    (p,) = problems_of(text)
+    assert p.field == "managedNodeGroups[0].maxSize" and "maxSize 1 or more" in p.fix and "quota" not in p.fix

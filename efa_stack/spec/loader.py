@@ -516,6 +516,13 @@ def _unsupported_here(loc: tuple[Any, ...]) -> dict[str, str]:
     }.get(parent, {})
 
 
+# The EKS API's NodegroupScalingConfig: maxSize >= 1, minSize and desiredSize >= 0.
+_LOWER_BOUND_FIXES: dict[str, str] = {
+    "minSize": "use 0 or more",
+    "desiredCapacity": "use 0 or more",
+    "maxSize": "EKS needs maxSize 1 or more; to run no nodes, set minSize and desiredCapacity to 0",
+    "volumeSize": f"use {MIN_VOLUME_GIB} to 16384 GiB (65536 for volumeType io2), the EBS limits of a root volume",
+}
 _BOUND_FIXES: dict[str, str] = {
     "minSize": NODES_QUOTA_FIX,
     "desiredCapacity": NODES_QUOTA_FIX,
@@ -566,7 +573,8 @@ def _problem(err: Any, data: dict[str, Any]) -> Problem:
         pattern = ctx.get("pattern", "")
         return Problem(field, value, "badly formed", f"use a value matching {pattern}{_pattern_hint(str(name))}")
     if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
-        fix = _BOUND_FIXES.get(str(name), "change the number to fit that bound")
+        below = kind.startswith("greater")
+        fix = (_LOWER_BOUND_FIXES if below else _BOUND_FIXES).get(str(name), "change the number to fit that bound")
         return Problem(field, value, err["msg"].lower(), fix)
     if kind == "too_long" and name == "managedNodeGroups":
         return Problem(
