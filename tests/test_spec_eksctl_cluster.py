@@ -154,7 +154,7 @@ def test_pod_identity_associations_synthesize():
 
 
 @pytest.mark.parametrize(("entry", "field", "fix"), [
-    ("{namespace: a, serviceAccountName: b}", "iam.podIdentityAssociations[0].roleARN", "add roleARN"),
+    ("{namespace: a, serviceAccountName: b}", "iam.podIdentityAssociations[0].roleARN", "set roleARN"),
     (("{namespace: a, serviceAccountName: b, roleARN: arn:aws:iam::111122223333:role/r, "
      "permissionPolicyARNs: [arn:aws:iam::aws:policy/X]}"), "iam.podIdentityAssociations[0].permissionPolicyARNs",
      "remove permissionPolicyARNs or roleARN"),

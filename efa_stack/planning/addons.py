@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -231,6 +231,24 @@ def _resolve(prefix: str, entry: AddonSpec) -> tuple[str | None, list[Problem]]:
     return value.upper(), []
 
 
+def role_problems(where: str, role_arn: str | None, policy_arns: Sequence[str]) -> list[Problem]:
+    """A pod identity association's role: an existing ``roleARN`` (used as it is, so no policies), or
+    ``permissionPolicyARNs`` for a new role; one of the two."""
+    if role_arn and policy_arns:
+        return [Problem(
+            f"{where}.permissionPolicyARNs", list(policy_arns),
+            "an existing role (roleARN) is used as it is and takes no policies here",
+            "remove permissionPolicyARNs or roleARN",
+        )]
+    if not role_arn and not policy_arns:
+        return [Problem(
+            f"{where}.roleARN", None, "the service account needs a role",
+            "set roleARN (an existing role trusting pods.eks.amazonaws.com) or permissionPolicyARNs (a new role "
+            "with those policies)",
+        )]
+    return []
+
+
 def dcgm_tolerations(taints: Iterable[tuple[str, str]]) -> list[dict[str, str]]:
     """Tolerations (``Exists`` per key and effect) for the node monitoring agent's DCGM server.
 
@@ -381,16 +399,7 @@ def addon_plans(
         identities: list[PodIdentityPlan] = []
         for j, pia in enumerate(entry.pod_identity_associations):
             where = f"{prefix}.podIdentityAssociations[{j}]"
-            if pia.role_arn and pia.permission_policy_arns:
-                problems.append(Problem(
-                    f"{where}.permissionPolicyARNs", list(pia.permission_policy_arns),
-                    "an existing roleARN takes no policies here", "remove permissionPolicyARNs or roleARN",
-                ))
-            elif not pia.role_arn and not pia.permission_policy_arns:
-                problems.append(Problem(
-                    f"{where}.roleARN", None, "the service account needs a role",
-                    "set roleARN (an existing role) or permissionPolicyARNs (a new role with those policies)",
-                ))
+            problems.extend(role_problems(where, pia.role_arn, pia.permission_policy_arns))
             identities.append(PodIdentityPlan(
                 pia.namespace, pia.service_account_name, pia.role_arn, tuple(pia.permission_policy_arns)
             ))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from efa_stack import contract, names
 from efa_stack.planning import catalog
-from efa_stack.planning.addons import CLOUDWATCH_OBSERVABILITY, AddonPlan, addon_plans, node_repair_plan
+from efa_stack.planning.addons import CLOUDWATCH_OBSERVABILITY, AddonPlan, addon_plans, node_repair_plan, role_problems
 from efa_stack.planning.catalog import InstanceType, UnknownInstanceType
 from efa_stack.planning.image_compat import TrainingImagePlan, training_image_plan
 from efa_stack.planning.layout import Interface, LayoutError, interface_layout
@@ -637,16 +637,7 @@ def _pod_identity_problems(spec: ClusterSpec) -> list[Problem]:
     seen: set[tuple[str, str]] = set()
     for i, pia in enumerate(spec.iam.pod_identity_associations):
         where = f"iam.podIdentityAssociations[{i}]"
-        if pia.role_arn and pia.permission_policy_arns:
-            problems.append(Problem(
-                f"{where}.permissionPolicyARNs", list(pia.permission_policy_arns),
-                "an existing role (roleARN) is used as it is", "remove permissionPolicyARNs or roleARN",
-            ))
-        elif not pia.role_arn and not pia.permission_policy_arns:
-            problems.append(Problem(
-                f"{where}.roleARN", None, "the association needs a role",
-                "add roleARN (an existing role trusting pods.eks.amazonaws.com) or permissionPolicyARNs (a new role)",
-            ))
+        problems.extend(role_problems(where, pia.role_arn, pia.permission_policy_arns))
         if pia.role_arn and pia.role_name:
             problems.append(Problem(
                 f"{where}.roleName", pia.role_name, "roleARN already names the role (roleName names a new one)",

@@ -301,6 +301,18 @@ IAM_ROLE_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::\d{12}:role/[A-Za-z0-9+=,.@_/-]+$"
 IAM_POLICY_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::(\d{12}|aws):policy/[A-Za-z0-9+=,.@_/-]+$"
 
 
+def policy_arns(arns: list[str]) -> list[str]:
+    """``arns`` when each is an IAM policy ARN; else a FixError naming the first that is not."""
+    for arn in arns:
+        if not re.match(IAM_POLICY_ARN_PATTERN, arn):
+            raise FixError(
+                f"{arn!r} is not an IAM policy ARN",
+                "use arn:aws:iam::aws:policy/NAME (AWS managed) or arn:aws:iam::ACCOUNT:policy/NAME",
+            )
+    return arns
+
+
+
 class PodIdentityAssociationSpec(_Model):
     """One service account of the add-on and the IAM role its pods get through EKS Pod Identity."""
 
@@ -317,13 +329,7 @@ class PodIdentityAssociationSpec(_Model):
     @field_validator("permission_policy_arns")
     @classmethod
     def _policy_arns(cls, v: list[str]) -> list[str]:
-        for arn in v:
-            if not re.match(IAM_POLICY_ARN_PATTERN, arn):
-                raise FixError(
-                    f"{arn!r} is not an IAM policy ARN",
-                    "use arn:aws:iam::aws:policy/NAME (AWS managed) or arn:aws:iam::ACCOUNT:policy/NAME",
-                )
-        return v
+        return policy_arns(v)
 
 
 class AddonSpec(_Model):
@@ -455,13 +461,7 @@ class NodeGroupIamSpec(_Model):
     @field_validator("attach_policy_arns")
     @classmethod
     def _policy_arns(cls, v: list[str]) -> list[str]:
-        for arn in v:
-            if not re.match(IAM_POLICY_ARN_PATTERN, arn):
-                raise FixError(
-                    f"{arn!r} is not an IAM policy ARN",
-                    "use arn:aws:iam::aws:policy/NAME (AWS managed) or arn:aws:iam::ACCOUNT:policy/NAME",
-                )
-        return v
+        return policy_arns(v)
 
 
 class NodeGroupSshSpec(_Model):
