@@ -476,3 +476,12 @@ def test_fails_same_job_name_twice_in_one_namespace():
     twice = job_spec() + "  - name: ddp\n    nodeGroup: gpu\n    image: example/train:1\n    command: [python, t.py]\n"
     (p,) = [p for p in problems_of(twice) if p.field == "trainingJobs[1].name"]
     assert "namespace default" in p.message
+
+
+def test_infiniband_job_on_eks_is_said_at_synth():
+    # GIVEN a training job over InfiniBand in an EKS cluster WHEN planned THEN the summary warns that EC2 has none
+    plan = plan_of(job_spec(fabric="infiniband", efa=False))
+    (warning,) = [w for w in plan.warnings if "infiniband" in w]
+    assert warning.startswith("trainingJobs[0].fabric") and "stay Pending" in warning and "fabric: efa" in warning
+    assert "warning: trainingJobs[0].fabric" in plan.summary()
+    assert not [w for w in plan_of(job_spec()).warnings if "infiniband" in w]

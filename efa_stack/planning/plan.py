@@ -185,6 +185,24 @@ class ClusterPlan:
         return "\n".join(lines)
 
 
+def infiniband_warnings(spec: ClusterSpec) -> list[str]:
+    """Jobs over InfiniBand: EC2 instances have none, so on this cluster's node groups no device plugin
+    advertises an ``rdma/*`` resource and the workers would wait Pending; said at synth, not refused, since
+    the rendered manifests (dist/) can serve a cluster whose nodes have InfiniBand HCAs."""
+    out = []
+    jobs = [(f"trainingJobs[{i}]", j.fabric) for i, j in enumerate(spec.training_jobs)]
+    if "nccl_test" in spec.model_fields_set:
+        jobs.append(("ncclTest", spec.nccl_test.fabric))
+    for where, fabric in jobs:
+        if fabric == "infiniband":
+            out.append(
+                f"{where}.fabric is infiniband, but EC2 instances have no InfiniBand: on this EKS cluster its "
+                "workers would stay Pending (no node advertises an rdma/* resource); use fabric: efa on an EFA "
+                "node group, or tcp"
+            )
+    return out
+
+
 def _ami_type(instance: InstanceType) -> str:
     arch = "ARM_64" if instance.arm64 else "X86_64"
     if instance.accelerator == "nvidia":
@@ -867,7 +885,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         ),
         training_jobs=training_jobs,
         existing_vpc=existing,
-        warnings=tuple(version_warnings(md.version, today)),
+        warnings=(*version_warnings(md.version, today), *infiniband_warnings(spec)),
         authentication_mode=spec.access_config.authentication_mode,
         pod_identities=tuple(
             PodIdentityPlan(
