@@ -6,31 +6,49 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
-
-import cdk8s
-from aws_cdk import App
+from typing import TYPE_CHECKING
 
 from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec.errors import SpecError
-from k8s.charts import build_charts
-from k8s.dist import APPLY_SCRIPT, dist_dir, write_dist
-from stacks.compose import build
+
+if TYPE_CHECKING:
+    from aws_cdk import App
 
 DEFAULT_SPEC = "clusters/default.yaml"
 
 
+def _cli_context(key: str) -> str | None:
+    """A context value the CDK CLI passed in ``CDK_CONTEXT_JSON``, read without starting CDK (a bad spec is
+    reported before aws-cdk-lib loads); None when the CLI passed none."""
+    try:
+        value = json.loads(os.environ.get("CDK_CONTEXT_JSON") or "{}").get(key)
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
 def main(app: App | None = None) -> None:
     """Synthesize ``app`` (a new :class:`aws_cdk.App` reading ``CDK_OUTDIR``/``CDK_CONTEXT_JSON`` by default)."""
-    app = app or App()
-    spec_path = app.node.try_get_context("spec") or DEFAULT_SPEC
+    spec_path = app.node.try_get_context("spec") if app is not None else _cli_context("spec")
     try:
-        plan = plan_from_file(spec_path)
+        plan = plan_from_file(spec_path or DEFAULT_SPEC)
     except SpecError as exc:
         print(exc.render(), file=sys.stderr)
         sys.exit(1)
+    import cdk8s
+    from aws_cdk import App
+
+    from k8s.charts import build_charts
+    from k8s.dist import APPLY_SCRIPT, dist_dir, write_dist
+    from stacks.compose import build
+
+    app = app or App()
+    if app.node.try_get_context("spec") not in (None, spec_path):  # context the CLI kept elsewhere
+        return main(app)
     # The cdk8s charts are built once: the cluster stack applies them and dist/ gets the same objects.
     charts = build_charts(plan, cdk8s.App())
     build(app, plan, account=os.environ.get("CDK_DEFAULT_ACCOUNT"), charts=charts)

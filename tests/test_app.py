@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -44,11 +45,12 @@ def test_app_synthesizes_spec_from_context_and_prints_summary(tmp_path, monkeypa
 
     import app as entry
     import k8s.charts
+    import stacks.compose
 
     # GIVEN a counter around the chart builder, and around the cluster stack's use of charts
     calls: list[cdk8s.App] = []
     applied: list[list] = []
-    real_build, real_apply = k8s.charts.build_charts, entry.build
+    real_build, real_apply = k8s.charts.build_charts, stacks.compose.build
 
     def counting_build(plan, scope):
         calls.append(scope)
@@ -58,9 +60,9 @@ def test_app_synthesizes_spec_from_context_and_prints_summary(tmp_path, monkeypa
         applied.append(list(kw["charts"]))
         return real_apply(app, plan, **kw)
 
-    monkeypatch.setattr(entry, "build_charts", counting_build)
+    # (the entry point imports both when the spec has planned, so the patched functions are the ones it gets)
     monkeypatch.setattr(k8s.charts, "build_charts", counting_build)
-    monkeypatch.setattr(entry, "build", recording_apply)
+    monkeypatch.setattr(stacks.compose, "build", recording_apply)
     # WHEN the entry point synthesizes the eksctl spec
     ctx = {"spec": "clusters/eksctl-efa-cluster.yaml", "dist": str(tmp_path / "dist")}
     monkeypatch.chdir(ROOT)
@@ -81,3 +83,22 @@ def test_app_synthesizes_spec_from_context_and_prints_summary(tmp_path, monkeypa
         "30-mpi-operator.yaml", "40-nccl-tests.yaml",
     ]
     assert f"manifests: {tmp_path / 'dist' / 'my-efa-cluster'}/ (5 files" in stderr
+
+
+def test_a_bad_spec_is_reported_before_the_cdk_loads(tmp_path):
+    # GIVEN a spec with a problem, named the way the CDK CLI passes context WHEN the entry point runs
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: eksctl.io/v1alpha5\nkind: ClusterConfig\nmetadata: {name: x, region: us-west-2}\n"
+                   "managedNodeGroups: [{name: g, instanceType: p5.48xlargee}]\n")
+    code = (
+        "import sys, runpy\n"
+        "try:\n    runpy.run_path('app.py', run_name='__main__')\n"
+        "except SystemExit as e:\n    print('exit', e.code)\n"
+        "print('aws_cdk loaded' if 'aws_cdk' in sys.modules else 'aws_cdk not loaded')\n"
+    )
+    env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps({"spec": str(bad)})}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+                         check=False)
+    # THEN it exits 1 naming the problem, and aws-cdk-lib was never imported
+    assert "exit 1" in out.stdout and "aws_cdk not loaded" in out.stdout, out.stdout + out.stderr
+    assert "managedNodeGroups[0].instanceType" in out.stderr
