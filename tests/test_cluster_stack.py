@@ -277,7 +277,7 @@ def test_nodegroup_instance_type_check_misfires_for_p5_with_nvidia_ami():
     """Why the instance type lives in the launch template: aws_eks_v2.Nodegroup rejects p5.48xlarge
     with the AL2023 NVIDIA AMI type when the type is given on the node group. When this test starts
     failing, CDK has fixed its check and the workaround can be reconsidered."""
-    app = App()
+    app = App(builtin_cloud_formation_validation=False)
     stack = Stack(app, "Probe")
     vpc = ec2.Vpc(stack, "Vpc", availability_zones=["us-west-2a", "us-west-2b"], nat_gateways=1)
     from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
@@ -409,7 +409,7 @@ def test_launch_template_sets_iops_and_throughput():
 
     from aws_constructs.launch_template import EfaLaunchTemplate, LaunchTemplateProps
 
-    stack = Stack(App(), "Lt")
+    stack = Stack(App(builtin_cloud_formation_validation=False), "Lt")
     lt = EfaLaunchTemplate(
         stack, "Lt", LaunchTemplateProps(instance_type="m7i.xlarge", volume_size_gib=100, volume_type="io2", volume_iops=5000),
         security_group_ids=["sg-1"],

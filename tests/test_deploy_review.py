@@ -169,7 +169,7 @@ def test_pingpong_runs_over_the_efa_device_with_shm_transfer_off(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     log = tmp_path / "pingpong.log"
-    for tool in ("nvidia-smi", "fi_info", "all_reduce_perf"):
+    for tool in ("nvidia-smi", "fi_info", "all_reduce_perf", "sleep"):  # sleep: the server's start-up wait
         _fake_bin(bin_dir, tool, "exit 0\n")
     _fake_bin(bin_dir, "fi_pingpong", f'echo "$* shm=${{FI_EFA_ENABLE_SHM_TRANSFER:-unset}}" >> {log}\n')
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}

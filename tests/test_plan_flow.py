@@ -140,7 +140,7 @@ def test_tcp_fabric_job_requests_no_hugepages_but_the_efa_node_keeps_its_reserva
 
 def test_node_group_composes_without_a_plan():
     # GIVEN a plain CDK app with an imported cluster and subnet, and no efa-stack plan
-    stack = Stack(App(), "Mine")
+    stack = Stack(App(builtin_cloud_formation_validation=False), "Mine")
     vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-0abc", availability_zones=["us-west-2a"])
     cluster = eks.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="mine", vpc=vpc)
     subnet = ec2.Subnet.from_subnet_attributes(stack, "Subnet", subnet_id="subnet-0abc", availability_zone="us-west-2a")

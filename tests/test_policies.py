@@ -180,7 +180,7 @@ def synth_with_pack(build) -> dict[str, list[str]]:
     from efa_stack.checks.nag_pack import EfaStackChecks
 
     outdir = scratch_dir("efa-stack-nag-")
-    app = CdkApp(outdir=str(outdir), context=NO_ASSET_STAGING)
+    app = CdkApp(outdir=str(outdir), context=NO_ASSET_STAGING, builtin_cloud_formation_validation=False)
     build(app)
     Validations.of(app).add_plugins(EfaStackChecks(app, host_access_workloads=["efa-device-plugin"]))
     with pytest.raises(Exception, match="ValidationFailed"):  # the report is written before the synth fails
@@ -242,7 +242,7 @@ def test_cdk_nag_runs_on_every_synth_and_fails_on_a_finding():
     from aws_cdk import aws_ec2 as ec2
     from cdk_nag import AwsSolutionsChecks
 
-    app = CdkApp()
+    app = CdkApp(builtin_cloud_formation_validation=False)
     stack = Stack(app, "Open")
     vpc = ec2.Vpc(stack, "Vpc", availability_zones=["us-west-2a", "us-west-2b"], nat_gateways=0)
     sg = ec2.SecurityGroup(stack, "Sg", vpc=vpc)
@@ -286,7 +286,8 @@ def test_build_checks_every_synth_with_both_packs(monkeypatch, nag):
     from stacks.compose import build
 
     _tiny_stacks(monkeypatch)
-    app = CdkApp(outdir=str(scratch_dir("efa-stack-build-")), context=NO_ASSET_STAGING)
+    app = CdkApp(outdir=str(scratch_dir("efa-stack-build-")), context=NO_ASSET_STAGING,
+                 builtin_cloud_formation_validation=False)
     build(app, plan_from_file(CLUSTERS / "default.yaml"), nag=nag)
     if not nag:
         app.synth()  # the switch turns both packs off
