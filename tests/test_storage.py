@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 import textwrap
-from functools import cache
 from typing import Any
 
 import pytest
-from aws_cdk import App, Environment, Stack, Tags
+from aws_cdk import App, Environment, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Match, Template
 
@@ -37,12 +36,8 @@ from stacks.storage_stack import FSX_CSI_CONTROLLER_SA
 from tests.support import (
     BASE,
     CLUSTERS,
-    NO_ASSET_STAGING,
-    TEMPLATE_VALIDATION,
     Synthesized,
-    fail_on_warnings,
     normalise_assets,
-    scratch_dir,
     synth_spec,
     synth_text,
 )
@@ -83,50 +78,17 @@ def with_storage(section: str) -> str:
     return BASE + "storage:\n" + textwrap.indent(textwrap.dedent(section), "  ")
 
 
-def build_creates_storage() -> bool:
-    from stacks.compose import ClusterStacks
-
-    return "storage" in getattr(ClusterStacks, "__dataclass_fields__", {})
-
-
-@cache
 def synth_storage(path: str) -> Synthesized:
-    """Synthesize ``path`` with the storage stack: the session's synth once build() creates it."""
-    if build_creates_storage():
-        return synth_spec(path)
-    from efa_stack.planning.plan import plan_from_file
-    from stacks.compose import build
-    from stacks.storage_stack import StorageStack
-
-    plan = plan_from_file(path)
-    outdir = scratch_dir("efa-stack-storage-")
-    app = App(outdir=str(outdir), context=NO_ASSET_STAGING, builtin_cloud_formation_validation=TEMPLATE_VALIDATION)
-    stacks = build(app, plan)
-    if getattr(stacks, "storage", None) is None:
-        assert plan.storage is not None, f"{path} has no storage section"
-        stack = StorageStack(
-            app, f"{plan.name}-storage", plan=plan, network=stacks.network, cluster=stacks.cluster,
-            storage=plan.storage, env=Environment(region=plan.region),
-        )
-        Tags.of(stack).add("efa-stack.io/cluster", plan.name)
-        for k, v in sorted(plan.tags.items()):
-            Tags.of(stack).add(k, v)
-        stacks.storage = stack
-    app.synth()
-    fail_on_warnings(outdir)
-    templates = {
-        p.name.removesuffix(".template.json"): json.loads(p.read_text()) for p in outdir.glob("*.template.json")
-    }
-    return Synthesized(plan=plan, stacks=stacks, templates=templates, outdir=outdir)
+    """Synthesize ``path``; build() creates the storage stack for a spec with a storage section."""
+    synth = synth_spec(path)
+    assert synth.stacks.storage is not None, f"{path} has no storage section"
+    return synth
 
 
-@cache
 def synth_storage_text(text: str) -> Synthesized:
-    if build_creates_storage():
-        return synth_text(text)
-    f = scratch_dir("efa-stack-spec-") / "spec.yaml"
-    f.write_text(text)
-    return synth_storage(str(f))
+    synth = synth_text(text)
+    assert synth.stacks.storage is not None, "the spec has no storage section"
+    return synth
 
 
 FIXTURE_SPECS = {"fsx": "fsx.yaml"}

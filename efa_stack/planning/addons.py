@@ -41,14 +41,21 @@ CreatedBy = Literal["cluster", "storage"]
 
 @dataclass(frozen=True)
 class PodIdentityPlan:
-    """A service account of an add-on and its IAM role (an existing ARN, or a new role with these policies)."""
+    """A service account and the IAM role its pods get through EKS Pod Identity: an add-on's (``addons[]``) or the
+    cluster's (eksctl ``iam.podIdentityAssociations``)."""
 
     namespace: str
     service_account: str
     role_arn: str | None = None
+    """An existing role; None: a new role with ``policy_arns`` and ``aws_managed_policies``."""
     policy_arns: tuple[str, ...] = ()
     aws_managed_policies: tuple[str, ...] = ()
     """Names of AWS managed policies for a new role (efa-stack's own add-ons; the stack adds the partition)."""
+    role_name: str | None = None
+    """The new role's name (default: one CloudFormation makes up)."""
+    target_role_arn: str | None = None
+    disable_session_tags: bool | None = None
+    tags: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,14 @@ from pathlib import Path
 
 from efa_stack import contract, names
 from efa_stack.planning import catalog
-from efa_stack.planning.addons import CLOUDWATCH_OBSERVABILITY, AddonPlan, addon_plans, node_repair_plan, role_problems
+from efa_stack.planning.addons import (
+    CLOUDWATCH_OBSERVABILITY,
+    AddonPlan,
+    PodIdentityPlan,
+    addon_plans,
+    node_repair_plan,
+    role_problems,
+)
 from efa_stack.planning.catalog import InstanceType, UnknownInstanceType
 from efa_stack.planning.image_compat import TrainingImagePlan, training_image_plan
 from efa_stack.planning.layout import Interface, LayoutError, interface_layout
@@ -55,21 +62,6 @@ class TrainingOperatorsPlan:
     @property
     def any(self) -> bool:
         return self.trainer or self.pytorch_job_v1
-
-
-@dataclass(frozen=True)
-class PodIdentityPlan:
-    """One eksctl ``iam.podIdentityAssociations`` entry: a service account and the role its pods get."""
-
-    namespace: str
-    service_account: str
-    role_arn: str | None = None
-    """An existing role; None: a new role with ``policy_arns``."""
-    policy_arns: tuple[str, ...] = ()
-    role_name: str | None = None
-    target_role_arn: str | None = None
-    disable_session_tags: bool | None = None
-    tags: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
