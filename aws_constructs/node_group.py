@@ -34,6 +34,9 @@ class ManagedNodeGroupProps:
     name: str | None = None
     """Node group name for the ``efa-stack.io/node-group`` tag on instances, volumes and the node group;
     no tag when None."""
+    nodegroup_name: str | None = None
+    """The EKS node group name; default ``name`` (a part of a spec group split over several EKS node groups carries
+    its own name, ``<name>-<n>``, and the group's ``name`` in its tags)."""
     ami_type: str = "AL2023_X86_64_STANDARD"
     """Member name of ``aws_eks_v2.NodegroupAmiType`` (``AL2023_X86_64_NVIDIA`` for GPU nodes)."""
     min_size: int = 1
@@ -116,7 +119,7 @@ class ManagedNodeGroup(Construct):
             "NodeGroup",
             cluster=cluster,
             # Named as in the spec (as eksctl does), so `aws eks list-nodegroups` shows what the user wrote.
-            nodegroup_name=names.eks_nodegroup_name(plan.name) if plan.name is not None else None,
+            nodegroup_name=plan.nodegroup_name or (names.eks_nodegroup_name(plan.name) if plan.name is not None else None),
             # a custom AMI in the launch template: no AMI type (CloudFormation AWS::EKS::Nodegroup AmiType)
             ami_type=None if lt.image_id else getattr(eks.NodegroupAmiType, plan.ami_type),
             capacity_type=eks.CapacityType.SPOT if plan.spot else _CAPACITY[lt.capacity],

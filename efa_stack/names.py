@@ -157,6 +157,13 @@ def eks_nodegroup_name(node_group: str) -> str:
     return node_group
 
 
+def eks_nodegroup_part_name(node_group: str, index: int) -> str:
+    """Part ``index`` (1, 2, ...) of a spec node group split over several EKS node groups: ``<name>-<index>``
+    (:attr:`efa_stack.planning.node_groups.NodeGroupPlan.parts`); checked against :data:`EKS_NODEGROUP_NAME`
+    where the plan is made."""
+    return f"{eks_nodegroup_name(node_group)}-{index}"
+
+
 def node_group_label_value(node_group: str) -> str:
     """The value of the ``efa-stack.io/node-group`` label (and tag) on the group's nodes."""
     return node_group

@@ -11,8 +11,9 @@ import ipaddress
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from efa_stack import contract
+from efa_stack import contract, names
 from efa_stack.spec.errors import Problem
+from efa_stack.spec.models import MAX_MANAGED_NODE_GROUPS, MAX_NODES_PER_NODE_GROUP
 
 # --- EBS root volumes -------------------------------------------------------------------------------
 # CloudFormation "AWS::EC2::LaunchTemplate Ebs" (aws-properties-ec2-launchtemplate-ebs), `Iops`:
@@ -178,8 +179,9 @@ def validate_network(cidr: str, zones: int, addresses_per_zone: dict[str, int]) 
 # --- CloudFormation and EKS quotas -----------------------------------------------------------------
 # AWS CloudFormation User Guide, "Understand CloudFormation quotas": 500 resources per stack (hard).
 CFN_MAX_RESOURCES = 500
-# EKS's "Managed node groups per cluster" quota is enforced where the spec is read
-# (spec.models.MAX_MANAGED_NODE_GROUPS), so every accepted spec stays within it.
+# EKS's "Managed node groups per cluster" quota (spec.models.MAX_MANAGED_NODE_GROUPS, cited there) is
+# checked twice: where the spec is read (at most that many managedNodeGroups entries with the system group)
+# and here, on the EKS node groups a plan makes once large groups are split (validate_node_group_count).
 # Amazon EC2 User Guide, "Amazon VPC quotas": security groups per network interface, 5 by default
 # (adjustable up to 16).
 MAX_SECURITY_GROUPS_PER_ENI = 5
@@ -211,9 +213,45 @@ def validate_quotas(
     return problems
 
 
-# Resources each managed node group adds to the cluster stack (aws_constructs/node_group.py): its
-# launch template and node group, and its placement group when it creates one. Checked against a
-# synthesized template in tests/test_cluster_stack.py.
+def validate_node_group_count(plan_groups: Sequence, spec_groups: Sequence[str] = ()) -> list[Problem]:
+    """The EKS managed node groups of the planned groups (:attr:`NodeGroupPlan.parts`) plus the system group fit
+    EKS's "Managed node groups per cluster" quota, and every part's name is a valid EKS node group name that no
+    other group uses. ``spec_groups``: every ``managedNodeGroups`` name (also of groups that did not plan)."""
+    problems: list[Problem] = []
+    taken = {contract.SYSTEM_NODE_GROUP, *spec_groups, *(g.name for g in plan_groups)}
+    split = [(g, g.parts) for g in plan_groups if len(g.parts) > 1]
+    for g, parts in split:
+        for part in parts:
+            why = names.EKS_NODEGROUP_NAME.violation(part.name)
+            if why or part.name in taken:
+                problems.append(Problem(
+                    f"managedNodeGroups({g.name}).name", g.name,
+                    f"maxSize {g.max_size} splits the group into {len(parts)} EKS node groups of at most "
+                    f"{MAX_NODES_PER_NODE_GROUP} nodes, and the part name {part.name!r} "
+                    + (f"is not {why.removeprefix('an ')}" if why else "is already a node group's name"),
+                    "rename the node group (shorter, and not ending in -<number> like another group)",
+                ))
+                break
+            taken.add(part.name)
+    total = 1 + sum(len(g.parts) for g in plan_groups)
+    if total > MAX_MANAGED_NODE_GROUPS:
+        counts = ", ".join(f"{g.name} {len(g.parts)}" for g in plan_groups)
+        problems.append(Problem(
+            "managedNodeGroups", f"{total} EKS node groups",
+            f"the node groups become {total} EKS managed node groups (system 1, {counts}; a group is split into "
+            f"groups of at most {MAX_NODES_PER_NODE_GROUP} nodes), more than EKS's quota of "
+            f"{MAX_MANAGED_NODE_GROUPS} managed node groups per cluster (Service Quotas L-6D54EA21)",
+            f"lower maxSize or merge node groups so that at most {MAX_MANAGED_NODE_GROUPS} EKS node groups remain "
+            "(each holds up to 450 nodes), or spread the nodes over several clusters; the quota is adjustable "
+            "(request an increase in Service Quotas), but efa-stack plans for the default",
+        ))
+    return problems
+
+
+# Resources each EKS managed node group (each part of a split group) adds to the cluster stack
+# (aws_constructs/node_group.py): its launch template and node group; and each spec group its placement
+# group when it creates one (all parts share it). Checked against a synthesized template in
+# tests/test_cluster_stack.py and tests/test_scale.py.
 RESOURCES_PER_NODE_GROUP = 2
 RESOURCES_PER_NEW_PLACEMENT_GROUP = 1
 CLUSTER_STACK_FIXED_RESOURCES = 40
@@ -221,10 +259,14 @@ CLUSTER_STACK_FIXED_RESOURCES = 40
 add-ons, kubectl provider, manifests); the tests check it against every shipped spec."""
 
 
-def count_cluster_resources(new_placement_groups: Iterable[bool]) -> int:
-    """Resources of the cluster stack, at most, for node groups that do or do not create a placement group."""
+def count_cluster_resources(new_placement_groups: Iterable[bool], parts: Iterable[int] | None = None) -> int:
+    """Resources of the cluster stack, at most, for node groups that do or do not create a placement group and
+    that become ``parts`` EKS node groups each (one each when None)."""
+    flags = list(new_placement_groups)
+    counts = list(parts) if parts is not None else [1] * len(flags)
     return CLUSTER_STACK_FIXED_RESOURCES + sum(
-        RESOURCES_PER_NODE_GROUP + (RESOURCES_PER_NEW_PLACEMENT_GROUP if new else 0) for new in new_placement_groups
+        RESOURCES_PER_NODE_GROUP * n + (RESOURCES_PER_NEW_PLACEMENT_GROUP if new else 0)
+        for new, n in zip(flags, counts, strict=True)
     )
 
 
@@ -239,8 +281,10 @@ def validate_plan_limits(plan_groups: Sequence, cidr: str, zones: Sequence[str],
     for z in zones:
         per_zone[z] += -(-system_max_size // max(len(zones), 1))
     problems = validate_network(cidr, len(zones), per_zone)
-    names = ["system", *(g.name for g in plan_groups)]
-    resources = count_cluster_resources([False, *(g.placement_group for g in plan_groups)])
+    group_names = ["system", *(g.name for g in plan_groups)]
+    resources = count_cluster_resources(
+        [False, *(g.placement_group for g in plan_groups)], [1, *(len(g.parts) for g in plan_groups)]
+    )
     sgs = [2 if g.efa_enabled else 1 for g in plan_groups]
-    problems.extend(validate_quotas(names, resources, sgs))
+    problems.extend(validate_quotas(group_names, resources, sgs))
     return problems

@@ -9,11 +9,53 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from efa_stack import contract
+from efa_stack import contract, names
 from efa_stack.planning.addons import NodeRepairPlan
 from efa_stack.planning.catalog import InstanceType
 from efa_stack.planning.layout import Interface, describe, efa_devices
 from efa_stack.planning.tuning import KubeletTuning, guaranteed_cpus
+from efa_stack.spec.models import MAX_NODES_PER_NODE_GROUP
+
+
+@dataclass(frozen=True)
+class NodeGroupPart:
+    """One EKS managed node group of a spec node group (:attr:`NodeGroupPlan.parts`).
+
+    EKS caps a managed node group at :data:`efa_stack.spec.models.MAX_NODES_PER_NODE_GROUP` nodes, so a spec
+    group with a larger ``maxSize`` becomes several EKS node groups of the same settings. The spec group stays one
+    logical group: every part carries its ``efa-stack.io/node-group`` label, so jobs, dashboards and checks that
+    select nodes by that label see all of them.
+    """
+
+    name: str
+    """The EKS node group name (:func:`efa_stack.names.eks_nodegroup_part_name`)."""
+    index: int
+    """1, 2, ... for a split group; 0 for the only part of a group that is not split."""
+    min_size: int
+    desired_size: int
+    max_size: int
+
+
+def part_count(max_size: int, per_group: int = MAX_NODES_PER_NODE_GROUP) -> int:
+    """How many EKS node groups hold ``max_size`` nodes, at most ``per_group`` each."""
+    return max(1, -(-max_size // per_group))
+
+
+def _even(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` shares that differ by at most one, the larger shares first."""
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def split_sizes(
+    min_size: int, desired_size: int, max_size: int, per_group: int = MAX_NODES_PER_NODE_GROUP,
+) -> list[tuple[int, int, int]]:
+    """(min, desired, max) of each part when ``max_size`` nodes are split over the fewest groups of at most
+    ``per_group``: each of the three sizes is split evenly, the larger shares first, which keeps
+    min <= desired <= max in every part (the shares of a smaller total are never larger) and every maxSize >= 1
+    (there are no more parts than nodes)."""
+    n = part_count(max_size, per_group)
+    return list(zip(_even(min_size, n), _even(desired_size, n), _even(max_size, n)))
 
 
 @dataclass(frozen=True)
@@ -109,6 +151,20 @@ class NodeGroupPlan:
         return self.instance.name
 
     @property
+    def parts(self) -> tuple[NodeGroupPart, ...]:
+        """The EKS managed node groups this spec group becomes: one named as the spec group while ``maxSize`` fits
+        EKS's per-group quota, else ``<name>-1``, ``<name>-2``, ... with the sizes split evenly
+        (:func:`split_sizes`). Every part has this plan's settings: the same launch template contents, labels,
+        taints, subnet, capacity reservation (several node groups may target one reservation) and placement group
+        (the cluster stack creates one group that all parts launch into)."""
+        sizes = split_sizes(self.min_size, self.desired_size, self.max_size)
+        if len(sizes) == 1:
+            return (NodeGroupPart(names.eks_nodegroup_name(self.name), 0, *sizes[0]),)
+        return tuple(
+            NodeGroupPart(names.eks_nodegroup_part_name(self.name, i), i, *s) for i, s in enumerate(sizes, start=1)
+        )
+
+    @property
     def guaranteed_cpus(self) -> int:
         """Whole CPUs one Guaranteed pod can request per node (:func:`efa_stack.planning.tuning.guaranteed_cpus`); the
         NCCL-tests workers request this many."""
@@ -141,6 +197,13 @@ class NodeGroupPlan:
             return contract.ON_DEMAND
         return f"{self.capacity} {self.reservation_id}"
 
+    def parts_summary(self) -> str:
+        """``""``, or ``, as 3 EKS node groups p5-1..p5-3 (334/333/333 max)`` for a split group."""
+        parts = self.parts
+        if len(parts) == 1:
+            return ""
+        return (f", as {len(parts)} EKS node groups {parts[0].name}..{parts[-1].name} "
+                f"({'/'.join(str(p.max_size) for p in parts)} max)")
 
 
 def taints_of(groups: Iterable[NodeGroupPlan]) -> tuple[Taint, ...]:
