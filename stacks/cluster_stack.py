@@ -472,12 +472,18 @@ class ClusterStack(Stack):
         return made
 
     def add_kubernetes_charts(self, charts: Sequence[cdk8s.Chart] | None = None) -> list[eks.KubernetesManifest]:
-        """Apply the cdk8s charts of :func:`k8s.charts.build_charts` in their order (CRD, operator, jobs).
+        """Apply the cdk8s charts of :func:`k8s.charts.build_charts`, each as soon as what it needs exists.
 
         ``charts`` are the plan's charts built once by the caller (app.py also writes them to ``dist/``);
-        without them they are built here. The Kubeflow Trainer Helm release (when the plan installs it)
-        takes its place in the same chain at :data:`k8s.charts.HELM_ORDER`; every CRD applied by
-        manifest or Helm is waited for (``Established``) before the next step.
+        without them they are built here. A chart waits only for the charts it declares (cdk8s
+        ``add_dependency``, see :mod:`k8s.charts`), and for a chart that holds a CRD, for the wait until that
+        CRD is Established (objects of its kind cannot be applied before); the Kubeflow Trainer Helm release
+        (when the plan installs it) is waited for by the charts whose kinds it defines (the runtimes and
+        the jobs). Nothing waits for a node group to be *applied* (``kubectl apply`` of a DaemonSet or a
+        Deployment returns before any pod runs), except what waits for pods to be ready: the Trainer's
+        ``helm --wait`` and the Training Operator's availability wait, after the system node group they
+        run on. The CRDs, operators and device plugins are therefore applied while the nodes launch
+        (docs/design/deploy-model.md).
         """
         if charts is None:
             import cdk8s
@@ -490,8 +496,10 @@ class ClusterStack(Stack):
             HELM_ORDER,
             KUBEFLOW_TRAINER,
             MPI_OPERATOR_CRD,
+            TRAINING_JOBS,
             TRAINING_OPERATOR,
             TRAINING_OPERATOR_CRD,
+            TRAINING_RUNTIMES,
         )
 
         # chart id -> (construct id of the wait, CRD name); the MPIJob wait keeps its original id.
@@ -503,34 +511,41 @@ class ClusterStack(Stack):
         self.crd_established: eks.KubernetesObjectValue | None = None
         self.crd_waits: dict[str, eks.KubernetesObjectValue] = {}
         self.trainer: eks.HelmChart | None = None
-        after: Construct | None = None
-        helm_pending = [KUBEFLOW_TRAINER] if self.plan.training_operators.trainer else []
+        # What a chart that declares another chart as a need waits for: its manifest, or the wait after it.
+        ready: dict[str, Construct] = {}
+        trainer_ready: Construct | None = None
+        if self.plan.training_operators.trainer:
+            trainer_ready = self._install_trainer()
         for chart in charts:
-            while helm_pending and HELM_ORDER[helm_pending[0]] < CHART_ORDER.get(chart.node.id, 0):
-                after = self._install_trainer(after)
-                helm_pending.pop(0)
+            chart_id = chart.node.id
             # The PyTorchJob CRD outlives its last PyTorchJob (deleting a CRD deletes every object of its kind).
-            if chart.node.id == TRAINING_OPERATOR_CRD:
+            if chart_id == TRAINING_OPERATOR_CRD:
                 manifest = self._retained_manifest(chart)
             else:
-                manifest = self.cluster.add_cdk8s_chart(chart.node.id, chart)
-            # Device plugins schedule on nodes: wait for the node groups, then keep the order.
-            for group in self.node_groups.values():
-                manifest.node.add_dependency(group.nodegroup)
-            if after is not None:
-                manifest.node.add_dependency(after)
+                manifest = self.cluster.add_cdk8s_chart(chart_id, chart)
+            for need in chart.node.dependencies:
+                manifest.node.add_dependency(ready[need.node.id])
+            if trainer_ready is not None and chart_id in (TRAINING_RUNTIMES, TRAINING_JOBS) and (
+                CHART_ORDER[chart_id] > HELM_ORDER[KUBEFLOW_TRAINER]
+            ):
+                manifest.node.add_dependency(trainer_ready)
             manifests.append(manifest)
-            after = manifest
-            if chart.node.id in crd_waits:
-                wait_id, crd_name = crd_waits[chart.node.id]
-                after = self.crd_waits[crd_name] = self._wait_until_established(manifest, crd_name, wait_id)
-                if chart.node.id == MPI_OPERATOR_CRD:
-                    self.crd_established = after
-            if chart.node.id == TRAINING_OPERATOR:
-                after = self._wait_for_training_operator(manifest)
-        if helm_pending:
-            self._install_trainer(after)
+            ready[chart_id] = manifest
+            if chart_id in crd_waits:
+                wait_id, crd_name = crd_waits[chart_id]
+                ready[chart_id] = self.crd_waits[crd_name] = self._wait_until_established(manifest, crd_name, wait_id)
+                if chart_id == MPI_OPERATOR_CRD:
+                    self.crd_established = self.crd_waits[crd_name]
+            if chart_id == TRAINING_OPERATOR:
+                ready[chart_id] = self._wait_for_training_operator(manifest)
         return manifests
+
+    def _system_node_groups(self) -> list[Construct]:
+        """The node groups the controllers run on (:func:`k8s.scheduling.system_node_selector`: the system node
+        group), or every node group when the plan has none of that role."""
+        system = [self.node_groups[ng.name].nodegroup for ng in self.plan.all_node_groups
+                  if ng.role == contract.SYSTEM_NODE_GROUP and ng.name in self.node_groups]
+        return system or [group.nodegroup for group in self.node_groups.values()]
 
     def _retained_manifest(self, chart: cdk8s.Chart) -> eks.KubernetesManifest:
         """A chart whose objects outlive it: ``add_cdk8s_chart``'s manifest (same scope and id, so the same
@@ -543,9 +558,11 @@ class ClusterStack(Stack):
             overwrite=True, removal_policy=RemovalPolicy.RETAIN,
         )
 
-    def _install_trainer(self, after: Construct | None) -> eks.KubernetesObjectValue:
+    def _install_trainer(self) -> eks.KubernetesObjectValue:
         """Kubeflow Trainer v2 from its upstream Helm chart (see :mod:`k8s.training_operators`), then a wait
-        for its TrainJob CRD; returns the wait, which later manifests depend on."""
+        for its TrainJob CRD; returns the wait, which the manifests of its kinds depend on. The release needs
+        only the API server to be applied, but ``helm --wait`` completes when its Deployments are ready, so
+        it is installed after the system node group they run on."""
         from k8s.training_operators import TRAINER_CHART, TrainerHelmProps
 
         props = TrainerHelmProps()
@@ -567,10 +584,8 @@ class ClusterStack(Stack):
             # leaves the spec (docs/design/training.md, "Keeping the CRDs").
             removal_policy=RemovalPolicy.RETAIN,
         )
-        for group in self.node_groups.values():
-            self.trainer.node.add_dependency(group.nodegroup)
-        if after is not None:
-            self.trainer.node.add_dependency(after)
+        for group in self._system_node_groups():
+            self.trainer.node.add_dependency(group)
         wait = self.crd_waits[contract.TRAINJOB_CRD_NAME] = self._wait_until_established(
             self.trainer, contract.TRAINJOB_CRD_NAME, "TrainJobCrdEstablished"
         )
@@ -596,6 +611,9 @@ class ClusterStack(Stack):
             "TrainingOperatorAvailable", operator, "deployment", contract.TRAINING_OPERATOR_NAME, ".status.availableReplicas",
             minutes=10, namespace=contract.TRAINING_OPERATOR_NAMESPACE,
         )
+        # A replica becomes available only on a node: the wait starts once the system node group exists.
+        for group in self._system_node_groups():
+            available.node.add_dependency(group)
         return self._wait_for_value(
             "TrainingOperatorWebhookCa", available, "validatingwebhookconfiguration", WEBHOOK_CONFIGURATION,
             ".webhooks[0].clientConfig.caBundle",

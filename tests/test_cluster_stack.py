@@ -203,15 +203,15 @@ def test_reserved_node_groups_sizes_zones_and_what_waits_for_them(reserved):
     # each reserved group in the one zone of its reservation: us-east-1a, us-east-1b
     assert len(block["Subnets"]) == 1 and "PrivateSubnet1" in json.dumps(block["Subnets"])
     assert len(odcr["Subnets"]) == 1 and "PrivateSubnet2" in json.dumps(odcr["Subnets"])
-    # every chart and the observability add-on (and its role) wait for both GPU node groups, and whatever
-    # waits for one GPU node group waits for both
+    # the observability add-on (and its role) waits for both GPU node groups, whatever waits for one GPU node
+    # group waits for both, and no chart waits for any (kubectl apply needs only the API server)
     resources = reserved.template("cluster")["Resources"]
     groups = {k for k in reserved.resources("cluster", "AWS::EKS::Nodegroup") if not k.startswith("NodeGroupsystem")}
     assert len(groups) == 2
     waiting = {k for k, v in resources.items() if groups & set(v.get("DependsOn", []))}
     assert all(groups <= set(resources[k]["DependsOn"]) for k in waiting)
     charts = {k for k, v in resources.items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"}
-    assert len(charts) == 5 and charts <= waiting
+    assert len(charts) == 5 and not charts & waiting
     assert any(k.startswith("AddonAmazonCloudwatchObservability") and resources[k]["Type"] == "AWS::EKS::Addon"
                for k in waiting)
     assert any(k.startswith("AddonAmazonCloudwatchObservabilityRole") for k in waiting)
@@ -327,18 +327,21 @@ def test_fails_cidrs_without_public_endpoint():
     assert p.field == "vpc.publicAccessCIDRs"
 
 
-def test_kubernetes_charts_are_applied_in_order_after_the_node_groups(default_synth):
+def test_kubernetes_charts_wait_for_what_they_need_and_not_for_the_node_groups(default_synth):
     resources = default_synth.template("cluster")["Resources"]
-    manifests = [(k, v) for k, v in resources.items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"]
-    names = [k for k, _ in manifests]
+    manifests = {k: v for k, v in resources.items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"}
     order = ["efadeviceplugin", "nvidiadeviceplugin", "mpioperatorcrd", "mpioperator", "nccltests"]
-    assert [next(o for o in order if k.startswith(f"Cluster{o}")) for k in names] == order
-    for prev, (lid, res) in zip(names, manifests[1:]):
-        # directly, or through the wait for the CRD's Established condition that follows the CRD chart
-        waits = [d for d in res["DependsOn"] if resources[d]["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"]
-        assert prev in res["DependsOn"] or any(prev in resources[w]["DependsOn"] for w in waits), lid
-    for _, res in manifests:
-        assert any(d.startswith("NodeGroupp5NodeGroup") for d in res["DependsOn"])
+    assert [next(o for o in order if k.startswith(f"Cluster{o}")) for k in manifests] == order
+    ids = {o: next(k for k in manifests if k[len("Cluster"):-8] == o) for o in order}  # ids end in an 8-digit hash
+    (wait,) = [k for k, v in resources.items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"]
+    assert ids["mpioperatorcrd"] in resources[wait]["DependsOn"]  # the CRD is Established before its kind is used
+    waits_for = {o: set(manifests[ids[o]].get("DependsOn", [])) & (set(manifests) | {wait}) for o in order}
+    assert waits_for == {
+        "efadeviceplugin": set(), "nvidiadeviceplugin": set(), "mpioperatorcrd": set(), "mpioperator": {wait},
+        "nccltests": {wait, ids["mpioperator"], ids["efadeviceplugin"], ids["nvidiadeviceplugin"]},
+    }
+    for lid, res in manifests.items():  # kubectl apply needs the API server, not a node
+        assert not any(d.startswith("NodeGroup") for d in res.get("DependsOn", [])), lid
 
 
 def test_efa_nodes_reserve_the_hugepages_pods_request(default_synth):

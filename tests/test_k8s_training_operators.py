@@ -263,8 +263,9 @@ def test_stack_installs_the_trainer_chart_pinned_with_plan_values(both_synth):
 
 
 def test_stack_orders_crds_operators_and_waits(both_synth):
-    # GIVEN both operators WHEN synthesized THEN: PyTorchJob CRD -> its Established wait -> MPI operator
-    # -> Trainer Helm chart -> TrainJob Established wait -> training-operator; nothing without node groups.
+    # GIVEN both operators WHEN synthesized THEN: each CRD -> its Established wait -> the operator of its kind;
+    # the Trainer Helm chart (helm --wait: its Deployments ready) after the system node group it runs on, then
+    # the TrainJob Established wait; no manifest waits for a node group (kubectl apply needs the API server).
     s = both_synth
     res = s.template("cluster")["Resources"]
     helm_id = next(iter(_helm_charts(s)))
@@ -280,18 +281,21 @@ def test_stack_orders_crds_operators_and_waits(both_synth):
     trainjob_wait = by_crd[contract.TRAINJOB_CRD_NAME]
     assert helm_id in deps(trainjob_wait)
     node_groups = {k for k, v in res.items() if v["Type"] == "AWS::EKS::Nodegroup"}
-    assert node_groups <= deps(helm_id)
+    system = {k for k in node_groups if k.startswith("NodeGroupsystem")}
+    assert system and deps(helm_id) & node_groups == system
+
     def manifest(chart_id: str) -> str:
         # cluster.add_cdk8s_chart(chart_id, ...) is a child of the cluster: logical id Cluster<id>HASH
         pattern = re.compile("Cluster" + chart_id.replace("-", "") + "[0-9A-F]{8}$")
         (logical,) = [k for k in res if pattern.match(k)]
         return logical
 
-    assert manifest(MPI_OPERATOR) in deps(helm_id)
-    assert trainjob_wait in deps(manifest(TRAINING_OPERATOR))
     pytorch_wait = by_crd[contract.PYTORCHJOB_CRD_NAME]
     assert deps(pytorch_wait) >= {manifest(TRAINING_OPERATOR_CRD)}
-    assert pytorch_wait in deps(manifest(MPI_OPERATOR))
+    assert pytorch_wait in deps(manifest(TRAINING_OPERATOR))
+    assert by_crd[contract.MPIJOB_CRD_NAME] in deps(manifest(MPI_OPERATOR))
+    manifests = [k for k, v in res.items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"]
+    assert manifests and not any(deps(k) & node_groups for k in manifests)
 
 
 def test_charts_after_the_v1_operator_wait_until_its_webhook_admits(both_synth):
@@ -313,9 +317,11 @@ def test_charts_after_the_v1_operator_wait_until_its_webhook_admits(both_synth):
 
     operator = next(k for k in res if re.match("Cluster" + TRAINING_OPERATOR.replace("-", "") + "[0-9A-F]{8}$", k))
     assert operator in deps(available) and available in deps(ca)
-    # AND every chart applied after the operator (here the NCCL-tests job) waits for it
+    # AND a replica is available only on a node: the wait comes after the system node group it runs on
+    assert any(d.startswith("NodeGroupsystem") for d in deps(available))
+    # AND the webhook admits PyTorchJobs only: the NCCL-tests MPIJob does not wait for it
     later = [k for k in res if re.match("Clusternccltests[0-9A-F]{8}$", k)]
-    assert later and all(ca in deps(k) for k in later)
+    assert later and not any({available, ca} & deps(k) for k in later)
 
 
 def test_no_helm_chart_without_the_trainer(v1_only_synth):
