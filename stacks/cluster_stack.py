@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Sequence
@@ -267,6 +268,7 @@ class ClusterStack(Stack):
 
         cluster_sg = self.cluster.cluster_security_group_id
         self.node_groups: dict[str, ManagedNodeGroup] = {}
+        """Every EKS managed node group by its EKS name (the parts of a split spec group each under its own)."""
         for ng in plan.all_node_groups:
             subnets = [network.subnet(i) for i in ng.subnet_ids] if ng.subnet_ids else (
                 [network.private_subnet(ng.availability_zone)]
@@ -274,23 +276,43 @@ class ClusterStack(Stack):
                 else [network.private_subnet(az) for az in ng.availability_zones]
             )
             groups = [cluster_sg, network.efa_security_group.security_group_id] if ng.efa_enabled else [cluster_sg]
-            node_group = ManagedNodeGroup(
-                self,
-                f"NodeGroup-{ng.name}",
-                node_group_props(ng, self._cluster_node_config() if ng.ami_id else None),
-                cluster=self.cluster,
-                subnets=subnets,
-                security_group_ids=groups,
-                node_role=self._node_role_of(ng),
-            )
-            # The CNI must support efa-only interfaces before EFA nodes join, and aws-node gets its
-            # role through EKS Pod Identity, so the agent must run before the nodes need it.
-            node_group.nodegroup.node.add_dependency(self.vpc_cni)
-            node_group.nodegroup.node.add_dependency(self.pod_identity_agent)
-            for addon_plan in plan.addons:
-                if addon_plan.node_dependency and addon_plan.name in self.addons:
-                    node_group.nodegroup.node.add_dependency(self.addons[addon_plan.name])
-            self.node_groups[ng.name] = node_group
+            props = node_group_props(ng, self._cluster_node_config() if ng.ami_id else None)
+            node_role = self._node_role_of(ng)
+            parts = ng.parts
+            shared_group = None
+            if len(parts) > 1 and ng.placement_group:
+                # One cluster placement group for every part: the spec group's nodes share one network
+                # neighbourhood, as one node group's would (the parts' launch templates name it).
+                shared_group = ec2.PlacementGroup(
+                    self, f"PlacementGroup-{ng.name}", strategy=ec2.PlacementGroupStrategy.CLUSTER
+                )
+            for part in parts:
+                part_props = props if len(parts) == 1 else dataclasses.replace(
+                    props, nodegroup_name=part.name, min_size=part.min_size, desired_size=part.desired_size,
+                    max_size=part.max_size, placement_group=False,
+                    launch_template=dataclasses.replace(
+                        props.launch_template,
+                        placement_group_name=shared_group.placement_group_name if shared_group is not None
+                        else props.launch_template.placement_group_name,
+                    ),
+                )
+                node_group = ManagedNodeGroup(
+                    self,
+                    f"NodeGroup-{part.name}",
+                    part_props,
+                    cluster=self.cluster,
+                    subnets=subnets,
+                    security_group_ids=groups,
+                    node_role=node_role,
+                )
+                # The CNI must support efa-only interfaces before EFA nodes join, and aws-node gets its
+                # role through EKS Pod Identity, so the agent must run before the nodes need it.
+                node_group.nodegroup.node.add_dependency(self.vpc_cni)
+                node_group.nodegroup.node.add_dependency(self.pod_identity_agent)
+                for addon_plan in plan.addons:
+                    if addon_plan.node_dependency and addon_plan.name in self.addons:
+                        node_group.nodegroup.node.add_dependency(self.addons[addon_plan.name])
+                self.node_groups[part.name] = node_group
         self._observability(plan)
         # The nodes pull it with NODE_ROLE_POLICIES' AmazonEC2ContainerRegistryPullOnly.
         self.training_image: EfaTrainingImage | None = None

@@ -25,7 +25,9 @@ class NetworkStack(Stack):
             ))
             self.efa = EfaSecurityGroup(self, "Efa", vpc=self.network.vpc)
             return
-        subnets = subnet_plan(plan.vpc_cidr, len(plan.availability_zones))
+        # the plan's subnets: sized for the nodes' and pods' addresses (efa_stack.planning.addressing)
+        subnets = plan.addresses.subnets if plan.addresses is not None \
+            else subnet_plan(plan.vpc_cidr, len(plan.availability_zones))
         if subnets is None:  # build_plan reports this as a problem of vpc.cidr first
             raise ValueError(f"VPC {plan.vpc_cidr} cannot hold subnets in {len(plan.availability_zones)} zones")
         self.network = EfaVpc(self, "Network", EfaVpcProps(

@@ -148,3 +148,112 @@ def test_parts_names_combine_as_expected():
     names = [p.name for p in build_plan(parse_spec(HEAD + group("gpu", 2000))).node_groups[0].parts]
     assert names == [f"gpu-{i}" for i in range(1, 6)]
     assert len(set(itertools.chain(names))) == 5
+
+
+# --- CloudFormation: 500 resources per stack ---------------------------------------------------------
+
+
+def test_the_most_eks_node_groups_a_spec_can_make_keep_every_template_under_500_resources():
+    """29 EFA node groups (the quota of 30 with the system group), each with its own placement group and its own
+    node role, synthesize with every stack under CloudFormation's 500 resources per stack (AWS CloudFormation
+    User Guide, "Understand CloudFormation quotas"): EKS's quota, not CloudFormation's, bounds the node groups."""
+    role = ", iam: {attachPolicyARNs: [arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess]}"
+    text = HEAD + "".join(group(f"g{i}", 1, extra=role) for i in range(MAX_USER_NODE_GROUPS))
+    s = synth_text(text)
+    nodegroups = s.resources("cluster", "AWS::EKS::Nodegroup")
+    assert len(nodegroups) == MAX_MANAGED_NODE_GROUPS
+    assert len(s.resources("cluster", "AWS::EC2::PlacementGroup")) == MAX_USER_NODE_GROUPS
+    sizes = {name: len(t["Resources"]) for name, t in s.templates.items()}
+    assert all(n < CFN_MAX_RESOURCES for n in sizes.values()), sizes
+
+
+# --- addresses ------------------------------------------------------------------------------------------
+
+
+def test_ipv4_per_interface_data_is_moto_s_recorded_describe_instance_types():
+    import boto3
+    from moto import mock_aws
+
+    from efa_stack.planning.addressing import _ipv4_data
+
+    data = _ipv4_data()["ipv4_per_interface"]
+    with mock_aws():
+        client = boto3.client("ec2", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+        recorded = {
+            t["InstanceType"]: t["NetworkInfo"]["Ipv4AddressesPerInterface"]
+            for page in client.get_paginator("describe_instance_types").paginate() for t in page["InstanceTypes"]
+        }
+    assert data and all(recorded[k] == v for k, v in data.items())
+    assert data["p5.48xlarge"] == 50
+
+
+def test_a_p5_node_takes_its_primary_eni_s_addresses_only():
+    from efa_stack.planning import catalog
+    from efa_stack.planning.addressing import CniSettings, ipv4_per_interface, node_addresses
+    from efa_stack.planning.layout import interface_layout
+
+    p5 = catalog.get("p5.48xlarge")
+    ipv4 = ipv4_per_interface(p5.name)
+    # card 0 has 2 slots: the ENA primary and an efa-only interface, so the CNI has the primary ENI alone
+    a = node_addresses(p5, interface_layout(p5, "current"), ipv4, CniSettings())
+    assert (a.node, a.cni_enis, a.pods, a.total) == (1, 1, ipv4 - 1, ipv4)
+    assert a.max_pods == 2 * (ipv4 - 1) + 2
+    warm = node_addresses(p5, interface_layout(p5, "current"), ipv4, CniSettings(minimum_ip_target=8, warm_ip_target=2))
+    assert warm.pods == 10
+    prefix = node_addresses(p5, interface_layout(p5, "current"), ipv4, CniSettings(True, warm_prefix_target=1))
+    assert prefix.pods == (-(-a.max_pods // 16) + 1) * 16
+
+
+def test_the_1000_node_spec_gets_warm_ip_targets_that_fit_its_subnet():
+    plan = plan_from_file(SCALE)
+    a = plan.addresses
+    assert a is not None and a.subnets.private_mask == 18  # larger than /19: 1,000 nodes' pods need it
+    env = a.generated_env
+    assert set(env) == {"MINIMUM_IP_TARGET", "WARM_IP_TARGET"}
+    cni = plan.addon("vpc-cni")
+    assert cni is not None and cni.configuration_values is not None
+    import json
+
+    assert json.loads(cni.configuration_values)["env"] == env
+    assert max(a.per_zone.values()) <= a.usable
+    p5 = next(g for g in a.groups if g.name == "p5")
+    assert p5.per_node is not None
+    assert p5.per_zone() == 1000 * p5.per_node.total == 1000 * (1 + int(env["MINIMUM_IP_TARGET"]) + int(env["WARM_IP_TARGET"]))
+    assert "addresses at maxSize: us-west-2a" in plan.summary() and "MINIMUM_IP_TARGET" in plan.summary()
+
+
+def test_small_specs_keep_the_cni_defaults_and_their_subnets():
+    plan = plan_from_file(CLUSTERS / "default.yaml")
+    assert plan.addresses is not None and plan.addresses.generated_env == {}
+    assert plan.addresses.subnets.private_mask == 19
+    assert plan.addon("vpc-cni").configuration_values is None
+
+
+def test_a_user_s_prefix_delegation_drives_the_arithmetic_and_is_kept():
+    config = '{"env":{"ENABLE_PREFIX_DELEGATION":"true","WARM_PREFIX_TARGET":"1"}}'
+    text = HEAD + group("p5", 4) + f"addons:\n  - name: vpc-cni\n    configurationValues: '{config}'\n"
+    plan = build_plan(parse_spec(text))
+    assert plan.addresses.settings.prefix_delegation and plan.addresses.generated_env == {}
+    p5 = next(g for g in plan.addresses.groups if g.name == "p5")
+    assert p5.per_node.pods % 16 == 0 and p5.per_node.pods > 50
+    assert "prefix delegation" in plan.summary()
+
+
+def test_fails_pods_that_do_not_fit_with_the_user_s_settings_and_says_what_to_do():
+    config = '{"env":{"MINIMUM_IP_TARGET":"40","WARM_IP_TARGET":"5"}}'
+    text = HEAD + group("p5", 1000) + f"addons:\n  - name: vpc-cni\n    configurationValues: '{config}'\n"
+    (p,) = [p for p in problems_of(text) if p.field == "vpc.cidr"]
+    assert "us-west-2a" in p.message and "46 per node x 1000 nodes" in p.message and "/18" in p.message
+    assert "secondary VPC CIDR" in p.fix and "MINIMUM_IP_TARGET" in p.fix
+
+
+def test_generated_cni_settings_merge_with_the_user_s_and_a_conflict_names_both():
+    import json
+
+    from efa_stack.planning.addressing import merge_cni_env
+
+    merged, problems = merge_cni_env('{"env":{"AWS_VPC_K8S_CNI_EXTERNALSNAT":"true"}}', {"WARM_IP_TARGET": "2"}, "addons[0]")
+    assert problems == [] and json.loads(merged)["env"] == {"AWS_VPC_K8S_CNI_EXTERNALSNAT": "true", "WARM_IP_TARGET": "2"}
+    _, (p,) = merge_cni_env('{"env":{"WARM_IP_TARGET":"9"}}', {"WARM_IP_TARGET": "2"}, "addons[0]")
+    assert p.field == "addons[0].configurationValues.env.WARM_IP_TARGET" and p.value == "9"
+    assert "WARM_IP_TARGET=2" in p.message and "set it to 2" in p.fix

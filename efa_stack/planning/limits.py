@@ -136,44 +136,28 @@ def _fits(prefix: int, zones: int, public_mask: int, private_mask: int) -> bool:
     return offset <= 2 ** (32 - prefix)
 
 
-def subnet_plan(cidr: str, zones: int) -> SubnetPlan | None:
-    """The largest private subnets (then the largest public ones, up to /24) that ``cidr`` holds.
+def subnet_plan(cidr: str, zones: int, private_needed: int = 0) -> SubnetPlan | None:
+    """The private subnets (then the largest public ones, up to /24) that ``cidr`` holds.
 
     One public and one private subnet per zone, allocated as CDK's ``ec2.Vpc`` does (in the order of
-    its subnet configuration, each subnet aligned to its own size). None: the VPC cannot hold them.
+    its subnet configuration, each subnet aligned to its own size). Private subnets are the largest up to
+    /19 (the layout every VPC had before addresses were counted, kept so that no subnet is replaced) unless
+    ``private_needed`` addresses need more: then the largest the range holds. None: the VPC cannot hold them.
     """
     prefix = ipaddress.ip_network(cidr, strict=False).prefixlen
-    for private in range(max(prefix, PRIVATE_MAX_SIZE_MASK), SUBNET_MAX_MASK + 1):
-        for public in range(max(private, PUBLIC_MAX_SIZE_MASK), SUBNET_MAX_MASK + 1):
-            if _fits(prefix, zones, public, private):
-                return SubnetPlan(private_mask=private, public_mask=public)
-    return None
-
-
-def validate_network(cidr: str, zones: int, addresses_per_zone: dict[str, int]) -> list[Problem]:
-    """``vpc.cidr`` holds a public and a private subnet per zone, and each private subnet its nodes.
-
-    ``addresses_per_zone``: addresses the node groups' nodes take in each zone's private subnet at
-    their ``maxSize`` (a floor: pods take more through the VPC CNI).
-    """
-    plan = subnet_plan(cidr, zones)
-    if plan is None:
-        return [Problem(
-            "vpc.cidr", cidr,
-            f"too small for a public and a private subnet in each of {zones} availability zones "
-            f"(subnets are at least /{SUBNET_MAX_MASK})",
-            "use a larger VPC CIDR such as 10.0.0.0/16, or list fewer availabilityZones",
-        )]
-    problems = []
-    for zone, needed in sorted(addresses_per_zone.items()):
-        if needed > plan.private_usable:
-            problems.append(Problem(
-                "vpc.cidr", cidr,
-                f"its private subnet in {zone} (/{plan.private_mask}, {plan.private_usable} usable addresses) "
-                f"cannot hold the {needed} addresses the node groups there take at maxSize",
-                "use a larger VPC CIDR (a /16 gives /19 private subnets) or lower maxSize",
-            ))
-    return problems
+    fitting = [
+        SubnetPlan(private_mask=private, public_mask=public)
+        for private in range(prefix, SUBNET_MAX_MASK + 1)
+        for public in [next((p for p in range(max(private, PUBLIC_MAX_SIZE_MASK), SUBNET_MAX_MASK + 1)
+                             if _fits(prefix, zones, p, private)), None)]
+        if public is not None
+    ]
+    if not fitting:
+        return None
+    usual = next((f for f in fitting if f.private_mask >= PRIVATE_MAX_SIZE_MASK), fitting[-1])
+    if usual.private_usable >= private_needed:
+        return usual
+    return fitting[0]
 
 
 # --- CloudFormation and EKS quotas -----------------------------------------------------------------
@@ -270,21 +254,13 @@ def count_cluster_resources(new_placement_groups: Iterable[bool], parts: Iterabl
     )
 
 
-def validate_plan_limits(plan_groups: Sequence, cidr: str, zones: Sequence[str], system_max_size: int) -> list[Problem]:
-    """The checks above for planned node groups (:class:`efa_stack.planning.plan.NodeGroupPlan`) plus the system group."""
-    per_zone: dict[str, int] = {z: 0 for z in zones}
-    for g in plan_groups:
-        ips_per_node = sum(1 for i in g.interfaces if i.interface_type != contract.EFA_ONLY) if g.interfaces else 1
-        azs = [z for z in g.availability_zones if z in per_zone]
-        for z in azs:
-            per_zone[z] += -(-g.max_size // len(azs)) * ips_per_node
-    for z in zones:
-        per_zone[z] += -(-system_max_size // max(len(zones), 1))
-    problems = validate_network(cidr, len(zones), per_zone)
+def validate_plan_limits(plan_groups: Sequence) -> list[Problem]:
+    """The CloudFormation and VPC quota checks above for planned node groups
+    (:class:`efa_stack.planning.plan.NodeGroupPlan`) plus the system group (addresses:
+    :func:`efa_stack.planning.addressing.address_plan`)."""
     group_names = ["system", *(g.name for g in plan_groups)]
     resources = count_cluster_resources(
         [False, *(g.placement_group for g in plan_groups)], [1, *(len(g.parts) for g in plan_groups)]
     )
     sgs = [2 if g.efa_enabled else 1 for g in plan_groups]
-    problems.extend(validate_quotas(group_names, resources, sgs))
-    return problems
+    return validate_quotas(group_names, resources, sgs)

@@ -7,6 +7,7 @@ counts all read it from a :class:`NodeGroupPlan`.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import difflib
 import re
@@ -17,16 +18,18 @@ from efa_stack import contract, names
 from efa_stack.planning import catalog
 from efa_stack.planning.addons import (
     CLOUDWATCH_OBSERVABILITY,
+    VPC_CNI,
     AddonPlan,
     PodIdentityPlan,
     addon_plans,
     node_repair_plan,
     role_problems,
 )
+from efa_stack.planning.addressing import AddressedGroup, AddressPlan, address_plan, merge_cni_env
 from efa_stack.planning.catalog import InstanceType, UnknownInstanceType
 from efa_stack.planning.image_compat import TrainingImagePlan, training_image_plan
 from efa_stack.planning.layout import Interface, LayoutError, interface_layout
-from efa_stack.planning.limits import validate_plan_limits, validate_volume
+from efa_stack.planning.limits import validate_node_group_count, validate_plan_limits, validate_volume
 from efa_stack.planning.nccl import NcclJobPlan, nccl_job_plan, node_hugepages_mib, validate_nccl
 from efa_stack.planning.node_extras import capacity_of, node_extras
 from efa_stack.planning.node_groups import NodeGroupPlan, Taint
@@ -129,6 +132,9 @@ class ClusterPlan:
     """Things that work but that the user should know (a Kubernetes version in extended support)."""
     training_jobs: tuple[TrainingJobPlan, ...] = ()
     """The spec's ``trainingJobs`` (:func:`efa_stack.planning.training.training_job_plans`), in spec order."""
+    addresses: AddressPlan | None = None
+    """The private subnets and the node and pod addresses each zone takes
+    (:func:`efa_stack.planning.addressing.address_plan`); None with an existing VPC."""
 
     def addon(self, name: str) -> AddonPlan | None:
         """The plan of add-on ``name``, or None when no stack creates it."""
@@ -171,8 +177,10 @@ class ClusterPlan:
                 f"  {n.name}: {n.instance_type} in {', '.join(n.availability_zones)}, {size}, "
                 f"{accel} + {n.efa_devices_per_node} EFA per node, "
                 f"interfaces {n.layout_summary()}, {n.capacity_summary()}"
-                + (", placement group" if n.placement_group else "")
+                + (", placement group" if n.placement_group else "") + n.parts_summary()
             )
+        if self.addresses is not None:
+            lines += self.addresses.summary_lines()
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -809,8 +817,23 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
     problems.extend(validate_storage(spec, groups))
     training_jobs, training_problems = training_job_plans(spec, groups)
     problems.extend(training_problems)
+    problems.extend(validate_node_group_count(groups, [ng.name for ng in spec.managed_node_groups]))
     if len(set(azs)) >= 2 and existing is None:  # an existing VPC's subnet sizes are not known here
-        problems.extend(validate_plan_limits(groups, spec.vpc.cidr, azs, sys_sizes[2]))
+        problems.extend(validate_plan_limits(groups))
+    addresses: AddressPlan | None = None
+    if len(set(azs)) >= 2 and existing is None and sys_instance is not None:
+        cni = next((a for a in addons if a.name == VPC_CNI), None)
+        addresses, address_problems = address_plan(
+            spec.vpc.cidr, azs,
+            [AddressedGroup(contract.SYSTEM_NODE_GROUP, sys_instance, (), azs, sys_sizes[2]), *groups],
+            cni.configuration_values if cni else None,
+        )
+        problems.extend(address_problems)
+        if addresses is not None and addresses.generated_env and cni is not None:
+            where = next((f"addons[{i}]" for i, a in enumerate(spec.addons) if a.name == VPC_CNI), "addons")
+            merged, merge_problems = merge_cni_env(cni.configuration_values, addresses.generated_env, where)
+            problems.extend(merge_problems)
+            addons = tuple(dataclasses.replace(a, configuration_values=merged) if a is cni else a for a in addons)
     log_types, log_retention = _logging(spec, problems)
     problems.extend(_access_problems(spec))
     problems.extend(_pod_identity_problems(spec))
@@ -869,6 +892,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         nccl_job=nccl_job_plan(groups, spec.nccl_test),
         storage=storage_plan(spec.storage, groups, system),
         addons=addons,
+        addresses=addresses,
         observability=observability,
         training_image=training_image,
         training_operators=TrainingOperatorsPlan(

@@ -31,9 +31,16 @@ MAX_NODES_PER_NODE_GROUP = 450
 MAX_MANAGED_NODE_GROUPS = 30
 MAX_USER_NODE_GROUPS = MAX_MANAGED_NODE_GROUPS - 1
 """``managedNodeGroups`` entries: the quota less the system node group efa-stack adds."""
+MAX_NODES_PER_SPEC_NODE_GROUP = MAX_NODES_PER_NODE_GROUP * MAX_USER_NODE_GROUPS
+"""A ``managedNodeGroups`` entry larger than one EKS node group is split over several
+(:attr:`efa_stack.planning.node_groups.NodeGroupPlan.parts`); all of the cluster's node groups but the system
+group's together hold at most this many nodes (the plan counts the EKS node groups against the quota)."""
 NODES_QUOTA_FIX = (
-    f"EKS's default quota is {MAX_NODES_PER_NODE_GROUP} nodes per managed node group (Service Quotas "
-    "L-BD136A63): split the nodes over several node groups"
+    f"EKS's default quotas are {MAX_NODES_PER_NODE_GROUP} nodes per managed node group (Service Quotas "
+    f"L-BD136A63) and {MAX_MANAGED_NODE_GROUPS} managed node groups per cluster (L-6D54EA21): a managedNodeGroups "
+    f"entry is split over EKS node groups of {MAX_NODES_PER_NODE_GROUP}, so it holds at most "
+    f"{MAX_NODES_PER_SPEC_NODE_GROUP} nodes and the system node group at most {MAX_NODES_PER_NODE_GROUP}; "
+    "spread larger fleets over several clusters"
 )
 
 # EC2 API Reference, LaunchTemplateEbsBlockDeviceRequest.VolumeSize (the launch template carries the
@@ -543,12 +550,14 @@ class ManagedNodeGroupSpec(_Model):
     not together with ``instanceType``."""
     spot: bool = False
     """eksctl: Spot capacity (``instanceTypes`` helps find it); not for EFA node groups or reservations."""
-    min_size: int | None = Field(None, alias="minSize", ge=0, le=MAX_NODES_PER_NODE_GROUP)
+    min_size: int | None = Field(None, alias="minSize", ge=0, le=MAX_NODES_PER_SPEC_NODE_GROUP)
     """Fewest nodes; default (as eksctl's, validation.go): ``desiredCapacity``, or 2 when that is unset too."""
-    desired_capacity: int | None = Field(None, alias="desiredCapacity", ge=0, le=MAX_NODES_PER_NODE_GROUP)
+    desired_capacity: int | None = Field(None, alias="desiredCapacity", ge=0, le=MAX_NODES_PER_SPEC_NODE_GROUP)
     """Nodes to start with; default ``minSize``."""
-    max_size: int | None = Field(None, alias="maxSize", ge=1, le=MAX_NODES_PER_NODE_GROUP)
-    """Most nodes; default (as eksctl's) ``desiredCapacity``, else ``minSize``, and at least 1."""
+    max_size: int | None = Field(None, alias="maxSize", ge=1, le=MAX_NODES_PER_SPEC_NODE_GROUP)
+    """Most nodes; default (as eksctl's) ``desiredCapacity``, else ``minSize``, and at least 1. Above EKS's 450 nodes
+    per managed node group the group becomes several EKS node groups ``<name>-1``, ``<name>-2``, ... with the sizes
+    split evenly, still one group for jobs, dashboards and checks (docs/design/scale.md)."""
     availability_zones: list[str] | None = Field(None, alias="availabilityZones")
     """The node group's zones; an EFA node group takes exactly one."""
     subnets: list[str] | None = Field(None, min_length=1)
@@ -785,7 +794,7 @@ class TrainingJobSpec(_Model):
     """Arguments after the command (or after the script)."""
     script: str | None = Field(None, min_length=1, max_length=65536)
     """An inline Python training script that each worker runs under ``torchrun``; not together with ``command``."""
-    nnodes: int | None = Field(None, ge=1, le=MAX_NODES_PER_NODE_GROUP)
+    nnodes: int | None = Field(None, ge=1, le=MAX_NODES_PER_SPEC_NODE_GROUP)
     """Nodes (one worker each); default: the node group's ``desiredCapacity``."""
     kind: contract.JobKind = "trainjob"
     """``trainjob`` (Kubeflow Trainer v2 TrainJob on an efa-stack ClusterTrainingRuntime) or ``pytorchjob``
