@@ -157,3 +157,19 @@ LABEL_ACCEPTANCE: Final = LABEL_PREFIX + "acceptance"
 # The checks, in the order they run; names in the verdict, the --json document and the taint reasons.
 AcceptanceCheck = Literal["gpu-count", "dcgm", "efa-devices", "efa-pingpong", "nccl-single", "nccl-pair"]
 ACCEPTANCE_CHECKS: Final = get_args(AcceptanceCheck)
+
+# Kueue (kubernetes-sigs/kueue@v0.19.2; k8s/kueue.py): API group and version of its objects, the job label that
+# names a LocalQueue (pkg/controller/constants/constants.go QueueLabel) and the PodSet topology annotations
+# (apis/kueue/v1beta2/topology_types.go PodSetRequiredTopologyAnnotation, PodSetPreferredTopologyAnnotation).
+KUEUE_GROUP: Final = "kueue.x-k8s.io"
+KUEUE_VERSION: Final = "v1beta2"
+KUEUE_API_VERSION: Final = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
+KUEUE_NAMESPACE: Final = "kueue-system"
+KUEUE_CONTROLLER: Final = "kueue-controller-manager"
+KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
+KUEUE_REQUIRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-required-topology"
+KUEUE_PREFERRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-preferred-topology"
+KUEUE_QUEUE_NAME: Final = "efa-stack-jobs"
+"""The ClusterQueue and every LocalQueue efa-stack renders carry this name."""
+NETWORK_LAYER_LABEL_PREFIX: Final = "topology.k8s.aws/network-node-layer-"
+"""EKS labels a node of a supported instance type ``topology.k8s.aws/network-node-layer-1`` (top) .. -3 or -4."""

@@ -18,6 +18,7 @@ from efa_stack.planning.node_groups import taints_of
 from efa_stack.planning.plan import ClusterPlan
 from efa_stack.planning.training import TrainingJobPlan
 from k8s.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginProps
+from k8s.kueue import KueueController, KueueCrds, KueueQueues
 from k8s.mpi_operator import MpiJobCrd, MpiOperator, MpiOperatorProps
 from k8s.nccl_tests import NcclTestsJob, NcclTestsJobProps
 from k8s.neuron_device_plugin import NeuronDevicePlugin, NeuronDevicePluginProps
@@ -36,6 +37,10 @@ TRAINING_OPERATOR = "training-operator"
 KUBEFLOW_TRAINER = "kubeflow-trainer"
 TRAINING_RUNTIMES = "training-runtimes"
 TRAINING_JOBS = "training-jobs"
+KUEUE_CRD = "kueue-crd"
+KUEUE_WORKLOAD_CRD = "kueue-workload-crd"
+KUEUE = "kueue"
+KUEUE_QUEUES = "kueue-queues"
 
 CHART_ORDER: dict[str, int] = {
     EFA_DEVICE_PLUGIN: 10,
@@ -43,8 +48,12 @@ CHART_ORDER: dict[str, int] = {
     NEURON_DEVICE_PLUGIN: 12,
     MPI_OPERATOR_CRD: 20,
     TRAINING_OPERATOR_CRD: 22,
+    KUEUE_CRD: 24,
+    KUEUE_WORKLOAD_CRD: 25,
     MPI_OPERATOR: 30,
     TRAINING_OPERATOR: 32,
+    KUEUE: 34,
+    KUEUE_QUEUES: 38,
     NCCL_TESTS: 40,
     TRAINING_RUNTIMES: 45,
     TRAINING_JOBS: 50,
@@ -107,21 +116,40 @@ def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
         TrainingOperator(v1_operator, "TrainingOperator", TrainingOperatorProps())
         v1_operator.add_dependency(v1_crd)
 
+    _kueue_charts(plan, app, charts)
     job = plan.nccl_job
     if job is not None:
         chart = charts[NCCL_TESTS] = _chart(app, NCCL_TESTS)
         storage = plan.storage
         NcclTestsJob(chart, "NcclTests", NcclTestsJobProps(
             job=job,
+            queue=plan.kueue.binding(job.node_group) if plan.kueue else None,
             storage_claim=storage.claim_name if storage else None,
             storage_mount_path=storage.mount_path if storage else contract.FSX_MOUNT_PATH,
         ))
-        for needed in (MPI_OPERATOR_CRD, MPI_OPERATOR, NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN):
+        for needed in (MPI_OPERATOR_CRD, MPI_OPERATOR, NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE_QUEUES):
             if needed in charts and not (needed == EFA_DEVICE_PLUGIN and job.worker.fabric != "efa"):
                 chart.add_dependency(charts[needed])
 
     _training_charts(plan, app, charts)
     return [charts[c] for c in sorted(charts, key=CHART_ORDER.__getitem__)]
+
+
+def _kueue_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.Chart]) -> None:
+    """``kueue-crd`` (24), ``kueue-workload-crd`` (25: the Workload CRD alone, about 150 KB), ``kueue`` (34)
+    and ``kueue-queues`` (38), when the spec turns Kueue on (k8s/kueue.py)."""
+    if plan.kueue is None:
+        return
+    crds = charts[KUEUE_CRD] = _chart(app, KUEUE_CRD)
+    KueueCrds(crds, "KueueCrds", workload=False)
+    workload = charts[KUEUE_WORKLOAD_CRD] = _chart(app, KUEUE_WORKLOAD_CRD)
+    KueueCrds(workload, "KueueWorkloadCrd", workload=True)
+    controller = charts[KUEUE] = _chart(app, KUEUE)
+    KueueController(controller, "Kueue", plan.kueue)
+    controller.add_dependency(crds, workload)
+    queues = charts[KUEUE_QUEUES] = _chart(app, KUEUE_QUEUES)
+    KueueQueues(queues, "KueueQueues", plan.kueue)
+    queues.add_dependency(controller)
 
 
 _TRAINING_PREREQUISITES = (TRAINING_OPERATOR_CRD, TRAINING_OPERATOR)
@@ -134,19 +162,22 @@ def _training_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.
     jobs = plan.training_jobs
     if not jobs:
         return
-    needed = [c for c in (*_TRAINING_PREREQUISITES, NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN) if c in charts]
+    needed = [c for c in (*_TRAINING_PREREQUISITES, NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE_QUEUES) if c in charts]
     runtimes = runtimes_of(jobs)
     if runtimes:
         chart = charts[TRAINING_RUNTIMES] = _chart(app, TRAINING_RUNTIMES)
         for name, (worker, image) in runtimes.items():
             EfaTrainingRuntime(chart, name, TrainingRuntimeProps(
                 name=name, worker=worker, image=image,
+                queue=plan.kueue.binding(worker.sizing.node_group) if plan.kueue else None,
             ))
         for c in needed:
             chart.add_dependency(charts[c])
     chart = charts[TRAINING_JOBS] = _chart(app, TRAINING_JOBS)
     for job in jobs:
-        TrainingJob(chart, training_job_id(job, plan.training_jobs), TrainingJobProps(job=job))
+        TrainingJob(chart, training_job_id(job, plan.training_jobs), TrainingJobProps(
+            job=job, queue=plan.kueue.binding(job.node_group) if plan.kueue else None,
+        ))
     for c in (*needed, TRAINING_RUNTIMES):
         if c in charts:
             chart.add_dependency(charts[c])

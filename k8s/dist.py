@@ -241,6 +241,12 @@ def apply_script(plan: ClusterPlan, waits: list[str], second_step: bool | Sequen
             f"kubectl rollout status deployment/{contract.TRAINING_OPERATOR_NAME} "
             f"-n {contract.TRAINING_OPERATOR_NAMESPACE} --timeout={ROLLOUT_TIMEOUT}"
         )
+    if second_step and plan.kueue is not None:
+        # Kueue's webhooks (its queues, MPIJobs, Jobs, TrainJobs) fail closed: wait for a serving controller.
+        lines.append(
+            f"kubectl rollout status deployment/{contract.KUEUE_CONTROLLER} "
+            f"-n {contract.KUEUE_NAMESPACE} --timeout={ROLLOUT_TIMEOUT}"
+        )
     if second_step and admitted_last:
         assert not isinstance(second_step, bool), "admitted_last needs the after-crds/ file names"
         lines += [f"kubectl apply -f {f}" for f in second_step if f not in admitted_last]

@@ -16,8 +16,9 @@ from constructs import Construct
 from efa_stack import contract
 from efa_stack.planning.nccl import NcclJobPlan
 from efa_stack.planning.node_groups import Taint
+from efa_stack.planning.scheduling import QueueBinding
 from k8s.efa_guard import fail_closed_env, guard_init_container
-from k8s.mpijob import MpiJob, MpiJobProps, MpiJobSpec, ReplicaSpec, RunPolicy
+from k8s.mpijob import LauncherCreationPolicy, MpiJob, MpiJobProps, MpiJobSpec, ReplicaSpec, RunPolicy
 from k8s.scheduling import count, mebibytes, one_pod_per_node, system_node_selector, tolerations
 
 START_COMMAND = (
@@ -114,6 +115,10 @@ class NcclTestsJobProps:
     """How long the launcher waits for every worker to resolve and accept ssh before mpirun (the
     workers pull a multi-GB image on first start); past it the launcher fails with a clear message."""
     worker_wait_interval_seconds: int = 5
+    queue: QueueBinding | None = None
+    """Queue the job through Kueue (:meth:`efa_stack.planning.scheduling.KueuePlan.binding`): the queue label on
+    the MPIJob, the topology annotation on the workers' pod template (the launcher stays unconstrained), and
+    ``launcherCreationPolicy: AtStartup`` (see :func:`launcher_creation_policy`); None: not queued."""
     pin_nodes: tuple[str, ...] = ()
     """Node names the workers must run on (a required node affinity, ``matchFields`` on ``metadata.name``);
     empty: any node of the node group. ``efa-stack verify --acceptance`` pins a pair job to its two nodes."""
@@ -258,6 +263,15 @@ def wait_for_workers_script(props: NcclTestsJobProps) -> str:
     ])
 
 
+def launcher_creation_policy(props: NcclTestsJobProps) -> LauncherCreationPolicy:
+    """``WaitForWorkersReady`` unless Kueue queues the job, then ``AtStartup``: Kueue creates the MPIJob
+    suspended and resumes it on admission, and the operator evaluates WaitForWorkersReady only when it creates
+    the launcher Job, which it does while the job is suspended (no workers: 0 of 0 ready), so on resume the
+    launcher starts with the workers anyway (kubeflow/mpi-operator issue #615, pull request #868). The launcher's
+    own gate (:func:`wait_for_workers_script`) waits for every worker in both cases."""
+    return "AtStartup" if props.queue is not None else "WaitForWorkersReady"
+
+
 def launcher_command(props: NcclTestsJobProps) -> list[str]:
     """``bash -c <wait-for-workers gate> wait-for-workers <mpirun ...>`` (see the module docstring)."""
     return ["/bin/bash", "-c", wait_for_workers_script(props), GATE_NAME, *mpirun_command(props)]
@@ -368,7 +382,9 @@ class NcclTestsJob(Construct):
             if job.worker.fabric == "infiniband" else None
         )
         worker = k8s_l1.PodTemplateSpec(
-            metadata=k8s_l1.ObjectMeta(labels=worker_labels),
+            metadata=k8s_l1.ObjectMeta(
+                labels=worker_labels, annotations=(props.queue.pod_annotations or None) if props.queue else None,
+            ),
             spec=k8s_l1.PodSpec(
                 node_selector={contract.LABEL_NODE_GROUP: job.node_group},
                 tolerations=tolerations(job.worker.taints if props.taints is None else props.taints) or None,
@@ -413,7 +429,7 @@ class NcclTestsJob(Construct):
         )
         self.spec = MpiJobSpec(
             slots_per_worker=job.slots_per_worker,
-            launcher_creation_policy="WaitForWorkersReady",
+            launcher_creation_policy=launcher_creation_policy(props),
             mpi_implementation="OpenMPI",
             run_policy=RunPolicy(
                 clean_pod_policy="Running", suspend=job.suspend, backoff_limit=props.backoff_limit
@@ -425,6 +441,7 @@ class NcclTestsJob(Construct):
             name=job.name,
             namespace=job.namespace,
             spec=self.spec,
-            labels={"app.kubernetes.io/name": "nccl-tests", contract.LABEL_NODE_GROUP: job.node_group, **props.labels},
+            labels={"app.kubernetes.io/name": "nccl-tests", contract.LABEL_NODE_GROUP: job.node_group, **props.labels,
+                    **(props.queue.job_labels if props.queue else {})},
             annotations={contract.ANNOTATION_START: start_command(job), contract.ANNOTATION_LOGS: logs_command(job)},
         ))

@@ -17,6 +17,7 @@ from constructs import Construct
 
 from efa_stack import contract
 from efa_stack.planning.node_groups import Taint
+from efa_stack.planning.scheduling import QueueBinding
 from efa_stack.planning.training import (
     SCRIPT_ENV,
     SHM_VOLUME,
@@ -143,6 +144,7 @@ def worker_pod_template(
     args: list[str] | None = None,
     extra_env: list[tuple[str, str]] | None = None,
     labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
 ) -> k8s_l1.PodTemplateSpec:
     """The worker pod: on the node group, tolerating its taints, every device of the node, /dev/shm, volumes."""
     init, env = worker_init_and_env(worker, image)
@@ -158,7 +160,8 @@ def worker_pod_template(
         if worker.sizing.fabric == "infiniband" else None
     )
     return k8s_l1.PodTemplateSpec(
-        metadata=k8s_l1.ObjectMeta(labels=labels) if labels else None,
+        metadata=k8s_l1.ObjectMeta(labels=labels or None, annotations=annotations or None)
+        if labels or annotations else None,
         spec=k8s_l1.PodSpec(
             restart_policy="Never",
             node_selector={contract.LABEL_NODE_GROUP: worker.sizing.node_group},
@@ -319,6 +322,9 @@ class TrainingRuntimeProps:
     worker: WorkerPlan
     image: str
     taints: tuple[Taint, ...] | None = None
+    queue: QueueBinding | None = None
+    """Kueue's binding of the runtime's node group: its topology annotation goes on the ``node`` pod template,
+    from which Kueue's TrainJob integration reads the PodSet (None: no annotation)."""
 
 
 class EfaTrainingRuntime(Construct):
@@ -331,6 +337,7 @@ class EfaTrainingRuntime(Construct):
             w, container_name=TRAINER_CONTAINER, image=props.image,
             taints=w.sizing.taints if props.taints is None else props.taints,
             labels={contract.LABEL_NODE_GROUP: w.sizing.node_group},
+            annotations=props.queue.pod_annotations if props.queue else None,
         ))
         self.api_object = _api_object(
             self, "Resource", api_version=contract.TRAINER_API_VERSION, kind=contract.CLUSTER_TRAINING_RUNTIME_KIND,
@@ -347,6 +354,9 @@ class TrainingJobProps:
     job: TrainingJobPlan
     taints: tuple[Taint, ...] | None = None
     labels: dict[str, str] = field(default_factory=dict, hash=False)
+    queue: QueueBinding | None = None
+    """Queue the job through Kueue: the queue label on the job (and, on a PyTorchJob, the topology annotation
+    on its pod templates; a TrainJob's comes with its runtime); None: not queued."""
 
 
 class TrainingJob(Construct):
@@ -355,7 +365,8 @@ class TrainingJob(Construct):
     def __init__(self, scope: Construct, id: str, props: TrainingJobProps) -> None:
         super().__init__(scope, id)
         job = props.job
-        labels = {contract.LABEL_TRAINING_JOB: job.name, contract.LABEL_NODE_GROUP: job.node_group, **props.labels}
+        labels = {contract.LABEL_TRAINING_JOB: job.name, contract.LABEL_NODE_GROUP: job.node_group, **props.labels,
+                  **(props.queue.job_labels if props.queue else {})}
         annotations = {contract.ANNOTATION_START: start_command(job), contract.ANNOTATION_LOGS: logs_command(job)}
         command, args = job_command(job)
         if job.kind == "trainjob":
@@ -373,6 +384,7 @@ class TrainingJob(Construct):
                 job.worker, container_name=PYTORCH_CONTAINER, image=job.image,
                 taints=job.worker.sizing.taints if props.taints is None else props.taints,
                 command=command, args=args, extra_env=job_env(job), labels={contract.LABEL_TRAINING_JOB: job.name},
+                annotations=props.queue.pod_annotations if props.queue else None,
             )
             self.spec = PyTorchJobSpec(
                 master=PyTorchReplicaSpec(replicas=1, template=pod),

@@ -809,6 +809,58 @@ def test_the_server_accepts_a_valid_mpijob(apiserver, mpijob_crd):
     assert apiserver.delete(_mpijob("valid")).status in (200, 202)
 
 
+@pytest.fixture(scope="session")
+def kueue_crds(apiserver) -> None:
+    """The Topology and ClusterQueue CRDs efa-stack renders (k8s/crds/kueue/crds.yaml), established."""
+    from k8s.kueue import crd_documents
+
+    for crd in crd_documents():
+        if crd["spec"]["names"]["kind"] in ("Topology", "ClusterQueue"):
+            got = apiserver.apply(crd)
+            assert got.status in (200, 201), got.message()
+            assert _wait_established(apiserver, crd["metadata"]["name"]) is None
+
+
+def _kueue_objects() -> dict[str, dict[str, Any]]:
+    """The Topology and ClusterQueue of clusters/tas-p5.yaml, as rendered."""
+    import cdk8s
+
+    from efa_stack.planning.plan import plan_from_file
+    from k8s.charts import build_charts
+
+    plan = plan_from_file(CLUSTERS / "tas-p5.yaml")
+    objects = [o for c in build_charts(plan, cdk8s.App()) for o in c.to_json()]
+    return {o["kind"]: json.loads(json.dumps(o)) for o in objects if o["kind"] in ("Topology", "ClusterQueue")}
+
+
+BROKEN_KUEUE_OBJECTS: dict[str, tuple[str, Callable[[dict[str, Any]], Any], str]] = {
+    "Topology with kubernetes.io/hostname above the lowest level": (
+        "Topology", lambda o: o["spec"]["levels"].reverse(), "lowest level of topology"),
+    "Topology with a level twice": (
+        "Topology", lambda o: o["spec"]["levels"].insert(0, dict(o["spec"]["levels"][0])), "must be unique"),
+    "ClusterQueue flavor without a covered resource": (
+        "ClusterQueue", lambda o: o["spec"]["resourceGroups"][0]["flavors"][0]["resources"].pop(),
+        "same number of resources as the coveredResources"),
+}
+"""Kueue objects that break a CEL rule of the vendored v0.19.2 CRDs: kind, fault, the rule's message."""
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_KUEUE_OBJECTS))
+def test_the_server_refuses_a_kueue_object_that_breaks_its_crd_rules(apiserver, kueue_crds, case):
+    kind, fault, message = BROKEN_KUEUE_OBJECTS[case]
+    obj = _kueue_objects()[kind]
+    fault(obj)
+    got = apiserver.dry_run_create(obj)
+    assert got.status == 422 and message in got.message(), f"{case}: {got.message()}"
+    _log(f"refused as expected ({case}): {got.message()}")
+
+
+def test_the_server_accepts_the_rendered_kueue_objects(apiserver, kueue_crds):
+    for kind, obj in _kueue_objects().items():
+        got = apiserver.dry_run_create(obj)
+        assert got.status == 201, f"{kind}: {got.message()}"
+
+
 def test_build_sh_is_shellcheck_clean():
     shellcheck = shutil.which("shellcheck") or str(ROOT / ".venv" / "bin" / "shellcheck")
     proc = subprocess.run([shellcheck, str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=60, check=False)

@@ -34,6 +34,7 @@ from efa_stack.planning.nccl import NcclJobPlan, nccl_job_plan, node_hugepages_m
 from efa_stack.planning.node_extras import capacity_of, node_extras
 from efa_stack.planning.node_groups import NodeGroupPlan, Taint
 from efa_stack.planning.observability import ObservabilityPlan, observability_plan
+from efa_stack.planning.scheduling import KueuePlan, kueue_plan
 from efa_stack.planning.storage import StoragePlan, storage_plan, validate_storage
 from efa_stack.planning.training import TrainingJobPlan, training_job_plans
 from efa_stack.planning.tuning import kubelet_tuning
@@ -48,6 +49,7 @@ from efa_stack.spec.models import (
     ClusterSpec,
     ManagedNodeGroupSpec,
     NcclTest,
+    SystemNodeGroup,
 )
 
 
@@ -135,6 +137,8 @@ class ClusterPlan:
     addresses: AddressPlan | None = None
     """The private subnets and the node and pod addresses each zone takes
     (:func:`efa_stack.planning.addressing.address_plan`); None with an existing VPC."""
+    kueue: KueuePlan | None = None
+    """Kueue and its queues (:func:`efa_stack.planning.scheduling.kueue_plan`), or None without ``scheduling.kueue.enabled``."""
 
     def addon(self, name: str) -> AddonPlan | None:
         """The plan of add-on ``name``, or None when no stack creates it."""
@@ -705,6 +709,32 @@ def _logging(spec: ClusterSpec, problems: list[Problem]) -> tuple[tuple[str, ...
     return ordered, days
 
 
+def _system_group(
+    sng: SystemNodeGroup, instance: InstanceType, sizes: tuple[int, int, int], azs: tuple[str, ...]
+) -> NodeGroupPlan:
+    """The plan of the system node group (add-ons, MPI launchers)."""
+    return NodeGroupPlan(
+        name=contract.SYSTEM_NODE_GROUP,
+        instance=instance,
+        role="system",
+        availability_zones=azs,
+        min_size=sizes[0],
+        desired_size=sizes[1],
+        max_size=sizes[2],
+        volume_size_gib=sng.volume_size,
+        volume_type="gp3",
+        efa_enabled=False,
+        interface_layout="current",
+        interfaces=(),
+        placement_group=False,
+        capacity=contract.ON_DEMAND,
+        reservation_id=None,
+        ami_type=_ami_type(instance),
+        labels={contract.LABEL_NODE_GROUP: contract.SYSTEM_NODE_GROUP, contract.LABEL_ROLE: "system", contract.LABEL_EFA: "false"},
+        taints=(),
+    )
+
+
 def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
     """Validate ``spec`` against the catalog and derive the plan; raises :class:`SpecError`."""
     problems: list[Problem] = []
@@ -817,6 +847,16 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
     problems.extend(validate_storage(spec, groups))
     training_jobs, training_problems = training_job_plans(spec, groups)
     problems.extend(training_problems)
+    nccl_job = nccl_job_plan(groups, spec.nccl_test) if sys_instance is not None else None
+    kueue: KueuePlan | None = None
+    kueue_warnings: list[str] = []
+    if sys_instance is not None and not problems:
+        kueue, kueue_problems, kueue_warnings = kueue_plan(
+            spec.scheduling.kueue, groups, _system_group(sng, sys_instance, sys_sizes, azs),
+            namespaces=[j.namespace for j in ([nccl_job] if nccl_job else [])] + [j.namespace for j in training_jobs],
+            job_groups=[j.node_group for j in ([nccl_job] if nccl_job else [])] + [j.node_group for j in training_jobs],
+        )
+        problems.extend(kueue_problems)
     problems.extend(validate_node_group_count(groups, [ng.name for ng in spec.managed_node_groups]))
     if len(set(azs)) >= 2 and existing is None:  # an existing VPC's subnet sizes are not known here
         problems.extend(validate_plan_limits(groups))
@@ -845,26 +885,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         raise SpecError(source, problems)
 
     assert sys_instance is not None
-    system = NodeGroupPlan(
-        name=contract.SYSTEM_NODE_GROUP,
-        instance=sys_instance,
-        role="system",
-        availability_zones=azs,
-        min_size=sys_sizes[0],
-        desired_size=sys_sizes[1],
-        max_size=sys_sizes[2],
-        volume_size_gib=sng.volume_size,
-        volume_type="gp3",
-        efa_enabled=False,
-        interface_layout="current",
-        interfaces=(),
-        placement_group=False,
-        capacity=contract.ON_DEMAND,
-        reservation_id=None,
-        ami_type=_ami_type(sys_instance),
-        labels={contract.LABEL_NODE_GROUP: contract.SYSTEM_NODE_GROUP, contract.LABEL_ROLE: "system", contract.LABEL_EFA: "false"},
-        taints=(),
-    )
+    system = _system_group(sng, sys_instance, sys_sizes, azs)
     entries = tuple(
         (
             e.principal_arn,
@@ -889,7 +910,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         node_groups=tuple(groups),
         system=system,
         tags=dict(md.tags),
-        nccl_job=nccl_job_plan(groups, spec.nccl_test),
+        nccl_job=nccl_job,
         storage=storage_plan(spec.storage, groups, system),
         addons=addons,
         addresses=addresses,
@@ -900,8 +921,9 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
             pytorch_job_v1=spec.training_operators.pytorch_job_v1 or any(j.kind == "pytorchjob" for j in training_jobs),
         ),
         training_jobs=training_jobs,
+        kueue=kueue,
         existing_vpc=existing,
-        warnings=(*version_warnings(md.version, today), *infiniband_warnings(spec)),
+        warnings=(*version_warnings(md.version, today), *infiniband_warnings(spec), *kueue_warnings),
         authentication_mode=spec.access_config.authentication_mode,
         pod_identities=tuple(
             PodIdentityPlan(

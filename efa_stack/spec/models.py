@@ -360,8 +360,17 @@ class AddonSpec(_Model):
     """IAM roles for the add-on's service accounts through EKS Pod Identity."""
     service_account_role_arn: str | None = Field(None, alias="serviceAccountRoleARN", pattern=IAM_ROLE_ARN_PATTERN)
     """An existing role for the add-on's service account through IRSA (needs ``iam.withOIDC``)."""
+    attach_policy_arns: list[str] = Field(default_factory=list, alias="attachPolicyARNs", max_length=18)
+    """Managed policies for a new role of the add-on's service account. eksctl makes it an IRSA role; efa-stack
+    gives the same service account the same policies through EKS Pod Identity (add-ons whose service account
+    efa-stack knows: planning/data/addon_service_accounts.json)."""
     tags: dict[str, str] = Field(default_factory=dict)
     """Tags on the add-on."""
+
+    @field_validator("attach_policy_arns")
+    @classmethod
+    def _policy_arns(cls, v: list[str]) -> list[str]:
+        return policy_arns(v)
 
     @field_validator("name", mode="before")
     @classmethod
@@ -741,6 +750,45 @@ class TrainingOperators(_Model):
     Helm chart into namespace ``kubeflow-system``."""
     pytorch_job_v1: bool = Field(False, alias="pytorchJobV1")
     """Kubeflow Training Operator v1 serving ``kubeflow.org/v1`` PyTorchJob only, into namespace ``kubeflow``."""
+
+
+class WaitForPodsReadySpec(_Model):
+    """Kueue's all-or-nothing start (Kueue Configuration ``waitForPodsReady``): a job admitted by Kueue whose
+    pods are not all ready within the timeout is suspended, its quota freed, and queued again after a backoff."""
+
+    timeout_seconds: int = Field(1200, alias="timeoutSeconds", ge=60, le=86400)
+    """Seconds from admission until every pod must be ready (``waitForPodsReady.timeout``); the default leaves
+    time for a multi-GB image pull on fresh nodes (the NCCL launcher itself waits 900 s for its workers)."""
+    backoff_limit_count: int | None = Field(5, alias="backoffLimitCount", ge=0, le=1000)
+    """Times a job is queued again before Kueue deactivates it (``requeuingStrategy.backoffLimitCount``);
+    null: without end."""
+    backoff_base_seconds: int = Field(60, alias="backoffBaseSeconds", ge=1, le=86400)
+    """Base of the exponential backoff before a job is queued again (``requeuingStrategy.backoffBaseSeconds``)."""
+    backoff_max_seconds: int = Field(3600, alias="backoffMaxSeconds", ge=1, le=86400)
+    """Longest backoff (``requeuingStrategy.backoffMaxSeconds``)."""
+
+
+class KueueSpec(_Model):
+    """Kueue gang admission with topology-aware scheduling over EKS's network topology labels
+    (planning/scheduling.py, docs/design/kueue-tas.md)."""
+
+    enabled: bool = False
+    """Install Kueue and queue the NCCL-tests MPIJob and the training jobs through one ClusterQueue."""
+    topology: Literal["required", "preferred", "none"] = "preferred"
+    """How Kueue places a job's workers: ``required`` (all within one domain of ``level``, or not admitted),
+    ``preferred`` (the fewest domains it can, starting at ``level``) or ``none`` (quota only)."""
+    level: Literal["bottom", "layer-1", "layer-2", "layer-3", "layer-4", "hostname"] = "bottom"
+    """The topology level of ``topology``: ``bottom`` is the lowest network layer of the job's instance type
+    (``network-node-layer-3``, ``-4`` on p6-b200/p6-b300), ``layer-N`` is ``topology.k8s.aws/network-node-layer-N``."""
+    wait_for_pods_ready: WaitForPodsReadySpec = Field(WaitForPodsReadySpec(), alias="waitForPodsReady")
+    """All-or-nothing start with requeuing and backoff."""
+
+
+class Scheduling(_Model):
+    """Extension: how jobs are admitted and placed."""
+
+    kueue: KueueSpec = KueueSpec()
+    """Kueue with topology-aware scheduling; off by default."""
 # An OCI image reference as the distribution grammar spells it (github.com/distribution/reference
 # regexp.go: [domain[:port]/]path-component(/path-component)* [":" tag] ["@" digest], path components
 # lowercase alphanumerics joined by '.', '_', '__' or '-'+, tag [A-Za-z0-9_][A-Za-z0-9_.-]{0,127},
@@ -953,6 +1001,8 @@ class ClusterSpec(_Model):
     """Extension: the Kubeflow training operators to install (Trainer v2, Training Operator v1 PyTorchJob)."""
     training_jobs: list[TrainingJobSpec] = Field(default_factory=list, alias="trainingJobs", max_length=MAX_TRAINING_JOBS)
     """Extension: distributed PyTorch training jobs (Kubeflow TrainJob or PyTorchJob) sized from their node group."""
+    scheduling: Scheduling = Scheduling()
+    """Extension: Kueue gang admission and topology-aware scheduling of the jobs."""
 
 
 # eksctl ClusterConfig fields that efa-stack knows but does not support, with what to do instead.
@@ -994,7 +1044,6 @@ UNSUPPORTED_NODEGROUP_FIELDS: dict[str, str] = {
 # eksctl Addon fields (eksctl-io/eksctl@v0.230.0:pkg/apis/eksctl.io/v1alpha5/addon.go) efa-stack does not map.
 _POD_IDENTITY = "use podIdentityAssociations with roleARN or permissionPolicyARNs (EKS Pod Identity)"
 UNSUPPORTED_ADDON_FIELDS: dict[str, str] = {
-    "attachPolicyARNs": _POD_IDENTITY,
     "attachPolicy": _POD_IDENTITY,
     "wellKnownPolicies": _POD_IDENTITY,
     "permissionsBoundary": "remove it",

@@ -1,0 +1,272 @@
+"""Kueue gang admission and topology-aware scheduling (TAS), derived from the node groups and the jobs.
+
+:func:`kueue_plan` turns ``scheduling.kueue`` into a :class:`KueuePlan`: one ``Topology`` per depth of EKS's
+network topology labels among the node groups (``network-node-layer-1`` .. ``-3``, or ``-4`` on the
+four-layer types of ``data/network_topology.json``, then ``kubernetes.io/hostname``), a ``ResourceFlavor`` per
+node group (its ``efa-stack.io/node-group`` label, its taints, its topology), one ``ClusterQueue`` whose
+quota per flavor is the group's ``maxSize`` times what one node gives a worker, and a ``LocalQueue`` in every
+namespace a job of the plan runs in. The design: docs/design/kueue-tas.md.
+
+Why one topology per depth: Kueue's TAS only sees nodes that carry the flavor's node labels and every level
+label of its topology (kubernetes-sigs/kueue@v0.19.2 pkg/cache/scheduler/tas_nodes_cache.go ``find`` keeps the
+nodes ``utiltas.NodeMatchesFlavor`` accepts), so a three-layer p5 node would be invisible to a topology with a
+fourth network level. TAS counts the allocatable capacity of ready nodes only (site/content/en/docs/concepts/
+topology_aware_scheduling.md, "Capacity calculation"): nodes an autoscaler has not launched yet are not seen.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+from efa_stack import contract
+from efa_stack.planning.nccl import node_allocatable_memory_mib
+from efa_stack.planning.node_groups import NodeGroupPlan, Taint
+from efa_stack.planning.tuning import guaranteed_cpus
+from efa_stack.spec.errors import Problem
+from efa_stack.spec.models import KueueSpec
+
+TOPOLOGY_FILE = Path(__file__).resolve().parent / "data" / "network_topology.json"
+
+INTEGRATIONS: tuple[str, ...] = (
+    "batch/job",
+    "kubeflow.org/mpijob",
+    "kubeflow.org/pytorchjob",
+    "trainer.kubeflow.org/trainjob",
+)
+"""Kueue Configuration ``integrations.frameworks`` for the jobs efa-stack renders (the framework names of
+kubernetes-sigs/kueue@v0.19.2 pkg/controller/jobs/job/job_controller.go, mpijob/mpijob_controller.go,
+kubeflow/jobs/pytorchjob/pytorchjob_controller.go and trainjob/trainjob_controller.go ``FrameworkName``)."""
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+"""The lowest level of every Topology: Kueue's Topology CRD allows ``kubernetes.io/hostname`` only there
+(kubernetes-sigs/kueue@v0.19.2 apis/kueue/v1beta2/topology_types.go, ``TopologySpec.levels`` validation)."""
+
+TopologyMode = Literal["required", "preferred", "none"]
+
+FLAVOR_LABELS: tuple[str, ...] = (contract.LABEL_NODE_GROUP, contract.LABEL_ROLE)
+"""The node labels of each flavor. Kueue gives a PodSet only a flavor whose ``nodeLabels`` do not contradict the
+pods' node selector on a key both name, and then adds those labels to the pods: the workers select their node
+group by ``efa-stack.io/node-group`` and the launchers the system nodes by ``efa-stack.io/role``, so each flavor
+names both, and neither can be given the other's flavor."""
+
+
+@cache
+def _layers_data() -> dict[str, int]:
+    data = json.loads(TOPOLOGY_FILE.read_text())
+    assert data["labelPrefix"] == contract.NETWORK_LAYER_LABEL_PREFIX, "data/network_topology.json labelPrefix"
+    return {str(k): int(v) for k, v in data["layers"].items()}
+
+
+def network_layers(instance_type: str) -> int:
+    """How many ``topology.k8s.aws/network-node-layer-N`` labels EKS puts on a node of ``instance_type``
+    (0: none, the type has no EC2 instance topology)."""
+    return _layers_data().get(instance_type, 0)
+
+
+def layer_label(n: int) -> str:
+    """``topology.k8s.aws/network-node-layer-<n>``."""
+    return f"{contract.NETWORK_LAYER_LABEL_PREFIX}{n}"
+
+
+def topology_name(layers: int) -> str:
+    """The ``Topology`` of instance types with ``layers`` network layers: ``network-3-layers``."""
+    return f"network-{layers}-layers"
+
+
+@dataclass(frozen=True)
+class TopologyPlan:
+    """A Kueue ``Topology``: its name and node labels, top level first."""
+
+    name: str
+    levels: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FlavorPlan:
+    """A ``ResourceFlavor`` (one per node group) and its quota in the ClusterQueue."""
+
+    name: str
+    node_group: str
+    node_labels: dict[str, str] = field(hash=False)
+    taints: tuple[Taint, ...]
+    topology: str | None
+    """The flavor's ``topologyName``; None for a group whose nodes carry no network topology labels."""
+    quotas: tuple[tuple[str, str], ...]
+    """(resource, nominal quota) for every covered resource of the ClusterQueue, in its order."""
+
+
+@dataclass(frozen=True)
+class WaitForPodsReadyPlan:
+    """Kueue Configuration ``waitForPodsReady`` (kubernetes-sigs/kueue@v0.19.2 apis/config/v1beta2/
+    configuration_types.go ``WaitForPodsReady``, ``RequeuingStrategy``)."""
+
+    timeout_seconds: int
+    backoff_limit_count: int | None
+    backoff_base_seconds: int
+    backoff_max_seconds: int
+
+
+@dataclass(frozen=True)
+class QueueBinding:
+    """What a job of one node group carries to be queued: the queue label on the job, and on its workers'
+    pod template the topology annotation (none for ``topology: none`` or a group without topology labels)."""
+
+    queue_name: str
+    worker_annotations: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def job_labels(self) -> dict[str, str]:
+        return {contract.KUEUE_QUEUE_LABEL: self.queue_name}
+
+    @property
+    def pod_annotations(self) -> dict[str, str]:
+        return dict(self.worker_annotations)
+
+
+@dataclass(frozen=True)
+class KueuePlan:
+    cluster_queue: str
+    local_queue: str
+    namespaces: tuple[str, ...]
+    """Namespaces that get a LocalQueue: every namespace a job of the plan runs in."""
+    topologies: tuple[TopologyPlan, ...]
+    flavors: tuple[FlavorPlan, ...]
+    resources: tuple[str, ...]
+    """The ClusterQueue's ``coveredResources`` (one resource group)."""
+    mode: TopologyMode
+    level: str
+    """``bottom``, ``layer-N`` or ``hostname`` (``scheduling.kueue.level``)."""
+    wait: WaitForPodsReadyPlan
+    integrations: tuple[str, ...] = INTEGRATIONS
+
+    def flavor(self, node_group: str) -> FlavorPlan | None:
+        return next((f for f in self.flavors if f.node_group == node_group), None)
+
+    def level_label(self, node_group: str) -> str | None:
+        """The node label of ``level`` for the instance type of ``node_group`` (None: no topology there)."""
+        flavor = self.flavor(node_group)
+        if flavor is None or flavor.topology is None:
+            return None
+        topology = next(t for t in self.topologies if t.name == flavor.topology)
+        network = topology.levels[:-1]
+        if self.level == "hostname":
+            return HOSTNAME_LABEL
+        if self.level == "bottom":
+            return network[-1]
+        return layer_label(int(self.level.removeprefix("layer-")))
+
+    def binding(self, node_group: str) -> QueueBinding:
+        """The queue label and worker annotation of a job on ``node_group``."""
+        label = self.level_label(node_group)
+        if self.mode == "none" or label is None:
+            return QueueBinding(self.local_queue)
+        key = contract.KUEUE_REQUIRED_TOPOLOGY if self.mode == "required" else contract.KUEUE_PREFERRED_TOPOLOGY
+        return QueueBinding(self.local_queue, ((key, label),))
+
+
+def node_figures(group: NodeGroupPlan) -> dict[str, int]:
+    """What one node of ``group`` gives workers, per resource (0: none): GPUs, EFA devices and Neuron devices
+    of the instance, the hugepages it reserves at boot (MiB), its Guaranteed CPUs (as the NCCL and training
+    workers request them) and its allocatable memory less those hugepages (MiB)."""
+    return {
+        "cpu": guaranteed_cpus(group.instance),
+        "memory": max(node_allocatable_memory_mib(group.instance) - group.hugepages_2mi_mib, 0),
+        contract.GPU_RESOURCE: group.gpus_per_node,
+        contract.EFA_RESOURCE: group.efa_devices_per_node,
+        contract.NEURON_RESOURCE: group.neuron_devices_per_node,
+        contract.HUGEPAGES_2MI_RESOURCE: group.hugepages_2mi_mib,
+    }
+
+
+_MIB_RESOURCES = ("memory", contract.HUGEPAGES_2MI_RESOURCE)
+
+
+def _quantity(resource: str, value: int) -> str:
+    return f"{value}Mi" if resource in _MIB_RESOURCES else str(value)
+
+
+def _covered(groups: Sequence[NodeGroupPlan]) -> tuple[str, ...]:
+    """cpu and memory, then each extended resource some group has (Kueue needs every flavor of a resource group
+    to list the same resources, so a group without one gets a quota of 0)."""
+    figures = [node_figures(g) for g in groups]
+    extended = (contract.GPU_RESOURCE, contract.EFA_RESOURCE, contract.NEURON_RESOURCE, contract.HUGEPAGES_2MI_RESOURCE)
+    return ("cpu", "memory", *(r for r in extended if any(f[r] for f in figures)))
+
+
+def kueue_plan(
+    cfg: KueueSpec, node_groups: Sequence[NodeGroupPlan], system: NodeGroupPlan, namespaces: Sequence[str],
+    job_groups: Sequence[str],
+) -> tuple[KueuePlan | None, list[Problem], list[str]]:
+    """The Kueue plan of ``scheduling.kueue`` (None when it is off), its problems and its warnings.
+
+    ``namespaces``: where the plan's jobs run; ``job_groups``: the node groups their workers run on. The
+    launchers run on the system node group, which gets a flavor of its own without a topology.
+    """
+    if not cfg.enabled:
+        return None, [], []
+    problems: list[Problem] = []
+    warnings: list[str] = []
+    wait = cfg.wait_for_pods_ready
+    if wait.backoff_base_seconds > wait.backoff_max_seconds:
+        problems.append(Problem(
+            "scheduling.kueue.waitForPodsReady.backoffBaseSeconds", wait.backoff_base_seconds,
+            f"the backoff base is longer than its maximum ({wait.backoff_max_seconds} s)",
+            "lower backoffBaseSeconds or raise backoffMaxSeconds",
+        ))
+    groups = [*node_groups, system]
+    depths = sorted({n for g in groups if (n := network_layers(g.instance_type))})
+    topologies = tuple(
+        TopologyPlan(topology_name(n), (*(layer_label(i) for i in range(1, n + 1)), HOSTNAME_LABEL))
+        for n in depths
+    )
+    resources = _covered(groups)
+    flavors: list[FlavorPlan] = []
+    for g in groups:
+        layers = network_layers(g.instance_type)
+        figures = node_figures(g)
+        flavors.append(FlavorPlan(
+            name=g.name.lower(),
+            node_group=g.name,
+            node_labels={k: g.labels[k] for k in FLAVOR_LABELS if k in g.labels},
+            taints=g.taints,
+            topology=topology_name(layers) if layers else None,
+            quotas=tuple((r, _quantity(r, figures[r] * g.max_size)) for r in resources),
+        ))
+        if not layers and g.role != "system" and cfg.topology != "none":
+            warnings.append(
+                f"node group {g.name}: {g.instance_type} nodes carry no {contract.NETWORK_LAYER_LABEL_PREFIX}N "
+                "labels, so Kueue's topology-aware scheduling cannot place on them; its jobs are queued for "
+                "quota only (ResourceFlavor without topologyName)"
+            )
+    plan = KueuePlan(
+        cluster_queue=contract.KUEUE_QUEUE_NAME,
+        local_queue=contract.KUEUE_QUEUE_NAME,
+        namespaces=tuple(sorted(set(namespaces))),
+        topologies=topologies,
+        flavors=tuple(flavors),
+        resources=resources,
+        mode=cfg.topology,
+        level=cfg.level,
+        wait=WaitForPodsReadyPlan(
+            timeout_seconds=wait.timeout_seconds, backoff_limit_count=wait.backoff_limit_count,
+            backoff_base_seconds=wait.backoff_base_seconds, backoff_max_seconds=wait.backoff_max_seconds,
+        ),
+    )
+    if cfg.level.startswith("layer-") and cfg.topology != "none":
+        wanted = int(cfg.level.removeprefix("layer-"))
+        for name in dict.fromkeys(job_groups):
+            group = next(g for g in node_groups if g.name == name)
+            layers = network_layers(group.instance_type)
+            if layers and wanted > layers:
+                problems.append(Problem(
+                    "scheduling.kueue.level", cfg.level,
+                    f"{group.instance_type} nodes (node group {name}) have {layers} network layers, so no node has "
+                    f"{layer_label(wanted)}",
+                    f"use bottom or layer-1 .. layer-{layers}",
+                ))
+    return plan, problems, warnings

@@ -1,0 +1,216 @@
+"""Kueue v0.19.2 (gang admission, topology-aware scheduling) and the queues of a :class:`KueuePlan`.
+
+Three constructs, one per chart (k8s/charts.py): :class:`KueueCrds` (the CRDs of ``k8s/crds/kueue/crds.yaml``,
+the Workload CRD in a chart of its own so each chart fits the kubectl handler's limit), :class:`KueueController`
+(the controller objects of ``k8s/crds/kueue/controller.yaml`` with efa-stack's controller configuration) and
+:class:`KueueQueues` (Topology, ResourceFlavor, ClusterQueue and LocalQueue objects from the plan). Both files are
+``kustomize build config/default`` of kubernetes-sigs/kueue@v0.19.2 (commit
+8eab68778fc1b52affe165fdf5af29d1e9b4f3cb), what the release's manifests.yaml holds. The design and its
+traps: docs/design/kueue-tas.md.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import cdk8s
+import yaml
+from constructs import Construct
+
+from efa_stack import contract
+from efa_stack.planning.scheduling import KueuePlan
+from k8s.scheduling import system_node_selector
+
+KUEUE_VERSION = "v0.19.2"
+KUEUE_COMMIT = "8eab68778fc1b52affe165fdf5af29d1e9b4f3cb"
+KUEUE_IMAGE = f"registry.k8s.io/kueue/kueue:{KUEUE_VERSION}"
+"""The release's image (the release build sets IMAGE_REGISTRY=registry.k8s.io/kueue, Makefile ``IMAGE_TAG``)."""
+CRD_FILE = Path(__file__).parent / "crds" / "kueue" / "crds.yaml"
+CONTROLLER_FILE = Path(__file__).parent / "crds" / "kueue" / "controller.yaml"
+WORKLOAD_CRD = f"workloads.{contract.KUEUE_GROUP}"
+CONFIG_MAP = "kueue-manager-config"
+CONFIG_KEY = "controller_manager_config.yaml"
+"""The ConfigMap and key the manager reads ``--config=/controller_manager_config.yaml`` from
+(config/components/manager/kustomization.yaml configMapGenerator, config/default/manager_config_patch.yaml)."""
+
+INTEGRATION_RESOURCES: dict[str, tuple[str, str]] = {
+    "batch/job": ("batch", "jobs"),
+    f"{contract.MPIJOB_GROUP}/mpijob": (contract.MPIJOB_GROUP, contract.MPIJOB_PLURAL),
+    f"{contract.PYTORCHJOB_GROUP}/pytorchjob": (contract.PYTORCHJOB_GROUP, contract.PYTORCHJOB_PLURAL),
+    f"{contract.TRAINER_GROUP}/trainjob": (contract.TRAINER_GROUP, "trainjobs"),
+}
+"""(API group, resource) the webhooks of each integration efa-stack enables match."""
+
+DROPPED_KINDS = ("APIService",)
+"""The visibility on-demand APIServices (``v1beta1``/``v1beta2.visibility.kueue.x-k8s.io``, with
+``insecureSkipTLSVerify``) are not rendered: an aggregated API that does not answer breaks API discovery for
+every client, and nothing efa-stack runs reads pending workloads through it."""
+
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@cache
+def _documents(file: Path) -> str:
+    return json.dumps([d for d in yaml.load_all(file.read_text(), Loader=_SafeLoader) if d])
+
+
+def crd_documents() -> list[dict[str, Any]]:
+    """The vendored Kueue CRDs (a fresh copy per call)."""
+    docs: list[dict[str, Any]] = json.loads(_documents(CRD_FILE))
+    return docs
+
+
+def upstream_controller_documents() -> list[dict[str, Any]]:
+    """Every non-CRD object of the vendored build, unchanged (a fresh copy per call)."""
+    docs: list[dict[str, Any]] = json.loads(_documents(CONTROLLER_FILE))
+    return docs
+
+
+def manager_configuration(plan: KueuePlan, upstream: dict[str, Any]) -> dict[str, Any]:
+    """The Kueue ``Configuration`` (config.kueue.x-k8s.io/v1beta2): upstream's, with ``waitForPodsReady`` and the
+    integrations of the plan (kubernetes-sigs/kueue@v0.19.2 apis/config/v1beta2/configuration_types.go:
+    ``WaitForPodsReady{timeout, blockAdmission, requeuingStrategy, recoveryTimeout}``, ``RequeuingStrategy{
+    timestamp, backoffLimitCount, backoffBaseSeconds, backoffMaxSeconds}``, timestamp ``Eviction`` =
+    EvictionTimestamp; ``Integrations.frameworks``). ``blockAdmission`` stays false: a job that waits for nodes
+    does not stop the others from being admitted."""
+    config = copy.deepcopy(upstream)
+    wait = plan.wait
+    strategy: dict[str, Any] = {
+        "timestamp": "Eviction",
+        "backoffBaseSeconds": wait.backoff_base_seconds,
+        "backoffMaxSeconds": wait.backoff_max_seconds,
+    }
+    if wait.backoff_limit_count is not None:
+        strategy["backoffLimitCount"] = wait.backoff_limit_count
+    config["waitForPodsReady"] = {
+        "timeout": f"{wait.timeout_seconds}s",
+        "blockAdmission": False,
+        "requeuingStrategy": strategy,
+    }
+    config["integrations"] = {"frameworks": list(plan.integrations)}
+    return config
+
+
+def controller_documents(plan: KueuePlan) -> list[dict[str, Any]]:
+    """The controller's objects for ``plan``: upstream's build less :data:`DROPPED_KINDS`, the manager on the
+    system nodes, its configuration from :func:`manager_configuration`, and webhooks only for Kueue's own kinds
+    and the enabled integrations (Kueue answers a disabled integration's webhook with a no-op, pkg/controller/
+    jobframework/setup.go ``WithNoopWebhook``; dropping them keeps a stopped controller from failing every Pod,
+    Deployment and StatefulSet created outside kube-system and kueue-system, which upstream's ``Fail`` policy
+    would do)."""
+    wanted = {INTEGRATION_RESOURCES[i] for i in plan.integrations}
+    out: list[dict[str, Any]] = []
+    for doc in upstream_controller_documents():
+        kind = doc["kind"]
+        if kind in DROPPED_KINDS:
+            continue
+        if kind == "ConfigMap" and doc["metadata"]["name"] == CONFIG_MAP:
+            upstream = yaml.load(doc["data"][CONFIG_KEY], Loader=_SafeLoader)
+            doc["data"][CONFIG_KEY] = yaml.safe_dump(manager_configuration(plan, upstream), sort_keys=False)
+        elif kind == "Deployment" and doc["metadata"]["name"] == contract.KUEUE_CONTROLLER:
+            doc["spec"]["template"]["spec"]["nodeSelector"] = system_node_selector()
+        elif kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            doc["webhooks"] = [
+                w for w in doc["webhooks"]
+                if all(
+                    g == contract.KUEUE_GROUP or (g, r.split("/")[0]) in wanted
+                    for rule in w["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+                )
+            ]
+        out.append(doc)
+    return out
+
+
+def _api_object(scope: Construct, id: str, doc: dict[str, Any]) -> cdk8s.ApiObject:
+    meta = doc["metadata"]
+    obj = cdk8s.ApiObject(scope, id, api_version=doc["apiVersion"], kind=doc["kind"], metadata=cdk8s.ApiObjectMetadata(
+        name=meta["name"], namespace=meta.get("namespace"), labels=meta.get("labels"),
+        annotations=meta.get("annotations"),
+    ))
+    for key, value in doc.items():
+        if key not in ("apiVersion", "kind", "metadata"):
+            obj.add_json_patch(cdk8s.JsonPatch.add(f"/{key}", value))
+    return obj
+
+
+class KueueCrds(Construct):
+    """Kueue's CRDs: ``workload=False`` every one but the Workload CRD, ``workload=True`` that one alone."""
+
+    def __init__(self, scope: Construct, id: str, *, workload: bool) -> None:
+        super().__init__(scope, id)
+        self.crds = [
+            _api_object(self, doc["spec"]["names"]["kind"], doc)
+            for doc in crd_documents() if (doc["metadata"]["name"] == WORKLOAD_CRD) == workload
+        ]
+
+
+class KueueController(Construct):
+    """Kueue's namespace, RBAC, configuration, Services, webhooks and the controller Deployment."""
+
+    def __init__(self, scope: Construct, id: str, plan: KueuePlan) -> None:
+        super().__init__(scope, id)
+        self.objects = [
+            _api_object(self, f"{doc['kind']}-{doc['metadata'].get('namespace', '')}-{doc['metadata']['name']}", doc)
+            for doc in controller_documents(plan)
+        ]
+
+
+def topology_json(name: str, levels: tuple[str, ...]) -> dict[str, Any]:
+    """A ``Topology`` (apis/kueue/v1beta2/topology_types.go: ``spec.levels[].nodeLabel``, top level first,
+    ``kubernetes.io/hostname`` only as the lowest)."""
+    return {"apiVersion": contract.KUEUE_API_VERSION, "kind": "Topology", "metadata": {"name": name},
+            "spec": {"levels": [{"nodeLabel": label} for label in levels]}}
+
+
+def queue_documents(plan: KueuePlan) -> list[dict[str, Any]]:
+    """Topologies, ResourceFlavors, the ClusterQueue and the LocalQueues of ``plan`` (v1beta2 fields:
+    ResourceFlavorSpec ``nodeLabels``, ``tolerations``, ``topologyName``; ClusterQueueSpec ``namespaceSelector``
+    (``{}``: every namespace), ``resourceGroups[].coveredResources`` and ``flavors[].resources[].nominalQuota``;
+    LocalQueueSpec ``clusterQueue``)."""
+    docs = [topology_json(t.name, t.levels) for t in plan.topologies]
+    for f in plan.flavors:
+        spec: dict[str, Any] = {"nodeLabels": dict(f.node_labels)}
+        if f.taints:
+            spec["tolerations"] = [
+                {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} if t.value
+                else {"key": t.key, "operator": "Exists", "effect": t.effect}
+                for t in f.taints
+            ]
+        if f.topology is not None:
+            spec["topologyName"] = f.topology
+        docs.append({"apiVersion": contract.KUEUE_API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": f.name},
+                     "spec": spec})
+    docs.append({
+        "apiVersion": contract.KUEUE_API_VERSION, "kind": "ClusterQueue", "metadata": {"name": plan.cluster_queue},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [{
+                "coveredResources": list(plan.resources),
+                "flavors": [
+                    {"name": f.name, "resources": [{"name": r, "nominalQuota": q} for r, q in f.quotas]}
+                    for f in plan.flavors
+                ],
+            }],
+        },
+    })
+    docs += [
+        {"apiVersion": contract.KUEUE_API_VERSION, "kind": "LocalQueue",
+         "metadata": {"name": plan.local_queue, "namespace": ns}, "spec": {"clusterQueue": plan.cluster_queue}}
+        for ns in plan.namespaces
+    ]
+    return docs
+
+
+class KueueQueues(Construct):
+    """The queue objects of :func:`queue_documents`."""
+
+    def __init__(self, scope: Construct, id: str, plan: KueuePlan) -> None:
+        super().__init__(scope, id)
+        self.objects = [
+            _api_object(self, f"{doc['kind']}-{doc['metadata'].get('namespace', '')}-{doc['metadata']['name']}", doc)
+            for doc in queue_documents(plan)
+        ]
