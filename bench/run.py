@@ -10,7 +10,12 @@ from ``resource.getrusage(RUSAGE_CHILDREN)`` before and after it (the Python pro
 Node.js process it waits for), so other load on the machine does not count. The medians and their
 ratios are printed with the target, then the test suite's wall time (`pytest -n 2`, target <= 60 s on 2 cores)
 with the load average around it (printed against the target, not part of the exit status: other load changes it).
-Results also go to .bench/results.json.
+Then the deploy model (efa_stack/tools/deploy_model.py): every shipped spec under clusters/ is synthesized
+into a temporary directory (``python app.py``, as above) and its first ``cdk deploy --all --concurrency
+DEPLOY_CONCURRENCY`` is modelled from the templates; the critical path in minutes, its slowest steps, and the
+per-type figures used with their sources are printed against DEPLOY_TARGET_MIN (docs/design/deploy-model.md).
+Results also go to .bench/results.json. The exit status is non-zero when a synth ratio or a modelled deploy is
+over its target, or the suite fails.
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ SPEC = "clusters/default.yaml"
 SPECS: dict[str, float | None] = {SPEC: TARGET, "clusters/training-p5.yaml": None}
 """Benchmark specs and their target ratio to the empty app (None: printed for information)."""
 SUITE_TARGET_S = 60.0
+DEPLOY_TARGET_MIN = 24.0
+"""The modelled first deploy of every shipped spec, in minutes."""
+DEPLOY_CONCURRENCY = 1
+"""The ``cdk deploy --concurrency`` the model replays: what ``make deploy`` runs (the CLI's default, 1)."""
 
 
 def cpu_seconds(args: list[str], context: dict[str, str] | None = None) -> float:
@@ -48,6 +57,53 @@ def cpu_seconds(args: list[str], context: dict[str, str] | None = None) -> float
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     shutil.rmtree(out, ignore_errors=True)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def synth_to(spec: str, outdir: Path, dist: Path) -> None:
+    """``python app.py`` for ``spec`` with its cloud assembly in ``outdir``."""
+    env = dict(os.environ, CDK_OUTDIR=str(outdir), CDK_DISABLE_CLI_TELEMETRY="true",
+               AWS_EC2_METADATA_DISABLED="true", JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION="1",
+               CDK_CONTEXT_JSON=json.dumps({"spec": spec, "dist": str(dist)}))
+    subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, check=True, capture_output=True)
+
+
+def deploy_models() -> tuple[dict[str, object], bool]:
+    """The modelled deploy of every shipped spec, printed; returns the results and whether all are within target."""
+    from efa_stack.tools.deploy_model import model_assembly
+
+    work = Path(tempfile.mkdtemp(prefix="bench-deploy-"))
+    results: dict[str, object] = {}
+    figures: dict[str, object] = {}
+    within = True
+    print(f"modelled first deploy (cdk deploy --all --concurrency {DEPLOY_CONCURRENCY}; "
+          f"target <= {DEPLOY_TARGET_MIN:.0f} min), efa_stack/tools/deploy_model.py")
+    try:
+        for spec in sorted(str(p.relative_to(ROOT)) for p in (ROOT / "clusters").glob("*.yaml")):
+            out = work / Path(spec).stem
+            synth_to(spec, out / "cdk.out", out / "dist")
+            model = model_assembly(out / "cdk.out", concurrency=DEPLOY_CONCURRENCY)
+            ok = model.minutes <= DEPLOY_TARGET_MIN
+            within = within and ok
+            top = model.top_chain(3)
+            print(f"  {spec:<34} {model.minutes:5.1f} min  {'ok' if ok else 'OVER TARGET'}  "
+                  f"({' -> '.join(model.chain)})")
+            print("      slowest steps: " + "; ".join(f"{st.logical_id} {st.type} {st.minutes:g}" for _, st in top))
+            results[spec] = {
+                "minutes": model.minutes, "within_target": ok, "stacks": list(model.chain),
+                "chain": [f"{name}/{st.logical_id} ({st.type}, {st.minutes:g} min)"
+                          for name in model.chain for st in model.stacks[name].chain],
+            }
+            for type_, fig in model.figures.items():
+                figures[type_] = {"minutes": fig.minutes, "estimate": fig.estimate, "source": fig.source}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print("  figures used (minutes; source, or the basis of an estimate): efa_stack/planning/data/create_minutes.json")
+    for type_, entry in sorted(figures.items()):
+        assert isinstance(entry, dict)
+        kind = "estimate" if entry["estimate"] else "source"
+        print(f"    {type_:<44} {entry['minutes']:5g}  {kind}: {str(entry['source'])[:110]}")
+    return {"target_min": DEPLOY_TARGET_MIN, "concurrency": DEPLOY_CONCURRENCY, "specs": results,
+            "figures": figures}, within
 
 
 def main() -> int:
@@ -117,10 +173,12 @@ def main() -> int:
           "time, which other load on the machine changes")
     if tests.returncode != 0:
         print(tests.stdout[-4000:] + tests.stderr[-2000:])
+    deploy, deploy_within = deploy_models()
+    results["deploy_model"] = deploy
     out = ROOT / ".bench"
     out.mkdir(exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-    return 0 if within and tests.returncode == 0 else 1
+    return 0 if within and deploy_within and tests.returncode == 0 else 1
 
 
 if __name__ == "__main__":
