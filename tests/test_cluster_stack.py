@@ -544,3 +544,21 @@ def test_the_mpijob_waits_until_its_crd_is_established(default_synth):
         return target in deps or any(depends_on(d, target, seen | {lid}) for d in deps if d not in seen)
 
     assert depends_on(job_id, wait_id)
+
+
+def test_control_plane_scaling_tier_reaches_the_cluster():
+    # eksctl controlPlaneScalingConfig.tier -> AWS::EKS::Cluster ControlPlaneScalingConfig.Tier
+    s = synth_text(BASE + "controlPlaneScalingConfig: {tier: tier-2xl}\n")
+    (cluster,) = s.resources("cluster", "AWS::EKS::Cluster").values()
+    assert cluster["Properties"]["ControlPlaneScalingConfig"] == {"Tier": "tier-2xl"}
+    assert "control plane tier-2xl" in s.plan.summary()
+
+
+def test_no_control_plane_tier_leaves_eks_default(default_synth):
+    (cluster,) = default_synth.resources("cluster", "AWS::EKS::Cluster").values()
+    assert "ControlPlaneScalingConfig" not in cluster["Properties"]
+
+
+def test_fails_unknown_control_plane_tier():
+    p = one_problem(BASE + "controlPlaneScalingConfig: {tier: tier-16xl}\n")
+    assert p.field == "controlPlaneScalingConfig.tier" and "tier-xl" in p.fix

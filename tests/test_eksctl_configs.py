@@ -90,16 +90,12 @@ PUBLIC_REFUSED: dict[str, list[tuple[str, str]]] = {
         ('vpc.subnets.private.private-two.id', 'replace it with your own id'),
         ('vpc.subnets.public.public-one.id', 'replace it with your own id'),
         ('vpc.subnets.public.public-two.id', 'replace it with your own id'),
-        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
     ],
     "awsome-dt-eks-g4dn.yaml": [
         ('metadata.region', 'replace it with your own region'),
-        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
     ],
     "awsome-dt-eks-g5-node-autorepair.yaml": [
         ('metadata.region', 'replace it with your own region'),
-        ('addons[1].attachPolicyARNs', 'use podIdentityAssociations with roleARN or perm'),
-        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
     ],
     "awsome-dt-eks-p4de-odcr-vpc.yaml": [
         ('metadata.region', 'replace it with your own region'),
@@ -108,12 +104,10 @@ PUBLIC_REFUSED: dict[str, list[tuple[str, str]]] = {
         ('vpc.subnets.private.private-two.id', 'replace it with your own id'),
         ('vpc.subnets.public.public-one.id', 'replace it with your own id'),
         ('vpc.subnets.public.public-two.id', 'replace it with your own id'),
-        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
         ('managedNodeGroups[1].capacityReservation.capacityReservationTarget.capacityReservationID', "replace it with your reservation's or Capacity B"),
     ],
     "awsome-dt-eks-p4de-odcr.yaml": [
         ('metadata.region', 'replace it with your own region'),
-        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
         ('managedNodeGroups[1].capacityReservation.capacityReservationTarget.capacityReservationID', "replace it with your reservation's or Capacity B"),
     ],
     "awsome-dt-eks-p5-capacity-block.yaml": [
@@ -123,7 +117,6 @@ PUBLIC_REFUSED: dict[str, list[tuple[str, str]]] = {
         ('vpc.subnets.private.private-two.id', 'replace it with your own id'),
         ('vpc.subnets.public.public-one.id', 'replace it with your own id'),
         ('vpc.subnets.public.public-two.id', 'replace it with your own id'),
-        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
         ('managedNodeGroups[0].capacityReservation.capacityReservationTarget.capacityReservationID', "replace it with your reservation's or Capacity B"),
     ],
     "awsome-dt-eks-p5-odcr-vpc.yaml": [
@@ -133,12 +126,11 @@ PUBLIC_REFUSED: dict[str, list[tuple[str, str]]] = {
         ('vpc.subnets.private.private-two.id', 'replace it with your own id'),
         ('vpc.subnets.public.public-one.id', 'replace it with your own id'),
         ('vpc.subnets.public.public-two.id', 'replace it with your own id'),
-        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
         ('managedNodeGroups[0].capacityReservation.capacityReservationTarget.capacityReservationID', "replace it with your reservation's or Capacity B"),
     ],
     "awsome-dt-nemo-p4de-cluster-config.yaml": [
         ('metadata.name', 'replace it with your own name'),
-        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
+        ('metadata.version', 'use one of 1.31, 1.32, 1.33, 1.34, 1.35, 1.36, quoted (version: "1.36")'),
         ('managedNodeGroups[1].capacityReservation.capacityReservationTarget.capacityReservationID', "replace it with your reservation's or Capacity B"),
     ],
     "eksctl-15-managed-nodes.yaml": [
@@ -170,14 +162,14 @@ PUBLIC_REFUSED: dict[str, list[tuple[str, str]]] = {
         ('managedNodeGroups[4].nodeRepairConfig.nodeRepairConfigOverrides[0].repairAction', "use one of 'Replace', 'Reboot' or 'NoAction'"),
     ],
     "flux-operator-broker-eks.yaml": [
-        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
+        ('metadata.version', 'use one of 1.31, 1.32, 1.33, 1.34, 1.35, 1.36, quoted (version: "1.36")'),
     ],
     "flux-operator-flux-restful.yaml": [
         ('managedNodeGroups[0].ssh.publicKeyPath', 'import the key (`aws ec2 import-key-pair`) and u'),
-        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
+        ('metadata.version', 'use one of 1.31, 1.32, 1.33, 1.34, 1.35, 1.36, quoted (version: "1.36")'),
     ],
     "flux-operator-mountpoint-s3.yaml": [
-        ('metadata.version', 'use one of 1.33, 1.34, 1.35, quoted (version: "1'),
+        ('metadata.version', 'use one of 1.31, 1.32, 1.33, 1.34, 1.35, 1.36, quoted (version: "1.36")'),
     ],
 }
 PUBLIC_ACCEPTED = [
@@ -225,6 +217,49 @@ def test_public_eksctl_config_synthesizes_unchanged(name):
     # the whole synth, with cdk-nag and the project's checks, of the file as published
     s = _synth(name)
     spec_groups = yaml.safe_load((FIXTURES / name).read_text())["managedNodeGroups"]
+    assert sorted(_nodegroups(s)) == sorted([*(g["name"] for g in spec_groups), contract.SYSTEM_NODE_GROUP])
+
+
+# The public files that only need their placeholders filled, as their READMEs ask, to synthesize: each token and
+# the value a reader would write for it (a region, zones, a reservation id). Nothing else of the file changes.
+PLACEHOLDER_VALUES = {
+    "PLACEHOLDER_AWS_REGION": "us-west-2", "PLACEHOLDER_AZ_1": "us-west-2a", "PLACEHOLDER_AZ_2": "us-west-2b",
+    "PLACEHOLDER_CAPACITY_RESERVATION_ID": CB,
+}
+RESERVATION_PLACEHOLDER = re.compile(r"cr-x{8,17}\b")  # aws-do-eks's "cr-xxxxxxxxxxxxxxxxx"
+FILLED_IN_SYNTHESIZE = [
+    "aws-do-eks-eks-gpu-p5-cbr-etc.yaml",
+    "aws-do-eks-eks-gpu-p5-cbr.yaml",
+    "aws-do-eks-eks-gpu-p5en-cbr.yaml",
+    "aws-do-eks-eks-gpu-p6-b200-cbr.yaml",
+    "awsome-dt-eks-g4dn.yaml",
+    "awsome-dt-eks-g5-node-autorepair.yaml",
+    "awsome-dt-eks-p4de-odcr.yaml",
+]
+
+
+def _filled_in(name: str) -> str:
+    text = (FIXTURES / name).read_text()
+    for token, value in PLACEHOLDER_VALUES.items():
+        text = text.replace(token, value)
+    return RESERVATION_PLACEHOLDER.sub(CB, text)
+
+
+@pytest.mark.parametrize("name", FILLED_IN_SYNTHESIZE)
+def test_public_config_with_only_placeholders_synthesizes_once_they_are_filled(name):
+    # refused as published for its placeholders only ...
+    assert {fix for _, fix in PUBLIC_REFUSED[name]} <= {
+        "replace it with your own region", "replace it with your reservation's or Capacity B"}
+    # ... and the whole synth passes once a reader fills them in, every other line unchanged
+    original, filled = (FIXTURES / name).read_text().splitlines(), _filled_in(name).splitlines()
+    changed = [a for a, b in zip(original, filled, strict=True) if a != b]
+    assert changed and all("PLACEHOLDER_" in line or RESERVATION_PLACEHOLDER.search(line) for line in changed)
+    from tests.support import scratch_dir
+
+    path = scratch_dir("filled-in") / name
+    path.write_text(_filled_in(name))
+    s = synth_spec(str(path))
+    spec_groups = yaml.safe_load(path.read_text())["managedNodeGroups"]
     assert sorted(_nodegroups(s)) == sorted([*(g["name"] for g in spec_groups), contract.SYSTEM_NODE_GROUP])
 
 

@@ -169,6 +169,9 @@ class TestOfferingsUnderMoto:
         # moto 5.2.5 answers DescribeAddonVersions with 404 "Not yet implemented": a warning per add-on, no failure
         addons = _by(findings, "addon-version")
         assert addons and _statuses(addons) == {WARN} and "Not yet implemented" in addons[0].message
+        # ... and DescribeClusterVersions the same way: a warning that names the command to ask by hand
+        (version,) = _by(findings, "cluster-version")
+        assert version.status == WARN and "aws eks describe-cluster-versions" in version.fix
         assert preflight.exit_code(findings) == 0
 
     def test_fails_when_instance_type_is_not_offered_in_the_zone(self) -> None:
@@ -853,3 +856,95 @@ def test_training_image_dated_tag_of_a_bad_build_fails_and_a_digest_passes():
     pinned = "public.ecr.aws/deep-learning-containers/pytorch:2.11.0-cu130-amzn2023@sha256:" + "a" * 64
     (ok,) = check_training_images(_training_plan(pinned))
     assert ok.status == "pass"
+
+
+# --- Kubernetes version (EKS DescribeClusterVersions) --------------------------------------------
+# Rows in the shape of botocore's eks-2017-11-01 model (clusterVersions[].clusterVersion, versionStatus,
+# endOfExtendedSupportDate); the Stubber validates requests and answers against it.
+
+
+def _version_row(version: str, status: str, end: datetime | None = None) -> dict:
+    row: dict = {"clusterVersion": version, "clusterType": "eks", "versionStatus": status}
+    if end is not None:
+        row["endOfExtendedSupportDate"] = end
+    return row
+
+
+def _version_findings(spec_version: str, *answers: dict | str) -> list[Finding]:
+    from tests.support import BASE, plan_of
+
+    plan = plan_of(BASE.replace('version: "1.34"', f'version: "{spec_version}"'))
+    assert plan.region == "us-west-2"
+    eks = _client("eks")
+    stub = Stubber(eks)
+    for i, answer in enumerate(answers):
+        params = {"clusterVersions": [spec_version]} if i == 0 else {}
+        if isinstance(answer, str):
+            stub.add_client_error("describe_cluster_versions", answer, answer, expected_params=params)
+        else:
+            stub.add_response("describe_cluster_versions", answer, params)
+    with stub:
+        findings = preflight.check_cluster_version(eks, plan)
+    stub.assert_no_pending_responses()
+    return findings
+
+
+def test_cluster_version_in_standard_support_passes():
+    (f,) = _version_findings("1.35", {"clusterVersions": [_version_row("1.35", "STANDARD_SUPPORT")]})
+    assert (f.status, f.subject) == (PASS, "1.35")
+    assert f.message == "EKS in us-west-2 offers Kubernetes 1.35 (standard_support)"
+
+
+def test_cluster_version_in_extended_support_warns_with_its_end():
+    end = datetime(2027, 3, 23, tzinfo=UTC)
+    (f,) = _version_findings("1.32", {"clusterVersions": [_version_row("1.32", "EXTENDED_SUPPORT", end)]})
+    assert f.status == WARN
+    assert f.message == "Kubernetes 1.32 is in extended support in us-west-2 until 2027-03-23: the cluster costs more per hour"
+
+
+def test_cluster_version_the_region_does_not_offer_fails_with_what_it_offers():
+    listed = {"clusterVersions": [
+        _version_row("1.36", "STANDARD_SUPPORT"), _version_row("1.35", "STANDARD_SUPPORT"),
+        _version_row("1.31", "EXTENDED_SUPPORT"), _version_row("1.30", "UNSUPPORTED"),
+    ]}
+    (f,) = _version_findings("1.37", {"clusterVersions": []}, listed)
+    assert f.status == FAIL
+    assert f.message == "EKS in us-west-2 does not offer Kubernetes 1.37 for new clusters"
+    assert f.fix == "set metadata.version to one EKS offers there: 1.31, 1.35, 1.36"
+
+
+def test_cluster_version_api_error_is_a_warning():
+    (f,) = _version_findings("1.35", "ThrottlingException")
+    assert f.status == WARN and f.message.startswith("EKS in us-west-2 could not say whether it offers Kubernetes 1.35")
+
+
+def test_cluster_version_without_credentials_aborts():
+    with pytest.raises(UserError):
+        _version_findings("1.35", "UnrecognizedClientException")
+
+
+def _tier_findings(tier: str, offered: list[dict]) -> list[Finding]:
+    from tests.support import BASE, plan_of
+
+    plan = plan_of(BASE + f"controlPlaneScalingConfig: {{tier: {tier}}}\n")
+    assert plan.control_plane_tier == tier
+    eks = _client("eks")
+    row = {**_version_row("1.34", "STANDARD_SUPPORT"), "controlPlaneScalingTiers": offered}
+    with Stubber(eks) as stub:
+        stub.add_response("describe_cluster_versions", {"clusterVersions": [row]}, {"clusterVersions": ["1.34"]})
+        return preflight.check_cluster_version(eks, plan)
+
+
+def test_control_plane_tier_eks_offers_passes_with_its_figures():
+    tiers = [{"tierName": "tier-xl", "apiRequestConcurrency": 1700, "podSchedulingRatePerSecond": 100}]
+    tier, version = _tier_findings("tier-xl", tiers)
+    assert tier.status == PASS and tier.subject == "tier-xl"
+    assert tier.message == ("EKS offers control plane tier tier-xl for Kubernetes 1.34 (API request concurrency 1700, "
+                            "pods scheduled per second 100)")
+    assert version.status == PASS
+
+
+def test_control_plane_tier_eks_does_not_offer_fails():
+    (tier, _) = _tier_findings("tier-8xl", [{"tierName": "tier-xl"}, {"tierName": "tier-2xl"}])
+    assert tier.status == FAIL
+    assert tier.fix == "set controlPlaneScalingConfig.tier to one EKS offers there (tier-2xl, tier-xl), or remove it"

@@ -23,6 +23,7 @@ from efa_stack.spec.models import ADDON_VERSION_PATTERN, AddonSpec, NodeRepairCo
 DATA = Path(__file__).resolve().parent / "data"
 ADDONS_FILE = DATA / "addons.json"
 KNOWN_ADDONS_FILE = DATA / "known_addons.json"
+SERVICE_ACCOUNTS_FILE = DATA / "addon_service_accounts.json"
 
 VPC_CNI = "vpc-cni"
 POD_IDENTITY_AGENT = "eks-pod-identity-agent"
@@ -111,6 +112,39 @@ def known_addon_names() -> tuple[str, ...]:
     """Add-on names of the EKS User Guide's "AWS add-ons" and "Community add-ons" (data/known_addons.json)."""
     data = json.loads(KNOWN_ADDONS_FILE.read_text())
     return tuple(sorted({n for k, v in data.items() if not k.startswith("_") for n in v["names"]}))
+
+
+@cache
+def addon_service_account(name: str) -> tuple[str, str] | None:
+    """(namespace, name) of the service account whose pods need the add-on's IAM permissions, where efa-stack
+    knows it (data/addon_service_accounts.json)."""
+    entry = json.loads(SERVICE_ACCOUNTS_FILE.read_text()).get(name)
+    return (entry["namespace"], entry["name"]) if isinstance(entry, dict) else None
+
+
+def _attached_policies(prefix: str, entry: AddonSpec, problems: list[Problem]) -> PodIdentityPlan | None:
+    """eksctl's add-on ``attachPolicyARNs`` (a new IRSA role for the add-on's service account,
+    eksctl-io/eksctl@v0.230.0 pkg/actions/addon/create.go) as a new role for the same service account through
+    EKS Pod Identity; None when the add-on's entry has none or a problem was reported."""
+    if not entry.attach_policy_arns:
+        return None
+    if entry.pod_identity_associations or entry.service_account_role_arn:
+        other = "podIdentityAssociations" if entry.pod_identity_associations else "serviceAccountRoleARN"
+        problems.append(Problem(
+            f"{prefix}.attachPolicyARNs", list(entry.attach_policy_arns),
+            f"the add-on's role is set twice (attachPolicyARNs and {other})", f"keep attachPolicyARNs or {other}",
+        ))
+        return None
+    account = addon_service_account(entry.name)
+    if account is None:
+        problems.append(Problem(
+            f"{prefix}.attachPolicyARNs", list(entry.attach_policy_arns),
+            f"efa-stack does not know which service account the {entry.name} add-on's pods use",
+            "use podIdentityAssociations: [{namespace: ..., serviceAccountName: ..., permissionPolicyARNs: [...]}] "
+            "with the service account the add-on's documentation names",
+        ))
+        return None
+    return PodIdentityPlan(account[0], account[1], policy_arns=tuple(entry.attach_policy_arns))
 
 
 @cache
@@ -336,8 +370,15 @@ def _merge(prefix: str, own: AddonPlan, entry: AddonSpec, problems: list[Problem
             f"EKS installs a self-managed {own.name} with every cluster and the add-on must take it over",
             "use overwrite or leave resolveConflicts out",
         ))
-    if entry.pod_identity_associations or entry.service_account_role_arn:
-        field_name = "podIdentityAssociations" if entry.pod_identity_associations else "serviceAccountRoleARN"
+    pod_identities = own.pod_identities
+    if entry.attach_policy_arns and own.name == CLOUDWATCH_OBSERVABILITY and not (
+            entry.pod_identity_associations or entry.service_account_role_arn):
+        # the user's policies join the ones efa-stack gives cloudwatch-agent, on the same role
+        pod_identities = tuple(
+            replace(p, policy_arns=(*p.policy_arns, *entry.attach_policy_arns)) for p in own.pod_identities)
+    elif entry.pod_identity_associations or entry.service_account_role_arn or entry.attach_policy_arns:
+        field_name = ("podIdentityAssociations" if entry.pod_identity_associations else
+                      "serviceAccountRoleARN" if entry.service_account_role_arn else "attachPolicyARNs")
         why = {
             VPC_CNI: "efa-stack gives aws-node its role (AmazonEKS_CNI_Policy) through EKS Pod Identity",
             POD_IDENTITY_AGENT: "the Pod Identity agent uses the node role and takes no role of its own",
@@ -350,7 +391,7 @@ def _merge(prefix: str, own: AddonPlan, entry: AddonSpec, problems: list[Problem
     return AddonPlan(
         name=own.name, version=version, configuration_values=own.configuration_values,
         resolve_conflicts=resolve or own.resolve_conflicts, tags=dict(entry.tags), created_by=own.created_by,
-        managed=True, node_dependency=own.node_dependency, pod_identities=own.pod_identities,
+        managed=True, node_dependency=own.node_dependency, pod_identities=pod_identities,
     )
 
 
@@ -410,6 +451,10 @@ def addon_plans(
             identities.append(PodIdentityPlan(
                 pia.namespace, pia.service_account_name, pia.role_arn, tuple(pia.permission_policy_arns)
             ))
+        if entry.name not in own:
+            attached = _attached_policies(prefix, entry, problems)
+            if attached is not None:
+                identities.append(attached)
         if entry.name in own:
             base = _merge(prefix, own[entry.name], entry, problems)
             if entry.name == NODE_MONITORING_AGENT and config is not None:

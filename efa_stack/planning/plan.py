@@ -38,6 +38,7 @@ from efa_stack.planning.scheduling import KueuePlan, kueue_plan
 from efa_stack.planning.storage import StoragePlan, storage_plan, validate_storage
 from efa_stack.planning.training import TrainingJobPlan, training_job_plans
 from efa_stack.planning.tuning import kubelet_tuning
+from efa_stack.planning.versions import today as versions_today
 from efa_stack.planning.versions import version_problems, version_warnings
 from efa_stack.spec.errors import Problem, SpecError
 from efa_stack.spec.loader import MOVED, _rename, load_spec, parse_spec
@@ -126,6 +127,8 @@ class ClusterPlan:
     """eksctl ``iam.podIdentityAssociations``, in spec order."""
     authentication_mode: str = "API"
     """EKS authentication mode (eksctl ``accessConfig.authenticationMode``)."""
+    control_plane_tier: str | None = None
+    """EKS Provisioned Control Plane tier (eksctl ``controlPlaneScalingConfig.tier``); None: EKS's default."""
     access_entry_details: tuple[tuple[str, tuple[str, ...], str | None], ...] = ()
     """(type, Kubernetes groups, Kubernetes user name) of each of ``access_entries``, in the same order."""
     existing_vpc: ExistingVpc | None = None
@@ -169,6 +172,7 @@ class ClusterPlan:
                 f"cluster {self.name}: EKS {self.kubernetes_version} in {self.region} "
                 f"({', '.join(self.availability_zones)}), "
                 + (f"existing VPC {self.existing_vpc.id}" if self.existing_vpc else f"VPC {self.vpc_cidr}")
+                + (f", control plane {self.control_plane_tier}" if self.control_plane_tier else "")
             ),
         ]
         for n in self.all_node_groups:
@@ -739,7 +743,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
     """Validate ``spec`` against the catalog and derive the plan; raises :class:`SpecError`."""
     problems: list[Problem] = []
     md = spec.metadata
-    today = datetime.date.today()
+    today = versions_today()
     problems.extend(version_problems(md.version, today))
     problems.extend(names.cluster_problems(md.name, md.tags))
     region_azs = catalog.regions().get(md.region)
@@ -925,6 +929,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         existing_vpc=existing,
         warnings=(*version_warnings(md.version, today), *infiniband_warnings(spec), *kueue_warnings),
         authentication_mode=spec.access_config.authentication_mode,
+        control_plane_tier=spec.control_plane_scaling_config.tier if spec.control_plane_scaling_config else None,
         pod_identities=tuple(
             PodIdentityPlan(
                 namespace=p.namespace, service_account=p.service_account_name, role_arn=p.role_arn,

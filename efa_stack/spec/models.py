@@ -17,7 +17,7 @@ from efa_stack import contract
 from efa_stack.spec import resource_names
 from efa_stack.spec.errors import FixError
 
-KUBERNETES_VERSIONS = ("1.33", "1.34", "1.35")
+KUBERNETES_VERSIONS = ("1.31", "1.32", "1.33", "1.34", "1.35", "1.36", "1.37")
 """Versions with an EKS release, an ``aws_eks_v2.KubernetesVersion`` and a kubectl layer installed."""
 DEFAULT_KUBERNETES_VERSION = "1.34"
 
@@ -962,6 +962,17 @@ class CloudWatchSpec(_Model):
     """Control-plane logging; absent: efa-stack's default, every log type, kept forever."""
 
 
+class ControlPlaneScalingConfigSpec(_Model):
+    """eksctl ``controlPlaneScalingConfig`` (eksctl-io/eksctl@v0.230.0 types.go ControlPlaneScalingConfig; EKS API
+    ControlPlaneScalingConfig, CloudFormation ``AWS::EKS::Cluster ControlPlaneScalingConfig``): EKS Provisioned
+    Control Plane, capacity held for the API server whatever the load, at an extra cost per hour."""
+
+    tier: Literal["standard", "tier-xl", "tier-2xl", "tier-4xl", "tier-8xl"] = "standard"
+    """``standard`` (EKS's default, no extra cost), ``tier-xl``, ``tier-2xl``, ``tier-4xl`` or ``tier-8xl`` (EKS API
+    Reference ControlPlaneScalingConfig valid values; aws-cdk-lib 2.275 aws_eks_v2.ControlPlaneScalingTier).
+    ``efa-stack preflight`` checks that EKS offers the tier for the cluster's Kubernetes version."""
+
+
 class ClusterSpec(_Model):
     api_version: Literal["eksctl.io/v1alpha5"] = Field("eksctl.io/v1alpha5", alias="apiVersion")
     """eksctl's API version."""
@@ -979,6 +990,10 @@ class ClusterSpec(_Model):
     """EKS access entries."""
     cloud_watch: CloudWatchSpec | None = Field(None, alias="cloudWatch")
     """eksctl: control-plane logging; absent: every log type, kept forever."""
+    control_plane_scaling_config: ControlPlaneScalingConfigSpec | None = Field(
+        None, alias="controlPlaneScalingConfig"
+    )
+    """eksctl: the EKS Provisioned Control Plane tier; absent: EKS's standard control plane."""
     managed_node_groups: list[ManagedNodeGroupSpec] = Field(
         alias="managedNodeGroups", min_length=1, max_length=MAX_USER_NODE_GROUPS
     )

@@ -826,6 +826,79 @@ def check_addon_versions(eks: Any, plan: ClusterPlan, *, max_attempts: int | Non
     return findings
 
 
+CLUSTER_VERSION_CHECK = "cluster-version"
+
+
+def check_cluster_version(eks: Any, plan: ClusterPlan, *, max_attempts: int | None = None) -> list[Finding]:
+    """The plan's Kubernetes version against the versions EKS offers in the region for new clusters
+    (EKS DescribeClusterVersions: ``versionStatus`` STANDARD_SUPPORT, EXTENDED_SUPPORT or UNSUPPORTED,
+    botocore's eks-2017-11-01 model). efa-stack's own dated data can lag a new release; this asks EKS.
+
+    An API error is a warning (the deployment may still work, and CreateCluster says so if not); missing
+    credentials abort preflight."""
+    k8s, region = plan.kubernetes_version, plan.region
+    try:
+        rows = _paginate(eks, "describe_cluster_versions", "clusterVersions", clusterVersions=[k8s])
+        row = next((r for r in rows if r.get("clusterVersion") == k8s), None)
+        status = (row or {}).get("versionStatus") or str((row or {}).get("status", "")).upper().replace("-", "_")
+        listed = _paginate(eks, "describe_cluster_versions", "clusterVersions") if (
+            row is None or status == "UNSUPPORTED") else []
+    except (ClientError, BotoCoreError, NotImplementedError) as exc:
+        abort = abort_for(exc)
+        if abort is not None:
+            raise abort from exc
+        why = api_error_finding(CLUSTER_VERSION_CHECK, exc, max_attempts=max_attempts).message if isinstance(
+            exc, ClientError) else str(exc)
+        return [Finding(
+            CLUSTER_VERSION_CHECK, WARN, f"EKS in {region} could not say whether it offers Kubernetes {k8s}: {why}",
+            f"check with `aws eks describe-cluster-versions --region {region} --cluster-versions {k8s}`", k8s,
+        )]
+    if row is None or status == "UNSUPPORTED":
+        offered = sorted({r["clusterVersion"] for r in listed if r.get("versionStatus", r.get("status")) not in (
+            "UNSUPPORTED", "unsupported")}, key=addon_version_key)
+        return [Finding(
+            CLUSTER_VERSION_CHECK, FAIL, f"EKS in {region} does not offer Kubernetes {k8s} for new clusters",
+            f"set metadata.version to one EKS offers there: {', '.join(offered) or 'none listed'}", k8s,
+        )]
+    findings = _tier_findings(plan, row)
+    if status == "EXTENDED_SUPPORT":
+        end = row.get("endOfExtendedSupportDate")
+        return [*findings, Finding(
+            CLUSTER_VERSION_CHECK, WARN,
+            f"Kubernetes {k8s} is in extended support in {region}"
+            + (f" until {end:%Y-%m-%d}" if isinstance(end, datetime) else "")
+            + ": the cluster costs more per hour",
+            "set metadata.version to a version in standard support to avoid the extra cost", k8s,
+        )]
+    return [*findings, Finding(
+        CLUSTER_VERSION_CHECK, PASS, f"EKS in {region} offers Kubernetes {k8s} ({status.lower()})", "", k8s)]
+
+
+def _tier_findings(plan: ClusterPlan, row: dict[str, Any]) -> list[Finding]:
+    """The spec's Provisioned Control Plane tier against the tiers EKS lists for the version
+    (DescribeClusterVersions ``controlPlaneScalingTiers[].tierName``, with each tier's API request concurrency and
+    pod scheduling rate)."""
+    tier = plan.control_plane_tier
+    if tier is None or tier == "standard":
+        return []
+    tiers = {t.get("tierName"): t for t in row.get("controlPlaneScalingTiers", [])}
+    k8s = plan.kubernetes_version
+    if tier not in tiers:
+        offered = ", ".join(sorted(t for t in tiers if t)) or "none"
+        return [Finding(
+            CLUSTER_VERSION_CHECK, FAIL, f"EKS in {plan.region} offers no control plane tier {tier} for Kubernetes {k8s}",
+            f"set controlPlaneScalingConfig.tier to one EKS offers there ({offered}), or remove it", tier,
+        )]
+    info = tiers[tier]
+    figures = ", ".join(f"{label} {info[key]}" for key, label in (
+        ("apiRequestConcurrency", "API request concurrency"), ("podSchedulingRatePerSecond", "pods scheduled per second"),
+        ("clusterDatabaseSizeGb", "database GB")) if key in info)
+    return [Finding(
+        CLUSTER_VERSION_CHECK, PASS,
+        f"EKS offers control plane tier {tier} for Kubernetes {k8s}" + (f" ({figures})" if figures else ""), "", tier,
+    )]
+
+
 def check_training_images(plan: ClusterPlan) -> list[Finding]:
     """Each training job's prebuilt image against the compatibility data's known-bad builds (offline): a dated
     tag of a bad build fails; a moving tag that ever pointed at a bad build warns (a node keeps what it pulled)."""
@@ -868,6 +941,7 @@ def run_preflight(
     findings += check_quotas(clients.quotas, clients.ec2, plan, max_attempts=attempts)
     findings += check_reservations(clients.ec2, plan, now=now, max_attempts=attempts)
     if clients.eks is not None:
+        findings += check_cluster_version(clients.eks, plan, max_attempts=attempts)
         findings += check_addon_versions(clients.eks, plan, max_attempts=attempts)
     findings += check_training_images(plan)
     return findings
