@@ -8,7 +8,6 @@ counts all read it from a :class:`NodeGroupPlan`.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import difflib
 import re
 from dataclasses import dataclass, field
