@@ -173,3 +173,22 @@ KUEUE_QUEUE_NAME: Final = "efa-stack-jobs"
 """The ClusterQueue and every LocalQueue efa-stack renders carry this name."""
 NETWORK_LAYER_LABEL_PREFIX: Final = "topology.k8s.aws/network-node-layer-"
 """EKS labels a node of a supported instance type ``topology.k8s.aws/network-node-layer-1`` (top) .. -3 or -4."""
+
+# Karpenter (aws/karpenter-provider-aws tag v1.14.1, commit bde00654cd316fddb3dccfba3f5ac07039865429; k8s/karpenter.py,
+# aws_constructs/karpenter.py): API groups and versions (pkg/apis/crds/karpenter.sh_nodepools.yaml,
+# karpenter.k8s.aws_ec2nodeclasses.yaml, karpenter.sh_nodeoverlays.yaml), the pod annotation that keeps a node
+# from voluntary disruption (website/content/en/v1.14/concepts/disruption.md "Pod-Level Controls"), the
+# labels its nodes carry (concepts/scheduling.md "Well-Known Labels") and the tag key its docs select
+# subnets and security groups by (getting-started step02-create-cluster.sh, ``karpenter.sh/discovery``).
+KARPENTER_GROUP: Final = "karpenter.sh"
+KARPENTER_API_VERSION: Final = f"{KARPENTER_GROUP}/v1"
+KARPENTER_OVERLAY_API_VERSION: Final = f"{KARPENTER_GROUP}/v1alpha1"
+KARPENTER_AWS_GROUP: Final = "karpenter.k8s.aws"
+KARPENTER_AWS_API_VERSION: Final = f"{KARPENTER_AWS_GROUP}/v1"
+KARPENTER_NAMESPACE: Final = KUBE_SYSTEM
+KARPENTER_SERVICE_ACCOUNT: Final = "karpenter"
+KARPENTER_RELEASE: Final = "karpenter"
+KARPENTER_DO_NOT_DISRUPT: Final = "karpenter.sh/do-not-disrupt"
+KARPENTER_NODEPOOL_LABEL: Final = "karpenter.sh/nodepool"
+KARPENTER_CAPACITY_TYPE_LABEL: Final = "karpenter.sh/capacity-type"
+KARPENTER_DISCOVERY_TAG: Final = "karpenter.sh/discovery"

@@ -18,6 +18,7 @@ from efa_stack.planning.node_groups import taints_of
 from efa_stack.planning.plan import ClusterPlan
 from efa_stack.planning.training import TrainingJobPlan
 from k8s.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginProps
+from k8s.karpenter import KarpenterCrds, KarpenterPools
 from k8s.kueue import KueueController, KueueCrds, KueueQueues
 from k8s.mpi_operator import MpiJobCrd, MpiOperator, MpiOperatorProps
 from k8s.nccl_tests import NcclTestsJob, NcclTestsJobProps
@@ -41,6 +42,9 @@ KUEUE_CRD = "kueue-crd"
 KUEUE_WORKLOAD_CRD = "kueue-workload-crd"
 KUEUE = "kueue"
 KUEUE_QUEUES = "kueue-queues"
+KARPENTER_CRD = "karpenter-crd"
+KARPENTER = "karpenter"
+KARPENTER_POOLS = "karpenter-pools"
 
 CHART_ORDER: dict[str, int] = {
     EFA_DEVICE_PLUGIN: 10,
@@ -50,9 +54,11 @@ CHART_ORDER: dict[str, int] = {
     TRAINING_OPERATOR_CRD: 22,
     KUEUE_CRD: 24,
     KUEUE_WORKLOAD_CRD: 25,
+    KARPENTER_CRD: 26,
     MPI_OPERATOR: 30,
     TRAINING_OPERATOR: 32,
     KUEUE: 34,
+    KARPENTER_POOLS: 36,
     KUEUE_QUEUES: 38,
     NCCL_TESTS: 40,
     TRAINING_RUNTIMES: 45,
@@ -60,7 +66,7 @@ CHART_ORDER: dict[str, int] = {
 }
 """Every chart id with its position; the order is the apply order."""
 
-HELM_ORDER: dict[str, int] = {KUBEFLOW_TRAINER: 31}
+HELM_ORDER: dict[str, int] = {KUBEFLOW_TRAINER: 31, KARPENTER: 33}
 """Helm releases the cluster stack installs between the charts, by the same positions (not in ``dist/``)."""
 
 HOST_ACCESS_WORKLOADS: tuple[str, ...] = (
@@ -89,9 +95,10 @@ def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
     """The charts for ``plan`` under ``app``, in apply order (see the module docstring)."""
     charts: dict[str, cdk8s.Chart] = {}
     groups = plan.node_groups
-    efa_groups = [g for g in groups if g.efa_enabled]
-    nvidia_groups = [g for g in groups if g.instance.accelerator == "nvidia"]
-    neuron_groups = [g for g in groups if g.instance.accelerator == "neuron"]
+    every = (*groups, *plan.pool_groups)  # device plugins run on the pools' nodes too
+    efa_groups = [g for g in every if g.efa_enabled]
+    nvidia_groups = [g for g in every if g.instance.accelerator == "nvidia"]
+    neuron_groups = [g for g in every if g.instance.accelerator == "neuron"]
 
     if efa_groups:
         chart = charts[EFA_DEVICE_PLUGIN] = _chart(app, EFA_DEVICE_PLUGIN)
@@ -117,6 +124,7 @@ def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
         v1_operator.add_dependency(v1_crd)
 
     _kueue_charts(plan, app, charts)
+    _karpenter_charts(plan, app, charts)
     job = plan.nccl_job
     if job is not None:
         chart = charts[NCCL_TESTS] = _chart(app, NCCL_TESTS)
@@ -124,6 +132,7 @@ def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
         NcclTestsJob(chart, "NcclTests", NcclTestsJobProps(
             job=job,
             queue=plan.kueue.binding(job.node_group) if plan.kueue else None,
+            do_not_disrupt=_on_pool(plan, job.node_group),
             storage_claim=storage.claim_name if storage else None,
             storage_mount_path=storage.mount_path if storage else contract.FSX_MOUNT_PATH,
         ))
@@ -152,6 +161,28 @@ def _kueue_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.Cha
     queues.add_dependency(controller)
 
 
+def _on_pool(plan: ClusterPlan, node_group: str) -> bool:
+    """Whether ``node_group`` is a Karpenter pool (its jobs' workers get ``karpenter.sh/do-not-disrupt``)."""
+    return plan.karpenter is not None and plan.karpenter.pool(node_group) is not None
+
+
+def _karpenter_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.Chart]) -> None:
+    """``karpenter-crd`` (26) and ``karpenter-pools`` (36: EC2NodeClass, NodePool, NodeOverlay per pool), when the
+    spec lists Karpenter pools (k8s/karpenter.py). The controller is a Helm release at :data:`HELM_ORDER`."""
+    karpenter = plan.karpenter
+    if karpenter is None:
+        return
+    crds = charts[KARPENTER_CRD] = _chart(app, KARPENTER_CRD)
+    KarpenterCrds(crds, "KarpenterCrds")
+    pools = charts[KARPENTER_POOLS] = _chart(app, KARPENTER_POOLS)
+    subnets = None
+    if plan.existing_vpc is not None:
+        zones = {p.group.availability_zone for p in karpenter.pools}
+        subnets = {z: plan.existing_vpc.private_subnet_ids(z) for z in zones}
+    KarpenterPools(pools, "KarpenterPools", karpenter, karpenter.node_role_name, subnets)
+    pools.add_dependency(crds)
+
+
 _TRAINING_PREREQUISITES = (TRAINING_OPERATOR_CRD, TRAINING_OPERATOR)
 """Chart ids (when rendered) that install the training APIs and operators the training charts need; Kubeflow
 Trainer v2 comes from Helm at :data:`HELM_ORDER`, before every chart above it in the cluster stack's chain."""
@@ -170,6 +201,7 @@ def _training_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.
             EfaTrainingRuntime(chart, name, TrainingRuntimeProps(
                 name=name, worker=worker, image=image,
                 queue=plan.kueue.binding(worker.sizing.node_group) if plan.kueue else None,
+                do_not_disrupt=_on_pool(plan, worker.sizing.node_group),
             ))
         for c in needed:
             chart.add_dependency(charts[c])
@@ -177,6 +209,7 @@ def _training_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.
     for job in jobs:
         TrainingJob(chart, training_job_id(job, plan.training_jobs), TrainingJobProps(
             job=job, queue=plan.kueue.binding(job.node_group) if plan.kueue else None,
+            do_not_disrupt=_on_pool(plan, job.node_group),
         ))
     for c in (*needed, TRAINING_RUNTIMES):
         if c in charts:

@@ -119,6 +119,9 @@ class NcclTestsJobProps:
     """Queue the job through Kueue (:meth:`efa_stack.planning.scheduling.KueuePlan.binding`): the queue label on
     the MPIJob, the topology annotation on the workers' pod template (the launcher stays unconstrained), and
     ``launcherCreationPolicy: AtStartup`` (see :func:`launcher_creation_policy`); None: not queued."""
+    do_not_disrupt: bool = False
+    """The workers run on a Karpenter pool: their pod template carries ``karpenter.sh/do-not-disrupt: "true"``, so
+    Karpenter never drains a node under a running worker voluntarily (docs/design/karpenter.md)."""
     pin_nodes: tuple[str, ...] = ()
     """Node names the workers must run on (a required node affinity, ``matchFields`` on ``metadata.name``);
     empty: any node of the node group. ``efa-stack verify --acceptance`` pins a pair job to its two nodes."""
@@ -277,6 +280,14 @@ def launcher_command(props: NcclTestsJobProps) -> list[str]:
     return ["/bin/bash", "-c", wait_for_workers_script(props), GATE_NAME, *mpirun_command(props)]
 
 
+def worker_annotations(props: NcclTestsJobProps) -> dict[str, str]:
+    """The workers' pod template annotations: Kueue's topology annotation and, on a Karpenter pool, do-not-disrupt."""
+    out = dict(props.queue.pod_annotations) if props.queue else {}
+    if props.do_not_disrupt:
+        out[contract.KARPENTER_DO_NOT_DISRUPT] = "true"
+    return out
+
+
 def worker_resources(props: NcclTestsJobProps) -> dict[str, k8s_l1.Quantity]:
     """Requests = limits for a worker: whole CPUs and memory equal in both make the pod Guaranteed QoS
     (Kubernetes docs, "Pod Quality of Service Classes"; kubernetes/kubernetes pkg/apis/core/helper/qos/qos.go
@@ -383,7 +394,7 @@ class NcclTestsJob(Construct):
         )
         worker = k8s_l1.PodTemplateSpec(
             metadata=k8s_l1.ObjectMeta(
-                labels=worker_labels, annotations=(props.queue.pod_annotations or None) if props.queue else None,
+                labels=worker_labels, annotations=worker_annotations(props) or None,
             ),
             spec=k8s_l1.PodSpec(
                 node_selector={contract.LABEL_NODE_GROUP: job.node_group},

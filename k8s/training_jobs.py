@@ -325,6 +325,9 @@ class TrainingRuntimeProps:
     queue: QueueBinding | None = None
     """Kueue's binding of the runtime's node group: its topology annotation goes on the ``node`` pod template,
     from which Kueue's TrainJob integration reads the PodSet (None: no annotation)."""
+    do_not_disrupt: bool = False
+    """The workers run on a Karpenter pool: their pod template carries ``karpenter.sh/do-not-disrupt: "true"``, so
+    Karpenter never drains a node under a running worker voluntarily (docs/design/karpenter.md)."""
 
 
 class EfaTrainingRuntime(Construct):
@@ -337,7 +340,7 @@ class EfaTrainingRuntime(Construct):
             w, container_name=TRAINER_CONTAINER, image=props.image,
             taints=w.sizing.taints if props.taints is None else props.taints,
             labels={contract.LABEL_NODE_GROUP: w.sizing.node_group},
-            annotations=props.queue.pod_annotations if props.queue else None,
+            annotations=pod_annotations(props.queue, props.do_not_disrupt),
         ))
         self.api_object = _api_object(
             self, "Resource", api_version=contract.TRAINER_API_VERSION, kind=contract.CLUSTER_TRAINING_RUNTIME_KIND,
@@ -357,6 +360,9 @@ class TrainingJobProps:
     queue: QueueBinding | None = None
     """Queue the job through Kueue: the queue label on the job (and, on a PyTorchJob, the topology annotation
     on its pod templates; a TrainJob's comes with its runtime); None: not queued."""
+    do_not_disrupt: bool = False
+    """The workers run on a Karpenter pool: their pod template carries ``karpenter.sh/do-not-disrupt: "true"``, so
+    Karpenter never drains a node under a running worker voluntarily (docs/design/karpenter.md)."""
 
 
 class TrainingJob(Construct):
@@ -384,7 +390,7 @@ class TrainingJob(Construct):
                 job.worker, container_name=PYTORCH_CONTAINER, image=job.image,
                 taints=job.worker.sizing.taints if props.taints is None else props.taints,
                 command=command, args=args, extra_env=job_env(job), labels={contract.LABEL_TRAINING_JOB: job.name},
-                annotations=props.queue.pod_annotations if props.queue else None,
+                annotations=pod_annotations(props.queue, props.do_not_disrupt),
             )
             self.spec = PyTorchJobSpec(
                 master=PyTorchReplicaSpec(replicas=1, template=pod),
@@ -397,6 +403,14 @@ class TrainingJob(Construct):
             self, "Resource", api_version=api_version, kind=kind, name=job.name, namespace=job.namespace,
             spec=self.spec.to_json(), labels=labels, annotations=annotations,
         )
+
+
+def pod_annotations(queue: QueueBinding | None, do_not_disrupt: bool) -> dict[str, str] | None:
+    """Pod template annotations: Kueue's topology annotation and, on a Karpenter pool, do-not-disrupt (None: none)."""
+    out = dict(queue.pod_annotations) if queue else {}
+    if do_not_disrupt:
+        out[contract.KARPENTER_DO_NOT_DISRUPT] = "true"
+    return out or None
 
 
 def runtimes_of(jobs: tuple[TrainingJobPlan, ...]) -> dict[str, tuple[WorkerPlan, str]]:

@@ -38,6 +38,8 @@ as False with reason "Installing" or "NotAccepted" before that and keeps it once
 if TYPE_CHECKING:
     import cdk8s
 
+    from aws_constructs.karpenter import KarpenterController
+
 # The kubectl in the provider's Lambda layer must match the cluster's minor version: the module and
 # class of each layer. Only the cluster's own layer is imported (each is a separate jsii assembly with
 # a large asset, so loading all of them would multiply that cost on every synth).
@@ -329,6 +331,7 @@ class ClusterStack(Stack):
                     if addon_plan.node_dependency and addon_plan.name in self.addons:
                         node_group.nodegroup.node.add_dependency(self.addons[addon_plan.name])
                 self.node_groups[part.name] = node_group
+        self.karpenter = self._karpenter(plan)
         self._observability(plan)
         # The nodes pull it with NODE_ROLE_POLICIES' AmazonEC2ContainerRegistryPullOnly.
         self.training_image: EfaTrainingImage | None = None
@@ -338,6 +341,34 @@ class ClusterStack(Stack):
                 build_args=plan.training_image.build_args,
             ))
         self.manifests = self.add_kubernetes_charts(charts)
+
+    def _karpenter(self, plan: ClusterPlan) -> KarpenterController | None:
+        """Karpenter's controller for the plan's pools (:mod:`aws_constructs.karpenter`), or None without pools. The
+        EC2NodeClasses select the private subnets and the EFA security group by the discovery tag set here (with an
+        existing VPC, the subnets by id), and the cluster security group by EKS's own tag."""
+        karpenter = plan.karpenter
+        if karpenter is None:
+            return None
+        from aws_constructs.karpenter import KarpenterController, KarpenterControllerProps
+        from k8s.scheduling import system_node_selector
+
+        Tags.of(self.network.efa_security_group).add(contract.KARPENTER_DISCOVERY_TAG, karpenter.cluster)
+        if plan.existing_vpc is None:
+            for subnet in self.network.private_subnets:
+                Tags.of(subnet).add(contract.KARPENTER_DISCOVERY_TAG, karpenter.cluster)
+        controller = KarpenterController(self, "Karpenter", KarpenterControllerProps(
+            cluster_name=karpenter.cluster, version=karpenter.version, chart_repository=karpenter.chart,
+            node_role_name=karpenter.node_role_name, interruption_queue_name=karpenter.interruption_queue_name,
+            namespace=karpenter.namespace, service_account=karpenter.service_account, release=contract.KARPENTER_RELEASE,
+            node_policies=NODE_ROLE_POLICIES, feature_gates=karpenter.feature_gates,
+            node_selector=system_node_selector(), replicas=min(2, plan.system.min_size),
+        ), cluster=self.cluster)
+        controller.association.node.add_dependency(self.pod_identity_agent)
+        # helm --wait: the controller's pods run on the system node group, and its nodes join through the CNI.
+        for group in self._system_node_groups():
+            controller.chart.node.add_dependency(group)
+        controller.chart.node.add_dependency(self.vpc_cni)
+        return controller
 
     def _cluster_node_config(self) -> str:
         """The cluster's details for nodeadm on nodes of a custom AMI (tokens of the EKS cluster)."""
@@ -540,6 +571,8 @@ class ClusterStack(Stack):
         from k8s.charts import (
             CHART_ORDER,
             HELM_ORDER,
+            KARPENTER_CRD,
+            KARPENTER_POOLS,
             KUBEFLOW_TRAINER,
             MPI_OPERATOR_CRD,
             TRAINING_JOBS,
@@ -564,8 +597,9 @@ class ClusterStack(Stack):
             trainer_ready = self._install_trainer()
         for chart in charts:
             chart_id = chart.node.id
-            # The PyTorchJob CRD outlives its last PyTorchJob (deleting a CRD deletes every object of its kind).
-            if chart_id == TRAINING_OPERATOR_CRD:
+            # The PyTorchJob and Karpenter CRDs outlive their last objects (deleting a CRD deletes every object of
+            # its kind, NodePools and NodeClaims with the nodes they hold).
+            if chart_id in (TRAINING_OPERATOR_CRD, KARPENTER_CRD):
                 manifest = self._retained_manifest(chart)
             else:
                 manifest = self.cluster.add_cdk8s_chart(chart_id, chart)
@@ -584,6 +618,18 @@ class ClusterStack(Stack):
                     self.crd_established = self.crd_waits[crd_name]
             if chart_id == TRAINING_OPERATOR:
                 ready[chart_id] = self._wait_for_training_operator(manifest)
+            if chart_id == KARPENTER_CRD:
+                from k8s.karpenter import POOL_KIND_CRDS
+
+                wait: Construct = manifest
+                for crd_name in POOL_KIND_CRDS:  # each kind of the pools chart, Established
+                    wait = self.crd_waits[crd_name] = self._wait_until_established(
+                        wait, crd_name, "KarpenterCrdEstablished" + crd_name.split(".")[0].capitalize())
+                ready[chart_id] = wait
+            controller = getattr(self, "karpenter", None)
+            if chart_id == KARPENTER_POOLS and controller is not None:
+                # the EC2NodeClasses name the nodes' role, which must exist before Karpenter resolves them
+                manifest.node.add_dependency(controller.node_role)
         return manifests
 
     def _system_node_groups(self) -> list[Construct]:

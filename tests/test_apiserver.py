@@ -861,6 +861,61 @@ def test_the_server_accepts_the_rendered_kueue_objects(apiserver, kueue_crds):
         assert got.status == 201, f"{kind}: {got.message()}"
 
 
+@pytest.fixture(scope="session")
+def karpenter_crds(apiserver) -> None:
+    """The Karpenter v1.14.1 CRDs efa-stack vendors (k8s/crds/karpenter/), established."""
+    from k8s.karpenter import crd_documents
+
+    for crd in crd_documents():
+        got = apiserver.apply(crd)
+        assert got.status in (200, 201), got.message()
+        assert _wait_established(apiserver, crd["metadata"]["name"]) is None
+
+
+def _karpenter_objects() -> dict[str, dict[str, Any]]:
+    """The EC2NodeClass and NodePool of clusters/karpenter-capacity-block.yaml (a static pool), as rendered."""
+    import cdk8s
+
+    from efa_stack.planning.plan import plan_from_file
+    from k8s.charts import build_charts
+
+    plan = plan_from_file(CLUSTERS / "karpenter-capacity-block.yaml")
+    objects = [o for c in build_charts(plan, cdk8s.App()) for o in c.to_json()]
+    return {o["kind"]: json.loads(json.dumps(o)) for o in objects if o["kind"] in ("EC2NodeClass", "NodePool")}
+
+
+BROKEN_KARPENTER_OBJECTS: dict[str, tuple[str, Callable[[dict[str, Any]], Any], str]] = {
+    "EC2NodeClass without its primary ENA interface": (
+        "EC2NodeClass", lambda o: o["spec"]["networkInterfaces"].pop(0), "must include a primary interface"),
+    "EC2NodeClass with two efa-only interfaces on one card": (
+        "EC2NodeClass", lambda o: o["spec"]["networkInterfaces"].append(
+            {"networkCardIndex": 1, "deviceIndex": 1, "interfaceType": "efa-only"}),
+        "at most one efa device per network card"),
+    "static NodePool with a cpu limit": (
+        "NodePool", lambda o: o["spec"]["limits"].update(cpu="1000"), "only 'limits.nodes' is supported"),
+    "NodePool labelling nodes karpenter.sh/nodepool": (
+        "NodePool", lambda o: o["spec"]["template"]["metadata"]["labels"].update({"karpenter.sh/nodepool": "x"}),
+        "is restricted"),
+}
+"""Karpenter objects that break a CEL rule of the vendored v1.14.1 CRDs: kind, fault, the rule's message."""
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_KARPENTER_OBJECTS))
+def test_the_server_refuses_a_karpenter_object_that_breaks_its_crd_rules(apiserver, karpenter_crds, case):
+    kind, fault, message = BROKEN_KARPENTER_OBJECTS[case]
+    obj = _karpenter_objects()[kind]
+    fault(obj)
+    got = apiserver.dry_run_create(obj)
+    assert got.status == 422 and message in got.message(), f"{case}: {got.message()}"
+    _log(f"refused as expected ({case}): {got.message()}")
+
+
+def test_the_server_accepts_the_rendered_karpenter_objects(apiserver, karpenter_crds):
+    for kind, obj in _karpenter_objects().items():
+        got = apiserver.dry_run_create(obj)
+        assert got.status == 201, f"{kind}: {got.message()}"
+
+
 def test_build_sh_is_shellcheck_clean():
     shellcheck = shutil.which("shellcheck") or str(ROOT / ".venv" / "bin" / "shellcheck")
     proc = subprocess.run([shellcheck, str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=60, check=False)

@@ -27,8 +27,20 @@ from efa_stack.planning.addons import (
 from efa_stack.planning.addressing import AddressedGroup, AddressPlan, address_plan, merge_cni_env
 from efa_stack.planning.catalog import InstanceType, UnknownInstanceType
 from efa_stack.planning.image_compat import TrainingImagePlan, training_image_plan
+from efa_stack.planning.karpenter import (
+    KarpenterPlan,
+    KarpenterPoolPlan,
+    capacity_problems,
+    layout_problems,
+    pool_field,
+)
 from efa_stack.planning.layout import Interface, LayoutError, interface_layout
-from efa_stack.planning.limits import validate_node_group_count, validate_plan_limits, validate_volume
+from efa_stack.planning.limits import (
+    network_resource_count,
+    validate_node_group_count,
+    validate_plan_limits,
+    validate_volume,
+)
 from efa_stack.planning.nccl import NcclJobPlan, nccl_job_plan, node_hugepages_mib, validate_nccl
 from efa_stack.planning.node_extras import capacity_of, node_extras
 from efa_stack.planning.node_groups import NodeGroupPlan, Taint
@@ -46,9 +58,12 @@ from efa_stack.spec.models import (
     DEFAULT_NODE_COUNT,
     DEFAULT_NODE_TYPE,
     LOG_RETENTION_DAYS,
+    Capacity,
     ClusterSpec,
+    KarpenterNodePoolSpec,
     ManagedNodeGroupSpec,
     NcclTest,
+    NodeRepairConfigSpec,
     SystemNodeGroup,
 )
 
@@ -141,6 +156,8 @@ class ClusterPlan:
     (:func:`efa_stack.planning.addressing.address_plan`); None with an existing VPC."""
     kueue: KueuePlan | None = None
     """Kueue and its queues (:func:`efa_stack.planning.scheduling.kueue_plan`), or None without ``scheduling.kueue.enabled``."""
+    karpenter: KarpenterPlan | None = None
+    """Karpenter and its EFA pools (``karpenterNodePools``, :mod:`efa_stack.planning.karpenter`), or None without pools."""
 
     def addon(self, name: str) -> AddonPlan | None:
         """The plan of add-on ``name``, or None when no stack creates it."""
@@ -159,8 +176,14 @@ class ClusterPlan:
         """Every NCCL-tests job the charts render (zero or one today), for consumers that iterate."""
         return (self.nccl_job,) if self.nccl_job is not None else ()
 
+    @property
+    def pool_groups(self) -> tuple[NodeGroupPlan, ...]:
+        """The node-group twins of the Karpenter pools (no EKS node group is created for them)."""
+        return self.karpenter.groups if self.karpenter is not None else ()
+
     def node_group(self, name: str) -> NodeGroupPlan:
-        for n in self.all_node_groups:
+        """A managed node group or a Karpenter pool's twin, by name."""
+        for n in (*self.all_node_groups, *self.pool_groups):
             if n.name == name:
                 return n
         raise KeyError(name)
@@ -185,6 +208,15 @@ class ClusterPlan:
                 f"{accel} + {n.efa_devices_per_node} EFA per node, "
                 f"interfaces {n.layout_summary()}, {n.capacity_summary()}"
                 + (", placement group" if n.placement_group else "") + n.parts_summary()
+            )
+        for p in self.karpenter.pools if self.karpenter is not None else ():
+            g = p.group
+            lines.append(
+                f"  {g.name}: Karpenter pool of {g.instance_type} in {g.availability_zone}, up to {p.max_nodes} nodes"
+                + (f" ({p.replicas} static)" if p.replicas is not None else "")
+                + f", {g.gpus_per_node} GPU + {g.efa_devices_per_node} EFA per node, interfaces {g.layout_summary()}, "
+                + (f"{g.capacity} {', '.join(p.reservation_ids)}" if p.reserved else contract.ON_DEMAND)
+                + (f", placement group {p.placement_group_name}" if p.placement_group_name else "")
             )
         if self.addresses is not None:
             lines += self.addresses.summary_lines()
@@ -367,8 +399,9 @@ def _node_group(
     lustre: bool = False,
     cluster: str = "",
     existing: ExistingVpc | None = None,
+    prefix: str | None = None,
 ) -> NodeGroupPlan | None:
-    prefix = f"managedNodeGroups[{i}]"
+    prefix = prefix or f"managedNodeGroups[{i}]"
     instance, instance_types = _instance_types(prefix, ng, problems)
     sizes = _sizes(prefix, ng.min_size, ng.desired_capacity, ng.max_size, problems)
 
@@ -712,6 +745,76 @@ def _logging(spec: ClusterSpec, problems: list[Problem]) -> tuple[tuple[str, ...
     return ordered, days
 
 
+def _pool_twin(pool: KarpenterNodePoolSpec) -> ManagedNodeGroupSpec:
+    """The EFA node group a pool would be: min 0, desired the nodes its jobs run on (the static replicas, else
+    maxNodes), max maxNodes, no new placement group (a pool names an existing one), no EKS node auto repair (a
+    managed node group feature)."""
+    ids = pool.capacity_reservation_ids
+    fields: dict[str, object] = {
+        "name": pool.name, "instance_type": pool.instance_type, "min_size": 0,
+        "desired_capacity": pool.replicas if pool.replicas is not None else pool.max_nodes, "max_size": pool.max_nodes,
+        "efa_enabled": True, "labels": dict(pool.labels), "taints": list(pool.taints),
+        "volume_type": pool.volume_type, "volume_size": pool.volume_size, "interface_layout": pool.interface_layout,
+        "ena_on_efa_cards": pool.ena_on_efa_cards,
+        "placement_group": pool.placement_group if isinstance(pool.placement_group, str) else False,
+        "capacity": Capacity(type=pool.capacity, reservation_id=ids[0] if ids else None),
+        "node_repair_config": NodeRepairConfigSpec(enabled=False),
+        "kubelet_extra_config": pool.kubelet_extra_config,
+    }
+    if pool.availability_zone is not None:
+        fields["availability_zones"] = [pool.availability_zone]
+    return ManagedNodeGroupSpec.model_construct(**fields)  # type: ignore[arg-type]  # fields of a validated pool
+
+
+def _karpenter(
+    spec: ClusterSpec, azs: tuple[str, ...], problems: list[Problem], existing: ExistingVpc | None, taken: set[str],
+) -> tuple[KarpenterPlan | None, list[ManagedNodeGroupSpec]]:
+    """The plan of ``karpenterNodePools`` (None without pools) and each pool's twin node group spec."""
+    if not spec.karpenter_node_pools:
+        return None, []
+    pools: list[KarpenterPoolPlan] = []
+    twins: list[ManagedNodeGroupSpec] = []
+    for i, pool in enumerate(spec.karpenter_node_pools):
+        prefix = f"karpenterNodePools[{i}]"
+        if pool.name in taken:
+            problems.append(Problem(
+                f"{prefix}.name", pool.name, "a managed node group or another pool already has this name (or it is "
+                "the reserved 'system')", "choose another name",
+            ))
+        taken.add(pool.name)
+        if pool.placement_group is True:
+            problems.append(Problem(
+                f"{prefix}.placementGroup", True,
+                "Karpenter selects a placement group by name or id (EC2NodeClass placementGroupSelector), and a group "
+                "CloudFormation creates gets a generated name the manifests cannot hold",
+                "create a cluster placement group (`aws ec2 create-placement-group --strategy cluster --group-name "
+                "<name>`) and set placementGroup: <name>, or remove placementGroup",
+            ))
+        problems.extend(capacity_problems(
+            prefix, pool.capacity, list(pool.capacity_reservation_ids), pool.replicas, pool.max_nodes,
+        ))
+        twin = _pool_twin(pool)
+        twins.append(twin)
+        found: list[Problem] = []
+        group = _node_group(
+            i, twin, azs, found, spec.nccl_test, spec.storage is not None, spec.metadata.name, existing, prefix=prefix,
+        )
+        for p in found:
+            renamed = pool_field(p.field, prefix, prefix)
+            if renamed == f"{prefix}.capacityReservationIds":
+                continue  # capacity_problems says it with the pool's field and fix
+            problems.append(Problem(renamed, p.value, p.message, p.fix))
+        if group is None:
+            continue
+        problems.extend(layout_problems(prefix, pool.interface_layout, group))
+        pools.append(KarpenterPoolPlan(
+            group=group, reservation_ids=tuple(pool.capacity_reservation_ids), replicas=pool.replicas,
+            ami_version=pool.ami_version, consolidate_after=pool.consolidate_after,
+        ))
+    plan = KarpenterPlan(pools=tuple(pools), cluster=names.eks_cluster_name(spec.metadata.name), region=spec.metadata.region)
+    return plan, twins
+
+
 def _system_group(
     sng: SystemNodeGroup, instance: InstanceType, sizes: tuple[int, int, int], azs: tuple[str, ...]
 ) -> NodeGroupPlan:
@@ -810,6 +913,11 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         plan = _node_group(i, ng, azs, problems, spec.nccl_test, spec.storage is not None, md.name, existing)
         if plan is not None:
             groups.append(plan)
+    karpenter, twins = _karpenter(spec, azs, problems, existing, seen | {contract.SYSTEM_NODE_GROUP})
+    pool_groups = list(karpenter.groups) if karpenter is not None else []
+    # Jobs run on node groups and pools alike: their checks see the pools as node groups of those names.
+    job_spec = spec.model_copy(update={"managed_node_groups": [*spec.managed_node_groups, *twins]}) if twins else spec
+    job_groups_planned = [*groups, *pool_groups]
 
     endpoints = spec.vpc.cluster_endpoints
     if not endpoints.public_access and not endpoints.private_access:
@@ -846,29 +954,33 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         accelerator_taints=[(t.key, t.effect) for g in groups if g.role == "gpu" for t in g.taints],
     )
     problems.extend(addon_problems)
-    problems.extend(validate_nccl(spec, groups))
+    problems.extend(validate_nccl(job_spec, job_groups_planned))
     problems.extend(validate_storage(spec, groups))
-    training_jobs, training_problems = training_job_plans(spec, groups)
+    training_jobs, training_problems = training_job_plans(job_spec, job_groups_planned)
     problems.extend(training_problems)
-    nccl_job = nccl_job_plan(groups, spec.nccl_test) if sys_instance is not None else None
+    nccl_job = nccl_job_plan(job_groups_planned, spec.nccl_test) if sys_instance is not None else None
     kueue: KueuePlan | None = None
     kueue_warnings: list[str] = []
     if sys_instance is not None and not problems:
         kueue, kueue_problems, kueue_warnings = kueue_plan(
-            spec.scheduling.kueue, groups, _system_group(sng, sys_instance, sys_sizes, azs),
+            spec.scheduling.kueue, job_groups_planned, _system_group(sng, sys_instance, sys_sizes, azs),
             namespaces=[j.namespace for j in ([nccl_job] if nccl_job else [])] + [j.namespace for j in training_jobs],
             job_groups=[j.node_group for j in ([nccl_job] if nccl_job else [])] + [j.node_group for j in training_jobs],
+            elastic=[g.name for g in pool_groups],
         )
         problems.extend(kueue_problems)
     problems.extend(validate_node_group_count(groups, [ng.name for ng in spec.managed_node_groups]))
     if len(set(azs)) >= 2 and existing is None:  # an existing VPC's subnet sizes are not known here
-        problems.extend(validate_plan_limits(groups))
+        problems.extend(validate_plan_limits(groups, network=network_resource_count(
+            len(set(azs)), 1 if spec.vpc.nat.gateway == "Single" else len(azs), spec.vpc.interface_endpoints,
+            existing_vpc=False,
+        ), storage=spec.storage is not None))
     addresses: AddressPlan | None = None
     if len(set(azs)) >= 2 and existing is None and sys_instance is not None:
         cni = next((a for a in addons if a.name == VPC_CNI), None)
         addresses, address_problems = address_plan(
             spec.vpc.cidr, azs,
-            [AddressedGroup(contract.SYSTEM_NODE_GROUP, sys_instance, (), azs, sys_sizes[2]), *groups],
+            [AddressedGroup(contract.SYSTEM_NODE_GROUP, sys_instance, (), azs, sys_sizes[2]), *groups, *pool_groups],
             cni.configuration_values if cni else None,
         )
         problems.extend(address_problems)
@@ -925,6 +1037,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         ),
         training_jobs=training_jobs,
         kueue=kueue,
+        karpenter=karpenter,
         existing_vpc=existing,
         warnings=(*version_warnings(md.version, today), *infiniband_warnings(spec), *kueue_warnings),
         authentication_mode=spec.access_config.authentication_mode,

@@ -200,12 +200,14 @@ def _covered(groups: Sequence[NodeGroupPlan]) -> tuple[str, ...]:
 
 def kueue_plan(
     cfg: KueueSpec, node_groups: Sequence[NodeGroupPlan], system: NodeGroupPlan, namespaces: Sequence[str],
-    job_groups: Sequence[str],
+    job_groups: Sequence[str], elastic: Sequence[str] = (),
 ) -> tuple[KueuePlan | None, list[Problem], list[str]]:
     """The Kueue plan of ``scheduling.kueue`` (None when it is off), its problems and its warnings.
 
     ``namespaces``: where the plan's jobs run; ``job_groups``: the node groups their workers run on. The
-    launchers run on the system node group, which gets a flavor of its own without a topology.
+    launchers run on the system node group, which gets a flavor of its own without a topology. ``elastic``: the
+    Karpenter pools among ``node_groups``; their flavors have no topology either, since TAS sees only nodes that
+    exist and a pool launches its nodes after admission (docs/design/karpenter.md, "Pools and Kueue").
     """
     if not cfg.enabled:
         return None, [], []
@@ -219,7 +221,7 @@ def kueue_plan(
             "lower backoffBaseSeconds or raise backoffMaxSeconds",
         ))
     groups = [*node_groups, system]
-    depths = sorted({n for g in groups if (n := network_layers(g.instance_type))})
+    depths = sorted({n for g in groups if g.name not in elastic and (n := network_layers(g.instance_type))})
     topologies = tuple(
         TopologyPlan(topology_name(n), (*(layer_label(i) for i in range(1, n + 1)), HOSTNAME_LABEL))
         for n in depths
@@ -227,7 +229,7 @@ def kueue_plan(
     resources = _covered(groups)
     flavors: list[FlavorPlan] = []
     for g in groups:
-        layers = network_layers(g.instance_type)
+        layers = 0 if g.name in elastic else network_layers(g.instance_type)
         figures = node_figures(g)
         flavors.append(FlavorPlan(
             name=g.name.lower(),
@@ -237,7 +239,7 @@ def kueue_plan(
             topology=topology_name(layers) if layers else None,
             quotas=tuple((r, _quantity(r, figures[r] * g.max_size)) for r in resources),
         ))
-        if not layers and g.role != "system" and cfg.topology != "none":
+        if not layers and g.role != "system" and cfg.topology != "none" and g.name not in elastic:
             warnings.append(
                 f"node group {g.name}: {g.instance_type} nodes carry no {contract.NETWORK_LAYER_LABEL_PREFIX}N "
                 "labels, so Kueue's topology-aware scheduling cannot place on them; its jobs are queued for "
@@ -259,7 +261,7 @@ def kueue_plan(
     )
     if cfg.level.startswith("layer-") and cfg.topology != "none":
         wanted = int(cfg.level.removeprefix("layer-"))
-        for name in dict.fromkeys(job_groups):
+        for name in dict.fromkeys(n for n in job_groups if n not in elastic):
             group = next(g for g in node_groups if g.name == name)
             layers = network_layers(group.instance_type)
             if layers and wanted > layers:

@@ -667,6 +667,73 @@ class SystemNodeGroup(_Model):
     """Root volume size in GiB (gp3)."""
 
 
+DEFAULT_POOL_AMI_VERSION = "v20260724"
+"""The EKS AL2023 AMI release a pool's ``al2023@<version>`` alias pins (awslabs/amazon-eks-ami tag v20260724, the
+release docs/design/node-tuning.md reads nodeadm's behaviour from). Karpenter resolves the alias through the SSM
+parameter ``/aws/service/eks/optimized-ami/<k8s>/amazon-linux-2023/<arch>/<variant>/amazon-eks-node-al2023-
+<arch>-<variant>-<k8s>-<version>/image_id`` for the standard, nvidia and neuron variants (aws/karpenter-provider-aws
+@v1.14.1 pkg/providers/amifamily/al2023.go ``resolvePath``)."""
+MAX_CAPACITY_RESERVATION_TERMS = 30
+"""EC2NodeClass ``capacityReservationSelectorTerms`` holds at most 30 terms (aws/karpenter-provider-aws@v1.14.1
+pkg/apis/v1/ec2nodeclass.go, ``+kubebuilder:validation:MaxItems:=30``)."""
+# aws/karpenter-provider-aws@v1.14.1 pkg/apis/crds/karpenter.sh_nodepools.yaml: consolidateAfter's pattern.
+CONSOLIDATE_AFTER_PATTERN = r"^(([0-9]+(s|m|h))+|Never)$"
+
+
+class KarpenterNodePoolSpec(_Model):
+    """Extension: an elastic EFA pool, Karpenter's twin of an EFA managed node group (docs/design/karpenter.md).
+
+    efa-stack installs Karpenter and renders, per pool, an ``EC2NodeClass`` with the instance type's per-card
+    ``efa-only`` interfaces, the EFA security group, the node group's user data and root volume, and a ``NodePool``
+    pinned to the instance type, the zone and the capacity type, with the node group's labels and taints. Nodes
+    are launched when pods need them and removed only once empty."""
+
+    name: str = Field(pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$", max_length=63)
+    """The pool's name: the NodePool's and EC2NodeClass's name and the nodes' ``efa-stack.io/node-group`` label
+    (lowercase letters, digits and '-'; not the name of a managed node group)."""
+    instance_type: str = Field(alias="instanceType")
+    """The EFA instance type of every node (``efa-stack catalog list --efa``)."""
+    max_nodes: int = Field(alias="maxNodes", ge=1, le=MAX_NODES_PER_SPEC_NODE_GROUP)
+    """Most nodes the pool launches: the NodePool's ``limits`` (cpu, memory, GPUs, ``nodes``) are this many times one
+    node's figures."""
+    capacity: contract.CapacityKind = contract.ON_DEMAND
+    """``on-demand``; ``reservation`` (On-Demand Capacity Reservations) or ``capacity-block`` (Capacity Blocks for
+    ML): Karpenter's ``reserved`` capacity type, in the reservations ``capacityReservationIds`` lists."""
+    capacity_reservation_ids: list[Annotated[str, Field(pattern=r"^cr-[0-9a-f]{8,17}$")]] = Field(
+        default_factory=list, alias="capacityReservationIds", max_length=MAX_CAPACITY_RESERVATION_TERMS,
+    )
+    """The reservations or Capacity Blocks (``cr-...``) the pool launches into, all of ``instanceType`` in
+    ``availabilityZone``; required unless on-demand."""
+    replicas: int | None = Field(None, ge=0, le=MAX_NODES_PER_SPEC_NODE_GROUP)
+    """Reserved pools only: a static NodePool that keeps this many nodes whether pods ask for them or not (Karpenter's
+    ``StaticCapacity`` feature gate, alpha); absent: nodes come and go with the pods."""
+    availability_zone: str | None = Field(None, alias="availabilityZone")
+    """The pool's one zone (that of its reservations); default: the cluster's first zone."""
+    interface_layout: contract.InterfaceLayout = Field("current", alias="interfaceLayout")
+    """``current`` only: Karpenter's EC2NodeClass has ``interface`` and ``efa-only`` interfaces, no combined ``efa``
+    (``legacy`` is refused with that explanation)."""
+    ena_on_efa_cards: bool = Field(False, alias="enaOnEfaCards")
+    """An ENA interface at device 1 of every further EFA card, as on a node group."""
+    placement_group: bool | PlacementGroupName | None = Field(None, alias="placementGroup")
+    """true: a new cluster placement group (the default for on-demand pools); false: none; a name: an existing group
+    (the one a reservation was made in). Capacity Blocks take none."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Kubernetes labels on the nodes."""
+    taints: list[TaintSpec] = Field(default_factory=list)
+    """Kubernetes taints on the nodes (GPU and Neuron nodes also get the accelerator taint)."""
+    volume_type: Literal["gp3", "gp2", "io1", "io2"] = Field("gp3", alias="volumeType")
+    """EBS type of the root volume."""
+    volume_size: int = Field(200, alias="volumeSize", ge=MIN_VOLUME_GIB, le=EBS_MAX_VOLUME_GIB["gp3"])
+    """Root volume size in GiB."""
+    ami_version: str = Field(DEFAULT_POOL_AMI_VERSION, alias="amiVersion", pattern=r"^v[0-9]{8}$")
+    """The EKS AL2023 AMI release of the nodes (``al2023@<amiVersion>``); pinned so that no AMI release drifts
+    running nodes."""
+    consolidate_after: str = Field("30m", alias="consolidateAfter", pattern=CONSOLIDATE_AFTER_PATTERN)
+    """How long a node stays after its last pod left before Karpenter removes it (``30m``, ``2h``, ``Never``)."""
+    kubelet_extra_config: KubeletExtraConfig | None = Field(None, alias="kubeletExtraConfig")
+    """The kubelet's CPU manager and Topology Manager settings, as on a managed node group."""
+
+
 NCCL_TEST_BINARIES = (
     "all_reduce_perf",
     "all_gather_perf",
@@ -1018,6 +1085,11 @@ class ClusterSpec(_Model):
     """Extension: distributed PyTorch training jobs (Kubeflow TrainJob or PyTorchJob) sized from their node group."""
     scheduling: Scheduling = Scheduling()
     """Extension: Kueue gang admission and topology-aware scheduling of the jobs."""
+    karpenter_node_pools: list[KarpenterNodePoolSpec] = Field(
+        default_factory=list, alias="karpenterNodePools", max_length=MAX_USER_NODE_GROUPS,
+    )
+    """Extension: elastic EFA pools that Karpenter launches nodes for (docs/design/karpenter.md); any pool installs
+    Karpenter."""
 
 
 # eksctl ClusterConfig fields that efa-stack knows but does not support, with what to do instead.
@@ -1027,7 +1099,8 @@ UNSUPPORTED_EKSCTL_FIELDS: dict[str, str] = {
     "fargateProfiles": "remove it; EFA and GPUs need EC2 nodes",
     "addonsConfig": "remove it",
     "autoModeConfig": "remove it; EKS Auto Mode cannot lay out per-card EFA interfaces",
-    "karpenter": "remove it; Karpenter cannot use placement groups or efa-only layouts",
+    "karpenter": "remove it; list karpenterNodePools instead (efa-stack installs Karpenter v1.14.1 itself when a "
+    "pool is listed)",
     "secretsEncryption": "remove it; secrets are always envelope-encrypted with a KMS key",
     "privateCluster": "remove it",
     "kubernetesNetworkConfig": "remove it",

@@ -1,0 +1,243 @@
+"""Karpenter's controller on an EKS cluster: its IAM role through EKS Pod Identity, the interruption queue and its
+EventBridge rules, the nodes' role with an EKS access entry, and the Helm release.
+
+Everything follows aws/karpenter-provider-aws at tag v1.14.1 (commit bde00654cd316fddb3dccfba3f5ac07039865429) and
+its v1.14 documentation (main@1d927085dd81a9df9301e613f371dac5b4d16bfe,
+website/content/en/v1.14/getting-started/getting-started-with-karpenter/): the controller's permissions are the
+statements of ``cloudformation.yaml`` there (NodeLifecyclePolicy, IAMIntegrationPolicy, EKSIntegrationPolicy,
+InterruptionPolicy, ResourceDiscoveryPolicy; the ZonalShiftPolicy is left out since ``settings.enableZonalShift``
+stays false), the queue and rules are its ``KarpenterInterruptionQueue`` and the five ``AWS::Events::Rule``s,
+the service account gets its role through an EKS Pod Identity association (``step02-create-cluster.sh``:
+``iam.podIdentityAssociations``, namespace and service account ``karpenter``), and the chart is installed as
+``step08-apply-helm-chart.sh`` does. The design: docs/design/karpenter.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aws_cdk import Duration, RemovalPolicy, Stack, Token
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from aws_constructs.pod_identity import pod_identity_role
+from aws_constructs.security import acknowledge, managed_policy
+from efa_stack import contract
+
+INTERRUPTION_EVENTS: tuple[tuple[str, str, str], ...] = (
+    ("ScheduledChangeRule", "aws.health", "AWS Health Event"),
+    ("SpotInterruptionRule", "aws.ec2", "EC2 Spot Instance Interruption Warning"),
+    ("RebalanceRule", "aws.ec2", "EC2 Instance Rebalance Recommendation"),
+    ("InstanceStateChangeRule", "aws.ec2", "EC2 Instance State-change Notification"),
+    ("CapacityReservationInterruptionRule", "aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning"),
+)
+"""(construct id, source, detail-type) of the EventBridge rules upstream's cloudformation.yaml sends to the queue."""
+QUEUE_RETENTION_SECONDS = 300
+"""``KarpenterInterruptionQueue.MessageRetentionPeriod`` upstream: an interruption message is useless after minutes."""
+CHART_NAME = "karpenter"
+"""The chart name, the last part of its OCI reference."""
+
+
+@dataclass(frozen=True)
+class KarpenterControllerProps:
+    """Props of :class:`KarpenterController`; every default is what happens when the prop is left out."""
+
+    cluster_name: str
+    """The EKS cluster name (a plain string: the IAM conditions name it in their keys)."""
+    version: str
+    """The chart version (``1.14.1``)."""
+    chart_repository: str
+    """The OCI chart (``oci://public.ecr.aws/karpenter/karpenter``)."""
+    node_role_name: str
+    """The nodes' role name, as the EC2NodeClasses name it (``spec.role``)."""
+    interruption_queue_name: str
+    namespace: str = contract.KARPENTER_NAMESPACE
+    service_account: str = contract.KARPENTER_SERVICE_ACCOUNT
+    release: str = contract.KARPENTER_RELEASE
+    node_policies: Sequence[str] = ()
+    """AWS managed policies of the nodes' role (the cluster's node policies)."""
+    feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    """``settings.featureGates`` of the chart (charts/karpenter/values.yaml at the tag)."""
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    """Where the controller runs (the system node group); the chart's own affinity keeps it off Karpenter's nodes."""
+    replicas: int = 2
+    """Controller replicas (the chart's default 2, with required anti-affinity per hostname)."""
+
+    def values(self) -> dict[str, Any]:
+        """The chart values: ``settings.clusterName``, ``settings.interruptionQueue`` (a queue name),
+        ``settings.featureGates``, ``replicas``, ``nodeSelector`` and the service account's name (values.yaml at
+        the tag; ``step08-apply-helm-chart.sh`` sets the first two)."""
+        return {
+            "settings": {
+                "clusterName": self.cluster_name,
+                "interruptionQueue": self.interruption_queue_name,
+                "featureGates": dict(self.feature_gates),
+            },
+            "replicas": self.replicas,
+            "nodeSelector": {"kubernetes.io/os": "linux", **self.node_selector},
+            "serviceAccount": {"create": True, "name": self.service_account},
+        }
+
+
+def controller_statements(cluster: str, partition: str, region: str, account: str, node_role_arn: str,
+                          queue_arn: str) -> list[iam.PolicyStatement]:
+    """The controller's permissions: the statements of upstream's cloudformation.yaml (Sid for Sid) with this
+    cluster's name, the nodes' role and the queue."""
+    ec2 = f"arn:{partition}:ec2:{region}"
+    owned = f"aws:ResourceTag/kubernetes.io/cluster/{cluster}"
+    request_owned = f"aws:RequestTag/kubernetes.io/cluster/{cluster}"
+    tagged = [f"{ec2}:*:{kind}/*" for kind in
+              ("fleet", "instance", "volume", "network-interface", "launch-template", "spot-instances-request")]
+    profile = f"arn:{partition}:iam::{account}:instance-profile/*"
+
+    def allow(sid: str, actions: list[str], resources: list[str], conditions: dict[str, Any] | None = None,
+              ) -> iam.PolicyStatement:
+        return iam.PolicyStatement(sid=sid, actions=actions, resources=resources, conditions=conditions)
+
+    return [
+        allow("AllowScopedEC2InstanceAccessActions", ["ec2:RunInstances", "ec2:CreateFleet"], [
+            f"{ec2}::image/*", f"{ec2}::snapshot/*", f"{ec2}:*:security-group/*", f"{ec2}:*:subnet/*",
+            f"{ec2}:*:capacity-reservation/*", f"{ec2}:*:placement-group/*",
+        ]),
+        allow("AllowScopedEC2LaunchTemplateAccessActions", ["ec2:RunInstances", "ec2:CreateFleet"],
+              [f"{ec2}:*:launch-template/*"],
+              {"StringEquals": {owned: "owned"}, "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"}}),
+        allow("AllowScopedEC2InstanceActionsWithTags", ["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"],
+              tagged, {
+                  "StringEquals": {request_owned: "owned", "aws:RequestTag/eks:eks-cluster-name": cluster},
+                  "StringLike": {"aws:RequestTag/karpenter.sh/nodepool": "*"},
+              }),
+        allow("AllowScopedResourceCreationTagging", ["ec2:CreateTags"], tagged, {
+            "StringEquals": {
+                request_owned: "owned", "aws:RequestTag/eks:eks-cluster-name": cluster,
+                "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
+            },
+            "StringLike": {"aws:RequestTag/karpenter.sh/nodepool": "*"},
+        }),
+        allow("AllowScopedResourceTagging", ["ec2:CreateTags"], [f"{ec2}:*:instance/*"], {
+            "StringEquals": {owned: "owned"},
+            "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
+            "StringEqualsIfExists": {"aws:RequestTag/eks:eks-cluster-name": cluster},
+            "ForAllValues:StringEquals": {"aws:TagKeys": ["eks:eks-cluster-name", "karpenter.sh/nodeclaim", "Name"]},
+        }),
+        allow("AllowScopedDeletion", ["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"],
+              [f"{ec2}:*:instance/*", f"{ec2}:*:launch-template/*"],
+              {"StringEquals": {owned: "owned"}, "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"}}),
+        allow("AllowPassingInstanceRole", ["iam:PassRole"], [node_role_arn],
+              {"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}}),
+        allow("AllowScopedInstanceProfileCreationActions", ["iam:CreateInstanceProfile"], [profile], {
+            "StringEquals": {
+                request_owned: "owned", "aws:RequestTag/eks:eks-cluster-name": cluster,
+                "aws:RequestTag/topology.kubernetes.io/region": region,
+            },
+            "StringLike": {"aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*"},
+        }),
+        allow("AllowScopedInstanceProfileTagActions", ["iam:TagInstanceProfile"], [profile], {
+            "StringEquals": {
+                owned: "owned", "aws:ResourceTag/topology.kubernetes.io/region": region,
+                request_owned: "owned", "aws:RequestTag/eks:eks-cluster-name": cluster,
+                "aws:RequestTag/topology.kubernetes.io/region": region,
+            },
+            "StringLike": {
+                "aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*",
+                "aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*",
+            },
+        }),
+        allow("AllowScopedInstanceProfileActions",
+              ["iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile"],
+              [profile], {
+                  "StringEquals": {owned: "owned", "aws:ResourceTag/topology.kubernetes.io/region": region},
+                  "StringLike": {"aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*"},
+              }),
+        allow("AllowAPIServerEndpointDiscovery", ["eks:DescribeCluster"],
+              [f"arn:{partition}:eks:{region}:{account}:cluster/{cluster}"]),
+        allow("AllowInterruptionQueueActions", ["sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage"],
+              [queue_arn]),
+        allow("AllowRegionalReadActions", [
+            "ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstances",
+            "ec2:DescribeInstanceStatus", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes",
+            "ec2:DescribeLaunchTemplates", "ec2:DescribePlacementGroups", "ec2:DescribeSecurityGroups",
+            "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets",
+        ], ["*"], {"StringEquals": {"aws:RequestedRegion": region}}),
+        allow("AllowSSMReadActions", ["ssm:GetParameter"], [f"arn:{partition}:ssm:{region}::parameter/aws/service/*"]),
+        allow("AllowPricingReadActions", ["pricing:GetProducts"], ["*"]),
+        allow("AllowUnscopedInstanceProfileListAction", ["iam:ListInstanceProfiles"], ["*"]),
+        allow("AllowInstanceProfileReadActions", ["iam:GetInstanceProfile"], [profile]),
+    ]
+
+
+class KarpenterController(Construct):
+    """Karpenter on ``cluster``: ``node_role``, ``queue``, ``role`` (the controller's), ``association`` and
+    ``chart`` (the Helm release, installed without the chart's CRDs: :mod:`k8s.karpenter` applies them)."""
+
+    def __init__(self, scope: Construct, id: str, props: KarpenterControllerProps, *, cluster: eks.ICluster) -> None:
+        super().__init__(scope, id)
+        stack = Stack.of(self)
+        self.props = props
+        # The nodes' role: a fixed name (the EC2NodeClass names it); Karpenter makes the instance profile.
+        self.node_role = iam.Role(
+            self, "NodeRole", role_name=props.node_role_name, assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(p) for p in props.node_policies] or None,
+            description=f"EKS nodes Karpenter launches for {props.cluster_name}",
+        )
+        for name in props.node_policies:
+            acknowledge(self.node_role, "AwsSolutions-IAM4",
+                        f"{name}: an EKS node policy, as on the cluster's node groups.", managed_policy(name))
+        # EKS API Reference, CreateAccessEntry ``type``: EC2_LINUX for "an IAM role that's used for self-managed
+        # Amazon EC2 nodes" (EKS grants the node permissions itself; no access policies, no groups).
+        self.access_entry = eks.AccessEntry(
+            self, "NodeAccessEntry", cluster=cluster, principal=self.node_role.role_arn,
+            access_entry_type=eks.AccessEntryType.EC2_LINUX, access_policies=[],
+        )
+        self.queue = sqs.Queue(
+            self, "InterruptionQueue", queue_name=props.interruption_queue_name,
+            retention_period=Duration.seconds(QUEUE_RETENTION_SECONDS),
+            encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
+        )
+        acknowledge(self.queue, "AwsSolutions-SQS3",
+                    "Interruption events expire within minutes (5-minute retention, as upstream's queue); a "
+                    "dead-letter queue would hold only stale events.")
+        self.queue.add_to_resource_policy(iam.PolicyStatement(
+            actions=["sqs:SendMessage"], resources=[self.queue.queue_arn],
+            principals=[iam.ServicePrincipal("events.amazonaws.com"), iam.ServicePrincipal("sqs.amazonaws.com")],
+        ))
+        self.rules = []
+        for rule_id, source, detail_type in INTERRUPTION_EVENTS:
+            rule = events.Rule(self, rule_id, event_pattern=events.EventPattern(source=[source], detail_type=[detail_type]))
+            rule.add_target(targets.SqsQueue(self.queue))
+            self.rules.append(rule)
+        self.role = pod_identity_role(
+            self, "ControllerRole", description=f"Karpenter controller of {props.cluster_name} through EKS Pod Identity",
+        )
+        policy = iam.Policy(self, "ControllerPolicy", statements=controller_statements(
+            props.cluster_name, stack.partition, stack.region, stack.account, self.node_role.role_arn,
+            self.queue.queue_arn,
+        ))
+        policy.attach_to_role(self.role)
+        # cdk-nag names each wildcard resource, with CloudFormation's pseudo parameters as <AWS::...>.
+        region = stack.region if not Token.is_unresolved(stack.region) else "<AWS::Region>"
+        shown = controller_statements(props.cluster_name, "<AWS::Partition>", region, "<AWS::AccountId>", "", "")
+        for resource in dict.fromkeys(r for st in shown for r in st.resources if "*" in r):
+            acknowledge(policy, "AwsSolutions-IAM5",
+                        "Upstream Karpenter's controller policy (cloudformation.yaml at v1.14.1): instance, fleet, "
+                        "launch-template and instance-profile ARNs are wildcards scoped by the cluster's ownership "
+                        "and Karpenter's tags in the statements' conditions; Describe and pricing calls take none.",
+                        f"Resource::{resource}")
+        self.association = eks.CfnPodIdentityAssociation(
+            self, "PodIdentityAssociation", cluster_name=cluster.cluster_name, namespace=props.namespace,
+            service_account=props.service_account, role_arn=self.role.role_arn,
+        )
+        self.chart = cluster.add_helm_chart(
+            "Karpenter", chart=CHART_NAME, repository=props.chart_repository, version=props.version,
+            release=props.release, namespace=props.namespace, values=props.values(),
+            # The CRDs are applied by the cluster stack's karpenter-crd manifest (also in dist/), kept when the
+            # release goes: deleting them would delete every NodePool and NodeClaim.
+            skip_crds=True, wait=True, timeout=Duration.minutes(10), removal_policy=RemovalPolicy.DESTROY,
+        )
+        self.chart.node.add_dependency(self.association)

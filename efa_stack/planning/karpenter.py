@@ -1,0 +1,293 @@
+"""Karpenter and its EFA pools, derived from ``karpenterNodePools``: the elastic twin of an EFA node group.
+
+A pool is planned as a node group (:func:`efa_stack.planning.plan.build_plan` runs the same checks and
+derivations through ``_node_group``: instance type, per-card interface layout, labels, taints, hugepages, kubelet
+tuning, zone, capacity), held as :attr:`KarpenterPoolPlan.group`, plus what only a pool has: all its capacity
+reservations, the static replica count, the AMI alias and the disruption settings. Jobs, Kueue flavors and the
+address plan read the twin as they read a node group. The design and its sources: docs/design/karpenter.md.
+
+Upstream facts, aws/karpenter-provider-aws tag v1.14.1 (commit bde00654cd316fddb3dccfba3f5ac07039865429) and its
+documentation for v1.14 (main@1d927085dd81a9df9301e613f371dac5b4d16bfe, website/content/en/v1.14/):
+
+- ``EC2NodeClass.spec.networkInterfaces[].interfaceType`` is ``interface`` or ``efa-only`` only
+  (pkg/apis/v1/ec2nodeclass.go ``NetworkInterface``, ``+kubebuilder:validation:Enum:={interface,efa-only}``):
+  the legacy layout's combined ``efa`` interfaces cannot be declared, so such pools are refused
+  (:func:`layout_problems`).
+- With ``networkInterfaces`` set, Karpenter counts a node's ``vpc.amazonaws.com/efa`` capacity as its
+  ``efa-only`` interfaces (pkg/providers/instancetype/types.go ``efas``) and always launches those interfaces
+  (pkg/providers/launchtemplate/launchtemplate.go ``generateNetworkInterfaces``); without it, EFA interfaces are
+  added only when the NodeClaim requests ``vpc.amazonaws.com/efa`` (pkg/providers/amifamily/resolver.go
+  ``efaCount``).
+- Karpenter's instance capacity has no ``hugepages-2Mi`` (types.go ``computeCapacity``): a pod that requests
+  hugepages fits no instance type in its simulation unless a ``NodeOverlay`` adds them (concepts/nodeoverlays.md,
+  ``capacity: {hugepages-2Mi: ...}``; feature gate ``NodeOverlay``, alpha since v1.7, reference/settings.md).
+- Reserved capacity (ODCRs and Capacity Blocks) is the capacity type ``reserved``, selected through
+  ``capacityReservationSelectorTerms`` (tasks/odcrs.md; gate ``ReservedCapacity``, beta and on since v1.6);
+  ``spec.replicas`` makes a static NodePool (concepts/nodepools.md "spec.replicas"; gate ``StaticCapacity``,
+  alpha since v1.8) whose ``limits`` may only hold ``nodes`` (pkg/apis/crds/karpenter.sh_nodepools.yaml CEL
+  rule "only 'limits.nodes' is supported on static NodePools").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from efa_stack import contract
+from efa_stack.planning.node_groups import NodeGroupPlan
+from efa_stack.spec.errors import Problem
+
+KARPENTER_VERSION = "1.14.1"
+"""The pinned release: chart and controller image ``1.14.1`` (hack/release/common.sh at the tag publishes the chart
+with the release version)."""
+KARPENTER_COMMIT = "bde00654cd316fddb3dccfba3f5ac07039865429"
+KARPENTER_CHART = "oci://public.ecr.aws/karpenter/karpenter"
+"""The OCI chart (website/content/en/v1.14/getting-started/getting-started-with-karpenter/scripts/
+step08-apply-helm-chart.sh: ``helm upgrade --install karpenter oci://public.ecr.aws/karpenter/karpenter``)."""
+
+AMI_ALIAS_FAMILY = "al2023"
+"""``amiSelectorTerms[].alias`` is ``family@version`` (pkg/apis/v1/ec2nodeclass.go ``AMISelectorTerm.Alias``); the
+al2023 family resolves the standard, nvidia and neuron variants and matches each to its instance types
+(pkg/providers/amifamily/al2023.go ``DescribeImageQuery``), as a node group's AMI type does."""
+
+EXPIRE_AFTER = "Never"
+"""NodePool ``template.spec.expireAfter``. Expiration is forceful: it drains a node once its lifetime passes,
+is not limited by disruption budgets and is not held back by ``karpenter.sh/do-not-disrupt`` beyond
+``terminationGracePeriod`` (concepts/disruption.md "Expiration", "NodePool Disruption Budgets": budgets "do not
+prevent Karpenter from terminating expired nodes"); the default 720h would stop a training job after 30 days.
+``Never`` is allowed by the CRD (pattern ``^(([0-9]+(s|m|h))+|Never)$``)."""
+CONSOLIDATION_POLICY = "WhenEmpty"
+"""Only nodes with nothing but DaemonSet or disruption-free pods are consolidated (concepts/disruption.md
+"Consolidation": ``WhenEmpty`` "the most conservative behavior")."""
+REASON_DRIFTED = "Drifted"
+REASON_EMPTY = "Empty"
+REASON_UNDERUTILIZED = "Underutilized"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A NodePool disruption budget: at most ``nodes`` nodes disrupted at once for ``reasons``."""
+
+    nodes: str
+    reasons: tuple[str, ...]
+
+    def manifest(self) -> dict[str, object]:
+        return {"nodes": self.nodes, "reasons": list(self.reasons)}
+
+
+BUDGETS: tuple[Budget, ...] = (
+    Budget("0", (REASON_DRIFTED, REASON_UNDERUTILIZED)),
+    Budget("100%", (REASON_EMPTY,)),
+)
+"""Drift (a new AMI alias, a changed EC2NodeClass) and underutilization never replace a node (``nodes: "0"``); an
+empty node may always go once ``consolidateAfter`` has passed. Budgets count nodes being deleted and apply per
+reason, the most restrictive winning (concepts/disruption.md "NodePool Disruption Budgets"); drifted nodes are
+replaced when they are empty and consolidated, so an AMI change reaches the pool between jobs."""
+
+
+@dataclass(frozen=True)
+class KarpenterPoolPlan:
+    """One ``karpenterNodePools`` entry: its node-group twin and what only a pool has."""
+
+    group: NodeGroupPlan
+    """The pool planned as an EFA node group (min and desired 0, max ``maxNodes``): interfaces, labels, taints,
+    hugepages, kubelet tuning, zone, volume. Jobs, Kueue and the address plan read it as a node group."""
+    reservation_ids: tuple[str, ...] = ()
+    """Every ``capacityReservationIds`` entry (the twin's ``reservation_id`` is the first)."""
+    replicas: int | None = None
+    """A static NodePool's node count; None: dynamic."""
+    ami_version: str = ""
+    consolidate_after: str = "30m"
+
+    @property
+    def name(self) -> str:
+        return self.group.name
+
+    @property
+    def max_nodes(self) -> int:
+        return self.group.max_size
+
+    @property
+    def reserved(self) -> bool:
+        return self.group.capacity in contract.RESERVED_CAPACITY
+
+    @property
+    def capacity_type(self) -> str:
+        """The NodePool's ``karpenter.sh/capacity-type`` value: ``reserved`` for ODCRs and Capacity Blocks
+        (tasks/odcrs.md), ``on-demand`` otherwise."""
+        return "reserved" if self.reserved else contract.ON_DEMAND
+
+    @property
+    def ami_alias(self) -> str:
+        return f"{AMI_ALIAS_FAMILY}@{self.ami_version}"
+
+    @property
+    def placement_group_name(self) -> str | None:
+        return self.group.placement_group_name
+
+    @property
+    def limits(self) -> dict[str, str]:
+        """NodePool ``limits``: ``nodes`` = maxNodes and, for a dynamic pool, maxNodes times one node's vCPUs,
+        memory and accelerators (the catalog's figures; Karpenter compares them with the capacity of the nodes it
+        launched, concepts/nodepools.md "spec.limits"). A static pool takes ``nodes`` only (CRD CEL rule)."""
+        n = self.max_nodes
+        out = {"nodes": str(n)}
+        if self.replicas is not None:
+            return out
+        instance = self.group.instance
+        out["cpu"] = str(instance.vcpus * n)
+        out["memory"] = f"{instance.memory_mib * n}Mi"
+        if self.group.gpus_per_node:
+            out[contract.GPU_RESOURCE] = str(self.group.gpus_per_node * n)
+        if self.group.neuron_devices_per_node:
+            out[contract.NEURON_RESOURCE] = str(self.group.neuron_devices_per_node * n)
+        return out
+
+    @property
+    def overlay_capacity(self) -> dict[str, str]:
+        """Extended resources a ``NodeOverlay`` adds to the pool's instance type in Karpenter's simulation: the
+        2 MiB hugepages each node reserves at boot (empty: none)."""
+        mib = self.group.hugepages_2mi_mib
+        return {contract.HUGEPAGES_2MI_RESOURCE: f"{mib}Mi"} if mib else {}
+
+
+IAM_ROLE_NAME_MAX = 64
+"""IAM API Reference, CreateRole ``RoleName``: 1-64 characters of ``[\\w+=,.@-]``."""
+SQS_QUEUE_NAME_MAX = 80
+"""SQS API Reference, CreateQueue ``QueueName``: up to 80 alphanumeric characters, hyphens and underscores."""
+
+
+def _bounded(base: str, most: int) -> str:
+    """``base``, or its first characters and a hash of the whole when it is longer than ``most``."""
+    if len(base) <= most:
+        return base
+    digest = hashlib.sha256(base.encode()).hexdigest()[:8]
+    return f"{base[: most - 9]}-{digest}"
+
+
+@dataclass(frozen=True)
+class KarpenterPlan:
+    """Karpenter's controller and its pools (``karpenterNodePools``)."""
+
+    pools: tuple[KarpenterPoolPlan, ...]
+    cluster: str
+    """The EKS cluster name (``settings.clusterName``), also the discovery tag's value."""
+    region: str = ""
+    version: str = KARPENTER_VERSION
+    chart: str = KARPENTER_CHART
+    namespace: str = contract.KARPENTER_NAMESPACE
+    service_account: str = contract.KARPENTER_SERVICE_ACCOUNT
+
+    @property
+    def node_role_name(self) -> str:
+        """The nodes' IAM role, named so that the EC2NodeClass (``spec.role``, a role name) in dist/ can hold it:
+        ``<cluster>-<region>-karpenter-node`` (one per cluster and region, as IAM names are account-wide)."""
+        name = _bounded(f"{self.cluster}-{self.region}-karpenter-node", IAM_ROLE_NAME_MAX)
+        assert re.fullmatch(r"[\w+=,.@-]{1,64}", name), name
+        return name
+
+    @property
+    def interruption_queue_name(self) -> str:
+        """The SQS queue of interruption events (``settings.interruptionQueue``, a queue name)."""
+        name = _bounded(f"{self.cluster}-karpenter", SQS_QUEUE_NAME_MAX)
+        assert re.fullmatch(r"[A-Za-z0-9_-]{1,80}", name), name
+        return name
+
+    @property
+    def groups(self) -> tuple[NodeGroupPlan, ...]:
+        return tuple(p.group for p in self.pools)
+
+    def pool(self, name: str) -> KarpenterPoolPlan | None:
+        return next((p for p in self.pools if p.name == name), None)
+
+    @property
+    def feature_gates(self) -> dict[str, bool]:
+        """The chart's ``settings.featureGates`` (charts/karpenter/values.yaml at the tag): ``reservedCapacity`` for
+        ODCRs and Capacity Blocks (beta, on by default: set so that it stays on), ``staticCapacity`` when a pool is
+        static, ``nodeOverlay`` when a pool's nodes reserve hugepages."""
+        return {
+            "reservedCapacity": True,
+            "staticCapacity": any(p.replicas is not None for p in self.pools),
+            "nodeOverlay": any(p.overlay_capacity for p in self.pools),
+        }
+
+
+def layout_problems(prefix: str, pool_layout: str, group: NodeGroupPlan) -> list[Problem]:
+    """Pools whose interfaces Karpenter cannot declare: the legacy layout, or a current layout that falls back to
+    a combined ``efa`` interface (a card without ``efa-only``, or a card 0 with room for one interface)."""
+    if pool_layout == "legacy":
+        return [Problem(
+            f"{prefix}.interfaceLayout", "legacy",
+            "Karpenter's EC2NodeClass (v1.14.1) declares only 'interface' and 'efa-only' interfaces, so the legacy "
+            "layout's combined 'efa' interfaces cannot be expressed",
+            "use interfaceLayout: current, or a managedNodeGroups entry for the legacy layout",
+        )]
+    combined = [i for i in group.interfaces if i.interface_type == contract.EFA_INTERFACE]
+    if combined:
+        cards = ", ".join(str(i.network_card_index) for i in combined)
+        return [Problem(
+            f"{prefix}.instanceType", group.instance_type,
+            f"{group.instance_type} needs a combined 'efa' interface on network card {cards} (its card data offers "
+            "no efa-only interface there), which Karpenter's EC2NodeClass cannot declare",
+            f"run {group.instance_type} in a managedNodeGroups entry (its launch template takes 'efa' interfaces), "
+            "or choose a type whose cards take efa-only interfaces (p5, p5en, p6)",
+        )]
+    return []
+
+
+def capacity_problems(
+    prefix: str, capacity: str, reservation_ids: list[str], replicas: int | None, max_nodes: int,
+) -> list[Problem]:
+    """A pool's reservations and static replica count against its capacity type."""
+    problems: list[Problem] = []
+    if capacity in contract.RESERVED_CAPACITY and not reservation_ids:
+        problems.append(Problem(
+            f"{prefix}.capacityReservationIds", [], f"capacity '{capacity}' needs the reservations to launch into",
+            "list them: capacityReservationIds: [cr-...] (`aws ec2 describe-capacity-reservations`)",
+        ))
+    if capacity == contract.ON_DEMAND and reservation_ids:
+        problems.append(Problem(
+            f"{prefix}.capacityReservationIds", list(reservation_ids),
+            "reservations are only used with capacity 'reservation' or 'capacity-block'",
+            "set capacity: reservation (or capacity-block), or remove capacityReservationIds",
+        ))
+    if len(set(reservation_ids)) != len(reservation_ids):
+        problems.append(Problem(
+            f"{prefix}.capacityReservationIds", list(reservation_ids), "a reservation is listed twice",
+            "list each reservation once",
+        ))
+    if replicas is not None and capacity == contract.ON_DEMAND:
+        problems.append(Problem(
+            f"{prefix}.replicas", replicas, "a static pool holds reserved capacity (ODCRs or Capacity Blocks)",
+            "remove replicas (an on-demand pool follows its pods), or use a managedNodeGroups entry for a fixed "
+            "number of on-demand nodes",
+        ))
+    if replicas is not None and replicas > max_nodes:
+        problems.append(Problem(
+            f"{prefix}.replicas", replicas, f"more replicas than maxNodes ({max_nodes})",
+            f"set replicas to at most {max_nodes}, or raise maxNodes",
+        ))
+    return problems
+
+
+POOL_FIELD_NAMES: dict[str, str] = {
+    ".availabilityZones": ".availabilityZone",
+    ".capacity.reservationId": ".capacityReservationIds",
+    ".capacity.type": ".capacity",
+    ".minSize/desiredCapacity/maxSize": ".maxNodes",
+    ".placement.groupName": ".placementGroup",
+}
+"""The twin's node group field names as the pool's spec spells them (for problems found by the node group checks)."""
+
+
+def pool_field(field_name: str, node_group_prefix: str, pool_prefix: str) -> str:
+    """``field_name`` of a problem the node group checks found in the twin, as the pool's field."""
+    if not field_name.startswith(node_group_prefix):
+        return field_name
+    rest = field_name[len(node_group_prefix):]
+    for old, new in POOL_FIELD_NAMES.items():
+        if rest == old or rest.startswith(old + "."):
+            rest = new + rest[len(old):]
+            break
+    return pool_prefix + rest

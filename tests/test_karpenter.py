@@ -1,0 +1,459 @@
+"""Karpenter EFA pools: the plan of ``karpenterNodePools``, the EC2NodeClass, NodePool and NodeOverlay objects, the
+jobs on pools, Kueue's flavors for pools, the controller's AWS resources, and offline validation of every object
+against the vendored v1.14.1 CRDs (the real API server: tests/test_apiserver.py)."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+
+from efa_stack import contract
+from efa_stack.planning import catalog
+from efa_stack.planning.karpenter import BUDGETS, EXPIRE_AFTER, KARPENTER_CHART, KARPENTER_VERSION
+from efa_stack.planning.layout import interface_layout
+from efa_stack.planning.scheduling import node_figures
+from efa_stack.planning.user_data import node_user_data
+from efa_stack.spec.models import DEFAULT_POOL_AMI_VERSION
+from k8s.karpenter import POOL_KIND_CRDS, ZONE_LABEL, crd_documents
+from tests.support import KUBECTL_HANDLER_LIMIT, _build, built, plan_of, problems_of, synth_spec
+
+HEADER = """
+apiVersion: eksctl.io/v1alpha5
+kind: ClusterConfig
+metadata: {name: t, region: us-west-2, version: "1.34"}
+availabilityZones: [us-west-2a, us-west-2b]
+managedNodeGroups:
+  - name: cpu
+    instanceType: m7i.2xlarge
+    minSize: 1
+"""
+
+
+def _spec(pool: str, extra: str = "") -> str:
+    """HEADER with one pool (``pool``: its YAML fields, indented under ``- ``) and ``extra`` top-level YAML."""
+    lines = [line for line in pool.strip().splitlines()]
+    body = "\n".join(["karpenterNodePools:", "  - " + lines[0].strip(), *("    " + ln.strip() for ln in lines[1:])])
+    return HEADER + body + "\n" + extra
+
+
+P5_POOL = """
+name: p5-pool
+instanceType: p5.48xlarge
+maxNodes: 3
+availabilityZone: us-west-2a
+"""
+
+
+def _objects(text: str) -> dict[tuple[str, str], dict[str, Any]]:
+    b = _build(plan_of(text))
+    return {(o["kind"], o["metadata"]["name"]): o for _, o in b.objects()}
+
+
+# --- the plan --------------------------------------------------------------------------------------------------
+
+
+def test_a_pool_is_planned_as_an_efa_node_group_from_the_catalog():
+    # GIVEN a p5 pool WHEN planned THEN its twin has the catalog's current per-card layout and figures
+    plan = plan_of(_spec(P5_POOL))
+    (pool,) = plan.karpenter.pools
+    g = pool.group
+    p5 = catalog.get("p5.48xlarge")
+    assert g.interfaces == interface_layout(p5, "current")
+    assert g.efa_devices_per_node == p5.max_efa_interfaces == 32
+    assert g.gpus_per_node == p5.gpus == 8
+    assert (g.min_size, g.desired_size, g.max_size) == (0, 3, 3)
+    assert g.availability_zone == "us-west-2a"
+    assert g.labels[contract.LABEL_NODE_GROUP] == "p5-pool" and g.labels[contract.LABEL_EFA] == "true"
+    assert [(t.key, t.effect) for t in g.taints] == [(contract.GPU_TAINT_KEY, "NoSchedule")]
+    assert g.node_repair is None and g.placement_group is False and g.placement_group_name is None
+    # AND it is no managed node group, yet jobs find it by name
+    assert "p5-pool" not in [n.name for n in plan.all_node_groups]
+    assert plan.node_group("p5-pool") is g
+    assert pool.ami_alias == f"al2023@{DEFAULT_POOL_AMI_VERSION}"
+
+
+def test_limits_are_max_nodes_times_the_catalogs_figures():
+    plan = plan_of(_spec(P5_POOL))
+    (pool,) = plan.karpenter.pools
+    p5 = catalog.get("p5.48xlarge")
+    assert pool.limits == {
+        "nodes": "3", "cpu": str(3 * p5.vcpus), "memory": f"{3 * p5.memory_mib}Mi",
+        contract.GPU_RESOURCE: str(3 * p5.gpus),
+    }
+
+
+def test_a_static_reserved_pool_limits_nodes_only():
+    plan = plan_of(_spec("""
+        name: blocks
+        instanceType: p5en.48xlarge
+        maxNodes: 4
+        replicas: 2
+        capacity: capacity-block
+        capacityReservationIds: [cr-0a1b2c3d4e5f60718, cr-0b2c3d4e5f6071829]
+        availabilityZone: us-west-2a
+    """))
+    (pool,) = plan.karpenter.pools
+    assert pool.limits == {"nodes": "4"}
+    assert pool.capacity_type == "reserved"
+    assert pool.reservation_ids == ("cr-0a1b2c3d4e5f60718", "cr-0b2c3d4e5f6071829")
+    assert pool.group.desired_size == 2  # the jobs on it run on the static replicas
+    assert plan.karpenter.feature_gates == {"reservedCapacity": True, "staticCapacity": True, "nodeOverlay": True}
+
+
+def test_feature_gates_follow_the_pools():
+    assert plan_of(_spec(P5_POOL)).karpenter.feature_gates["staticCapacity"] is False
+    # a CPU EFA type reserves no hugepages: no NodeOverlay, no gate
+    plan = plan_of(_spec("name: hpc\ninstanceType: hpc7a.96xlarge\nmaxNodes: 2"))
+    assert plan.karpenter.pools[0].overlay_capacity == {}
+    assert plan.karpenter.feature_gates["nodeOverlay"] is False
+
+
+def test_names_for_aws_are_fixed_and_valid():
+    k = plan_of(_spec(P5_POOL)).karpenter
+    assert k.node_role_name == "t-us-west-2-karpenter-node"
+    assert k.interruption_queue_name == "t-karpenter"
+    long = plan_of(_spec(P5_POOL).replace("name: t,", f"name: {'c' * 90},")).karpenter
+    assert len(long.node_role_name) == 64 and len(long.interruption_queue_name) <= 80
+
+
+# --- refusals ---------------------------------------------------------------------------------------------------
+
+
+def _problem(text: str, field: str) -> Any:
+    found = [p for p in problems_of(text) if p.field == field]
+    assert len(found) == 1, [p.render() for p in problems_of(text)]
+    return found[0]
+
+
+def test_fails_the_legacy_layout_with_karpenters_reason():
+    p = _problem(_spec(P5_POOL + "interfaceLayout: legacy"), "karpenterNodePools[0].interfaceLayout")
+    assert "'efa-only'" in p.message and "combined 'efa'" in p.message
+    assert "interfaceLayout: current" in p.fix and "managedNodeGroups" in p.fix
+
+
+def test_fails_a_type_whose_current_layout_needs_a_combined_efa_interface():
+    # hpc6id.32xlarge: card 0 takes one interface, which must be EFA and ENA in one
+    p = _problem(_spec("name: hpc\ninstanceType: hpc6id.32xlarge\nmaxNodes: 2"), "karpenterNodePools[0].instanceType")
+    assert p.value == "hpc6id.32xlarge" and "network card 0" in p.message
+    assert "managedNodeGroups" in p.fix
+
+
+@pytest.mark.parametrize(("pool", "field", "words"), [
+    ("capacity: reservation", "capacityReservationIds", "needs the reservations"),
+    ("capacityReservationIds: [cr-0a1b2c3d4e5f60718]", "capacityReservationIds", "only used with"),
+    ("capacity: reservation\ncapacityReservationIds: [cr-0a1b2c3d4e5f60718, cr-0a1b2c3d4e5f60718]",
+     "capacityReservationIds", "listed twice"),
+    ("replicas: 2", "replicas", "static pool holds reserved capacity"),
+    ("capacity: reservation\ncapacityReservationIds: [cr-0a1b2c3d4e5f60718]\nreplicas: 9", "replicas",
+     "more replicas than maxNodes"),
+    ("placementGroup: true", "placementGroup", "by name or id"),
+    ("capacity: capacity-block\ncapacityReservationIds: [cr-0a1b2c3d4e5f60718]\nplacementGroup: my-group",
+     "placementGroup", "Capacity Blocks"),
+    ("availabilityZone: us-west-2c", "availabilityZone", "not one of the cluster's"),
+    ("labels: {efa-stack.io/x: y}", "labels", "set by efa-stack"),
+])
+def test_fails_a_pool_that_cannot_work(pool, field, words):
+    base = P5_POOL.replace("availabilityZone: us-west-2a\n", "") if pool.startswith("availabilityZone") else P5_POOL
+    p = _problem(_spec(base + pool), f"karpenterNodePools[0].{field}")
+    assert words in p.message, p.render()
+
+
+def test_fails_a_pool_named_as_a_node_group():
+    p = _problem(_spec(P5_POOL.replace("p5-pool", "cpu")), "karpenterNodePools[0].name")
+    assert "already has this name" in p.message
+
+
+def test_fails_an_unknown_instance_type_under_the_pools_field():
+    assert any(p.field == "karpenterNodePools[0].instanceType" for p in problems_of(_spec(
+        P5_POOL.replace("p5.48xlarge", "p5.49xlarge"))))
+
+
+def test_the_eksctl_karpenter_section_points_to_pools():
+    problems = problems_of(HEADER + "karpenter:\n  version: 1.0.0\n")
+    (p,) = [p for p in problems if p.field == "karpenter"]
+    assert "karpenterNodePools" in p.fix
+
+
+# --- EC2NodeClass, NodePool, NodeOverlay ------------------------------------------------------------------------
+
+
+BOTH = HEADER + """  - name: p5
+    instanceType: p5.48xlarge
+    minSize: 1
+    availabilityZones: [us-west-2a]
+    efaEnabled: true
+""" + "karpenterNodePools:\n  - name: p5-pool\n    instanceType: p5.48xlarge\n    maxNodes: 3\n" \
+      "    availabilityZone: us-west-2a\n    placementGroup: my-cluster-pg\n    volumeSize: 300\n"
+
+
+def test_the_node_class_declares_what_the_node_groups_launch_template_does():
+    # GIVEN a managed p5 node group and a p5 pool in one spec
+    plan = plan_of(BOTH)
+    ng = next(g for g in plan.node_groups if g.name == "p5")
+    objects = _objects(BOTH)
+    spec = objects[("EC2NodeClass", "p5-pool")]["spec"]
+    # THEN the interfaces are the node group's, in Karpenter's spelling
+    assert spec["networkInterfaces"] == [
+        {"networkCardIndex": i.network_card_index, "deviceIndex": i.device_index, "interfaceType": i.interface_type}
+        for i in ng.interfaces
+    ]
+    assert {n["interfaceType"] for n in spec["networkInterfaces"]} == {"interface", "efa-only"}
+    # AND the user data is the node group's document (hugepages, kubelet NodeConfig)
+    assert spec["userData"] == node_user_data(ng.hugepages_2mi_mib, ng.lustre_client, ng.kubelet.as_kubelet_config())
+    assert "vm.nr_hugepages" in spec["userData"] and "cpuManagerPolicy: static" in spec["userData"]
+    assert spec["metadataOptions"]["httpPutResponseHopLimit"] == 1 and spec["metadataOptions"]["httpTokens"] == "required"
+    (root,) = spec["blockDeviceMappings"]
+    assert root["rootVolume"] is True and root["ebs"]["volumeSize"] == "300Gi" and root["ebs"]["encrypted"] is True
+    assert spec["amiSelectorTerms"] == [{"alias": f"al2023@{DEFAULT_POOL_AMI_VERSION}"}]
+    assert spec["role"] == plan.karpenter.node_role_name
+    assert spec["placementGroupSelector"] == {"name": "my-cluster-pg"}
+    assert "capacityReservationSelectorTerms" not in spec
+    assert spec["subnetSelectorTerms"] == [{"tags": {contract.KARPENTER_DISCOVERY_TAG: "t"}}]
+    assert {"tags": {contract.KARPENTER_DISCOVERY_TAG: "t"}} in spec["securityGroupSelectorTerms"]
+
+
+def test_the_node_pool_pins_type_zone_capacity_and_never_interrupts_a_job():
+    plan = plan_of(_spec(P5_POOL + "consolidateAfter: 45m\ntaints: [{key: team, value: a, effect: NoSchedule}]"))
+    pool = _objects(_spec(P5_POOL + "consolidateAfter: 45m\ntaints: [{key: team, value: a, effect: NoSchedule}]"))[
+        ("NodePool", "p5-pool")]["spec"]
+    reqs = {r["key"]: r["values"] for r in pool["template"]["spec"]["requirements"]}
+    assert reqs == {contract.INSTANCE_TYPE_LABEL: ["p5.48xlarge"], contract.KARPENTER_CAPACITY_TYPE_LABEL: ["on-demand"],
+                    ZONE_LABEL: ["us-west-2a"]}
+    assert pool["template"]["metadata"]["labels"] == plan.karpenter.pools[0].group.labels
+    assert {(t["key"], t.get("value"), t["effect"]) for t in pool["template"]["spec"]["taints"]} == {
+        ("team", "a", "NoSchedule"), (contract.GPU_TAINT_KEY, "true", "NoSchedule")}
+    assert pool["template"]["spec"]["nodeClassRef"] == {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                                                        "name": "p5-pool"}
+    assert pool["template"]["spec"]["expireAfter"] == EXPIRE_AFTER == "Never"
+    assert pool["disruption"]["consolidationPolicy"] == "WhenEmpty"
+    assert pool["disruption"]["consolidateAfter"] == "45m"
+    assert pool["disruption"]["budgets"] == [b.manifest() for b in BUDGETS]
+    assert {"nodes": "0", "reasons": ["Drifted", "Underutilized"]} in pool["disruption"]["budgets"]
+    assert "replicas" not in pool
+
+
+def test_the_capacity_block_pool_selects_every_block_and_is_static():
+    b = built("karpenter-capacity-block")
+    node_class = b.find("EC2NodeClass", "p5en-blocks")["spec"]
+    assert node_class["capacityReservationSelectorTerms"] == [
+        {"id": "cr-0a1b2c3d4e5f60718"}, {"id": "cr-0b2c3d4e5f6071829"}, {"id": "cr-0c3d4e5f607182930"}]
+    assert "placementGroupSelector" not in node_class
+    assert len([n for n in node_class["networkInterfaces"] if n["interfaceType"] == "efa-only"]) == 16
+    pool = b.find("NodePool", "p5en-blocks")["spec"]
+    assert pool["replicas"] == 4 and pool["limits"] == {"nodes": "4"}
+    reqs = {r["key"]: r["values"] for r in pool["template"]["spec"]["requirements"]}
+    assert reqs[contract.KARPENTER_CAPACITY_TYPE_LABEL] == ["reserved"] and reqs[ZONE_LABEL] == ["us-east-1a"]
+
+
+def test_the_overlay_gives_karpenter_the_nodes_hugepages():
+    plan = plan_of(_spec(P5_POOL))
+    overlay = _objects(_spec(P5_POOL))[("NodeOverlay", "p5-pool-hugepages")]["spec"]
+    assert overlay["requirements"] == [
+        {"key": contract.KARPENTER_NODEPOOL_LABEL, "operator": "In", "values": ["p5-pool"]}]
+    assert overlay["capacity"] == {contract.HUGEPAGES_2MI_RESOURCE: f"{plan.karpenter.pools[0].group.hugepages_2mi_mib}Mi"}
+    assert plan.karpenter.pools[0].group.hugepages_2mi_mib > 0
+
+
+# --- jobs on pools and Kueue ---------------------------------------------------------------------------------------
+
+
+def test_the_nccl_job_on_a_pool_requests_every_efa_device_and_is_not_disrupted():
+    b = built("karpenter-p5")
+    job = b.mpijob()
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]
+    assert worker["replicas"] == 4  # the pool's maxNodes: Karpenter launches them when the job runs
+    (container,) = worker["template"]["spec"]["containers"]
+    for kind in ("requests", "limits"):
+        assert container["resources"][kind][contract.EFA_RESOURCE] == 32
+        assert container["resources"][kind][contract.GPU_RESOURCE] == 8
+    assert worker["template"]["metadata"]["annotations"][contract.KARPENTER_DO_NOT_DISRUPT] == "true"
+    assert worker["template"]["spec"]["nodeSelector"] == {contract.LABEL_NODE_GROUP: "p5-elastic"}
+
+
+def test_a_job_on_a_managed_node_group_carries_no_karpenter_annotation():
+    job = built("default").mpijob()
+    annotations = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["metadata"].get("annotations") or {}
+    assert contract.KARPENTER_DO_NOT_DISRUPT not in annotations
+
+
+def test_a_training_job_on_a_pool_is_not_disrupted():
+    text = _spec(P5_POOL, """trainingJobs:
+  - name: ddp
+    kind: pytorchjob
+    nodeGroup: p5-pool
+    nnodes: 2
+    image: public.ecr.aws/hpc-cloud/nccl-tests:latest
+    command: [python, train.py]
+""")
+    job = next(o for _, o in _build(plan_of(text)).objects() if o["kind"] == "PyTorchJob")
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        assert replica["template"]["metadata"]["annotations"][contract.KARPENTER_DO_NOT_DISRUPT] == "true"
+        (container,) = replica["template"]["spec"]["containers"]
+        assert container["resources"]["limits"][contract.EFA_RESOURCE] == 32
+
+
+def test_a_pool_is_a_kueue_flavor_without_topology_with_max_nodes_quota():
+    plan = built("karpenter-p5").plan
+    flavor = plan.kueue.flavor("p5-elastic")
+    assert flavor.topology is None
+    figures = node_figures(plan.node_group("p5-elastic"))
+    quotas = dict(flavor.quotas)
+    assert quotas[contract.EFA_RESOURCE] == str(4 * figures[contract.EFA_RESOURCE]) == "128"
+    assert quotas[contract.GPU_RESOURCE] == "32"
+    # AND the job on the pool gets no topology annotation, which TAS could not satisfy before the nodes exist
+    annotations = built("karpenter-p5").mpijob()["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["metadata"][
+        "annotations"]
+    assert contract.KUEUE_PREFERRED_TOPOLOGY not in annotations and contract.KUEUE_REQUIRED_TOPOLOGY not in annotations
+    assert not any("p5-elastic" in w for w in plan.warnings)
+
+
+def test_device_plugins_tolerate_the_pools_taints():
+    b = built("karpenter-p5")
+    plugin = b.find("DaemonSet", contract.EFA_DEVICE_PLUGIN_NAME)
+    keys = {t["key"] for t in plugin["spec"]["template"]["spec"].get("tolerations", [])}
+    assert contract.GPU_TAINT_KEY in keys
+
+
+# --- offline validation against the vendored CRDs -----------------------------------------------------------------
+
+
+@cache
+def _schemas() -> dict[tuple[str, str], str]:
+    out = {}
+    for doc in crd_documents():
+        for version in doc["spec"]["versions"]:
+            key = (f"{doc['spec']['group']}/{version['name']}", doc["spec"]["names"]["kind"])
+            out[key] = json.dumps(version["schema"]["openAPIV3Schema"])
+    return out
+
+
+def _schema(obj: dict[str, Any]) -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(_schemas()[(obj["apiVersion"], obj["kind"])])
+    return schema
+
+
+def _karpenter_objects(stem: str) -> list[dict[str, Any]]:
+    groups = (contract.KARPENTER_GROUP, contract.KARPENTER_AWS_GROUP)
+    return [o for _, o in built(stem).objects() if o["apiVersion"].split("/")[0] in groups]
+
+
+@pytest.mark.parametrize("stem", ["karpenter-p5", "karpenter-capacity-block"])
+def test_every_pool_object_validates_against_its_crd(stem):
+    objects = _karpenter_objects(stem)
+    assert {o["kind"] for o in objects} == {"EC2NodeClass", "NodePool", "NodeOverlay"}
+    for obj in objects:
+        jsonschema.validate(obj, _schema(obj))
+
+
+@pytest.mark.parametrize(("kind", "fault"), [
+    ("EC2NodeClass", lambda s: s["networkInterfaces"][1].update(interfaceType="efa")),
+    ("EC2NodeClass", lambda s: s["metadataOptions"].update(httpPutResponseHopLimit=0)),
+    ("NodePool", lambda s: s["disruption"].update(consolidationPolicy="WhenIdle")),
+    ("NodePool", lambda s: s["disruption"].update(consolidateAfter="30 minutes")),
+])
+def test_fails_a_broken_pool_object_against_its_crd(kind, fault):
+    obj = json.loads(json.dumps(next(o for o in _karpenter_objects("karpenter-p5") if o["kind"] == kind)))
+    fault(obj["spec"])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(obj, _schema(obj))
+
+
+def test_the_vendored_crds_are_the_releases_and_fit_the_kubectl_handler():
+    names = sorted(d["metadata"]["name"] for d in crd_documents())
+    assert names == ["capacitybuffers.autoscaling.x-k8s.io", "ec2nodeclasses.karpenter.k8s.aws",
+                     "nodeclaims.karpenter.sh", "nodeoverlays.karpenter.sh", "nodepools.karpenter.sh"]
+    assert set(POOL_KIND_CRDS) <= set(names)
+    for d in crd_documents():
+        kubernetes_validate.validate(d, "1.34", strict=True)
+        assert len(json.dumps(d)) < KUBECTL_HANDLER_LIMIT
+        # EC2NodeClass takes only these interface types at v1.14.1: no combined 'efa'
+        if d["spec"]["names"]["kind"] == "EC2NodeClass":
+            (version,) = d["spec"]["versions"]
+            item = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["networkInterfaces"]["items"]
+            assert item["properties"]["interfaceType"]["enum"] == ["interface", "efa-only"]
+    chart = {c.node.id: c for c in built("karpenter-p5").charts}
+    assert len(json.dumps(chart["karpenter-crd"].to_json())) < 4 * KUBECTL_HANDLER_LIMIT
+
+
+def test_the_chart_order_applies_crds_before_pools():
+    b = built("karpenter-p5")
+    ids = b.chart_ids
+    assert ids.index("karpenter-crd") < ids.index("karpenter-pools")
+    pools = b.charts[ids.index("karpenter-pools")]
+    assert [d.node.id for d in pools.node.dependencies] == ["karpenter-crd"]
+
+
+# --- the controller's AWS resources ----------------------------------------------------------------------------------
+
+
+@cache
+def _synth() -> Any:
+    return synth_spec("clusters/karpenter-p5.yaml")
+
+
+def _resources(type_: str) -> dict[str, dict[str, Any]]:
+    s = _synth()
+    out: dict[str, dict[str, Any]] = {}
+    for template in s.templates.values():
+        out.update({k: v for k, v in template["Resources"].items() if v["Type"] == type_})
+    return out
+
+
+def test_the_interruption_queue_and_its_five_rules():
+    (queue,) = _resources("AWS::SQS::Queue").values()
+    assert queue["Properties"]["QueueName"] == "efa-elastic-karpenter"
+    assert queue["Properties"]["MessageRetentionPeriod"] == 300 and queue["Properties"]["SqsManagedSseEnabled"] is True
+    rules = [r["Properties"]["EventPattern"] for r in _resources("AWS::Events::Rule").values()]
+    assert sorted(p["detail-type"][0] for p in rules) == sorted([
+        "AWS Health Event", "EC2 Spot Instance Interruption Warning", "EC2 Instance Rebalance Recommendation",
+        "EC2 Instance State-change Notification", "EC2 Capacity Reservation Instance Interruption Warning"])
+
+
+def test_the_controller_gets_its_role_through_pod_identity():
+    associations = [a["Properties"] for a in _resources("AWS::EKS::PodIdentityAssociation").values()
+                    if a["Properties"]["ServiceAccount"] == contract.KARPENTER_SERVICE_ACCOUNT]
+    assert len(associations) == 1 and associations[0]["Namespace"] == contract.KARPENTER_NAMESPACE
+    (policy,) = [p for k, p in _resources("AWS::IAM::Policy").items() if k.startswith("KarpenterControllerPolicy")]
+    sids = {s["Sid"] for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    assert {"AllowScopedEC2InstanceAccessActions", "AllowPassingInstanceRole", "AllowInterruptionQueueActions",
+            "AllowRegionalReadActions", "AllowAPIServerEndpointDiscovery"} <= sids
+    assert len(sids) == 17
+
+
+def test_the_node_role_joins_through_an_ec2_linux_access_entry():
+    roles = {v["Properties"].get("RoleName"): v for v in _resources("AWS::IAM::Role").values()}
+    assert "efa-elastic-us-west-2-karpenter-node" in roles
+    entries = [e["Properties"] for e in _resources("AWS::EKS::AccessEntry").values() if e["Properties"].get("Type") == "EC2_LINUX"]
+    assert len(entries) == 1 and not entries[0].get("AccessPolicies")
+
+
+def test_the_helm_release_is_pinned_and_configured():
+    (chart,) = [c["Properties"] for c in _resources("Custom::AWSCDK-EKS-HelmChart").values()
+                if c["Properties"]["Release"] == contract.KARPENTER_RELEASE]
+    assert chart["Repository"] == KARPENTER_CHART and chart["Version"] == KARPENTER_VERSION == "1.14.1"
+    assert chart["SkipCrds"] is True and chart["Namespace"] == contract.KARPENTER_NAMESPACE
+    values = json.loads(chart["Values"]) if isinstance(chart["Values"], str) else chart["Values"]
+    assert values["settings"]["clusterName"] == "efa-elastic"
+    assert values["settings"]["interruptionQueue"] == "efa-elastic-karpenter"
+    assert values["settings"]["featureGates"] == {"reservedCapacity": True, "staticCapacity": False, "nodeOverlay": True}
+    assert values["nodeSelector"][contract.LABEL_ROLE] == contract.SYSTEM_NODE_GROUP
+    assert values["replicas"] == 2
+
+
+def test_the_selectors_find_the_tagged_subnets_and_efa_security_group():
+    tagged = [v for v in _resources("AWS::EC2::Subnet").values()
+              if {"Key": contract.KARPENTER_DISCOVERY_TAG, "Value": "efa-elastic"} in v["Properties"].get("Tags", [])]
+    assert len(tagged) == 2 and all(not v["Properties"].get("MapPublicIpOnLaunch") for v in tagged)
+    groups = [v for v in _resources("AWS::EC2::SecurityGroup").values()
+              if {"Key": contract.KARPENTER_DISCOVERY_TAG, "Value": "efa-elastic"} in v["Properties"].get("Tags", [])]
+    assert len(groups) == 1
+
+
+def test_no_eks_node_group_is_created_for_a_pool():
+    names = [v["Properties"].get("NodegroupName") for v in _resources("AWS::EKS::Nodegroup").values()]
+    assert "p5-elastic" not in names and len(names) == 2  # system and cpu
