@@ -259,6 +259,14 @@ def test_the_overlay_gives_karpenter_the_nodes_hugepages():
     assert plan.karpenter.pools[0].group.hugepages_2mi_mib > 0
 
 
+def test_an_existing_vpc_selects_the_pools_subnet_by_id():
+    vpc = ("vpc:\n  id: vpc-0123456789abcdef0\n  subnets:\n    private:\n"
+           "      us-west-2a: {id: subnet-0aaaaaaaaaaaaaaa1}\n      b-side: {id: subnet-0aaaaaaaaaaaaaaa2, az: us-west-2b}\n")
+    text = _spec(P5_POOL.replace("us-west-2a", "us-west-2b"), vpc).replace("availabilityZones: [us-west-2a, us-west-2b]\n", "")
+    spec = _objects(text)[("EC2NodeClass", "p5-pool")]["spec"]
+    assert spec["subnetSelectorTerms"] == [{"id": "subnet-0aaaaaaaaaaaaaaa2"}]
+
+
 # --- jobs on pools and Kueue ---------------------------------------------------------------------------------------
 
 
@@ -376,8 +384,15 @@ def test_the_vendored_crds_are_the_releases_and_fit_the_kubectl_handler():
             (version,) = d["spec"]["versions"]
             item = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["networkInterfaces"]["items"]
             assert item["properties"]["interfaceType"]["enum"] == ["interface", "efa-only"]
-    chart = {c.node.id: c for c in built("karpenter-p5").charts}
-    assert len(json.dumps(chart["karpenter-crd"].to_json())) < 4 * KUBECTL_HANDLER_LIMIT
+
+
+@pytest.mark.parametrize("stem", ["karpenter-p5", "karpenter-capacity-block"])
+def test_every_manifest_of_a_pool_spec_fits_the_kubectl_handler_limit(stem):
+    # the handler receives each chart as json.dumps of its objects; each object's last-applied annotation holds it
+    manifests = built(stem).manifests
+    assert {"karpenter-crd", "karpenter-pools"} <= set(manifests)
+    for chart_id, objs in manifests.items():
+        assert len(json.dumps(objs).encode()) < KUBECTL_HANDLER_LIMIT, chart_id
 
 
 def test_the_chart_order_applies_crds_before_pools():
