@@ -35,12 +35,7 @@ from efa_stack.planning.karpenter import (
     pool_field,
 )
 from efa_stack.planning.layout import Interface, LayoutError, interface_layout
-from efa_stack.planning.limits import (
-    network_resource_count,
-    validate_node_group_count,
-    validate_plan_limits,
-    validate_volume,
-)
+from efa_stack.planning.limits import validate_node_group_count, validate_plan_limits, validate_volume
 from efa_stack.planning.nccl import NcclJobPlan, nccl_job_plan, node_hugepages_mib, validate_nccl
 from efa_stack.planning.node_extras import capacity_of, node_extras
 from efa_stack.planning.node_groups import NodeGroupPlan, Taint
@@ -971,10 +966,7 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         problems.extend(kueue_problems)
     problems.extend(validate_node_group_count(groups, [ng.name for ng in spec.managed_node_groups]))
     if len(set(azs)) >= 2 and existing is None:  # an existing VPC's subnet sizes are not known here
-        problems.extend(validate_plan_limits(groups, network=network_resource_count(
-            len(set(azs)), 1 if spec.vpc.nat.gateway == "Single" else len(azs), spec.vpc.interface_endpoints,
-            existing_vpc=False,
-        ), storage=spec.storage is not None))
+        problems.extend(validate_plan_limits(groups))
     addresses: AddressPlan | None = None
     if len(set(azs)) >= 2 and existing is None and sys_instance is not None:
         cni = next((a for a in addons if a.name == VPC_CNI), None)
