@@ -67,12 +67,25 @@ class LustreSecurityGroup(Construct):
             ports = _ports_text(low, high)
             sg.add_ingress_rule(sg, _port(low, high), f"Lustre {ports} between file system interfaces")
             sg.add_egress_rule(sg, _port(low, high), f"Lustre {ports} between file system interfaces")
+        # The clients' rules are resources of their own, not inline in the group: the group, and so the file
+        # system, then need nothing from the clients' side, and the file system is created alongside the EKS
+        # cluster whose security group is the client; these rules follow the cluster. At creation FSx checks
+        # that the groups permit Lustre LNET traffic on port 988 (FSx for Lustre User Guide, "Creating an FSx
+        # for Lustre file system fails"), which the rules among the file system's own interfaces above do. Not retained with the group: a retained rule naming the
+        # cluster's security group would keep EKS from deleting that group.
+        self.client_rules: list[ec2.CfnSecurityGroupIngress | ec2.CfnSecurityGroupEgress] = []
         for i, client in enumerate(client_security_group_ids):
-            peer = ec2.Peer.security_group_id(client)
             for low, high in LUSTRE_PORTS:
                 ports = _ports_text(low, high)
-                sg.add_ingress_rule(peer, _port(low, high), f"Lustre {ports} from cluster nodes")
-                sg.add_egress_rule(peer, _port(low, high), f"Lustre {ports} to cluster nodes")
+                self.client_rules.append(ec2.CfnSecurityGroupIngress(
+                    self, f"FromClient{i}Port{low}", group_id=sg.security_group_id, source_security_group_id=client,
+                    ip_protocol="tcp", from_port=low, to_port=high, description=f"Lustre {ports} from cluster nodes",
+                ))
+                self.client_rules.append(ec2.CfnSecurityGroupEgress(
+                    self, f"ToClient{i}Port{low}", group_id=sg.security_group_id,
+                    destination_security_group_id=client, ip_protocol="tcp", from_port=low, to_port=high,
+                    description=f"Lustre {ports} to cluster nodes",
+                ))
                 # The client's group must admit the file system's servers too.
                 ec2.CfnSecurityGroupIngress(
                     self,

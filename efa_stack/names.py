@@ -135,13 +135,14 @@ def _tag_chars_ok(text: str) -> bool:
 
 
 # --- Derivations -----------------------------------------------------------------------------------------
-STACK_SUFFIXES = ("network", "cluster", "storage")
+STACK_SUFFIXES = ("cluster",)
+"""The app's one stack per cluster, ``<name>-cluster`` (stacks/compose.py)."""
 MPI_WORKER_SUFFIX = "-worker-"
 MPI_LAUNCHER_SUFFIX = "-launcher"
 
 
 def stack_name(cluster: str, part: str) -> str:
-    """The CloudFormation stack ``<cluster>-network|cluster|storage``."""
+    """The CloudFormation stack ``<cluster>-cluster``."""
     if part not in STACK_SUFFIXES:
         raise ValueError(f"unknown stack {part!r}; one of {', '.join(STACK_SUFFIXES)}")
     return f"{cluster}-{part}"

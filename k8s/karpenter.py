@@ -42,7 +42,7 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 CLUSTER_SECURITY_GROUP_TAG = "aws:eks:cluster-name"
 """EKS tags the cluster security group it creates ``aws:eks:cluster-name: <cluster>`` (EKS User Guide, "View Amazon EKS
 security group requirements for clusters", default cluster security group tags); the EC2NodeClass selects it by that
-tag, beside the EFA security group the network stack tags with :data:`efa_stack.contract.KARPENTER_DISCOVERY_TAG`."""
+tag, beside the EFA security group the stack's network tags with :data:`efa_stack.contract.KARPENTER_DISCOVERY_TAG`."""
 ROOT_DEVICE = "/dev/xvda"
 """The root device of the AL2023 AMIs (aws/karpenter-provider-aws@v1.14.1 pkg/providers/amifamily/al2023.go
 ``EphemeralBlockDevice``), the one a node group's launch template sizes too."""
@@ -83,7 +83,7 @@ def node_class_spec(pool: KarpenterPoolPlan, plan: KarpenterPlan, node_role: str
     (:func:`efa_stack.planning.layout.interface_layout`); ``userData`` the same document as the launch template's
     (:func:`efa_stack.planning.user_data.node_user_data`: hugepages, Lustre client, the kubelet's NodeConfig), which
     Karpenter places after its own NodeConfig in a MIME archive (concepts/nodeclasses.md "spec.userData", AL2023).
-    ``subnet_ids``: an existing VPC's private subnets of the pool's zone; none: the network stack's private subnets
+    ``subnet_ids``: an existing VPC's private subnets of the pool's zone; none: the stack's own private subnets
     by their discovery tag (the NodePool's zone requirement picks the pool's).
     """
     g = pool.group

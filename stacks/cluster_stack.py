@@ -24,7 +24,7 @@ from efa_stack import contract, names
 from efa_stack.planning.addons import CLOUDWATCH_OBSERVABILITY, POD_IDENTITY_AGENT, VPC_CNI, AddonPlan
 from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.planning.plan import ClusterPlan
-from stacks.network_stack import NetworkStack
+from stacks.network_stack import ClusterNetwork
 
 CRD_ESTABLISHED_JSONPATH = '.status.conditions[?(@.reason=="InitialNamesAccepted")].status'
 """Yields "True" once the CRD is Established and nothing before. The kubectl handler returns as soon as its
@@ -164,13 +164,12 @@ class ClusterStack(Stack):
         id: str,
         *,
         plan: ClusterPlan,
-        network: NetworkStack,
         charts: Sequence[cdk8s.Chart] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
         self.plan = plan
-        self.network = network
+        self.network = network = ClusterNetwork(self, "Network", plan=plan)
         if plan.kubernetes_version not in KUBECTL_LAYERS:
             raise ValueError(
                 f"no kubectl layer for Kubernetes {plan.kubernetes_version}; "
@@ -184,9 +183,8 @@ class ClusterStack(Stack):
             "Cluster",
             cluster_name=names.eks_cluster_name(plan.name),
             version=eks.KubernetesVersion.of(plan.kubernetes_version),
-            vpc=network.vpc,
-            vpc_subnets=[ec2.SubnetSelection(subnets=network.private_subnets)] if plan.existing_vpc else
-            [ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
+            vpc=self._vpc_for_cluster(),
+            vpc_subnets=[ec2.SubnetSelection(subnets=network.private_subnets)],
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             default_capacity=0,
             kubectl_provider_options=eks.KubectlProviderOptions(
@@ -205,6 +203,8 @@ class ClusterStack(Stack):
         # Pinned logical ids: a new id would replace the cluster (and with it every workload on it).
         self.secrets_key.node.default_child.override_logical_id("ClusterSecretsKey")
         self.cluster.node.default_child.override_logical_id("EksCluster")
+        if self.cluster.kubectl_provider is not None:  # its functions run in the VPC (see _vpc_for_cluster)
+            self.cluster.kubectl_provider.node.add_dependency(network)
         if plan.log_retention_days is not None and plan.log_types:
             # EKS writes to /aws/eks/<cluster>/cluster and creates the group if it is missing; created first
             # here, it carries eksctl's cloudWatch.clusterLogging.logRetentionInDays.
@@ -326,6 +326,8 @@ class ClusterStack(Stack):
                 # The CNI must support efa-only interfaces before EFA nodes join, and aws-node gets its
                 # role through EKS Pod Identity, so the agent must run before the nodes need it.
                 node_group.nodegroup.node.add_dependency(self.vpc_cni)
+                # Nodes bootstrap over the NAT gateways' routes and the VPC endpoints (see _vpc_for_cluster).
+                node_group.nodegroup.node.add_dependency(network)
                 node_group.nodegroup.node.add_dependency(self.pod_identity_agent)
                 for addon_plan in plan.addons:
                     if addon_plan.node_dependency and addon_plan.name in self.addons:
@@ -341,6 +343,27 @@ class ClusterStack(Stack):
                 build_args=plan.training_image.build_args,
             ))
         self.manifests = self.add_kubernetes_charts(charts)
+
+    def _vpc_for_cluster(self) -> ec2.IVpc:
+        """The VPC the EKS cluster resource is given: for a VPC of the stack's own, a view of it by id.
+
+        With private endpoint access aws-cdk-lib 2.275 aws-eks-v2 (lib/cluster.ts) makes the cluster resource
+        depend on every resource of the VPC construct it is given, NAT gateways, routes and interface endpoints
+        included, which only what runs in the VPC needs: the kubectl provider's functions and the nodes. Given
+        a view of the same VPC (its id and private subnets), the cluster waits for its subnets and security
+        groups only and is created alongside the NAT gateways and endpoints (docs/design/deploy-model.md); the
+        kubectl provider and every node group depend on the whole network instead, which also keeps the
+        network until they are deleted. An existing VPC is already such a view."""
+        network = self.network
+        if self.plan.existing_vpc is not None:
+            return network.vpc
+        subnets = network.private_subnets
+        return ec2.Vpc.from_vpc_attributes(
+            self, "ClusterVpcView", vpc_id=network.vpc.vpc_id, vpc_cidr_block=network.vpc.vpc_cidr_block,
+            availability_zones=[s.availability_zone for s in subnets],
+            private_subnet_ids=[s.subnet_id for s in subnets],
+            private_subnet_route_table_ids=[s.route_table.route_table_id for s in subnets],
+        )
 
     def _karpenter(self, plan: ClusterPlan) -> KarpenterController | None:
         """Karpenter's controller for the plan's pools (:mod:`aws_constructs.karpenter`), or None without pools. The

@@ -1,4 +1,7 @@
-"""Compose the stacks of one cluster plan into a CDK app."""
+"""Compose the stack of one cluster plan into a CDK app: one stack, ``<name>-cluster``, with the network, the EKS
+cluster, its node groups and charts, and the storage (CloudFormation creates what does not depend on each other
+in parallel within a stack, and starts a stack only after the stacks it imports from are complete:
+docs/design/deploy-model.md)."""
 
 from __future__ import annotations
 
@@ -13,8 +16,8 @@ from efa_stack import contract, names
 from efa_stack.checks.nag_pack import EfaStackChecks
 from efa_stack.planning.plan import ClusterPlan
 from stacks.cluster_stack import ClusterStack
-from stacks.network_stack import NetworkStack
-from stacks.storage_stack import StorageStack
+from stacks.network_stack import ClusterNetwork
+from stacks.storage_stack import ClusterStorage
 
 if TYPE_CHECKING:
     import cdk8s
@@ -22,13 +25,18 @@ if TYPE_CHECKING:
 
 @dataclass
 class ClusterStacks:
-    network: NetworkStack
     cluster: ClusterStack
-    storage: StorageStack | None = None
+    storage: ClusterStorage | None = None
+    """The storage construct in the cluster stack (with a ``storage`` section)."""
+
+    @property
+    def network(self) -> ClusterNetwork:
+        return self.cluster.network
 
     @property
     def all(self) -> list:
-        return [s for s in (self.network, self.cluster, self.storage) if s is not None]
+        """Every stack of the app (one)."""
+        return [self.cluster]
 
 
 def build(
@@ -51,21 +59,17 @@ def build(
     if nag:
         Validations.of(app).add_plugins(AwsSolutionsChecks(app), EfaStackChecks(app))
     env = Environment(account=account, region=plan.region)
-    network = NetworkStack(
-        app, names.stack_name(plan.name, "network"), plan=plan, env=env,
-        description=f"efa-stack {plan.name}: VPC, subnets, endpoints and the EFA security group",
-    )
     cluster = ClusterStack(
-        app, names.stack_name(plan.name, "cluster"), plan=plan, network=network, charts=charts, env=env,
-        description=f"efa-stack {plan.name}: EKS cluster, add-ons and node groups",
+        app, names.stack_name(plan.name, "cluster"), plan=plan, charts=charts, env=env,
+        description=f"efa-stack {plan.name}: VPC and EFA security group, EKS cluster, add-ons, node groups and charts"
+        + (", FSx for Lustre (retained on delete) with its CSI driver and volume" if plan.storage is not None else ""),
     )
     storage = None
     if plan.storage is not None:
-        storage = StorageStack(
-            app, names.stack_name(plan.name, "storage"), plan=plan, network=network, cluster=cluster,
-            storage=plan.storage, env=env,
+        storage = ClusterStorage(
+            cluster, "Storage", plan=plan, network=cluster.network, cluster=cluster, storage=plan.storage,
         )
-    stacks = ClusterStacks(network=network, cluster=cluster, storage=storage)
+    stacks = ClusterStacks(cluster=cluster, storage=storage)
     for stack in stacks.all:
         Tags.of(stack).add(contract.TAG_CLUSTER, plan.name)
         for k, v in sorted(plan.tags.items()):

@@ -1,10 +1,12 @@
-"""The network stack: VPC and EFA security group. Long-lived; changes rarely."""
+"""The cluster's network: VPC (or an existing one) and the EFA security group, in the cluster stack.
+
+It lives in the cluster's own stack, not a stack of its own: CloudFormation starts a stack only once the stacks
+it imports from are complete, so a network stack would hold the EKS cluster back until its NAT gateways, routes
+and endpoints exist, which only the nodes need. In one stack the cluster waits for its subnets and groups alone
+(docs/design/deploy-model.md)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
@@ -13,9 +15,9 @@ from efa_stack.planning.limits import subnet_plan
 from efa_stack.planning.plan import ClusterPlan
 
 
-class NetworkStack(Stack):
-    def __init__(self, scope: Construct, id: str, *, plan: ClusterPlan, **kwargs: Any) -> None:
-        super().__init__(scope, id, **kwargs)
+class ClusterNetwork(Construct):
+    def __init__(self, scope: Construct, id: str, *, plan: ClusterPlan) -> None:
+        super().__init__(scope, id)
         self.plan = plan
         self.network: EfaVpc | ExistingVpc
         if plan.existing_vpc is not None:  # eksctl vpc.id/vpc.subnets: use them, create no VPC

@@ -1,8 +1,10 @@
-"""The storage stack: FSx for Lustre for training data, the FSx CSI driver and the volume for jobs.
+"""The cluster's storage: FSx for Lustre for training data, the FSx CSI driver and the volume for jobs.
 
-Holds data, so the file system and its S3 link are retained when the stack is deleted or a change would
-replace them (:mod:`aws_constructs.fsx`). It also installs the ``aws-fsx-csi-driver`` add-on with its Pod
-Identity role and applies the volume, claim and optional StorageClass (docs/design/storage.md).
+Part of the cluster stack, so that the file system (which needs only the network) is created alongside the EKS
+cluster rather than after it (docs/design/deploy-model.md). Holds data, so the file system and its S3 link are
+retained when the stack is deleted or a change would replace them (:mod:`aws_constructs.fsx`). It also installs
+the ``aws-fsx-csi-driver`` add-on with its Pod Identity role and applies the volume, claim and optional
+StorageClass (docs/design/storage.md).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from efa_stack.planning.plan import ClusterPlan
 from efa_stack.planning.storage import StoragePlan
 from k8s.storage import StaticVolumeProps, StorageClassProps, storage_manifests
 from stacks.cluster_stack import ClusterStack, apply_addon_settings
-from stacks.network_stack import NetworkStack
+from stacks.network_stack import ClusterNetwork
 
 FSX_CSI_ADDON = "aws-fsx-csi-driver"
 FSX_CSI_CONTROLLER_SA = "fsx-csi-controller-sa"
@@ -39,23 +41,18 @@ FSX_SERVICE_LINKED_ROLE = "aws-service-role/fsx.amazonaws.com/AWSServiceRoleForA
 FSX_CSI_CONFIGURATION: dict[str, Any] | None = None
 
 
-class StorageStack(Stack):
+class ClusterStorage(Construct):
     def __init__(
         self,
         scope: Construct,
         id: str,
         *,
         plan: ClusterPlan,
-        network: NetworkStack,
+        network: ClusterNetwork,
         cluster: ClusterStack,
         storage: StoragePlan,
-        **kwargs: Any,
     ) -> None:
-        kwargs.setdefault(
-            "description",
-            f"efa-stack {plan.name}: FSx for Lustre (retained on delete), FSx CSI driver, volume for jobs",
-        )
-        super().__init__(scope, id, **kwargs)
+        super().__init__(scope, id)
         self.plan = plan
         self.storage = storage
         cluster_sg = cluster.cluster.cluster_security_group_id
@@ -120,9 +117,15 @@ class StorageStack(Stack):
         if self.lustre.association is not None:
             # Jobs that start right after the deploy see the imported listing.
             self.volume_manifest.node.add_dependency(self.lustre.association)
-        CfnOutput(self, "FileSystemId", value=self.lustre.file_system_id, description="FSx for Lustre file system id")
-        CfnOutput(self, "MountName", value=self.lustre.mount_name, description="Lustre mount name")
-        CfnOutput(self, "DnsName", value=self.lustre.dns_name, description="File system DNS name")
+        # Pods mount the volume once the deploy is done: the nodes' Lustre rules are in place by then.
+        for rule in self.lustre.security_group.client_rules:
+            self.volume_manifest.node.add_dependency(rule)
+        for output_id, value, description in (
+            ("FileSystemId", self.lustre.file_system_id, "FSx for Lustre file system id"),
+            ("MountName", self.lustre.mount_name, "Lustre mount name"),
+            ("DnsName", self.lustre.dns_name, "File system DNS name"),
+        ):
+            CfnOutput(self, output_id, value=value, description=description).override_logical_id(output_id)
 
     @property
     def mount_path(self) -> str:
@@ -135,7 +138,7 @@ class StorageStack(Stack):
 
     def _nag_arn(self, arn: str) -> str:
         """``arn`` as cdk-nag names it in a finding (pseudo parameters as ``<AWS::...>``)."""
-        resolved = self.resolve(arn)
+        resolved = Stack.of(self).resolve(arn)
         if isinstance(resolved, str):
             return resolved
         parts = resolved["Fn::Join"][1]
@@ -159,7 +162,7 @@ class StorageStack(Stack):
         role.add_to_policy(iam.PolicyStatement(
             sid="DescribeFileSystems", actions=["fsx:DescribeFileSystems"], resources=["*"],
         ))
-        file_systems = self.format_arn(service="fsx", resource="file-system", resource_name="*")
+        file_systems = Stack.of(self).format_arn(service="fsx", resource="file-system", resource_name="*")
         if self.storage.dynamic_provisioning:
             role.add_to_policy(iam.PolicyStatement(
                 sid="CreateDriverFileSystems",
@@ -176,7 +179,7 @@ class StorageStack(Stack):
             role.add_to_policy(iam.PolicyStatement(
                 sid="FsxServiceLinkedRole",
                 actions=["iam:CreateServiceLinkedRole"],
-                resources=[self.format_arn(service="iam", region="", resource="role", resource_name=FSX_SERVICE_LINKED_ROLE)],
+                resources=[Stack.of(self).format_arn(service="iam", region="", resource="role", resource_name=FSX_SERVICE_LINKED_ROLE)],
                 conditions={"StringLike": {"iam:AWSServiceName": "fsx.amazonaws.com"}},
             ))
         policy = role.node.find_child("DefaultPolicy")

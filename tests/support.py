@@ -58,6 +58,13 @@ class Synthesized:
     outdir: Path
 
     def template(self, which: str) -> dict:
+        """The template of stack ``which`` (``cluster``), or of the ``network`` or ``storage`` part of the cluster
+        stack: the resources and outputs of that construct (stacks.compose.ClusterStacks), as a template."""
+        if which in ("network", "storage"):
+            part = self.stacks.network if which == "network" else self.stacks.storage
+            if part is None:
+                raise KeyError(f"{self.plan.name} has no {which}")
+            return construct_template(part, self.templates[f"{self.plan.name}-cluster"])
         return self.templates[f"{self.plan.name}-{which}"]
 
     def assertions(self, which: str):
@@ -67,6 +74,18 @@ class Synthesized:
 
     def resources(self, which: str, type_: str) -> dict[str, dict]:
         return {k: v for k, v in self.template(which)["Resources"].items() if v["Type"] == type_}
+
+
+def construct_template(construct: Any, template: dict) -> dict:
+    """The resources and outputs of ``template`` that ``construct`` (a part of its stack) made."""
+    from aws_cdk import CfnElement, Stack
+
+    stack = Stack.of(construct)
+    ids = {stack.resolve(c.logical_id) for c in construct.node.find_all() if isinstance(c, CfnElement)}
+    return {
+        key: {k: v for k, v in template.get(key, {}).items() if k in ids}
+        for key in ("Resources", "Outputs") if key in template
+    }
 
 
 ACKNOWLEDGED_WARNINGS: dict[str, str] = {}
@@ -254,7 +273,7 @@ def structural_problems(text: str) -> list[Problem]:
 GOLDEN_K8S = GOLDEN / "k8s"
 CRD_FILE = ROOT / "k8s" / "crds" / "mpijob.yaml"
 
-GOLDEN_SPECS = ("default", "eksctl-efa-cluster", "p4d", "p5en", "p6-b200", "trn2")
+GOLDEN_SPECS = ("default", "eksctl-efa-cluster", "karpenter-p5", "p4d", "p5en", "p6-b200", "tas-p5", "trn2")
 """Specs whose rendered manifests are kept as golden files (tests/golden/k8s/<cluster name>/)."""
 
 KUBECTL_HANDLER_LIMIT = 262_144

@@ -74,7 +74,7 @@ def test_app_synthesizes_spec_from_context_and_prints_summary(tmp_path, monkeypa
     (charts,) = applied
     assert [c.node.id for c in charts] == [c.node.id for c in calls[0].node.children]
     names = sorted(p.name for p in (tmp_path / "out").glob("*.template.json"))
-    assert names == ["my-efa-cluster-cluster.template.json", "my-efa-cluster-network.template.json"]
+    assert names == ["my-efa-cluster-cluster.template.json"]
     assert "my-efa-ng: p5.48xlarge in us-west-2a, 1/2/3 nodes" in stderr
     assert "8 GPU + 32 EFA per node" in stderr
     assert "1 ENA + 32 efa-only on 32 cards" in stderr

@@ -1,9 +1,11 @@
 """Proof: every object validates against the Kubernetes schema of the cluster's version, every MPIJob
-against our structural CRD, and every chart fits CDK's kubectl-handler manifest limit."""
+against our structural CRD, every Kueue, Karpenter and Trainer object against its upstream CRD, and every chart fits
+CDK's kubectl-handler manifest limit."""
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from typing import Any
 
@@ -31,8 +33,31 @@ OPERATOR_RESTART_POLICIES = ("Never", "OnFailure")
 OPERATOR_CLEAN_POD_POLICIES = ("None", "Running", "All")
 
 
+@functools.cache
+def _vendored_schemas() -> dict[tuple[str, str], dict[str, Any]]:
+    """(apiVersion, kind) -> the served schema of the vendored Kueue and Karpenter CRDs (k8s/crds/) and of the
+    Kubeflow Trainer CRDs its Helm chart installs (tests/fixtures/upstream/, provenance in SOURCES.md)."""
+    import yaml
+
+    from k8s import karpenter, kueue
+    from tests.support import ROOT
+
+    trainer = [yaml.safe_load((ROOT / "tests" / "fixtures" / "upstream" / f"trainer.kubeflow.org_{n}.yaml").read_text())
+               for n in ("clustertrainingruntimes", "trainjobs")]
+    schemas = {}
+    for d in [*kueue.crd_documents(), *karpenter.crd_documents(), *trainer]:
+        group, kind = d["spec"]["group"], d["spec"]["names"]["kind"]
+        for v in d["spec"]["versions"]:
+            if v.get("served"):
+                schemas[(f"{group}/{v['name']}", kind)] = v["schema"]["openAPIV3Schema"]
+    return schemas
+
+
 def _validate_k8s(obj: dict[str, Any], version: str) -> None:
-    if obj["kind"] == "MPIJob":
+    vendored = _vendored_schemas().get((obj["apiVersion"], obj["kind"]))
+    if vendored is not None:  # a Kueue or Karpenter object: its CRD's schema (the real server: test_apiserver.py)
+        jsonschema.validate(obj, vendored)
+    elif obj["kind"] == "MPIJob":
         jsonschema.validate(obj, crd_schema())
         # the pod templates the CRD keeps as-is are validated as what they are: PodTemplates
         for role, replica in obj["spec"]["mpiReplicaSpecs"].items():

@@ -96,7 +96,7 @@ def test_tag_rules():
 
 
 def test_derivations():
-    assert [names.stack_name("c", p) for p in names.STACK_SUFFIXES] == ["c-network", "c-cluster", "c-storage"]
+    assert [names.stack_name("c", p) for p in names.STACK_SUFFIXES] == ["c-cluster"]
     assert names.nccl_job_name("P5") == "nccl-tests-p5"
     assert names.mpi_worker_pod_name("j", 3) == "j-worker-3"
     assert names.mpi_launcher_job_name("j") == "j-launcher"

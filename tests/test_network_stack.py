@@ -51,7 +51,7 @@ def json_text(obj) -> str:
 
 def test_efa_security_group_allows_all_traffic_to_and_from_itself_only(default_synth):
     groups = default_synth.resources("network", "AWS::EC2::SecurityGroup")
-    (efa_id,) = [k for k in groups if k.startswith("EfaSecurityGroup")]
+    (efa_id,) = [k for k in groups if "EfaSecurityGroup" in k]
     props = groups[efa_id]["Properties"]
     # allow_all_outbound=False leaves CDK's placeholder rule, which matches no traffic
     assert props["SecurityGroupEgress"] == [
@@ -148,3 +148,18 @@ def test_fails_private_subnet_too_small_for_the_nodes_interfaces():
         build_plan(parse_spec(network_spec(20, 6, max_size=40, layout="legacy"), source="t.yaml"), source="t.yaml")
     (problem,) = [p for p in info.value.problems if p.field == "vpc.cidr"]
     assert "us-east-1a" in problem.message and "maxSize" in problem.message
+
+
+@pytest.mark.parametrize(("zones", "nat", "endpoints"), [(2, "Single", True), (3, "HighlyAvailable", False)])
+def test_network_resource_count_matches_the_template(zones, nat, endpoints):
+    """planning.limits counts the network's resources in the cluster stack before CloudFormation does."""
+    from efa_stack.planning.limits import network_resource_count
+    from tests.support import BASE, synth_text
+
+    azs = ["us-west-2a", "us-west-2b", "us-west-2c"][:zones]
+    text = BASE.replace("availabilityZones: [us-west-2a, us-west-2b]", f"availabilityZones: [{', '.join(azs)}]")
+    text += f"vpc: {{nat: {{gateway: {nat}}}, interfaceEndpoints: {str(endpoints).lower()}}}\n"
+    s = synth_text(text)
+    assert len(s.plan.availability_zones) == zones
+    count = len(s.template("network")["Resources"])
+    assert count == network_resource_count(zones, s.plan.nat_gateways, endpoints, existing_vpc=False)

@@ -255,26 +255,21 @@ def test_cdk_nag_runs_on_every_synth_and_fails_on_a_finding():
 # --- both packs are wired into the app stacks/compose.py builds -----------------------------------------
 
 def _tiny_stacks(monkeypatch):
-    """Replace the network and cluster stacks with tiny ones that break an AwsSolutions rule (EC23:
-    SSH from anywhere) and a project rule (EFA1), so build() is exercised without a full synth."""
+    """Replace the cluster stack with a tiny one that breaks an AwsSolutions rule (EC23: SSH from anywhere) and a
+    project rule (EFA1), so build() is exercised without a full synth."""
     from aws_cdk import Stack
     from aws_cdk import aws_ec2 as ec2
 
     import stacks.compose as app_module
 
-    def network(scope, id_, *, plan, env, description=None):
+    def cluster(scope, id_, *, plan, env, charts=None, description=None):
         stack = Stack(scope, id_, env=env)
         vpc = ec2.Vpc(stack, "Vpc", availability_zones=list(plan.availability_zones), nat_gateways=0,
                       subnet_configuration=[ec2.SubnetConfiguration(name="p", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)])
         ec2.SecurityGroup(stack, "Ssh", vpc=vpc).add_ingress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(22))
-        return stack
-
-    def cluster(scope, id_, *, plan, network, env, charts=None, description=None):
-        stack = Stack(scope, id_, env=env)
         _launch_template(stack, "Lt", ["sg-0123456789abcdef0"], placement=ec2.CfnLaunchTemplate.PlacementProperty(group_name="pg"))
         return stack
 
-    monkeypatch.setattr(app_module, "NetworkStack", network)
     monkeypatch.setattr(app_module, "ClusterStack", cluster)
 
 
@@ -319,7 +314,7 @@ def test_project_rules_catch_a_missing_efa_group(default_synth):
 
 def test_project_rules_catch_an_open_efa_group(default_synth):
     templates = copy.deepcopy(default_synth.templates)
-    resources = templates[f"{default_synth.plan.name}-network"]["Resources"]
+    resources = templates[f"{default_synth.plan.name}-cluster"]["Resources"]
     sg = next(k for k, v in resources.items() if v["Type"] == "AWS::EC2::SecurityGroup"
               and v["Properties"].get("GroupDescription", "").startswith("EFA"))
     resources[sg]["Properties"]["SecurityGroupIngress"] = [{"CidrIp": "0.0.0.0/0", "IpProtocol": "-1"}]

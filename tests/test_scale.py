@@ -134,14 +134,15 @@ def test_fails_a_node_count_above_what_the_quota_can_hold():
 
 
 def test_split_parts_are_counted_against_the_stack_size():
-    from efa_stack.planning.limits import CLUSTER_STACK_FIXED_RESOURCES, count_cluster_resources
+    from efa_stack.planning.limits import CLUSTER_STACK_FIXED_RESOURCES, count_cluster_resources, network_resource_count
 
     s = synth_spec(str(SCALE))
     actual = len(s.template("cluster")["Resources"])
     groups = s.plan.all_node_groups
-    bound = count_cluster_resources([g.placement_group for g in groups], [len(g.parts) for g in groups])
+    network = network_resource_count(2, s.plan.nat_gateways, s.plan.interface_endpoints, existing_vpc=False)
+    bound = count_cluster_resources([g.placement_group for g in groups], [len(g.parts) for g in groups], network=network)
     assert actual <= bound < CFN_MAX_RESOURCES
-    assert bound - CLUSTER_STACK_FIXED_RESOURCES == 2 * (1 + 3) + 1
+    assert bound - CLUSTER_STACK_FIXED_RESOURCES - network == 2 * (1 + 3) + 1
 
 
 def test_parts_names_combine_as_expected():

@@ -3,8 +3,8 @@ security group and S3 link, the CSI driver's add-on and IAM, and the PV/PVC the 
 
 Two specs are synthesized once each per session: ``clusters/fsx.yaml`` (PERSISTENT_2, S3 linked
 through a data repository association, dynamic provisioning on) and a SCRATCH_2 variant (S3 linked
-through ImportPath, static volume only). Until ``stacks.compose.build`` creates the storage stack itself,
-:func:`synth_storage` adds it to the app that ``build`` returns.
+through ImportPath, static volume only). The storage is a part of the cluster stack; ``template("storage")``
+is that part's resources (tests/support.py).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def with_storage(section: str) -> str:
 
 
 def synth_storage(path: str) -> Synthesized:
-    """Synthesize ``path``; build() creates the storage stack for a spec with a storage section."""
+    """Synthesize ``path``; build() adds the storage to the cluster stack for a spec with a storage section."""
     synth = synth_spec(path)
     assert synth.stacks.storage is not None, f"{path} has no storage section"
     return synth
@@ -387,11 +387,11 @@ def test_routine_changes_never_replace_the_file_system():
     }
 
 
-# --- the storage stack: file system ------------------------------------------------------------
+# --- the storage part: file system -------------------------------------------------------------
 
 
-def private_subnet_export(s: Synthesized, az: str) -> str:
-    """The network stack's export of the private subnet in ``az``."""
+def private_subnet_id(s: Synthesized, az: str) -> str:
+    """The logical id of the network's private subnet in ``az``."""
     net = s.template("network")["Resources"]
     (lid,) = [
         k for k, v in net.items()
@@ -403,7 +403,7 @@ def private_subnet_export(s: Synthesized, az: str) -> str:
 def test_file_system_in_the_gpu_groups_private_subnet(fsx):
     _, res = only(fsx, "AWS::FSx::FileSystem")
     (subnet,) = res["Properties"]["SubnetIds"]
-    assert private_subnet_export(fsx, "us-west-2a") in subnet["Fn::ImportValue"]
+    assert subnet == {"Ref": private_subnet_id(fsx, "us-west-2a")}
     assert res["Properties"]["SecurityGroupIds"] == [{"Fn::GetAtt": [SECURITY_GROUP_LOGICAL_ID, "GroupId"]}]
 
 
@@ -429,20 +429,31 @@ def test_file_system_properties_from_the_spec(fsx):
 
 
 def test_file_system_and_what_it_needs_are_retained(fsx):
-    """The storage stack can be deleted (or the file system replaced) without deleting the data."""
+    """The stack can be deleted (or the file system replaced) without deleting the data."""
     res = fsx.template("storage")["Resources"]
     fs = res[FILE_SYSTEM_LOGICAL_ID]
     assert fs["Type"] == "AWS::FSx::FileSystem"
     assert (fs["DeletionPolicy"], fs["UpdateReplacePolicy"]) == ("Retain", "Retain")
     assert res[ASSOCIATION_LOGICAL_ID]["DeletionPolicy"] == "Retain"
     assert res[SECURITY_GROUP_LOGICAL_ID]["DeletionPolicy"] == "Retain"
+    self_rules, client_rules = _own_rules(fsx)
+    assert len(self_rules) == 4 and all(res[k]["DeletionPolicy"] == "Retain" for k in self_rules)
+    # the rules naming the cluster's security group go with the stack: retained, they would keep EKS from
+    # deleting that group
+    assert len(client_rules) == 4 and all("DeletionPolicy" not in res[k] for k in client_rules)
+
+
+def _own_rules(s: Synthesized) -> tuple[set[str], set[str]]:
+    """The Lustre group's own rules: those among its interfaces, and those with the clients (the nodes)."""
+    res = s.template("storage")["Resources"]
     group = {"Fn::GetAtt": [SECURITY_GROUP_LOGICAL_ID, "GroupId"]}
-    self_rules = [
-        v for v in res.values()
+    own = {
+        k: v["Properties"] for k, v in res.items()
         if v["Type"] in ("AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress")
         and v["Properties"]["GroupId"] == group
-    ]
-    assert len(self_rules) == 4 and all(v["DeletionPolicy"] == "Retain" for v in self_rules)
+    }
+    among = {k for k, p in own.items() if group in (p.get("SourceSecurityGroupId"), p.get("DestinationSecurityGroupId"))}
+    return among, set(own) - among
 
 
 def test_pinned_logical_ids(fsx):
@@ -560,14 +571,32 @@ def test_file_system_waits_for_the_rules_that_let_it_reach_itself(fsx):
     """FSx checks its groups at creation (InvalidNetworkSettings on 988): every rule of the file
     system's own group is created first (aws/aws-parallelcluster#6181)."""
     fs_id, fs = only(fsx, "AWS::FSx::FileSystem")
-    sg_ref = {"Fn::GetAtt": ["LustreSecurityGroup", "GroupId"]}
-    rules = {
-        k for k, v in fsx.template("storage")["Resources"].items()
-        if v["Type"] in ("AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress")
-        and v["Properties"]["GroupId"] == sg_ref
-    }
+    rules, client_rules = _own_rules(fsx)
     assert len(rules) == 4  # 988 and 1018-1023, in and out, with itself
     assert rules <= set(fs.get("DependsOn", [])), fs_id
+    assert not client_rules & set(fs.get("DependsOn", []))
+
+
+def test_file_system_is_created_alongside_the_cluster(fsx):
+    """Nothing the file system needs comes from the EKS cluster: CloudFormation creates both at once (the
+    deploy model: efa_stack.tools.deploy_model), and the volume follows both."""
+    from efa_stack.tools.deploy_model import dependencies
+
+    graph = dependencies(fsx.template("cluster"))
+
+    def needs(start: str) -> set[str]:
+        seen: set[str] = set()
+        todo = [start]
+        while todo:
+            for dep in graph.get(todo.pop(), ()):
+                if dep not in seen:
+                    seen.add(dep)
+                    todo.append(dep)
+        return seen
+
+    assert "EksCluster" not in needs(FILE_SYSTEM_LOGICAL_ID)
+    volume, _ = only(fsx, "Custom::AWSCDK-EKS-KubernetesResource")
+    assert {"EksCluster", FILE_SYSTEM_LOGICAL_ID} <= needs(volume)
 
 
 def statements(s: Synthesized) -> dict[str, dict]:
@@ -640,7 +669,9 @@ def test_no_storage_class_without_dynamic_provisioning(scratch):
 def test_volume_waits_for_the_driver_and_the_s3_link(fsx):
     (res,) = fsx.resources("storage", "Custom::AWSCDK-EKS-KubernetesResource").values()
     addon_id, _ = only(fsx, "AWS::EKS::Addon")
-    assert set(res["DependsOn"]) == {addon_id, ASSOCIATION_LOGICAL_ID}
+    _, client_rules = _own_rules(fsx)
+    (barrier,) = [d for d in res["DependsOn"] if d.startswith("ClusterKubectlReadyBarrier")]  # every manifest's
+    assert set(res["DependsOn"]) == {addon_id, ASSOCIATION_LOGICAL_ID, *client_rules, barrier}
 
 
 def test_stack_exposes_mount_path_and_claim(fsx):
@@ -654,7 +685,7 @@ def test_stack_exposes_mount_path_and_claim(fsx):
 @pytest.mark.parametrize("which", ["fsx", "scratch"])
 def test_storage_template_has_no_cfn_lint_errors(which, request):
     s = request.getfixturevalue(which)
-    matches = lint(s.template("storage"), s.plan.region)
+    matches = lint(s.template("cluster"), s.plan.region)
     errors = [f"{m.rule.id} {m.message}" for m in matches if m.rule.id.startswith("E")]
     assert not errors, "\n".join(errors)
 

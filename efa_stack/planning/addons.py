@@ -74,7 +74,7 @@ class AddonPlan:
     service_account_role_arn: str | None = None
     tags: dict[str, str] = field(hash=False, default_factory=dict)
     created_by: CreatedBy = "cluster"
-    """The stack that creates it (the FSx CSI driver comes with the storage stack)."""
+    """The part of the stack that creates it (the FSx CSI driver comes with the storage)."""
     managed: bool = False
     """efa-stack's own add-on (it keeps the add-on's IAM wiring)."""
     node_dependency: bool = False

@@ -219,7 +219,7 @@ def _per_zone(groups: Sequence[GroupAddresses], zones: Sequence[str]) -> dict[st
 
 
 class AddressedGroup(NamedTuple):
-    """What the address plan reads of a node group (a :class:`NodeGroupPlan` has the same fields)."""
+    """What the address plan reads of a node group (a :class:`~efa_stack.planning.node_groups.NodeGroupPlan` has the same fields)."""
 
     name: str
     instance: InstanceType
@@ -231,7 +231,7 @@ class AddressedGroup(NamedTuple):
 def address_plan(
     cidr: str, zones: Sequence[str], groups: Sequence[Any], user_configuration: str | None,
 ) -> tuple[AddressPlan | None, list[Problem]]:
-    """The private subnets and the addresses ``groups`` (:class:`NodeGroupPlan` or :class:`AddressedGroup`, the
+    """The private subnets and the addresses ``groups`` (:class:`~efa_stack.planning.node_groups.NodeGroupPlan` or :class:`AddressedGroup`, the
     system group included) take.
 
     With the user's VPC CNI settings as given; with none of :data:`CNI_ADDRESS_SETTINGS` set and the CNI's

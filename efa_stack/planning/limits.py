@@ -198,7 +198,7 @@ def validate_quotas(
 
 
 def validate_node_group_count(plan_groups: Sequence, spec_groups: Sequence[str] = ()) -> list[Problem]:
-    """The EKS managed node groups of the planned groups (:attr:`NodeGroupPlan.parts`) plus the system group fit
+    """The EKS managed node groups of the planned groups (:attr:`~efa_stack.planning.node_groups.NodeGroupPlan.parts`) plus the system group fit
     EKS's "Managed node groups per cluster" quota, and every part's name is a valid EKS node group name that no
     other group uses. ``spec_groups``: every ``managedNodeGroups`` name (also of groups that did not plan)."""
     problems: list[Problem] = []
@@ -239,28 +239,65 @@ def validate_node_group_count(plan_groups: Sequence, spec_groups: Sequence[str] 
 RESOURCES_PER_NODE_GROUP = 2
 RESOURCES_PER_NEW_PLACEMENT_GROUP = 1
 CLUSTER_STACK_FIXED_RESOURCES = 40
-"""An upper bound of the cluster stack's resources besides the node groups (cluster, key, roles,
-add-ons, kubectl provider, manifests); the tests check it against every shipped spec."""
+"""An upper bound of the cluster stack's resources besides the node groups, the network and the storage
+(cluster, key, roles, add-ons, kubectl provider, manifests); the tests check it against every shipped spec."""
+
+# The network's resources in the cluster stack (stacks/network_stack.py: aws_constructs.network.EfaVpc, an
+# aws-cdk-lib 2.275 ec2.Vpc, and the EFA security group): a fixed part (VPC, internet gateway and its
+# attachment, flow log with its group and role, S3 gateway endpoint, EFA group and its rules), per zone a public
+# and a private subnet with their route tables, associations and routes, per NAT gateway its address and
+# gateway, and the interface endpoints with their security groups. Measured by synthesizing EfaVpc for 2-4 zones,
+# one or a NAT gateway per zone, with and without interface endpoints; tests/test_network_stack.py checks the
+# count against the synthesized template. With an existing VPC only the EFA group and its rules are created.
+NETWORK_FIXED_RESOURCES = 11
+NETWORK_RESOURCES_PER_ZONE = 8
+NETWORK_RESOURCES_PER_NAT_GATEWAY = 2
+INTERFACE_ENDPOINT_RESOURCES = 10
+EXISTING_VPC_NETWORK_RESOURCES = 3
+STORAGE_RESOURCES = 18
+"""An upper bound of the storage's resources in the cluster stack (stacks/storage_stack.py: file system, its
+security group and rules, S3 link, CSI add-on, role, volume manifest); tests/test_cfn_lint.py checks it."""
+KARPENTER_RESOURCES = 18
+"""The Karpenter controller's resources in the cluster stack, whatever the number of pools
+(aws_constructs/karpenter.py: role and policy, Pod Identity association, interruption queue with its policy and
+five rules, node role with its access entry, Helm release, CRD waits); tests/test_cfn_lint.py checks it."""
 
 
-def count_cluster_resources(new_placement_groups: Iterable[bool], parts: Iterable[int] | None = None) -> int:
+def network_resource_count(zones: int, nat_gateways: int, interface_endpoints: bool, existing_vpc: bool) -> int:
+    """The network's resources in the cluster stack (see :data:`NETWORK_FIXED_RESOURCES`)."""
+    if existing_vpc:
+        return EXISTING_VPC_NETWORK_RESOURCES
+    return (NETWORK_FIXED_RESOURCES + NETWORK_RESOURCES_PER_ZONE * zones + NETWORK_RESOURCES_PER_NAT_GATEWAY * nat_gateways
+            + (INTERFACE_ENDPOINT_RESOURCES if interface_endpoints else 0))
+
+
+def count_cluster_resources(
+    new_placement_groups: Iterable[bool], parts: Iterable[int] | None = None, *, network: int = 0,
+    storage: bool = False, karpenter: bool = False,
+) -> int:
     """Resources of the cluster stack, at most, for node groups that do or do not create a placement group and
-    that become ``parts`` EKS node groups each (one each when None)."""
+    that become ``parts`` EKS node groups each (one each when None), with ``network`` resources of the network
+    (:func:`network_resource_count`), the storage's when ``storage`` and the Karpenter controller's when
+    ``karpenter``."""
     flags = list(new_placement_groups)
     counts = list(parts) if parts is not None else [1] * len(flags)
-    return CLUSTER_STACK_FIXED_RESOURCES + sum(
+    return (CLUSTER_STACK_FIXED_RESOURCES + network + (STORAGE_RESOURCES if storage else 0)
+            + (KARPENTER_RESOURCES if karpenter else 0)) + sum(
         RESOURCES_PER_NODE_GROUP * n + (RESOURCES_PER_NEW_PLACEMENT_GROUP if new else 0)
         for new, n in zip(flags, counts, strict=True)
     )
 
 
-def validate_plan_limits(plan_groups: Sequence) -> list[Problem]:
+def validate_plan_limits(
+    plan_groups: Sequence, *, network: int = 0, storage: bool = False, karpenter: bool = False,
+) -> list[Problem]:
     """The CloudFormation and VPC quota checks above for planned node groups
     (:class:`efa_stack.planning.plan.NodeGroupPlan`) plus the system group (addresses:
     :func:`efa_stack.planning.addressing.address_plan`)."""
     group_names = ["system", *(g.name for g in plan_groups)]
     resources = count_cluster_resources(
-        [False, *(g.placement_group for g in plan_groups)], [1, *(len(g.parts) for g in plan_groups)]
+        [False, *(g.placement_group for g in plan_groups)], [1, *(len(g.parts) for g in plan_groups)],
+        network=network, storage=storage, karpenter=karpenter,
     )
     sgs = [2 if g.efa_enabled else 1 for g in plan_groups]
     return validate_quotas(group_names, resources, sgs)

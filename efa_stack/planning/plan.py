@@ -35,7 +35,12 @@ from efa_stack.planning.karpenter import (
     pool_field,
 )
 from efa_stack.planning.layout import Interface, LayoutError, interface_layout
-from efa_stack.planning.limits import validate_node_group_count, validate_plan_limits, validate_volume
+from efa_stack.planning.limits import (
+    network_resource_count,
+    validate_node_group_count,
+    validate_plan_limits,
+    validate_volume,
+)
 from efa_stack.planning.nccl import NcclJobPlan, nccl_job_plan, node_hugepages_mib, validate_nccl
 from efa_stack.planning.node_extras import capacity_of, node_extras
 from efa_stack.planning.node_groups import NodeGroupPlan, Taint
@@ -141,7 +146,7 @@ class ClusterPlan:
     access_entry_details: tuple[tuple[str, tuple[str, ...], str | None], ...] = ()
     """(type, Kubernetes groups, Kubernetes user name) of each of ``access_entries``, in the same order."""
     existing_vpc: ExistingVpc | None = None
-    """An existing VPC and its subnets (eksctl ``vpc.id``/``vpc.subnets``); None: the network stack creates one."""
+    """An existing VPC and its subnets (eksctl ``vpc.id``/``vpc.subnets``); None: the stack creates one."""
     warnings: tuple[str, ...] = ()
     """Things that work but that the user should know (a Kubernetes version in extended support)."""
     training_jobs: tuple[TrainingJobPlan, ...] = ()
@@ -966,7 +971,10 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         problems.extend(kueue_problems)
     problems.extend(validate_node_group_count(groups, [ng.name for ng in spec.managed_node_groups]))
     if len(set(azs)) >= 2 and existing is None:  # an existing VPC's subnet sizes are not known here
-        problems.extend(validate_plan_limits(groups))
+        problems.extend(validate_plan_limits(groups, network=network_resource_count(
+            len(set(azs)), 1 if spec.vpc.nat.gateway == "Single" else len(azs), spec.vpc.interface_endpoints,
+            existing_vpc=False,
+        ), storage=spec.storage is not None, karpenter=bool(spec.karpenter_node_pools)))
     addresses: AddressPlan | None = None
     if len(set(azs)) >= 2 and existing is None and sys_instance is not None:
         cni = next((a for a in addons if a.name == VPC_CNI), None)

@@ -206,7 +206,7 @@ class S3LinkPlan:
 
 @dataclass(frozen=True)
 class StoragePlan:
-    """Everything the storage stack and the job charts need, derived once from the spec."""
+    """Everything the storage part of the stack and the job charts need, derived once from the spec."""
 
     deployment_type: str
     capacity_gib: int
