@@ -58,6 +58,13 @@ def _documents(file: Path) -> str:
     return json.dumps([d for d in yaml.load_all(file.read_text(), Loader=_SafeLoader) if d])
 
 
+VALIDATING_WEBHOOK_CONFIGURATION = "kueue-validating-webhook-configuration"
+MUTATING_WEBHOOK_CONFIGURATION = "kueue-mutating-webhook-configuration"
+"""The webhook configurations of the release build, into which Kueue's certificate rotator writes its CA
+(kubernetes-sigs/kueue@c3785e5 (v0.19.2) pkg/util/cert/cert.go: ``<base>-validating|mutating-webhook-configuration``
+of the webhook service ``kueue-webhook-service``)."""
+
+
 def crd_documents() -> list[dict[str, Any]]:
     """The vendored Kueue CRDs (a fresh copy per call)."""
     docs: list[dict[str, Any]] = json.loads(_documents(CRD_FILE))

@@ -597,6 +597,9 @@ class ClusterStack(Stack):
             KARPENTER_CRD,
             KARPENTER_POOLS,
             KUBEFLOW_TRAINER,
+            KUEUE,
+            KUEUE_CRD,
+            KUEUE_WORKLOAD_CRD,
             MPI_OPERATOR_CRD,
             TRAINING_JOBS,
             TRAINING_OPERATOR,
@@ -604,6 +607,12 @@ class ClusterStack(Stack):
             TRAINING_RUNTIMES,
         )
 
+        # Kueue's kinds the queues chart applies (and the Workloads Kueue writes for queued jobs), per CRD chart.
+        kueue_crds = {
+            KUEUE_CRD: tuple(f"{p}.{contract.KUEUE_GROUP}" for p in (
+                "topologies", "resourceflavors", "clusterqueues", "localqueues")),
+            KUEUE_WORKLOAD_CRD: (f"workloads.{contract.KUEUE_GROUP}",),
+        }
         # chart id -> (construct id of the wait, CRD name); the MPIJob wait keeps its original id.
         crd_waits = {
             MPI_OPERATOR_CRD: ("CrdEstablished", contract.MPIJOB_CRD_NAME),
@@ -614,7 +623,7 @@ class ClusterStack(Stack):
         self.crd_waits: dict[str, eks.KubernetesObjectValue] = {}
         self.trainer: eks.HelmChart | None = None
         # What a chart that declares another chart as a need waits for: its manifest, or the wait after it.
-        ready: dict[str, Construct] = {}
+        ready: dict[str, list[Construct]] = {}
         trainer_ready: Construct | None = None
         if self.plan.training_operators.trainer:
             trainer_ready = self._install_trainer()
@@ -627,28 +636,30 @@ class ClusterStack(Stack):
             else:
                 manifest = self.cluster.add_cdk8s_chart(chart_id, chart)
             for need in chart.node.dependencies:
-                manifest.node.add_dependency(ready[need.node.id])
+                manifest.node.add_dependency(*ready[need.node.id])
             if trainer_ready is not None and chart_id in (TRAINING_RUNTIMES, TRAINING_JOBS) and (
                 CHART_ORDER[chart_id] > HELM_ORDER[KUBEFLOW_TRAINER]
             ):
                 manifest.node.add_dependency(trainer_ready)
             manifests.append(manifest)
-            ready[chart_id] = manifest
+            ready[chart_id] = [manifest]
             if chart_id in crd_waits:
                 wait_id, crd_name = crd_waits[chart_id]
-                ready[chart_id] = self.crd_waits[crd_name] = self._wait_until_established(manifest, crd_name, wait_id)
+                self.crd_waits[crd_name] = self._wait_until_established(manifest, crd_name, wait_id)
+                ready[chart_id] = [self.crd_waits[crd_name]]
                 if chart_id == MPI_OPERATOR_CRD:
                     self.crd_established = self.crd_waits[crd_name]
             if chart_id == TRAINING_OPERATOR:
-                ready[chart_id] = self._wait_for_training_operator(manifest)
+                ready[chart_id] = [self._wait_for_training_operator(manifest)]
+            if chart_id in kueue_crds:  # the kinds the queues chart and Kueue's own workloads use, Established
+                ready[chart_id] = self._wait_all_established(manifest, kueue_crds[chart_id], "KueueCrdEstablished")
+            if chart_id == KUEUE:
+                ready[chart_id] = [self._wait_for_kueue(manifest)]
             if chart_id == KARPENTER_CRD:
                 from k8s.karpenter import POOL_KIND_CRDS
 
-                wait: Construct = manifest
-                for crd_name in POOL_KIND_CRDS:  # each kind of the pools chart, Established
-                    wait = self.crd_waits[crd_name] = self._wait_until_established(
-                        wait, crd_name, "KarpenterCrdEstablished" + crd_name.split(".")[0].capitalize())
-                ready[chart_id] = wait
+                # each kind of the pools chart, Established
+                ready[chart_id] = self._wait_all_established(manifest, POOL_KIND_CRDS, "KarpenterCrdEstablished")
             controller = getattr(self, "karpenter", None)
             if chart_id == KARPENTER_POOLS and controller is not None:
                 # the EC2NodeClasses name the nodes' role, which must exist before Karpenter resolves them
@@ -732,6 +743,42 @@ class ClusterStack(Stack):
         return self._wait_for_value(
             "TrainingOperatorWebhookCa", available, "validatingwebhookconfiguration", WEBHOOK_CONFIGURATION,
             ".webhooks[0].clientConfig.caBundle",
+        )
+
+    def _wait_all_established(self, crds: Construct, names: Sequence[str], prefix: str) -> list[Construct]:
+        """One wait per CRD of ``names`` (all after the manifest ``crds``, side by side) until it is Established."""
+        waits: list[Construct] = []
+        for name in names:
+            self.crd_waits[name] = self._wait_until_established(crds, name, prefix + name.split(".")[0].capitalize())
+            waits.append(self.crd_waits[name])
+        return waits
+
+    def _wait_for_kueue(self, controller: Construct) -> eks.KubernetesObjectValue:
+        """Waits until Kueue admits its own objects and the queued jobs; returns the last wait.
+
+        Kueue's webhooks fail closed (``failurePolicy: Fail`` in the v0.19.2 release build, k8s/crds/kueue/
+        controller.yaml): every ClusterQueue, LocalQueue, ResourceFlavor and Topology, and every queued MPIJob,
+        TrainJob or PyTorchJob, is refused until the controller serves them. So: the Deployment has an available
+        replica (on a system node), then its certificate rotator has written the CA into both webhook
+        configurations (kubernetes-sigs/kueue@c3785e5 (v0.19.2) pkg/util/cert/cert.go ``buildCertRotatorConfig``:
+        ``kueue-validating-webhook-configuration`` and ``kueue-mutating-webhook-configuration``, from the webhook
+        service ``kueue-webhook-service``; open-policy-agent/cert-controller rotator ``injectCertToWebhook``).
+        """
+        from k8s.kueue import MUTATING_WEBHOOK_CONFIGURATION, VALIDATING_WEBHOOK_CONFIGURATION
+
+        available = self._wait_for_value(
+            "KueueAvailable", controller, "deployment", contract.KUEUE_CONTROLLER, ".status.availableReplicas",
+            minutes=10, namespace=contract.KUEUE_NAMESPACE,
+        )
+        for group in self._system_node_groups():  # a replica becomes available only on a node
+            available.node.add_dependency(group)
+        validating = self._wait_for_value(
+            "KueueValidatingWebhookCa", available, "validatingwebhookconfiguration",
+            VALIDATING_WEBHOOK_CONFIGURATION, ".webhooks[0].clientConfig.caBundle",
+        )
+        return self._wait_for_value(
+            "KueueMutatingWebhookCa", validating, "mutatingwebhookconfiguration",
+            MUTATING_WEBHOOK_CONFIGURATION, ".webhooks[0].clientConfig.caBundle",
         )
 
     def _wait_for_value(

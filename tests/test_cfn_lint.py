@@ -71,6 +71,6 @@ def test_cluster_stack_fits_the_resource_count_the_limit_check_assumes(spec):
     network = network_resource_count(
         len(plan.availability_zones), plan.nat_gateways, plan.interface_endpoints, plan.existing_vpc is not None)
     bound = count_cluster_resources(groups, parts, network=network, storage=plan.storage is not None,
-                                    karpenter=plan.karpenter is not None)
+                                    karpenter=plan.karpenter is not None, kueue=plan.kueue is not None)
     assert actual <= bound
     assert bound - actual <= CLUSTER_STACK_FIXED_RESOURCES  # the bound is near, not a blanket allowance

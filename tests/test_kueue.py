@@ -376,3 +376,45 @@ def test_hostname_level_names_the_lowest_topology_level():
     assert plan.kueue.binding("gpu").pod_annotations == {contract.KUEUE_REQUIRED_TOPOLOGY: "kubernetes.io/hostname"}
     (topology,) = plan.kueue.topologies
     assert topology.levels[-1] == "kubernetes.io/hostname"
+
+
+def test_the_webhook_configurations_the_stack_waits_for_are_the_release_builds():
+    from k8s.kueue import (
+        MUTATING_WEBHOOK_CONFIGURATION,
+        VALIDATING_WEBHOOK_CONFIGURATION,
+        upstream_controller_documents,
+    )
+
+    names = {(d["kind"], d["metadata"]["name"]) for d in upstream_controller_documents()}
+    assert ("ValidatingWebhookConfiguration", VALIDATING_WEBHOOK_CONFIGURATION) in names
+    assert ("MutatingWebhookConfiguration", MUTATING_WEBHOOK_CONFIGURATION) in names
+
+
+def test_cdk_deploy_applies_queues_and_queued_jobs_once_kueue_admits_them():
+    """Kueue's webhooks fail closed: the queues and the queued NCCL job wait for the controller's replica, after
+    the system nodes, and for the CA in both webhook configurations; the queues also for their kinds' CRDs."""
+    from efa_stack.tools.deploy_model import dependencies
+    from tests.support import CLUSTERS, synth_spec
+
+    s = synth_spec(str(CLUSTERS / "tas-p5.yaml"))
+    t = s.template("cluster")
+    graph = dependencies(t)
+
+    def needs(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for dep in graph.get(todo.pop(), ()):
+                if dep not in seen:
+                    seen.add(dep)
+                    todo.append(dep)
+        return seen
+
+    lid = {k: k for k in t["Resources"]}
+    queues = next(k for k in lid if k.startswith("Clusterkueuequeues"))
+    nccl = next(k for k in lid if k.startswith("Clusternccltests"))
+    waits = {k for k in lid if k.startswith(("KueueAvailable", "KueueValidatingWebhookCa", "KueueMutatingWebhookCa"))}
+    crds = {k for k in lid if k.startswith("KueueCrdEstablished")}
+    system = next(k for k, v in t["Resources"].items() if v["Type"] == "AWS::EKS::Nodegroup" and "system" in k)
+    assert len(waits) == 3 and len(crds) == 5
+    assert waits | crds | {system} <= needs(queues)
+    assert waits <= needs(nccl)

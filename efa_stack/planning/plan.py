@@ -974,7 +974,8 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         problems.extend(validate_plan_limits(groups, network=network_resource_count(
             len(set(azs)), 1 if spec.vpc.nat.gateway == "Single" else len(azs), spec.vpc.interface_endpoints,
             existing_vpc=False,
-        ), storage=spec.storage is not None, karpenter=bool(spec.karpenter_node_pools)))
+        ), storage=spec.storage is not None, karpenter=bool(spec.karpenter_node_pools),
+            kueue=spec.scheduling.kueue.enabled))
     addresses: AddressPlan | None = None
     if len(set(azs)) >= 2 and existing is None and sys_instance is not None:
         cni = next((a for a in addons if a.name == VPC_CNI), None)
