@@ -948,3 +948,102 @@ def test_control_plane_tier_eks_does_not_offer_fails():
     (tier, _) = _tier_findings("tier-8xl", [{"tierName": "tier-xl"}, {"tierName": "tier-2xl"}])
     assert tier.status == FAIL
     assert tier.fix == "set controlPlaneScalingConfig.tier to one EKS offers there (tier-2xl, tier-xl), or remove it"
+
+
+# --- Karpenter pools' reservations and the reservations' network topology ------------------------------------
+# EC2 DescribeCapacityReservations and DescribeCapacityReservationTopology in the shape of botocore's ec2 model
+# (CapacityReservations[].CapacityReservationId, NetworkNodes from the top layer down, GroupName), validated by
+# the Stubber; clusters/karpenter-capacity-block.yaml: one static pool of 4 p5en.48xlarge over three blocks.
+BLOCKS = ("cr-0a1b2c3d4e5f60718", "cr-0b2c3d4e5f6071829", "cr-0c3d4e5f607182930")
+
+
+def _blocks_plan() -> ClusterPlan:
+    from efa_stack.planning.plan import plan_from_file
+
+    return plan_from_file(ROOT / "clusters" / "karpenter-capacity-block.yaml")
+
+
+def _block(rid: str, total: int) -> dict:
+    return _reservation(CapacityReservationId=rid, InstanceType="p5en.48xlarge", AvailabilityZone="us-east-1a",
+                        ReservationType="capacity-block", TotalInstanceCount=total, AvailableInstanceCount=total)
+
+
+def _pool_reservation_findings(totals: dict[str, int]) -> list[Finding]:
+    ec2 = _client("ec2")
+    with Stubber(ec2) as stub:
+        stub.add_response("describe_capacity_reservations",
+                          {"CapacityReservations": [_block(r, n) for r, n in totals.items()]},
+                          {"CapacityReservationIds": list(BLOCKS)})
+        return preflight.check_reservations(ec2, _blocks_plan(), now=NOW)
+
+
+def test_pool_blocks_together_hold_its_replicas():
+    findings = _pool_reservation_findings({BLOCKS[0]: 2, BLOCKS[1]: 1, BLOCKS[2]: 1})
+    assert _statuses(findings) == {PASS}
+    assert findings[-1].message == "pool p5en-blocks: 3 reservations hold 4 instances"
+    assert sum("is active" in f.message for f in findings) == 3
+
+
+def test_fails_pool_whose_blocks_hold_fewer_than_its_replicas_or_one_is_missing():
+    findings = _pool_reservation_findings({BLOCKS[0]: 1, BLOCKS[1]: 1})
+    fails = [f.message for f in findings if f.status == FAIL]
+    assert f"Capacity Block {BLOCKS[2]} of pool p5en-blocks does not exist in us-east-1 for this account" in fails
+    assert "the 2 reservations of pool p5en-blocks hold 2 instances but it wants 4 replicas" in fails
+
+
+def _topology_findings(rows: list[dict] | str, plan: ClusterPlan | None = None) -> list[Finding]:
+    plan = plan or _blocks_plan()
+    ids = sorted({*(p for pool in plan.karpenter.pools for p in pool.reservation_ids)} if plan.karpenter else
+                 {g.reservation_id for g in plan.all_node_groups if g.reservation_id})
+    ec2 = _client("ec2")
+    with Stubber(ec2) as stub:
+        if isinstance(rows, str):
+            stub.add_client_error("describe_capacity_reservation_topology", rows, rows,
+                                  expected_params={"CapacityReservationIds": ids})
+        else:
+            stub.add_response("describe_capacity_reservation_topology", {"CapacityReservations": rows},
+                              {"CapacityReservationIds": ids})
+        return preflight.check_reservation_topology(ec2, plan)
+
+
+def _row(rid: str, nodes: list[str], group: str | None = None) -> dict:
+    row = {"CapacityReservationId": rid, "InstanceType": "p5en.48xlarge", "State": "active", "NetworkNodes": nodes,
+           "AvailabilityZone": "us-east-1a"}
+    return {**row, "GroupName": group} if group else row
+
+
+def test_pool_blocks_under_one_top_network_node_pass_with_their_nodes():
+    (f,) = _topology_findings([_row(r, ["nn-top", f"nn-mid-{i}", f"nn-low-{i}"]) for i, r in enumerate(BLOCKS)])
+    assert f.status == PASS and f.subject == "p5en-blocks"
+    assert f"{BLOCKS[0]}: nn-top > nn-mid-0 > nn-low-0" in f.message
+
+
+def test_pool_blocks_under_different_top_network_nodes_warn():
+    rows = [_row(BLOCKS[0], ["nn-a", "nn-1"]), _row(BLOCKS[1], ["nn-a", "nn-2"]), _row(BLOCKS[2], ["nn-b", "nn-3"])]
+    (f,) = _topology_findings(rows)
+    assert f.status == WARN and "2 different top-layer network nodes" in f.message
+    assert "topology: required" in f.fix
+
+
+def test_reservation_without_topology_warns():
+    findings = _topology_findings([_row(BLOCKS[0], ["nn-a"]), _row(BLOCKS[1], ["nn-a"]), _row(BLOCKS[2], [])])
+    assert [(f.status, BLOCKS[2] in f.message) for f in findings] == [(WARN, True), (PASS, False)]
+
+
+def test_node_group_naming_another_placement_group_than_its_reservation_fails():
+    plan = _spec(_group(capacity="{type: reservation, reservationId: cr-0123456789abcdef0}") + "  placementGroup: mine\n")
+    findings = _topology_findings([_row("cr-0123456789abcdef0", ["nn-a"], group="theirs")], plan)
+    (fail,) = [f for f in findings if f.status == FAIL]
+    assert fail.message == "cr-0123456789abcdef0 is in placement group theirs but gpu names placement group mine"
+    assert fail.fix.startswith("set placementGroup: theirs for gpu")
+
+
+def test_topology_api_error_is_a_warning():
+    (f,) = _topology_findings("InternalError")
+    assert f.status == WARN and "describe-capacity-reservation-topology" in f.fix
+
+
+def test_on_demand_plan_asks_no_topology():
+    ec2 = _client("ec2")
+    with Stubber(ec2):  # no call expected: any would fail
+        assert preflight.check_reservation_topology(ec2, _spec(_group())) == []

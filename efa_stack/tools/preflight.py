@@ -662,6 +662,157 @@ def check_reservations(
             ))
             continue
         findings.extend(reservation_findings(g, items[0], now))
+    findings.extend(_pool_reservations(ec2, plan, now))
+    return findings
+
+
+def _pool_reservations(ec2: Any, plan: ClusterPlan, now: datetime) -> list[Finding]:
+    """Each Karpenter pool's ``capacityReservationIds``: every one usable for the pool (as a node group's), and
+    together enough for the pool: a static pool's ``replicas`` must fit, ``maxNodes`` above them is a warning."""
+    findings: list[Finding] = []
+    for pool in plan.karpenter.pools if plan.karpenter is not None else ():
+        if not pool.reservation_ids:
+            continue
+        g, kind = pool.group, _KIND[pool.group.capacity]
+        try:
+            items = _paginate(ec2, "describe_capacity_reservations", "CapacityReservations",
+                              CapacityReservationIds=list(pool.reservation_ids))
+        except ClientError as exc:
+            if not _code(exc).startswith("InvalidCapacityReservationId"):
+                raise
+            items = []
+        found = {r.get("CapacityReservationId"): r for r in items}
+        for rid in pool.reservation_ids:
+            r = found.get(rid)
+            if r is None:
+                findings.append(Finding(
+                    "reservation", FAIL, f"{kind} {rid} of pool {g.name} does not exist in {plan.region} for this account",
+                    f"check the id in capacityReservationIds of pool {g.name} (aws ec2 describe-capacity-reservations "
+                    f"--region {plan.region})", g.name,
+                ))
+                continue
+            findings.extend(f for f in reservation_findings(g, r, now) if not _is_count_finding(f))
+        total = sum(int(r.get("TotalInstanceCount", 0)) for r in found.values())
+        wanted = pool.replicas or 0
+        if total < wanted:
+            findings.append(Finding(
+                "reservation", FAIL,
+                f"the {len(found)} reservations of pool {g.name} hold {total} instances but it wants {wanted} replicas",
+                f"lower replicas of {g.name} to {total} or below, or add reservations to capacityReservationIds", g.name,
+            ))
+        elif pool.max_nodes > total:
+            findings.append(Finding(
+                "reservation", WARN,
+                f"maxNodes {pool.max_nodes} of pool {g.name} exceeds the {total} instances of its reservations; "
+                "Karpenter cannot launch past them", f"set maxNodes of {g.name} to {total}, or reserve more", g.name,
+            ))
+        else:
+            findings.append(Finding(
+                "reservation", PASS, f"pool {g.name}: {len(found)} reservations hold {total} instances", "", g.name,
+            ))
+    return findings
+
+
+def _is_count_finding(f: Finding) -> bool:
+    """A node group's count findings of :func:`reservation_findings` (a pool's are judged over all its blocks)."""
+    return "desiredCapacity" in f.message or "maxSize" in f.message
+
+
+TOPOLOGY_CHECK = "reservation-topology"
+
+
+def _topology_rows(ec2: Any, ids: list[str]) -> list[dict[str, Any]]:
+    """Every DescribeCapacityReservationTopology row for ``ids`` (botocore has no paginator for it: NextToken)."""
+    rows: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"CapacityReservationIds": ids}
+    while True:
+        page = ec2.describe_capacity_reservation_topology(**kwargs)
+        rows.extend(page.get("CapacityReservations", []))
+        if not page.get("NextToken"):
+            return rows
+        kwargs["NextToken"] = page["NextToken"]
+
+
+def _nodes_text(nodes: dict[str, list[str]]) -> str:
+    return "; ".join(f"{rid}: {' > '.join(n)}" for rid, n in sorted(nodes.items()))
+
+
+def check_reservation_topology(ec2: Any, plan: ClusterPlan, *, max_attempts: int | None = None) -> list[Finding]:
+    """Where the reserved capacity sits in the network (EC2 DescribeCapacityReservationTopology, Amazon EC2 User
+    Guide "Amazon EC2 instance topology": ``NetworkNodes`` from the top layer down, hashed per account, empty for
+    instance types without topology or reservations neither active nor pending; ``GroupName``: the placement
+    group the reservation is in).
+
+    Per node group or pool with reservations: the network nodes each reservation sits under; a pool whose
+    reservations (several Capacity Blocks of one type) sit under different top-layer nodes is a warning, since
+    traffic between them crosses the top of the network (keep a job inside one with Kueue's required topology);
+    a node group naming a placement group other than its reservation's is a failure (a reservation's capacity is
+    only in the placement group it was created in). API errors are warnings: the deployment does not depend on it."""
+    owners: dict[str, list[str]] = {}
+    groups: dict[str, NodeGroupPlan] = {}
+    for g in plan.all_node_groups:
+        if g.capacity != contract.ON_DEMAND and g.reservation_id:
+            owners.setdefault(g.name, []).append(g.reservation_id)
+            groups[g.name] = g
+    for pool in plan.karpenter.pools if plan.karpenter is not None else ():
+        if pool.reservation_ids:
+            owners[pool.name] = list(pool.reservation_ids)
+            groups[pool.name] = pool.group
+    ids = sorted({rid for rids in owners.values() for rid in rids})
+    if not ids:
+        return []
+    try:
+        rows = _topology_rows(ec2, ids)
+    except (ClientError, BotoCoreError, NotImplementedError) as exc:
+        abort = abort_for(exc)
+        if abort is not None:
+            raise abort from exc
+        why = api_error_finding(TOPOLOGY_CHECK, exc, max_attempts=max_attempts).message if isinstance(
+            exc, ClientError) else str(exc)
+        return [Finding(
+            TOPOLOGY_CHECK, WARN, f"the topology of the reservations could not be read: {why}",
+            f"check with `aws ec2 describe-capacity-reservation-topology --region {plan.region} "
+            f"--capacity-reservation-ids {' '.join(ids)}`", "",
+        )]
+    by_id = {r.get("CapacityReservationId"): r for r in rows}
+    findings: list[Finding] = []
+    for owner, rids in owners.items():
+        g = groups[owner]
+        nodes = {rid: list((by_id.get(rid) or {}).get("NetworkNodes") or []) for rid in rids}
+        unknown = [rid for rid, n in nodes.items() if not n]
+        if unknown:
+            findings.append(Finding(
+                TOPOLOGY_CHECK, WARN,
+                f"{owner}: EC2 gives no network topology for {', '.join(unknown)} ({g.instance_type} may not support "
+                "it, or the reservation is neither active nor pending)",
+                "nothing to do if the instance type has no topology; otherwise run preflight again once it is active",
+                owner,
+            ))
+        known = {rid: n for rid, n in nodes.items() if n}
+        tops = {n[0] for n in known.values()}
+        if len(tops) > 1:
+            findings.append(Finding(
+                TOPOLOGY_CHECK, WARN,
+                f"{owner}: its reservations sit under {len(tops)} different top-layer network nodes "
+                f"({_nodes_text(known)}); "
+                "a job spread over them crosses the top of the network",
+                "keep each job inside one reservation (scheduling.kueue with topology: required), or reserve "
+                "blocks under one network node", owner,
+            ))
+        elif known:
+            findings.append(Finding(
+                TOPOLOGY_CHECK, PASS,
+                f"{owner}: {len(known)} reservation(s) under network nodes "
+                + _nodes_text(known), "", owner,
+            ))
+        for rid in rids:
+            pg = (by_id.get(rid) or {}).get("GroupName")
+            if pg and g.placement_group_name and pg != g.placement_group_name:
+                findings.append(Finding(
+                    TOPOLOGY_CHECK, FAIL,
+                    f"{rid} is in placement group {pg} but {owner} names placement group {g.placement_group_name}",
+                    f"set placementGroup: {pg} for {owner} (a reservation's capacity is only in its own group)", owner,
+                ))
     return findings
 
 
@@ -940,6 +1091,7 @@ def run_preflight(
     findings += check_zone_offerings(clients.ec2, plan, max_attempts=attempts)
     findings += check_quotas(clients.quotas, clients.ec2, plan, max_attempts=attempts)
     findings += check_reservations(clients.ec2, plan, now=now, max_attempts=attempts)
+    findings += check_reservation_topology(clients.ec2, plan, max_attempts=attempts)
     if clients.eks is not None:
         findings += check_cluster_version(clients.eks, plan, max_attempts=attempts)
         findings += check_addon_versions(clients.eks, plan, max_attempts=attempts)
