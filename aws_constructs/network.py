@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aws_cdk import RemovalPolicy, Tags
+from aws_cdk import Annotations, RemovalPolicy, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -198,6 +198,11 @@ class ExistingVpc(Construct):
             self, "Vpc", vpc_id=props.vpc_id, availability_zones=zones,
             private_subnet_ids=[s.subnet_id for s in self._one_per_zone(self.private_subnets, zones)],
             public_subnet_ids=[s.subnet_id for s in self._one_per_zone(self.public_subnets, zones)] or None,
+        )
+        # aws-cdk-lib warns that the imported subnets have no route table id; efa-stack adds no route, gateway
+        # endpoint or anything else that needs one to an existing VPC.
+        Annotations.of(self).acknowledge_warning(
+            "@aws-cdk/aws-ec2:noSubnetRouteTableId", "no route or gateway endpoint is added to an existing VPC",
         )
 
     @staticmethod

@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from aws_cdk import CfnOutput, CfnTag, Duration, RemovalPolicy, Stack, Tags
+from aws_cdk import Annotations, CfnOutput, CfnTag, Duration, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -205,6 +205,14 @@ class ClusterStack(Stack):
         self.cluster.node.default_child.override_logical_id("EksCluster")
         if self.cluster.kubectl_provider is not None:  # its functions run in the VPC (see _vpc_for_cluster)
             self.cluster.kubectl_provider.node.add_dependency(network)
+        # Given subnets it did not create (the VPC view, or an existing VPC's), aws-eks-v2 does not tag them for
+        # internal load balancers and says so: the network construct tags its own private subnets itself
+        # (aws_constructs/network.py); an existing VPC's subnets are the user's to tag, which only a Service of
+        # type LoadBalancer needs (efa-stack runs none; docs/spec.md, existing VPC).
+        Annotations.of(self.cluster).acknowledge_warning(
+            "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
+            "EfaVpc tags its private subnets kubernetes.io/role/internal-elb=1; an existing VPC's are the user's",
+        )
         if plan.log_retention_days is not None and plan.log_types:
             # EKS writes to /aws/eks/<cluster>/cluster and creates the group if it is missing; created first
             # here, it carries eksctl's cloudWatch.clusterLogging.logRetentionInDays.

@@ -102,7 +102,11 @@ def synth_warnings(outdir: Path) -> list[str]:
     manifest = json.loads((outdir / "manifest.json").read_text())
     found: list[str] = []
     for artifact in manifest.get("artifacts", {}).values():
-        for path, entries in artifact.get("metadata", {}).items():
+        metadata = dict(artifact.get("metadata", {}))
+        # aws-cdk-lib 2.275 writes a stack's metadata to a file of its own (the artifact's additionalMetadataFile)
+        if artifact.get("additionalMetadataFile"):
+            metadata.update(json.loads((outdir / artifact["additionalMetadataFile"]).read_text()))
+        for path, entries in metadata.items():
             for entry in entries:
                 if entry.get("type") == "aws:cdk:warning":
                     found.append(f"{path}: {entry.get('data')}")

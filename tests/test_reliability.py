@@ -163,3 +163,16 @@ def test_synth_is_deterministic(default_synth):
     for name, text in first.items():
         assert text == second[name], name
     assert not re.search(r"\d{4}-\d{2}-\d{2}T\d{2}:", "".join(first.values())), "timestamps in templates"
+
+
+def test_synth_warnings_are_read_from_the_stacks_metadata_files(tmp_path):
+    """aws-cdk-lib 2.275 writes a stack's annotations to its own metadata file (the manifest's
+    additionalMetadataFile), where the suite's warnings-are-errors check must find them."""
+    from aws_cdk import Annotations, App, Stack
+
+    from tests.support import synth_warnings
+
+    app = App(outdir=str(tmp_path))
+    Annotations.of(Stack(app, "S")).add_warning_v2("efa-stack:test", "a warning the suite must see")
+    app.synth()
+    assert any("a warning the suite must see" in w for w in synth_warnings(tmp_path))
