@@ -241,3 +241,16 @@ class KarpenterController(Construct):
             skip_crds=True, wait=True, timeout=Duration.minutes(10), removal_policy=RemovalPolicy.DESTROY,
         )
         self.chart.node.add_dependency(self.association)
+        # The release is created after, and deleted before, everything the running controller uses: its policy
+        # (the association names only the role, so nothing else orders the policy, and CloudFormation would
+        # delete it in the first wave of a stack deletion), the queue with its policy and rules, and the nodes'
+        # access entry. Deleting an EC2NodeClass or a NodeClaim waits for the controller's finalizers, which
+        # terminate the instances (ec2:TerminateInstances) and remove the instance profile it made
+        # (iam:RemoveRoleFromInstanceProfile, iam:DeleteInstanceProfile): cloudformation.yaml at v1.14.1,
+        # AllowScopedDeletion and AllowScopedInstanceProfileActions; concepts/disruption.md "Termination
+        # Controller" (the karpenter.sh/termination finalizer of nodes and NodeClaims); pkg/controllers/nodeclass/
+        # controller.go ``finalize`` (the karpenter.k8s.aws/termination finalizer of an EC2NodeClass, which waits
+        # for its NodeClaims, then deletes its instance profiles). Without the policy the finalizers never finish,
+        # the instances keep running in the VPC, and the node role cannot be deleted while an instance profile
+        # holds it.
+        self.chart.node.add_dependency(policy, self.queue, *self.rules, self.access_entry)
