@@ -82,7 +82,11 @@ def node_class_spec(pool: KarpenterPoolPlan, plan: KarpenterPlan, node_role: str
     ``networkInterfaces`` are the twin's interfaces, the same tuple the node group's launch template declares
     (:func:`efa_stack.planning.layout.interface_layout`); ``userData`` the same document as the launch template's
     (:func:`efa_stack.planning.user_data.node_user_data`: hugepages, Lustre client, the kubelet's NodeConfig), which
-    Karpenter places after its own NodeConfig in a MIME archive (concepts/nodeclasses.md "spec.userData", AL2023).
+    Karpenter keeps as the first parts of a MIME archive and follows with its own NodeConfig, whose values win
+    (pkg/providers/amifamily/bootstrap/nodeadm.go ``Script``: ``append(customEntries, <its NodeConfig>)``;
+    concepts/nodeclasses.md "spec.userData", AL2023: "Any values configured by the Karpenter generated NodeConfig
+    object will take precedent"). The kubelet keys efa-stack sets (CPU and topology manager) are not among those
+    Karpenter writes (cluster details, the EC2NodeClass's kubelet fields, ``registerWithTaints``).
     ``subnet_ids``: an existing VPC's private subnets of the pool's zone; none: the stack's own private subnets
     by their discovery tag (the NodePool's zone requirement picks the pool's).
     """
