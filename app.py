@@ -21,21 +21,31 @@ if TYPE_CHECKING:
 DEFAULT_SPEC = "clusters/default.yaml"
 
 
-def _cli_context(key: str) -> str | None:
-    """A context value the CDK CLI passed in ``CDK_CONTEXT_JSON``, read without starting CDK (a bad spec is
-    reported before aws-cdk-lib loads); None when the CLI passed none."""
+def _cli_context(key: str) -> object:
+    """A context value the CDK CLI passed in ``CDK_CONTEXT_JSON`` (cdk.json, cdk.context.json and ``-c``), read
+    without starting CDK (a bad spec is reported before aws-cdk-lib loads); None when the CLI passed none."""
     try:
-        value = json.loads(os.environ.get("CDK_CONTEXT_JSON") or "{}").get(key)
+        return json.loads(os.environ.get("CDK_CONTEXT_JSON") or "{}").get(key)
     except (ValueError, AttributeError):
         return None
-    return value if isinstance(value, str) else None
+
+
+def _subnet_zones(value: object) -> dict[str, str]:
+    """The subnet zones ``efa-stack lookup`` recorded (context ``efa-stack:subnet-zones``); anything else: none."""
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def main(app: App | None = None) -> None:
     """Synthesize ``app`` (a new :class:`aws_cdk.App` reading ``CDK_OUTDIR``/``CDK_CONTEXT_JSON`` by default)."""
-    spec_path = app.node.try_get_context("spec") if app is not None else _cli_context("spec")
+    from efa_stack import contract
+
+    context = app.node.try_get_context if app is not None else _cli_context
+    spec_path = context("spec")
+    spec_path = spec_path if isinstance(spec_path, str) else None
     try:
-        plan = plan_from_file(spec_path or DEFAULT_SPEC)
+        plan = plan_from_file(spec_path or DEFAULT_SPEC, subnet_zones=_subnet_zones(context(contract.SUBNET_ZONES_CONTEXT)))
     except SpecError as exc:
         print(exc.render(), file=sys.stderr)
         sys.exit(1)

@@ -145,12 +145,20 @@ def is_suspended(obj: dict[str, Any]) -> bool:
     return bool(((obj.get("spec") or {}).get("runPolicy") or {}).get("suspend", False))
 
 
-def start_job(custom: Any, name: str, namespace: str = contract.NCCL_JOB_NAMESPACE) -> None:
-    """Un-suspend the MPIJob (a JSON merge patch of ``spec.runPolicy.suspend``)."""
+def queue_of(obj: dict[str, Any]) -> str | None:
+    """The Kueue LocalQueue a suspended job joins when started (annotation ``efa-stack.io/kueue-queue``), if any."""
+    queue = ((obj.get("metadata") or {}).get("annotations") or {}).get(contract.ANNOTATION_QUEUE)
+    return queue if isinstance(queue, str) and queue else None
+
+
+def start_job(custom: Any, name: str, namespace: str = contract.NCCL_JOB_NAMESPACE, *, queue: str | None = None) -> None:
+    """Start the suspended MPIJob (a JSON merge patch): un-suspend it, or with a ``queue`` put it in that Kueue
+    LocalQueue (the queue label; Kueue un-suspends it once admitted: efa_stack.planning.scheduling.QueueBinding)."""
+    patch = ({"metadata": {"labels": {contract.KUEUE_QUEUE_LABEL: queue}}} if queue
+             else {"spec": {"runPolicy": {"suspend": False}}})
     call(
         f"start MPIJob {namespace}/{name}", custom.patch_namespaced_custom_object,
-        contract.MPIJOB_GROUP, contract.MPIJOB_VERSION, namespace, contract.MPIJOB_PLURAL, name,
-        {"spec": {"runPolicy": {"suspend": False}}},
+        contract.MPIJOB_GROUP, contract.MPIJOB_VERSION, namespace, contract.MPIJOB_PLURAL, name, patch,
         _content_type="application/merge-patch+json",
     )
 

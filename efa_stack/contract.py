@@ -34,6 +34,9 @@ LABEL_MPI_ROLE: Final = LABEL_PREFIX + "mpi-role"
 TAG_CLUSTER: Final = LABEL_PREFIX + "cluster"
 ANNOTATION_START: Final = LABEL_PREFIX + "start"
 ANNOTATION_LOGS: Final = LABEL_PREFIX + "logs"
+ANNOTATION_QUEUE: Final = LABEL_PREFIX + "kueue-queue"
+"""On a suspended job that Kueue will run: the LocalQueue its start puts it in (the queue label is left off until
+then, or Kueue would admit and start it at once)."""
 ANNOTATION_HOST_ACCESS_REASON: Final = LABEL_PREFIX + "host-access-reason"
 # Taints accelerator node groups get unless the spec sets their key itself.
 GPU_TAINT_KEY: Final = GPU_RESOURCE
@@ -192,3 +195,10 @@ KARPENTER_DO_NOT_DISRUPT: Final = "karpenter.sh/do-not-disrupt"
 KARPENTER_NODEPOOL_LABEL: Final = "karpenter.sh/nodepool"
 KARPENTER_CAPACITY_TYPE_LABEL: Final = "karpenter.sh/capacity-type"
 KARPENTER_DISCOVERY_TAG: Final = "karpenter.sh/discovery"
+
+# --- existing VPCs -----------------------------------------------------------------------------------------------
+
+CDK_CONTEXT_FILE: Final = "cdk.context.json"
+"""The file the CDK CLI keeps context lookups in and passes to the app on every synth (next to cdk.json)."""
+SUBNET_ZONES_CONTEXT: Final = "efa-stack:subnet-zones"
+"""Context key of the zones ``efa-stack lookup`` recorded for an existing VPC's subnets: {subnet id: zone}."""

@@ -40,7 +40,10 @@ GATE_NAME = "wait-for-workers"
 
 
 
-def start_command(job: NcclJobPlan) -> str:
+def start_command(job: NcclJobPlan, queue: QueueBinding | None = None) -> str:
+    """The command that starts the suspended job: resume it, or with Kueue put it in its queue."""
+    if queue is not None and job.suspend:
+        return queue.start_command("mpijob", job.name, job.namespace)
     return START_COMMAND.format(name=job.name, namespace=job.namespace)
 
 
@@ -448,11 +451,13 @@ class NcclTestsJob(Construct):
             launcher=ReplicaSpec(replicas=1, restart_policy="OnFailure", template=launcher),
             worker=ReplicaSpec(replicas=job.workers, restart_policy="Never", template=worker),
         )
+        queue_labels, queue_annotations = props.queue.job_metadata(job.suspend) if props.queue else ({}, {})
         self.mpijob = MpiJob(self, "MpiJob", MpiJobProps(
             name=job.name,
             namespace=job.namespace,
             spec=self.spec,
             labels={"app.kubernetes.io/name": "nccl-tests", contract.LABEL_NODE_GROUP: job.node_group, **props.labels,
-                    **(props.queue.job_labels if props.queue else {})},
-            annotations={contract.ANNOTATION_START: start_command(job), contract.ANNOTATION_LOGS: logs_command(job)},
+                    **queue_labels},
+            annotations={contract.ANNOTATION_START: start_command(job, props.queue),
+                         contract.ANNOTATION_LOGS: logs_command(job), **queue_annotations},
         ))

@@ -50,7 +50,10 @@ LOGS_TRAINJOB = "kubectl logs -n {namespace} -f -l jobset.sigs.k8s.io/jobset-nam
 LOGS_PYTORCHJOB = "kubectl logs -n {namespace} -f {name}-master-0"
 
 
-def start_command(job: TrainingJobPlan) -> str:
+def start_command(job: TrainingJobPlan, queue: QueueBinding | None = None) -> str:
+    """The command that starts the suspended job: resume it, or with Kueue put it in its queue."""
+    if queue is not None and job.suspend:
+        return queue.start_command(job.kind, job.name, job.namespace)
     fmt = START_TRAINJOB if job.kind == "trainjob" else START_PYTORCHJOB
     return fmt.format(name=job.name, namespace=job.namespace)
 
@@ -371,9 +374,11 @@ class TrainingJob(Construct):
     def __init__(self, scope: Construct, id: str, props: TrainingJobProps) -> None:
         super().__init__(scope, id)
         job = props.job
+        queue_labels, queue_annotations = props.queue.job_metadata(job.suspend) if props.queue else ({}, {})
         labels = {contract.LABEL_TRAINING_JOB: job.name, contract.LABEL_NODE_GROUP: job.node_group, **props.labels,
-                  **(props.queue.job_labels if props.queue else {})}
-        annotations = {contract.ANNOTATION_START: start_command(job), contract.ANNOTATION_LOGS: logs_command(job)}
+                  **queue_labels}
+        annotations = {contract.ANNOTATION_START: start_command(job, props.queue),
+                       contract.ANNOTATION_LOGS: logs_command(job), **queue_annotations}
         command, args = job_command(job)
         if job.kind == "trainjob":
             self.spec: TrainJobSpec | PyTorchJobSpec = TrainJobSpec(

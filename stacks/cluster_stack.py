@@ -672,6 +672,11 @@ class ClusterStack(Stack):
             if chart_id == KARPENTER_POOLS and controller is not None:
                 # the EC2NodeClasses name the nodes' role, which must exist before Karpenter resolves them
                 manifest.node.add_dependency(controller.node_role)
+                # ... and on deletion the controller must outlive them: an EC2NodeClass and its NodeClaims carry
+                # finalizers only the controller clears, terminating the nodes (karpenter-provider-aws@v1.14.1
+                # pkg/controllers/nodeclass/controller.go; website v1.14 concepts/disruption.md, "Termination
+                # Controller"); the kubectl handler's delete waits for them
+                manifest.node.add_dependency(controller.chart)
         return manifests
 
     def _system_node_groups(self) -> list[Construct]:

@@ -136,13 +136,14 @@ tests (tests/test_app.py) keep it on."""
 
 
 @cache
-def synth_spec(path: str) -> Synthesized:
+def synth_spec(path: str, subnet_zones: tuple[tuple[str, str], ...] = ()) -> Synthesized:
+    """Synthesize the spec at ``path`` (with ``subnet_zones``: the zones ``efa-stack lookup`` would record)."""
     from aws_cdk import App
 
     from efa_stack.planning.plan import plan_from_file
     from stacks.compose import build
 
-    plan = plan_from_file(path)
+    plan = plan_from_file(path, subnet_zones=dict(subnet_zones))
     outdir = scratch_dir("efa-stack-test-")
     app = App(
         outdir=str(outdir), context=NO_ASSET_STAGING, builtin_cloud_formation_validation=TEMPLATE_VALIDATION

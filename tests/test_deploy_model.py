@@ -190,13 +190,15 @@ def test_first_deploy_fits_the_target_but_for_controllers_that_run_on_the_nodes(
     """Every shipped spec deploys in at most 24 modelled minutes (the file system and the network's NAT gateways
     and endpoints alongside the EKS cluster, charts as soon as the API server takes them). A spec whose objects
     need a controller that runs on the nodes before the API server admits them (the Trainer's webhook, Kueue's
-    webhooks, Training Operator v1's webhook) also waits, after the system nodes, for that controller and then
+    webhooks, Training Operator v1's webhook) or that must outlive them (Karpenter's pools, whose finalizers only
+    its controller clears) also waits, after the system nodes, for that controller and then
     applies those objects: its AWS part (through the last node group) fits 24 minutes and what follows on the
     critical path is only those in-cluster waits and applies."""
     synth = synth_spec(str(CLUSTERS / f"{stem}.yaml"))
     plan = synth.plan
     result = model_assembly(synth.outdir)
-    controllers = plan.training_operators.trainer or plan.training_operators.pytorch_job_v1 or plan.kueue is not None
+    controllers = (plan.training_operators.trainer or plan.training_operators.pytorch_job_v1 or plan.kueue is not None
+                   or plan.karpenter is not None)
     if not controllers:
         assert result.minutes <= DEPLOY_TARGET_MIN, render(result)
         return

@@ -224,10 +224,21 @@ def test_public_eksctl_config_synthesizes_unchanged(name):
 # the value a reader would write for it (a region, zones, a reservation id). Nothing else of the file changes.
 PLACEHOLDER_VALUES = {
     "PLACEHOLDER_AWS_REGION": "us-west-2", "PLACEHOLDER_AZ_1": "us-west-2a", "PLACEHOLDER_AZ_2": "us-west-2b",
-    "PLACEHOLDER_CAPACITY_RESERVATION_ID": CB,
+    "PLACEHOLDER_CAPACITY_RESERVATION_ID": CB, "PLACEHOLDER_VPC_ID": "vpc-0a1b2c3d4e5f60718",
+    "PLACEHOLDER_SUBNET_PRIVATE_1": "subnet-0a1b2c3d4e5f60011", "PLACEHOLDER_SUBNET_PRIVATE_2": "subnet-0a1b2c3d4e5f60012",
+    "PLACEHOLDER_SUBNET_PUBLIC_1": "subnet-0a1b2c3d4e5f60001", "PLACEHOLDER_SUBNET_PUBLIC_2": "subnet-0a1b2c3d4e5f60002",
 }
+SUBNET_ZONES = (
+    ("subnet-0a1b2c3d4e5f60001", "us-west-2a"), ("subnet-0a1b2c3d4e5f60002", "us-west-2b"),
+    ("subnet-0a1b2c3d4e5f60011", "us-west-2a"), ("subnet-0a1b2c3d4e5f60012", "us-west-2b"),
+)
+"""What `efa-stack lookup` would record for those subnets (an existing VPC's subnets named without a zone)."""
 RESERVATION_PLACEHOLDER = re.compile(r"cr-x{8,17}\b")  # aws-do-eks's "cr-xxxxxxxxxxxxxxxxx"
 FILLED_IN_SYNTHESIZE = [
+    "awsome-dt-eks-g4dn-vpc.yaml",
+    "awsome-dt-eks-p4de-odcr-vpc.yaml",
+    "awsome-dt-eks-p5-capacity-block.yaml",
+    "awsome-dt-eks-p5-odcr-vpc.yaml",
     "aws-do-eks-eks-gpu-p5-cbr-etc.yaml",
     "aws-do-eks-eks-gpu-p5-cbr.yaml",
     "aws-do-eks-eks-gpu-p5en-cbr.yaml",
@@ -249,7 +260,8 @@ def _filled_in(name: str) -> str:
 def test_public_config_with_only_placeholders_synthesizes_once_they_are_filled(name):
     # refused as published for its placeholders only ...
     assert {fix for _, fix in PUBLIC_REFUSED[name]} <= {
-        "replace it with your own region", "replace it with your reservation's or Capacity B"}
+        "replace it with your own region", "replace it with your reservation's or Capacity B",
+        "replace it with your own id"}
     # ... and the whole synth passes once a reader fills them in, every other line unchanged
     original, filled = (FIXTURES / name).read_text().splitlines(), _filled_in(name).splitlines()
     changed = [a for a, b in zip(original, filled, strict=True) if a != b]
@@ -258,7 +270,7 @@ def test_public_config_with_only_placeholders_synthesizes_once_they_are_filled(n
 
     path = scratch_dir("filled-in") / name
     path.write_text(_filled_in(name))
-    s = synth_spec(str(path))
+    s = synth_spec(str(path), SUBNET_ZONES)
     spec_groups = yaml.safe_load(path.read_text())["managedNodeGroups"]
     assert sorted(_nodegroups(s)) == sorted([*(g["name"] for g in spec_groups), contract.SYSTEM_NODE_GROUP])
 

@@ -202,7 +202,13 @@ def test_a_backoff_base_over_its_maximum_is_refused():
 
 def test_nccl_mpijob_is_queued_with_topology_on_its_workers_only():
     job = built("tas-p5").mpijob()
-    assert job["metadata"]["labels"][contract.KUEUE_QUEUE_LABEL] == contract.KUEUE_QUEUE_NAME
+    # created suspended: its queue waits in an annotation until it is started, or Kueue would admit and start it
+    # at deploy (kueue@v0.19.2 jobframework/reconciler.go unsuspends an admitted job)
+    assert contract.KUEUE_QUEUE_LABEL not in job["metadata"]["labels"]
+    assert job["metadata"]["annotations"][contract.ANNOTATION_QUEUE] == contract.KUEUE_QUEUE_NAME
+    name, ns = job["metadata"]["name"], job["metadata"]["namespace"]
+    assert job["metadata"]["annotations"][contract.ANNOTATION_START] == (
+        f"kubectl label mpijob {name} -n {ns} {contract.KUEUE_QUEUE_LABEL}={contract.KUEUE_QUEUE_NAME}")
     assert _worker(job)["metadata"]["annotations"] == {contract.KUEUE_PREFERRED_TOPOLOGY: f"{LAYER}3"}
     assert "annotations" not in _launcher(job).get("metadata", {})
 
@@ -221,7 +227,9 @@ def test_queued_mpijob_avoids_the_operator_traps_and_keeps_the_launcher_gate():
 def test_training_job_is_queued_and_its_runtime_carries_the_topology():
     b = built("tas-p5")
     trainjob = b.find("TrainJob")
-    assert trainjob["metadata"]["labels"][contract.KUEUE_QUEUE_LABEL] == contract.KUEUE_QUEUE_NAME
+    assert trainjob["spec"]["suspend"] is True and contract.KUEUE_QUEUE_LABEL not in trainjob["metadata"]["labels"]
+    assert trainjob["metadata"]["annotations"][contract.ANNOTATION_QUEUE] == contract.KUEUE_QUEUE_NAME
+    assert trainjob["metadata"]["annotations"][contract.ANNOTATION_START].startswith("kubectl label trainjob ")
     runtime = b.find("ClusterTrainingRuntime")
     (replicated,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
     pod = replicated["template"]["spec"]["template"]
@@ -239,7 +247,7 @@ trainingJobs:
 """
     b = _build(plan_of(spec_text(nodes=3, extra=extra)))
     job = b.find("PyTorchJob")
-    assert job["metadata"]["labels"][contract.KUEUE_QUEUE_LABEL] == contract.KUEUE_QUEUE_NAME
+    assert job["metadata"]["annotations"][contract.ANNOTATION_QUEUE] == contract.KUEUE_QUEUE_NAME
     for replica in ("Master", "Worker"):
         meta = job["spec"]["pytorchReplicaSpecs"][replica]["template"]["metadata"]
         assert meta["annotations"] == {contract.KUEUE_REQUIRED_TOPOLOGY: f"{LAYER}3"}, replica
@@ -418,3 +426,12 @@ def test_cdk_deploy_applies_queues_and_queued_jobs_once_kueue_admits_them():
     assert len(waits) == 3 and len(crds) == 5
     assert waits | crds | {system} <= needs(queues)
     assert waits <= needs(nccl)
+
+
+def test_a_job_created_running_is_queued_at_once():
+    # suspend: false asks for the job to run at deploy: with Kueue that means the queue label from the start
+    plan = plan_of(spec_text(extra=_kueue("topology: preferred") + "ncclTest: {suspend: false}\n"))
+    job = _build(plan).mpijob()
+    assert job["metadata"]["labels"][contract.KUEUE_QUEUE_LABEL] == contract.KUEUE_QUEUE_NAME
+    assert contract.ANNOTATION_QUEUE not in job["metadata"].get("annotations", {})
+    assert "suspend" in job["metadata"]["annotations"][contract.ANNOTATION_START]

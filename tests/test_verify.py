@@ -311,6 +311,21 @@ def test_starts_the_suspended_job_and_reads_the_launcher_log() -> None:
     assert outcome.log == _text("launcher.log")
 
 
+def test_a_queued_job_is_started_by_putting_it_in_its_kueue_queue() -> None:
+    # the job carries its queue in efa-stack.io/kueue-queue (k8s/nccl_tests.py): starting it adds the queue label,
+    # and Kueue un-suspends it once admitted; verify never un-suspends it itself
+    suspended = job("mpijob_suspended.json")
+    suspended["metadata"].setdefault("annotations", {})["efa-stack.io/kueue-queue"] = "efa-stack-jobs"
+    custom = FakeCustom([suspended, job("mpijob_succeeded.json")])
+    clock = Clock()
+    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), timeout=600, interval=10,
+                                  clock=clock, sleep=clock.sleep)
+    assert outcome.state == "Succeeded" and outcome.started_by_us
+    (args, kwargs), = custom.patches
+    assert args[-1] == {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "efa-stack-jobs"}}}
+    assert kwargs == {"_content_type": "application/merge-patch+json"}
+
+
 def test_failed_job_reports_the_condition() -> None:
     custom = FakeCustom([job("mpijob_suspended.json"), job("mpijob_failed.json")])
     clock = Clock()

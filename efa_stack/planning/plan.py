@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -617,7 +618,9 @@ def _group_subnets(
     return tuple(ids), tuple(zones)
 
 
-def _existing_vpc(spec: ClusterSpec, region_azs: list[str], problems: list[Problem]) -> ExistingVpc | None:
+def _existing_vpc(
+    spec: ClusterSpec, region_azs: list[str], problems: list[Problem], subnet_zones: Mapping[str, str]
+) -> ExistingVpc | None:
     """eksctl's ``vpc.id`` and ``vpc.subnets`` checked: subnets with zones, two or more private zones."""
     vpc = spec.vpc
     if vpc.id is None and vpc.subnets is None:
@@ -633,13 +636,14 @@ def _existing_vpc(spec: ClusterSpec, region_azs: list[str], problems: list[Probl
     kinds: dict[str, list[tuple[str, str, str]]] = {"private": [], "public": []}
     for kind, entries in (("private", vpc.subnets.private), ("public", vpc.subnets.public)):
         for key, subnet in entries.items():
-            zone = subnet.az or (key if key in region_azs else None)
+            zone = subnet.az or (key if key in region_azs else None) or subnet_zones.get(subnet.id)
             if zone is None:
                 problems.append(Problem(
                     f"vpc.subnets.{kind}.{key}.az", None,
-                    "the subnet's availability zone is not known (efa-stack does not call EC2 to look it up)",
-                    f"add az: <zone> to the subnet (one of {', '.join(region_azs) or 'the region zones'}), or name the "
-                    "entry by its zone",
+                    "the subnet's availability zone is not known (synth does not call EC2)",
+                    f"add az: <zone> to the subnet (one of {', '.join(region_azs) or 'the region zones'}), name the "
+                    f"entry by its zone, or run `efa-stack lookup --spec <file>` once with AWS credentials (it "
+                    f"records the subnets' zones in {contract.CDK_CONTEXT_FILE} for cdk synth)",
                 ))
                 continue
             if region_azs and zone not in region_azs:
@@ -841,7 +845,9 @@ def _system_group(
     )
 
 
-def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
+def build_plan(
+    spec: ClusterSpec, *, source: str = "<spec>", subnet_zones: Mapping[str, str] | None = None
+) -> ClusterPlan:
     """Validate ``spec`` against the catalog and derive the plan; raises :class:`SpecError`."""
     problems: list[Problem] = []
     md = spec.metadata
@@ -856,16 +862,16 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
         ))
         region_azs = []
 
-    existing = _existing_vpc(spec, region_azs, problems)
+    existing = _existing_vpc(spec, region_azs, problems, subnet_zones or {})
     azs = tuple(spec.availability_zones or ())
     if existing is not None:
-        subnet_zones = tuple(dict.fromkeys(z for _, z in existing.private_subnets))
-        if spec.availability_zones is not None and set(azs) != set(subnet_zones):
+        private_zones = tuple(dict.fromkeys(z for _, z in existing.private_subnets))
+        if spec.availability_zones is not None and set(azs) != set(private_zones):
             problems.append(Problem(
-                "availabilityZones", list(azs), f"the private subnets of vpc.subnets are in {', '.join(subnet_zones)}",
+                "availabilityZones", list(azs), f"the private subnets of vpc.subnets are in {', '.join(private_zones)}",
                 "remove availabilityZones (with an existing VPC the subnets say the zones)",
             ))
-        azs = subnet_zones
+        azs = private_zones
     elif spec.availability_zones is not None:
         for az in azs:
             if region_azs and az not in region_azs:
@@ -1059,23 +1065,27 @@ def build_plan(spec: ClusterSpec, *, source: str = "<spec>") -> ClusterPlan:
     )
 
 
-def plan_from_file(path: str | Path) -> ClusterPlan:
+def plan_from_file(path: str | Path, *, subnet_zones: Mapping[str, str] | None = None) -> ClusterPlan:
     """Load, validate and plan the spec at ``path``; raises :class:`SpecError` with every problem of the file:
-    the structural ones and, where the rest of the file can be read, the planning ones (one run, no waves)."""
+    the structural ones and, where the rest of the file can be read, the planning ones (one run, no waves).
+    ``subnet_zones``: the zones of an existing VPC's subnets that ``efa-stack lookup`` recorded (subnet id ->
+    zone), for subnets the spec gives without ``az``."""
     try:
         spec = load_spec(path)
     except SpecError as exc:
         raise _with_planning_problems(exc) from None
-    return build_plan(spec, source=str(path))
+    return build_plan(spec, source=str(path), subnet_zones=subnet_zones)
 
 
-def plan_from_text(text: str, *, source: str = "<spec>") -> ClusterPlan:
+def plan_from_text(
+    text: str, *, source: str = "<spec>", subnet_zones: Mapping[str, str] | None = None
+) -> ClusterPlan:
     """:func:`plan_from_file` for a spec given as text."""
     try:
         spec = parse_spec(text, source=source)
     except SpecError as exc:
         raise _with_planning_problems(exc) from None
-    return build_plan(spec, source=source)
+    return build_plan(spec, source=source, subnet_zones=subnet_zones)
 
 
 def _under(field_name: str, prefixes: tuple[str, ...]) -> bool:

@@ -123,6 +123,22 @@ class QueueBinding:
     def job_labels(self) -> dict[str, str]:
         return {contract.KUEUE_QUEUE_LABEL: self.queue_name}
 
+    def job_metadata(self, suspended: bool) -> tuple[dict[str, str], dict[str, str]]:
+        """(labels, annotations) of a job of this binding. A job created suspended gets no queue label but the
+        queue in an annotation: Kueue unsuspends a labelled job as soon as its Workload is admitted and
+        suspends it again if a user resumes it before (kubernetes-sigs/kueue@v0.19.2 pkg/controller/
+        jobframework/reconciler.go), so a labelled job would start at deploy; a suspended job may be given
+        the label later (pkg/controller/jobframework/validation.go ``validateUpdateForQueueName``), which is
+        what starting it does. Without the label Kueue leaves the job alone (``manageJobsWithoutQueueName``
+        is false in efa-stack's configuration, k8s/kueue.py)."""
+        if suspended:
+            return {}, {contract.ANNOTATION_QUEUE: self.queue_name}
+        return self.job_labels, {}
+
+    def start_command(self, kind: str, name: str, namespace: str) -> str:
+        """Start a suspended job of ``kind`` (mpijob, trainjob, pytorchjob) by putting it in the queue."""
+        return f"kubectl label {kind} {name} -n {namespace} {contract.KUEUE_QUEUE_LABEL}={self.queue_name}"
+
     @property
     def pod_annotations(self) -> dict[str, str]:
         return dict(self.worker_annotations)

@@ -3,6 +3,7 @@
 Commands (each has ``--help``; human output by default, ``--json`` for machines):
 
 * ``efa-stack preflight --spec FILE``       account checks before ``cdk deploy`` (boto3)
+* ``efa-stack lookup --spec FILE``          an existing VPC's subnet zones, recorded for ``cdk synth``
 * ``efa-stack catalog refresh``             regenerate planning/data/ from EC2 DescribeInstanceTypes
 * ``efa-stack catalog list --efa``          the instance catalog, optionally EFA-capable types only
 * ``efa-stack catalog show TYPE``           one instance type: network cards and interface layout
@@ -74,9 +75,10 @@ def _echo_json(data: Any) -> None:
 
 def _load_plan(spec: Path, *, json_out: bool = False) -> Any:
     from efa_stack.planning.plan import plan_from_file
+    from efa_stack.tools.lookup import recorded_zones
 
-    try:
-        return plan_from_file(spec)
+    try:  # with the subnet zones `efa-stack lookup` recorded, as cdk synth reads them
+        return plan_from_file(spec, subnet_zones=recorded_zones())
     except SpecError as exc:
         _exit_with(exc, json_out=json_out)
 
@@ -134,6 +136,51 @@ def preflight(
     else:
         render(findings, _out(), plan)
     raise typer.Exit(exit_code(findings))
+
+
+@app.command()
+def lookup(
+    spec: Path = typer.Option(..., "--spec", "-s", help=SPEC_HELP),
+    context_file: Path = typer.Option(
+        Path(contract.CDK_CONTEXT_FILE), "--context-file", help="Where to record the zones (cdk synth reads it)."
+    ),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    profile: str | None = typer.Option(None, "--profile", help="AWS profile (default: the SDK's usual chain)."),
+) -> None:
+    """Record the availability zones of an existing VPC's subnets (EC2 DescribeSubnets) for cdk synth.
+
+    Only subnets the spec gives without ``az`` (and not named by a zone) are looked up; the zones go into
+    cdk.context.json as ``efa-stack:subnet-zones``, which the CDK CLI passes to every synth. Read-only in AWS.
+    """
+    from botocore.exceptions import BotoCoreError
+
+    from efa_stack.spec.loader import load_spec
+    from efa_stack.tools.lookup import look_up_zones, record_zones, subnets_to_look_up
+    from efa_stack.tools.preflight import abort_for
+
+    try:
+        cluster = load_spec(spec)
+    except SpecError as exc:
+        _exit_with(exc, json_out=json_out)
+    context = {"cluster": cluster.metadata.name, "region": cluster.metadata.region}
+    if not subnets_to_look_up(cluster):
+        _fail(f"{spec} gives the zone of every subnet (or uses no existing VPC): nothing to look up", code=0,
+              json_out=json_out, context=context)
+    session = _session(profile, cluster.metadata.region, json_out=json_out, context=context)
+    try:
+        zones = look_up_zones(session.client("ec2", region_name=cluster.metadata.region), cluster)
+        record_zones(zones, context_file)
+    except UserError as exc:
+        _exit_with(exc, json_out=json_out, context=context)
+    except BotoCoreError as exc:
+        _exit_with(abort_for(exc) or UserError(f"EC2 could not be asked ({exc})", "check the network and the "
+                   "AWS settings"), json_out=json_out, context=context)
+    if json_out:
+        _echo_json({"file": str(context_file), "subnetZones": zones})
+        return
+    for subnet, zone in zones.items():
+        _out().print(f"{subnet}: {zone}")
+    _out().print(f"recorded in {context_file} ({contract.SUBNET_ZONES_CONTEXT}); cdk synth reads it")
 
 
 # --------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from efa_stack.cluster import (
     launcher_log,
     list_nodes,
     poll,
+    queue_of,
     start_job,
     wait_for_job,
 )
@@ -344,7 +345,7 @@ def run_nccl_job(
     state, _ = job_state(obj)
     started = state is None and is_suspended(obj)
     if started:
-        start_job(custom, name, namespace)
+        start_job(custom, name, namespace, queue=queue_of(obj))
     outcome = wait_for_job(
         custom, name, namespace, timeout=timeout, interval=interval, clock=clock, sleep=sleep, on_poll=on_poll
     )
