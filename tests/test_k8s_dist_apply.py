@@ -51,6 +51,10 @@ def _files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.is_file() and p.suffix in {".yaml", ".yml", ".json"})
 
 
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader where PyYAML has it (the Kueue and Karpenter charts are large), else PyYAML's own."""
+
+
 class FreshCluster:
     """What matters of a fresh API server and of kubectl for ordering: known kinds and CRDs."""
 
@@ -62,7 +66,7 @@ class FreshCluster:
         self.rolled_out: list[str] = []
 
     def apply(self, directory: Path) -> None:
-        objs = [o for f in _files(directory) for o in yaml.safe_load_all(f.read_text()) if o]
+        objs = [o for f in _files(directory) for o in yaml.load_all(f.read_text(), Loader=LOADER) if o]
         for obj in objs:  # kubectl maps every object of the invocation
             gk = _group_kind(obj)
             if gk in self.crd_defined and self.crd_defined[gk] not in self.established:
@@ -141,7 +145,7 @@ def run_script(script: Path, cluster: FreshCluster, helm_releases: list[list[str
 
 
 def _objects(texts: dict[str, str]) -> list[tuple[str, str]]:
-    return [(o["kind"], o["metadata"]["name"]) for t in texts.values() for o in yaml.safe_load_all(t) if o]
+    return [(o["kind"], o["metadata"]["name"]) for t in texts.values() for o in yaml.load_all(t, Loader=LOADER) if o]
 
 
 @pytest.mark.parametrize("stem", GOLDEN_SPECS)
