@@ -821,16 +821,21 @@ def kueue_crds(apiserver) -> None:
             assert _wait_established(apiserver, crd["metadata"]["name"]) is None
 
 
-def _kueue_objects() -> dict[str, dict[str, Any]]:
-    """The Topology and ClusterQueue of clusters/tas-p5.yaml, as rendered."""
+def _rendered(spec: str, kinds: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """The objects of ``kinds`` that the charts of clusters/``spec`` render, by kind (the last of each kind)."""
     import cdk8s
 
     from efa_stack.planning.plan import plan_from_file
     from k8s.charts import build_charts
 
-    plan = plan_from_file(CLUSTERS / "tas-p5.yaml")
+    plan = plan_from_file(CLUSTERS / spec)
     objects = [o for c in build_charts(plan, cdk8s.App()) for o in c.to_json()]
-    return {o["kind"]: json.loads(json.dumps(o)) for o in objects if o["kind"] in ("Topology", "ClusterQueue")}
+    return {o["kind"]: json.loads(json.dumps(o)) for o in objects if o["kind"] in kinds}
+
+
+def _kueue_objects() -> dict[str, dict[str, Any]]:
+    """The Topology and ClusterQueue of clusters/tas-p5.yaml, as rendered."""
+    return _rendered("tas-p5.yaml", ("Topology", "ClusterQueue"))
 
 
 BROKEN_KUEUE_OBJECTS: dict[str, tuple[str, Callable[[dict[str, Any]], Any], str]] = {
@@ -874,14 +879,7 @@ def karpenter_crds(apiserver) -> None:
 
 def _karpenter_objects() -> dict[str, dict[str, Any]]:
     """The EC2NodeClass and NodePool of clusters/karpenter-capacity-block.yaml (a static pool), as rendered."""
-    import cdk8s
-
-    from efa_stack.planning.plan import plan_from_file
-    from k8s.charts import build_charts
-
-    plan = plan_from_file(CLUSTERS / "karpenter-capacity-block.yaml")
-    objects = [o for c in build_charts(plan, cdk8s.App()) for o in c.to_json()]
-    return {o["kind"]: json.loads(json.dumps(o)) for o in objects if o["kind"] in ("EC2NodeClass", "NodePool")}
+    return _rendered("karpenter-capacity-block.yaml", ("EC2NodeClass", "NodePool"))
 
 
 BROKEN_KARPENTER_OBJECTS: dict[str, tuple[str, Callable[[dict[str, Any]], Any], str]] = {

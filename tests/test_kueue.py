@@ -401,7 +401,7 @@ def test_the_webhook_configurations_the_stack_waits_for_are_the_release_builds()
 def test_cdk_deploy_applies_queues_and_queued_jobs_once_kueue_admits_them():
     """Kueue's webhooks fail closed: the queues and the queued NCCL job wait for the controller's replica, after
     the system nodes, and for the CA in both webhook configurations; the queues also for their kinds' CRDs."""
-    from efa_stack.tools.deploy_model import dependencies
+    from efa_stack.tools.deploy_model import dependencies, transitive_dependencies
     from tests.support import CLUSTERS, synth_spec
 
     s = synth_spec(str(CLUSTERS / "tas-p5.yaml"))
@@ -409,13 +409,7 @@ def test_cdk_deploy_applies_queues_and_queued_jobs_once_kueue_admits_them():
     graph = dependencies(t)
 
     def needs(start: str) -> set[str]:
-        seen, todo = set(), [start]
-        while todo:
-            for dep in graph.get(todo.pop(), ()):
-                if dep not in seen:
-                    seen.add(dep)
-                    todo.append(dep)
-        return seen
+        return transitive_dependencies(graph, start)
 
     lid = {k: k for k in t["Resources"]}
     queues = next(k for k in lid if k.startswith("Clusterkueuequeues"))

@@ -580,19 +580,12 @@ def test_file_system_waits_for_the_rules_that_let_it_reach_itself(fsx):
 def test_file_system_is_created_alongside_the_cluster(fsx):
     """Nothing the file system needs comes from the EKS cluster: CloudFormation creates both at once (the
     deploy model: efa_stack.tools.deploy_model), and the volume follows both."""
-    from efa_stack.tools.deploy_model import dependencies
+    from efa_stack.tools.deploy_model import dependencies, transitive_dependencies
 
     graph = dependencies(fsx.template("cluster"))
 
     def needs(start: str) -> set[str]:
-        seen: set[str] = set()
-        todo = [start]
-        while todo:
-            for dep in graph.get(todo.pop(), ()):
-                if dep not in seen:
-                    seen.add(dep)
-                    todo.append(dep)
-        return seen
+        return transitive_dependencies(graph, start)
 
     assert "EksCluster" not in needs(FILE_SYSTEM_LOGICAL_ID)
     volume, _ = only(fsx, "Custom::AWSCDK-EKS-KubernetesResource")

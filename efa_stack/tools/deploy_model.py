@@ -144,6 +144,18 @@ def dependencies(template: Mapping[str, Any]) -> dict[str, set[str]]:
 # --- results -------------------------------------------------------------------------------------
 
 
+
+def transitive_dependencies(graph: Mapping[str, set[str]], start: str) -> set[str]:
+    """Every resource ``start`` waits for, directly or through others, in a :func:`dependencies` graph."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for dep in graph.get(todo.pop(), ()):
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
 @dataclass(frozen=True)
 class Step:
     """One resource on a critical path: when it starts and ends, in minutes from the start of its stack."""

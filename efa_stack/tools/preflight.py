@@ -764,13 +764,8 @@ def check_reservation_topology(ec2: Any, plan: ClusterPlan, *, max_attempts: int
     try:
         rows = _topology_rows(ec2, ids)
     except (ClientError, BotoCoreError, NotImplementedError) as exc:
-        abort = abort_for(exc)
-        if abort is not None:
-            raise abort from exc
-        why = api_error_finding(TOPOLOGY_CHECK, exc, max_attempts=max_attempts).message if isinstance(
-            exc, ClientError) else str(exc)
-        return [Finding(
-            TOPOLOGY_CHECK, WARN, f"the topology of the reservations could not be read: {why}",
+        return [_unread(
+            TOPOLOGY_CHECK, exc, max_attempts, "the topology of the reservations could not be read",
             f"check with `aws ec2 describe-capacity-reservation-topology --region {plan.region} "
             f"--capacity-reservation-ids {' '.join(ids)}`", "",
         )]
@@ -980,6 +975,16 @@ def check_addon_versions(eks: Any, plan: ClusterPlan, *, max_attempts: int | Non
 CLUSTER_VERSION_CHECK = "cluster-version"
 
 
+def _unread(check: str, exc: Exception, max_attempts: int | None, message: str, fix: str, subject: str) -> Finding:
+    """A warning for a check whose AWS answer could not be read (the deployment does not depend on it); missing
+    or bad credentials abort preflight instead."""
+    abort = abort_for(exc)
+    if abort is not None:
+        raise abort from exc
+    why = api_error_finding(check, exc, max_attempts=max_attempts).message if isinstance(exc, ClientError) else str(exc)
+    return Finding(check, WARN, f"{message}: {why}", fix, subject)
+
+
 def check_cluster_version(eks: Any, plan: ClusterPlan, *, max_attempts: int | None = None) -> list[Finding]:
     """The plan's Kubernetes version against the versions EKS offers in the region for new clusters
     (EKS DescribeClusterVersions: ``versionStatus`` STANDARD_SUPPORT, EXTENDED_SUPPORT or UNSUPPORTED,
@@ -995,13 +1000,8 @@ def check_cluster_version(eks: Any, plan: ClusterPlan, *, max_attempts: int | No
         listed = _paginate(eks, "describe_cluster_versions", "clusterVersions") if (
             row is None or status == "UNSUPPORTED") else []
     except (ClientError, BotoCoreError, NotImplementedError) as exc:
-        abort = abort_for(exc)
-        if abort is not None:
-            raise abort from exc
-        why = api_error_finding(CLUSTER_VERSION_CHECK, exc, max_attempts=max_attempts).message if isinstance(
-            exc, ClientError) else str(exc)
-        return [Finding(
-            CLUSTER_VERSION_CHECK, WARN, f"EKS in {region} could not say whether it offers Kubernetes {k8s}: {why}",
+        return [_unread(
+            CLUSTER_VERSION_CHECK, exc, max_attempts, f"EKS in {region} could not say whether it offers Kubernetes {k8s}",
             f"check with `aws eks describe-cluster-versions --region {region} --cluster-versions {k8s}`", k8s,
         )]
     if row is None or status == "UNSUPPORTED":
