@@ -662,7 +662,7 @@ class ClusterStack(Stack):
             if chart_id in kueue_crds:  # the kinds the queues chart and Kueue's own workloads use, Established
                 ready[chart_id] = self._wait_all_established(manifest, kueue_crds[chart_id], "KueueCrdEstablished")
             if chart_id == KUEUE:
-                ready[chart_id] = [self._wait_for_kueue(manifest)]
+                ready[chart_id] = self._wait_for_kueue(manifest)
             if chart_id == KARPENTER_CRD:
                 from k8s.karpenter import POOL_KIND_CRDS
 
@@ -766,8 +766,8 @@ class ClusterStack(Stack):
             waits.append(self.crd_waits[name])
         return waits
 
-    def _wait_for_kueue(self, controller: Construct) -> eks.KubernetesObjectValue:
-        """Waits until Kueue admits its own objects and the queued jobs; returns the last wait.
+    def _wait_for_kueue(self, controller: Construct) -> list[Construct]:
+        """Waits until Kueue admits its own objects and the queued jobs; returns the waits to follow.
 
         Kueue's webhooks fail closed (``failurePolicy: Fail`` in the v0.19.2 release build, k8s/crds/kueue/
         controller.yaml): every ClusterQueue, LocalQueue, ResourceFlavor and Topology, and every queued MPIJob,
@@ -785,14 +785,16 @@ class ClusterStack(Stack):
         )
         for group in self._system_node_groups():  # a replica becomes available only on a node
             available.node.add_dependency(group)
-        validating = self._wait_for_value(
-            "KueueValidatingWebhookCa", available, "validatingwebhookconfiguration",
-            VALIDATING_WEBHOOK_CONFIGURATION, ".webhooks[0].clientConfig.caBundle",
-        )
-        return self._wait_for_value(
-            "KueueMutatingWebhookCa", validating, "mutatingwebhookconfiguration",
-            MUTATING_WEBHOOK_CONFIGURATION, ".webhooks[0].clientConfig.caBundle",
-        )
+        return [  # the rotator writes both configurations; each is waited for on its own
+            self._wait_for_value(
+                "KueueValidatingWebhookCa", available, "validatingwebhookconfiguration",
+                VALIDATING_WEBHOOK_CONFIGURATION, ".webhooks[0].clientConfig.caBundle",
+            ),
+            self._wait_for_value(
+                "KueueMutatingWebhookCa", available, "mutatingwebhookconfiguration",
+                MUTATING_WEBHOOK_CONFIGURATION, ".webhooks[0].clientConfig.caBundle",
+            ),
+        ]
 
     def _wait_for_value(
         self, id: str, after: Construct, object_type: str, name: str, json_path: str, *, minutes: int = 5,
