@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from efa_stack.errors import UserError
 from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec.errors import SpecError
 
@@ -44,11 +45,15 @@ def main(app: App | None = None) -> None:
     context = app.node.try_get_context if app is not None else _cli_context
     spec_path = context("spec")
     spec_path = spec_path if isinstance(spec_path, str) else None
+    zones = _subnet_zones(context(contract.SUBNET_ZONES_CONTEXT))
     try:
-        plan = plan_from_file(spec_path or DEFAULT_SPEC, subnet_zones=_subnet_zones(context(contract.SUBNET_ZONES_CONTEXT)))
+        plan = plan_from_file(spec_path or DEFAULT_SPEC, subnet_zones=zones)
     except SpecError as exc:
         print(exc.render(), file=sys.stderr)
         sys.exit(1)
+    except UserError as exc:  # a bad EFA_STACK_TODAY
+        print(f"error: {exc.message}" + (f"\nFix: {exc.fix}" if exc.fix else ""), file=sys.stderr)
+        sys.exit(exc.exit_code)
     import cdk8s
     from aws_cdk import App
 

@@ -155,15 +155,20 @@ class KueueCrds(Construct):
         ]
 
 
+def _api_objects(scope: Construct, docs: list[dict[str, Any]]) -> list[cdk8s.ApiObject]:
+    """``docs`` as objects of ``scope``, each with an id from its kind, namespace and name (unique per chart)."""
+    return [
+        _api_object(scope, f"{doc['kind']}-{doc['metadata'].get('namespace', '')}-{doc['metadata']['name']}", doc)
+        for doc in docs
+    ]
+
+
 class KueueController(Construct):
     """Kueue's namespace, RBAC, configuration, Services, webhooks and the controller Deployment."""
 
     def __init__(self, scope: Construct, id: str, plan: KueuePlan) -> None:
         super().__init__(scope, id)
-        self.objects = [
-            _api_object(self, f"{doc['kind']}-{doc['metadata'].get('namespace', '')}-{doc['metadata']['name']}", doc)
-            for doc in controller_documents(plan)
-        ]
+        self.objects = _api_objects(self, controller_documents(plan))
 
 
 def topology_json(name: str, levels: tuple[str, ...]) -> dict[str, Any]:
@@ -217,7 +222,4 @@ class KueueQueues(Construct):
 
     def __init__(self, scope: Construct, id: str, plan: KueuePlan) -> None:
         super().__init__(scope, id)
-        self.objects = [
-            _api_object(self, f"{doc['kind']}-{doc['metadata'].get('namespace', '')}-{doc['metadata']['name']}", doc)
-            for doc in queue_documents(plan)
-        ]
+        self.objects = _api_objects(self, queue_documents(plan))

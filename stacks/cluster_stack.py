@@ -24,6 +24,7 @@ from efa_stack import contract, names
 from efa_stack.planning.addons import CLOUDWATCH_OBSERVABILITY, POD_IDENTITY_AGENT, VPC_CNI, AddonPlan
 from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.planning.plan import ClusterPlan
+from efa_stack.spec.models import KUBERNETES_VERSIONS
 from stacks.network_stack import ClusterNetwork
 
 CRD_ESTABLISHED_JSONPATH = '.status.conditions[?(@.reason=="InitialNamesAccepted")].status'
@@ -40,25 +41,20 @@ if TYPE_CHECKING:
 
     from aws_constructs.karpenter import KarpenterController
 
-# The kubectl in the provider's Lambda layer must match the cluster's minor version: the module and
-# class of each layer. Only the cluster's own layer is imported (each is a separate jsii assembly with
-# a large asset, so loading all of them would multiply that cost on every synth).
-KUBECTL_LAYERS = {
-    "1.31": ("aws_cdk.lambda_layer_kubectl_v31", "KubectlV31Layer"),
-    "1.32": ("aws_cdk.lambda_layer_kubectl_v32", "KubectlV32Layer"),
-    "1.33": ("aws_cdk.lambda_layer_kubectl_v33", "KubectlV33Layer"),
-    "1.34": ("aws_cdk.lambda_layer_kubectl_v34", "KubectlV34Layer"),
-    "1.35": ("aws_cdk.lambda_layer_kubectl_v35", "KubectlV35Layer"),
-    "1.36": ("aws_cdk.lambda_layer_kubectl_v36", "KubectlV36Layer"),
-    "1.37": ("aws_cdk.lambda_layer_kubectl_v37", "KubectlV37Layer"),
-}
+def kubectl_layer_module(kubernetes_version: str) -> tuple[str, str]:
+    """The module and class of the kubectl Lambda layer for ``kubernetes_version``: the kubectl in the provider's
+    layer must match the cluster's minor version, and the aws-cdk.lambda-layer-kubectl-vNN packages
+    (pyproject.toml, one per efa_stack.spec.models.KUBERNETES_VERSIONS) name them by the minor."""
+    minor = kubernetes_version.split(".")[1]
+    return f"aws_cdk.lambda_layer_kubectl_v{minor}", f"KubectlV{minor}Layer"
 
 
 def kubectl_layer(scope: Construct, id: str, kubernetes_version: str) -> Any:
-    """The kubectl Lambda layer construct for ``kubernetes_version`` (imported on first use)."""
+    """The kubectl Lambda layer construct for ``kubernetes_version``. Only the cluster's own layer is imported
+    (each is a separate jsii assembly with a large asset, so loading all of them would cost every synth)."""
     import importlib
 
-    module, cls = KUBECTL_LAYERS[kubernetes_version]
+    module, cls = kubectl_layer_module(kubernetes_version)
     return getattr(importlib.import_module(module), cls)(scope, id)
 
 # eksctl controlPlaneScalingConfig.tier -> aws-cdk-lib 2.275 aws_eks_v2.ControlPlaneScalingTier (which writes the
@@ -170,10 +166,10 @@ class ClusterStack(Stack):
         super().__init__(scope, id, **kwargs)
         self.plan = plan
         self.network = network = ClusterNetwork(self, "Network", plan=plan)
-        if plan.kubernetes_version not in KUBECTL_LAYERS:
+        if plan.kubernetes_version not in KUBERNETES_VERSIONS:
             raise ValueError(
                 f"no kubectl layer for Kubernetes {plan.kubernetes_version}; "
-                f"supported: {', '.join(KUBECTL_LAYERS)}"
+                f"supported: {', '.join(KUBERNETES_VERSIONS)}"
             )
         self.secrets_key = kms.Key(
             self, "SecretsKey", enable_key_rotation=True, description=f"EKS secrets envelope encryption for {plan.name}"

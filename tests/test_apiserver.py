@@ -850,22 +850,6 @@ BROKEN_KUEUE_OBJECTS: dict[str, tuple[str, Callable[[dict[str, Any]], Any], str]
 """Kueue objects that break a CEL rule of the vendored v0.19.2 CRDs: kind, fault, the rule's message."""
 
 
-@pytest.mark.parametrize("case", sorted(BROKEN_KUEUE_OBJECTS))
-def test_the_server_refuses_a_kueue_object_that_breaks_its_crd_rules(apiserver, kueue_crds, case):
-    kind, fault, message = BROKEN_KUEUE_OBJECTS[case]
-    obj = _kueue_objects()[kind]
-    fault(obj)
-    got = apiserver.dry_run_create(obj)
-    assert got.status == 422 and message in got.message(), f"{case}: {got.message()}"
-    _log(f"refused as expected ({case}): {got.message()}")
-
-
-def test_the_server_accepts_the_rendered_kueue_objects(apiserver, kueue_crds):
-    for kind, obj in _kueue_objects().items():
-        got = apiserver.dry_run_create(obj)
-        assert got.status == 201, f"{kind}: {got.message()}"
-
-
 @pytest.fixture(scope="session")
 def karpenter_crds(apiserver) -> None:
     """The Karpenter v1.14.1 CRDs efa-stack vendors (k8s/crds/karpenter/), established."""
@@ -898,18 +882,31 @@ BROKEN_KARPENTER_OBJECTS: dict[str, tuple[str, Callable[[dict[str, Any]], Any], 
 """Karpenter objects that break a CEL rule of the vendored v1.14.1 CRDs: kind, fault, the rule's message."""
 
 
-@pytest.mark.parametrize("case", sorted(BROKEN_KARPENTER_OBJECTS))
-def test_the_server_refuses_a_karpenter_object_that_breaks_its_crd_rules(apiserver, karpenter_crds, case):
-    kind, fault, message = BROKEN_KARPENTER_OBJECTS[case]
-    obj = _karpenter_objects()[kind]
+# CRD-defined kinds whose objects the server checks against the vendored CRDs' CEL rules: the fixture that
+# installs the CRDs, the rendered objects, and the broken variants.
+VENDORED_KINDS = {
+    "kueue": ("kueue_crds", _kueue_objects, BROKEN_KUEUE_OBJECTS),
+    "karpenter": ("karpenter_crds", _karpenter_objects, BROKEN_KARPENTER_OBJECTS),
+}
+
+
+@pytest.mark.parametrize(("project", "case"), [(p, c) for p, (_, _, broken) in VENDORED_KINDS.items() for c in sorted(broken)])
+def test_the_server_refuses_an_object_that_breaks_its_crd_rules(apiserver, request, project, case):
+    fixture, objects, broken = VENDORED_KINDS[project]
+    request.getfixturevalue(fixture)
+    kind, fault, message = broken[case]
+    obj = objects()[kind]
     fault(obj)
     got = apiserver.dry_run_create(obj)
     assert got.status == 422 and message in got.message(), f"{case}: {got.message()}"
     _log(f"refused as expected ({case}): {got.message()}")
 
 
-def test_the_server_accepts_the_rendered_karpenter_objects(apiserver, karpenter_crds):
-    for kind, obj in _karpenter_objects().items():
+@pytest.mark.parametrize("project", sorted(VENDORED_KINDS))
+def test_the_server_accepts_the_rendered_objects_of_vendored_crds(apiserver, request, project):
+    fixture, objects, _ = VENDORED_KINDS[project]
+    request.getfixturevalue(fixture)
+    for kind, obj in objects().items():
         got = apiserver.dry_run_create(obj)
         assert got.status == 201, f"{kind}: {got.message()}"
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support import ROOT
 
 CDK_CLI = ROOT / "node_modules" / ".bin" / "cdk"
@@ -103,3 +105,16 @@ def test_a_bad_spec_is_reported_before_the_cdk_loads(tmp_path):
     # THEN it exits 1 naming the problem, and aws-cdk-lib was never imported
     assert "exit 1" in out.stdout and "aws_cdk not loaded" in out.stdout, out.stdout + out.stderr
     assert "managedNodeGroups[0].instanceType" in out.stderr
+
+
+def test_a_bad_efa_stack_today_is_an_error_not_a_traceback(monkeypatch, capsys):
+    import app as entry
+
+    monkeypatch.setenv("EFA_STACK_TODAY", "nonsense")
+    monkeypatch.setenv("CDK_CONTEXT_JSON", '{"spec": "clusters/default.yaml"}')
+    with pytest.raises(SystemExit) as info:
+        entry.main()
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "EFA_STACK_TODAY='nonsense' is not a date" in err and "Fix: set EFA_STACK_TODAY" in err
+    assert "Traceback" not in err

@@ -526,3 +526,14 @@ def test_catalog_refresh_prints_the_summary_line(monkeypatch: pytest.MonkeyPatch
                     "--regions-output", str(tmp_path / "r.json"))
     assert result.exit_code == 0, result.output
     assert "catalog: 3 instance types (2 EFA-capable)" in result.stdout and "regions: 1 -> " in result.stdout
+
+
+def test_a_bad_efa_stack_today_is_a_user_error(monkeypatch):
+    from typer.testing import CliRunner
+
+    from efa_stack.tools.cli import app
+
+    monkeypatch.setenv("EFA_STACK_TODAY", "nonsense")
+    result = CliRunner().invoke(app, ["preflight", "--spec", "clusters/default.yaml"])
+    assert result.exit_code == 2 and "EFA_STACK_TODAY='nonsense' is not a date" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)

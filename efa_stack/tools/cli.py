@@ -79,7 +79,7 @@ def _load_plan(spec: Path, *, json_out: bool = False) -> Any:
 
     try:  # with the subnet zones `efa-stack lookup` recorded, as cdk synth reads them
         return plan_from_file(spec, subnet_zones=recorded_zones())
-    except SpecError as exc:
+    except (SpecError, UserError) as exc:  # UserError: a bad EFA_STACK_TODAY
         _exit_with(exc, json_out=json_out)
 
 

@@ -544,8 +544,9 @@ def _when(dt: Any, now: datetime) -> str:
 _KIND = {contract.RESERVATION: "Capacity Reservation", contract.CAPACITY_BLOCK: "Capacity Block"}
 
 
-def reservation_findings(g: NodeGroupPlan, r: dict[str, Any], now: datetime) -> list[Finding]:
-    """Compare one ``DescribeCapacityReservations`` item with the node group that targets it."""
+def reservation_findings(g: NodeGroupPlan, r: dict[str, Any], now: datetime, *, counts: bool = True) -> list[Finding]:
+    """Compare one ``DescribeCapacityReservations`` item with the node group that targets it; without ``counts``
+    its instance count is not judged (a Karpenter pool's is, over all its reservations)."""
     rid = r.get("CapacityReservationId", g.reservation_id)
     kind = _KIND[g.capacity]
     findings: list[Finding] = []
@@ -600,6 +601,8 @@ def reservation_findings(g: NodeGroupPlan, r: dict[str, Any], now: datetime) -> 
             g.name,
         ))
 
+    if not counts:
+        return findings
     total = int(r.get("TotalInstanceCount", 0))
     available = int(r.get("AvailableInstanceCount", 0))
     want = g.desired_size
@@ -691,7 +694,7 @@ def _pool_reservations(ec2: Any, plan: ClusterPlan, now: datetime) -> list[Findi
                     f"--region {plan.region})", g.name,
                 ))
                 continue
-            findings.extend(f for f in reservation_findings(g, r, now) if not _is_count_finding(f))
+            findings.extend(reservation_findings(g, r, now, counts=False))
         total = sum(int(r.get("TotalInstanceCount", 0)) for r in found.values())
         wanted = pool.replicas or 0
         if total < wanted:
@@ -711,11 +714,6 @@ def _pool_reservations(ec2: Any, plan: ClusterPlan, now: datetime) -> list[Findi
                 "reservation", PASS, f"pool {g.name}: {len(found)} reservations hold {total} instances", "", g.name,
             ))
     return findings
-
-
-def _is_count_finding(f: Finding) -> bool:
-    """A node group's count findings of :func:`reservation_findings` (a pool's are judged over all its blocks)."""
-    return "desiredCapacity" in f.message or "maxSize" in f.message
 
 
 TOPOLOGY_CHECK = "reservation-topology"
