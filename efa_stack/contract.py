@@ -136,6 +136,10 @@ TRAINING_RUNTIME_CRD_NAME: Final = f"trainingruntimes.{TRAINER_GROUP}"
 TRAINER_NAMESPACE: Final = "kubeflow-system"
 TRAINER_RELEASE: Final = "kubeflow-trainer"
 """The Helm release name of Kubeflow Trainer v2."""
+TRAINER_DEPLOYMENT: Final = f"{TRAINER_RELEASE}-controller-manager"
+"""The manager's Deployment: ``trainer.fullname`` is the release name when it contains the chart name
+(kubeflow/trainer@v2.3.0 charts/kubeflow-trainer/templates/_helpers.tpl), plus ``-controller-manager``
+(templates/manager/_helpers.tpl ``trainer.manager.name``)."""
 # The training jobs efa-stack renders.
 TRAINING_JOB_NAMESPACE: Final = "default"
 LABEL_TRAINING_JOB: Final = LABEL_PREFIX + "training-job"
@@ -194,6 +198,9 @@ KARPENTER_RELEASE: Final = "karpenter"
 KARPENTER_DO_NOT_DISRUPT: Final = "karpenter.sh/do-not-disrupt"
 KARPENTER_NODEPOOL_LABEL: Final = "karpenter.sh/nodepool"
 KARPENTER_CAPACITY_TYPE_LABEL: Final = "karpenter.sh/capacity-type"
+KARPENTER_DEPLOYMENT: Final = KARPENTER_RELEASE
+"""The controller's Deployment: ``karpenter.fullname``, the release name when it contains the chart name
+(aws/karpenter-provider-aws@v1.14.1 charts/karpenter/templates/_helpers.tpl, templates/deployment.yaml)."""
 KARPENTER_DISCOVERY_TAG: Final = "karpenter.sh/discovery"
 
 # --- existing VPCs -----------------------------------------------------------------------------------------------

@@ -203,8 +203,11 @@ def _training_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.
                 queue=plan.kueue.binding(worker.sizing.node_group) if plan.kueue else None,
                 do_not_disrupt=_on_pool(plan, worker.sizing.node_group),
             ))
+        # A runtime is not a queued object (Kueue admits the jobs, not their templates): it waits for the Trainer
+        # and the device plugins, not for the queues.
         for c in needed:
-            chart.add_dependency(charts[c])
+            if c != KUEUE_QUEUES:
+                chart.add_dependency(charts[c])
     chart = charts[TRAINING_JOBS] = _chart(app, TRAINING_JOBS)
     for job in jobs:
         TrainingJob(chart, training_job_id(job, plan.training_jobs), TrainingJobProps(

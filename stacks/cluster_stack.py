@@ -391,9 +391,7 @@ class ClusterStack(Stack):
             node_selector=system_node_selector(), replicas=min(2, plan.system.min_size),
         ), cluster=self.cluster)
         controller.association.node.add_dependency(self.pod_identity_agent)
-        # helm --wait: the controller's pods run on the system node group, and its nodes join through the CNI.
-        for group in self._system_node_groups():
-            controller.chart.node.add_dependency(group)
+        # Its nodes join through the CNI.
         controller.chart.node.add_dependency(self.vpc_cni)
         return controller
 
@@ -404,6 +402,12 @@ class ClusterStack(Stack):
         from aws_constructs.user_data import cluster_node_config
 
         cfn = self.cluster.node.default_child
+        # The release is applied alongside the nodes (no helm --wait: the chart at v1.14.1 has no webhook, so the
+        # pools are admitted before the controller runs); the deploy still fails when the controller cannot start
+        # on the system nodes. Nothing waits for this: Karpenter launches the pools' nodes once it runs.
+        self._wait_for_controller(
+            "KarpenterAvailable", controller.chart, contract.KARPENTER_DEPLOYMENT, contract.KARPENTER_NAMESPACE
+        )
         assert isinstance(cfn, eks.CfnCluster)
         return cluster_node_config(
             self.cluster.cluster_name, self.cluster.cluster_endpoint, self.cluster.cluster_certificate_authority_data,
@@ -628,7 +632,7 @@ class ClusterStack(Stack):
         self.trainer: eks.HelmChart | None = None
         # What a chart that declares another chart as a need waits for: its manifest, or the wait after it.
         ready: dict[str, list[Construct]] = {}
-        trainer_ready: Construct | None = None
+        trainer_ready: list[Construct] | None = None
         if self.plan.training_operators.trainer:
             trainer_ready = self._install_trainer()
         for chart in charts:
@@ -644,7 +648,7 @@ class ClusterStack(Stack):
             if trainer_ready is not None and chart_id in (TRAINING_RUNTIMES, TRAINING_JOBS) and (
                 CHART_ORDER[chart_id] > HELM_ORDER[KUBEFLOW_TRAINER]
             ):
-                manifest.node.add_dependency(trainer_ready)
+                manifest.node.add_dependency(*trainer_ready)
             manifests.append(manifest)
             ready[chart_id] = [manifest]
             if chart_id in crd_waits:
@@ -693,11 +697,19 @@ class ClusterStack(Stack):
             overwrite=True, removal_policy=RemovalPolicy.RETAIN,
         )
 
-    def _install_trainer(self) -> eks.KubernetesObjectValue:
-        """Kubeflow Trainer v2 from its upstream Helm chart (see :mod:`k8s.training_operators`), then a wait
-        for its TrainJob CRD; returns the wait, which the manifests of its kinds depend on. The release needs
-        only the API server to be applied, but ``helm --wait`` completes when its Deployments are ready, so
-        it is installed after the system node group they run on."""
+    def _install_trainer(self) -> list[Construct]:
+        """Kubeflow Trainer v2 from its upstream Helm chart (see :mod:`k8s.training_operators`); returns what the
+        manifests of its kinds wait for: its TrainJob CRD Established and its manager serving its webhooks.
+
+        The release is installed as soon as the API server takes it, alongside the nodes (``helm`` without
+        ``--wait``: nothing it creates needs a node to be created), and the manager's availability is waited for
+        after the system node group it runs on (:meth:`_wait_for_controller`): the manager's readiness check
+        passes only once its certificate rotator is ready and its webhook server has started
+        (kubeflow/trainer@v2.3.0 cmd/trainer-controller-manager/main.go ``setupProbeEndpoints``), and the rotator
+        is ready only once it has written the CA into every webhook configuration it manages
+        (open-policy-agent/cert-controller v0.16.0, the build trainer v2.3.0's go.mod pins, pkg/rotator/rotator.go
+        ``ensureReady``: ``IsReady`` is closed after ``wasCAInjected``). A ClusterTrainingRuntime or a TrainJob is
+        admitted from then on."""
         from k8s.training_operators import TRAINER_CHART, TrainerHelmProps
 
         props = TrainerHelmProps()
@@ -710,21 +722,33 @@ class ClusterStack(Stack):
             namespace=contract.TRAINER_NAMESPACE,
             create_namespace=True,
             values=props.values(),
-            # helm --wait: the manager and JobSet Deployments are ready (their webhooks answer) before the
-            # stack goes on to apply runtimes and jobs.
-            wait=True,
-            timeout=Duration.minutes(10),
+            # No helm --wait: the manager's pods need the system nodes, which are still launching; the waits
+            # below follow the release instead.
+            wait=False,
             # The chart ships its CRDs as templates (kubeflow/trainer@v2.3.0 charts/kubeflow-trainer/templates/crd/),
             # which `helm uninstall` deletes with every TrainJob: the release stays when the last TrainJob
             # leaves the spec (docs/design/training.md, "Keeping the CRDs").
             removal_policy=RemovalPolicy.RETAIN,
         )
-        for group in self._system_node_groups():
-            self.trainer.node.add_dependency(group)
-        wait = self.crd_waits[contract.TRAINJOB_CRD_NAME] = self._wait_until_established(
+        crd = self.crd_waits[contract.TRAINJOB_CRD_NAME] = self._wait_until_established(
             self.trainer, contract.TRAINJOB_CRD_NAME, "TrainJobCrdEstablished"
         )
-        return wait
+        available = self._wait_for_controller(
+            "TrainerAvailable", self.trainer, contract.TRAINER_DEPLOYMENT, contract.TRAINER_NAMESPACE
+        )
+        return [crd, available]
+
+    def _wait_for_controller(
+        self, id: str, controller: Construct, deployment: str, namespace: str
+    ) -> eks.KubernetesObjectValue:
+        """Waits, after ``controller`` is applied and after the system node group its pods run on, until the
+        Deployment ``deployment`` has an available replica (``.status.availableReplicas`` appears only then)."""
+        available = self._wait_for_value(
+            id, controller, "deployment", deployment, ".status.availableReplicas", minutes=10, namespace=namespace,
+        )
+        for group in self._system_node_groups():  # a replica becomes available only on a node
+            available.node.add_dependency(group)
+        return available
 
     def _wait_for_training_operator(self, operator: Construct) -> eks.KubernetesObjectValue:
         """Waits until Training Operator v1 can admit a PyTorchJob; returns the last wait.
@@ -742,13 +766,9 @@ class ClusterStack(Stack):
         """
         from k8s.training_operators import WEBHOOK_CONFIGURATION
 
-        available = self._wait_for_value(
-            "TrainingOperatorAvailable", operator, "deployment", contract.TRAINING_OPERATOR_NAME, ".status.availableReplicas",
-            minutes=10, namespace=contract.TRAINING_OPERATOR_NAMESPACE,
+        available = self._wait_for_controller(
+            "TrainingOperatorAvailable", operator, contract.TRAINING_OPERATOR_NAME, contract.TRAINING_OPERATOR_NAMESPACE,
         )
-        # A replica becomes available only on a node: the wait starts once the system node group exists.
-        for group in self._system_node_groups():
-            available.node.add_dependency(group)
         return self._wait_for_value(
             "TrainingOperatorWebhookCa", available, "validatingwebhookconfiguration", WEBHOOK_CONFIGURATION,
             ".webhooks[0].clientConfig.caBundle",
@@ -763,34 +783,19 @@ class ClusterStack(Stack):
         return waits
 
     def _wait_for_kueue(self, controller: Construct) -> list[Construct]:
-        """Waits until Kueue admits its own objects and the queued jobs; returns the waits to follow.
+        """Waits until Kueue admits its own objects and the queued jobs; returns the wait to follow.
 
         Kueue's webhooks fail closed (``failurePolicy: Fail`` in the v0.19.2 release build, k8s/crds/kueue/
         controller.yaml): every ClusterQueue, LocalQueue, ResourceFlavor and Topology, and every queued MPIJob,
-        TrainJob or PyTorchJob, is refused until the controller serves them. So: the Deployment has an available
-        replica (on a system node), then its certificate rotator has written the CA into both webhook
-        configurations (kubernetes-sigs/kueue@c3785e5 (v0.19.2) pkg/util/cert/cert.go ``buildCertRotatorConfig``:
-        ``kueue-validating-webhook-configuration`` and ``kueue-mutating-webhook-configuration``, from the webhook
-        service ``kueue-webhook-service``; open-policy-agent/cert-controller rotator ``injectCertToWebhook``).
+        TrainJob or PyTorchJob, is refused until the controller serves them. An available replica is enough: its
+        readiness check passes only once the certificate rotator is ready and the webhook server has started
+        (kubernetes-sigs/kueue@c3785e5 (v0.19.2) cmd/kueue/main.go ``setupProbeEndpoints``), and the rotator is
+        ready only after it has written the CA into both webhook configurations it manages (pkg/util/cert/cert.go
+        ``ManageCerts``: ``kueue-validating-webhook-configuration`` and ``kueue-mutating-webhook-configuration``;
+        open-policy-agent/cert-controller v0.16.0, the build kueue's go.mod pins, pkg/rotator/rotator.go
+        ``ensureReady`` closes ``IsReady`` after ``wasCAInjected``).
         """
-        from k8s.kueue import MUTATING_WEBHOOK_CONFIGURATION, VALIDATING_WEBHOOK_CONFIGURATION
-
-        available = self._wait_for_value(
-            "KueueAvailable", controller, "deployment", contract.KUEUE_CONTROLLER, ".status.availableReplicas",
-            minutes=10, namespace=contract.KUEUE_NAMESPACE,
-        )
-        for group in self._system_node_groups():  # a replica becomes available only on a node
-            available.node.add_dependency(group)
-        return [  # the rotator writes both configurations; each is waited for on its own
-            self._wait_for_value(
-                "KueueValidatingWebhookCa", available, "validatingwebhookconfiguration",
-                VALIDATING_WEBHOOK_CONFIGURATION, ".webhooks[0].clientConfig.caBundle",
-            ),
-            self._wait_for_value(
-                "KueueMutatingWebhookCa", available, "mutatingwebhookconfiguration",
-                MUTATING_WEBHOOK_CONFIGURATION, ".webhooks[0].clientConfig.caBundle",
-            ),
-        ]
+        return [self._wait_for_controller("KueueAvailable", controller, contract.KUEUE_CONTROLLER, contract.KUEUE_NAMESPACE)]
 
     def _wait_for_value(
         self, id: str, after: Construct, object_type: str, name: str, json_path: str, *, minutes: int = 5,

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from efa_stack import contract
 from efa_stack.tools.deploy_model import (
     TARGET_MINUTES,
     Figure,
@@ -19,6 +20,7 @@ from efa_stack.tools.deploy_model import (
     model_assembly,
     model_templates,
     render,
+    transitive_dependencies,
 )
 from tests.support import CLUSTERS, synth_spec
 
@@ -148,15 +150,19 @@ def reaches(graph: dict[str, set[str]], start: str, targets: set[str]) -> bool:
 
 @pytest.mark.parametrize("stem", SPECS)
 def test_charts_apply_without_waiting_for_nodes(stem: str):
-    """A manifest of CRDs, device plugins or operators has no dependency path to a node group: ``kubectl apply``
-    needs only the API server. Only the charts behind a controller that must run first (the Trainer's
-    ``helm --wait``, a wait for a controller's available replica after the system nodes) may reach one."""
+    """A manifest of CRDs, device plugins or operators, and every Helm release, has no dependency path to a node
+    group: ``kubectl apply`` and ``helm install`` without ``--wait`` need only the API server. Only the charts
+    behind a controller that must run first (a wait for its available replica after the system nodes) may
+    reach one."""
     synth = synth_spec(str(CLUSTERS / f"{stem}.yaml"))
     t = synth.template("cluster")
     graph = dependencies(t)
     node_groups = {k for k, v in t["Resources"].items() if v["Type"] == "AWS::EKS::Nodegroup"}
-    helm = {k for k, v in t["Resources"].items() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart" or (
-        v["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue" and graph[k] & node_groups)}
+    for release in (k for k, v in t["Resources"].items() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart"):
+        assert t["Resources"][release]["Properties"].get("Wait") is not True, release
+        assert not reaches(graph, release, node_groups), f"{stem}: {release} waits for a node group"
+    helm = {k for k, v in t["Resources"].items()
+            if v["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue" and graph[k] & node_groups}
     manifests = {k: v for k, v in t["Resources"].items() if v["Type"] in KUBECTL_TYPES}
     crd_manifests = [k for k, v in manifests.items() if "CustomResourceDefinition" in json.dumps(v["Properties"])]
     assert crd_manifests, "every spec applies the MPIJob CRD"
@@ -186,24 +192,38 @@ DEPLOY_TARGET_MIN = TARGET_MINUTES
 
 
 @pytest.mark.parametrize("stem", SPECS)
-def test_first_deploy_fits_the_target_but_for_controllers_that_run_on_the_nodes(stem: str):
-    """Every shipped spec deploys in at most 24 modelled minutes (the file system and the network's NAT gateways
-    and endpoints alongside the EKS cluster, charts as soon as the API server takes them). A spec whose objects
-    need a controller that runs on the nodes before the API server admits them (the Trainer's webhook, Kueue's
-    webhooks, Training Operator v1's webhook) or that must outlive them (Karpenter's pools, whose finalizers only
-    its controller clears) also waits, after the system nodes, for that controller and then
-    applies those objects: its AWS part (through the last node group) fits 24 minutes and what follows on the
-    critical path is only those in-cluster waits and applies."""
+def test_first_deploy_fits_the_target(stem: str):
+    """Every shipped spec deploys in at most 24 modelled minutes: the file system and the network's NAT gateways
+    and endpoints alongside the EKS cluster, charts and Helm releases as soon as the API server takes them, and
+    after the system nodes only the waits for a controller that must serve its webhooks first (the Trainer's,
+    Kueue's, Training Operator v1's) and the objects those webhooks admit."""
     synth = synth_spec(str(CLUSTERS / f"{stem}.yaml"))
-    plan = synth.plan
     result = model_assembly(synth.outdir)
-    controllers = (plan.training_operators.trainer or plan.training_operators.pytorch_job_v1 or plan.kueue is not None
-                   or plan.karpenter is not None)
-    if not controllers:
-        assert result.minutes <= DEPLOY_TARGET_MIN, render(result)
-        return
+    assert result.minutes <= DEPLOY_TARGET_MIN, render(result)
     steps = [step for name in result.chain for step in result.stacks[name].chain]
-    last_group = max(i for i, step in enumerate(steps) if step.type == "AWS::EKS::Nodegroup")
-    assert steps[last_group].end <= DEPLOY_TARGET_MIN, render(result)
-    after = steps[last_group + 1:]
-    assert after and all(step.type.startswith("Custom::AWSCDK-EKS-") for step in after), render(result)
+    groups = [i for i, step in enumerate(steps) if step.type == "AWS::EKS::Nodegroup"]
+    if groups:  # no Helm release waits for the nodes: releases are applied while the nodes launch
+        after = steps[groups[-1] + 1:]
+        assert "Custom::AWSCDK-EKS-HelmChart" not in {step.type for step in after}, render(result)
+
+
+@pytest.mark.parametrize(("stem", "deployment", "first"), [
+    ("training-p5", contract.TRAINER_DEPLOYMENT, "Clustertrainingruntimes"),
+    ("tas-p5", contract.KUEUE_CONTROLLER, "Clusterkueuequeues"),
+])
+def test_objects_behind_a_webhook_wait_for_its_controller_on_the_system_nodes(stem: str, deployment: str, first: str):
+    """The first objects a controller's fail-closed webhook admits (the Trainer's runtimes, Kueue's queues) wait for
+    its Deployment's available replica, which waits for the release or manifest and for the system node group;
+    the jobs come after them."""
+    t = synth_spec(str(CLUSTERS / f"{stem}.yaml")).template("cluster")
+    graph = dependencies(t)
+    res = t["Resources"]
+    (available,) = [k for k, v in res.items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"
+                    and v["Properties"]["ObjectName"] == deployment]
+    props = res[available]["Properties"]
+    assert props["ObjectType"] == "deployment" and props["JsonPath"] == ".status.availableReplicas"
+    system = {k for k, v in res.items() if v["Type"] == "AWS::EKS::Nodegroup" and k.startswith("NodeGroupsystem")}
+    assert system and system <= graph[available]
+    (objects,) = [k for k in res if k.startswith(first)]
+    (jobs,) = [k for k in res if k.startswith("Clustertrainingjobs")]
+    assert available in graph[objects] and objects in transitive_dependencies(graph, jobs)

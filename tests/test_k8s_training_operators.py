@@ -258,14 +258,15 @@ def test_stack_installs_the_trainer_chart_pinned_with_plan_values(both_synth):
     assert props["Version"] == images.TRAINER_CHART_VERSION == "2.3.0"
     assert props["Release"] == contract.TRAINER_RELEASE
     assert props["Namespace"] == contract.TRAINER_NAMESPACE
-    assert props["CreateNamespace"] is True and props["Wait"] is True
+    assert props["CreateNamespace"] is True and props.get("Wait") is not True  # applied alongside the nodes
     assert json.loads(props["Values"]) == TrainerHelmProps().values()
 
 
 def test_stack_orders_crds_operators_and_waits(both_synth):
     # GIVEN both operators WHEN synthesized THEN: each CRD -> its Established wait -> the operator of its kind;
-    # the Trainer Helm chart (helm --wait: its Deployments ready) after the system node group it runs on, then
-    # the TrainJob Established wait; no manifest waits for a node group (kubectl apply needs the API server).
+    # the Trainer Helm chart as soon as the API server takes it (no helm --wait, no node group), then the TrainJob
+    # Established wait and, after the system node group too, the wait for the manager's available replica;
+    # no manifest waits for a node group (kubectl apply needs the API server).
     s = both_synth
     res = s.template("cluster")["Resources"]
     helm_id = next(iter(_helm_charts(s)))
@@ -282,7 +283,12 @@ def test_stack_orders_crds_operators_and_waits(both_synth):
     assert helm_id in deps(trainjob_wait)
     node_groups = {k for k, v in res.items() if v["Type"] == "AWS::EKS::Nodegroup"}
     system = {k for k in node_groups if k.startswith("NodeGroupsystem")}
-    assert system and deps(helm_id) & node_groups == system
+    assert system and not deps(helm_id) & node_groups
+    (available,) = [k for k, v in waits.items() if v["Properties"]["ObjectName"] == contract.TRAINER_DEPLOYMENT]
+    assert waits[available]["Properties"]["ObjectType"] == "deployment"
+    assert waits[available]["Properties"]["ObjectNamespace"] == contract.TRAINER_NAMESPACE
+    assert waits[available]["Properties"]["JsonPath"] == ".status.availableReplicas"
+    assert deps(available) >= {helm_id} | system
 
     def manifest(chart_id: str) -> str:
         # cluster.add_cdk8s_chart(chart_id, ...) is a child of the cluster: logical id Cluster<id>HASH

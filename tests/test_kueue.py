@@ -399,8 +399,8 @@ def test_the_webhook_configurations_the_stack_waits_for_are_the_release_builds()
 
 
 def test_cdk_deploy_applies_queues_and_queued_jobs_once_kueue_admits_them():
-    """Kueue's webhooks fail closed: the queues and the queued NCCL job wait for the controller's replica, after
-    the system nodes, and for the CA in both webhook configurations; the queues also for their kinds' CRDs."""
+    """Kueue's webhooks fail closed: the queues and the queued NCCL job wait for the controller's available replica,
+    after the system nodes; the queues also for their kinds' CRDs."""
     from efa_stack.tools.deploy_model import dependencies, transitive_dependencies
     from tests.support import CLUSTERS, synth_spec
 
@@ -414,10 +414,11 @@ def test_cdk_deploy_applies_queues_and_queued_jobs_once_kueue_admits_them():
     lid = {k: k for k in t["Resources"]}
     queues = next(k for k in lid if k.startswith("Clusterkueuequeues"))
     nccl = next(k for k in lid if k.startswith("Clusternccltests"))
-    waits = {k for k in lid if k.startswith(("KueueAvailable", "KueueValidatingWebhookCa", "KueueMutatingWebhookCa"))}
+    # an available replica serves both webhooks (its readiness waits for the CA in both configurations)
+    waits = {k for k in lid if k.startswith("KueueAvailable")}
     crds = {k for k in lid if k.startswith("KueueCrdEstablished")}
     system = next(k for k, v in t["Resources"].items() if v["Type"] == "AWS::EKS::Nodegroup" and "system" in k)
-    assert len(waits) == 3 and len(crds) == 5
+    assert len(waits) == 1 and len(crds) == 5
     assert waits | crds | {system} <= needs(queues)
     assert waits <= needs(nccl)
 
