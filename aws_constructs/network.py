@@ -2,13 +2,14 @@
 
 Private subnets with NAT in every zone of the spec, public subnets only for NAT and load balancers, S3
 gateway and (optional) interface endpoints, and an EFA security group open only to itself
-(docs/design/efa-interfaces.md).
+(docs/design/efa-interfaces.md). With a pod range (VPC CNI custom networking, docs/design/scale.md) the VPC also
+takes that secondary block and one pod subnet per zone, routed like the private subnets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from aws_cdk import Annotations, RemovalPolicy, Tags
 from aws_cdk import aws_ec2 as ec2
@@ -53,6 +54,11 @@ class EfaVpcProps:
     and the VPC CNI gives pods addresses too (:func:`efa_stack.planning.limits.subnet_plan` picks masks that fit)."""
     public_subnet_mask: int = 24
     """Prefix length of each public subnet."""
+    pod_cidr: str | None = None
+    """A secondary IPv4 block for the pods (VPC CNI custom networking); None: no secondary block, no pod subnets."""
+    pod_subnets: Mapping[str, str] = field(default_factory=dict)
+    """Zone -> CIDR of the pod subnet there, inside ``pod_cidr`` (:func:`efa_stack.planning.addressing.pod_network`);
+    each routes to the internet through the NAT gateway its zone's private subnet uses."""
 
 
 class EfaVpc(Construct):
@@ -98,7 +104,11 @@ class EfaVpc(Construct):
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_log_group),
             traffic_type=ec2.FlowLogTrafficType.REJECT,
         )
-        self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
+        s3 = self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
+        self.pod_subnets: dict[str, ec2.Subnet] = {}
+        """Zone -> pod subnet (with ``pod_cidr``)."""
+        if props.pod_cidr is not None:
+            self._pod_network(props.pod_cidr, props.pod_subnets, s3)
         if interface_endpoints:
             for name, service in INTERFACE_ENDPOINTS.items():
                 endpoint = self.vpc.add_interface_endpoint(
@@ -107,12 +117,43 @@ class EfaVpc(Construct):
                     subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
                     private_dns_enabled=True,
                 )
+                if props.pod_cidr is not None:  # CDK opens the endpoint to the primary block only
+                    endpoint.connections.allow_from(
+                        ec2.Peer.ipv4(props.pod_cidr), ec2.Port.tcp(443), "HTTPS from the pods' range",
+                    )
                 for sg in endpoint.connections.security_groups:
                     acknowledge(
                         sg, "AwsSolutions-EC23",
                         "The endpoint's group admits HTTPS from the VPC CIDR only; cdk-nag cannot read "
                         "the CIDR because it is a CloudFormation attribute of the VPC.",
                     )
+
+    def _pod_network(self, pod_cidr: str, subnets: Mapping[str, str], s3: ec2.GatewayVpcEndpoint) -> None:
+        """The secondary block, a pod subnet per zone after it, each with its zone's NAT route and the S3 endpoint."""
+        # AWS::EC2::VPCCidrBlock: a subnet in the block can be created only once the association exists.
+        self.pod_cidr_block = ec2.CfnVPCCidrBlock(self, "PodCidr", vpc_id=self.vpc.vpc_id, cidr_block=pod_cidr)
+        route_tables = []
+        for i, (zone, cidr) in enumerate(subnets.items()):
+            subnet = ec2.Subnet(
+                self, f"PodSubnet{i + 1}", vpc_id=self.vpc.vpc_id, availability_zone=zone, cidr_block=cidr,
+                map_public_ip_on_launch=False,
+            )
+            subnet.node.add_dependency(self.pod_cidr_block)
+            subnet.add_default_nat_route(self._nat_gateway_of(zone))
+            Tags.of(subnet).add("Name", f"{self.node.path}/Pods-{zone}")
+            self.pod_subnets[zone] = subnet
+            route_tables.append(subnet.route_table.route_table_id)
+        cfn = s3.node.default_child
+        assert isinstance(cfn, ec2.CfnVPCEndpoint)
+        cfn.route_table_ids = [*(cfn.route_table_ids or []), *route_tables]
+
+    def _nat_gateway_of(self, availability_zone: str) -> str:
+        """The NAT gateway the private subnet of ``availability_zone`` routes through (one per zone, or the one)."""
+        private = self.private_subnet(availability_zone)
+        route = private.node.try_find_child("DefaultRoute")
+        if not isinstance(route, ec2.CfnRoute) or route.nat_gateway_id is None:
+            raise ValueError(f"the private subnet of {availability_zone} has no NAT route")
+        return route.nat_gateway_id
 
     def private_subnet(self, availability_zone: str) -> ec2.ISubnet:
         """The private subnet of ``availability_zone`` (where an EFA node group lives)."""

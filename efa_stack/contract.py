@@ -209,3 +209,10 @@ CDK_CONTEXT_FILE: Final = "cdk.context.json"
 """The file the CDK CLI keeps context lookups in and passes to the app on every synth (next to cdk.json)."""
 SUBNET_ZONES_CONTEXT: Final = "efa-stack:subnet-zones"
 """Context key of the zones ``efa-stack lookup`` recorded for an existing VPC's subnets: {subnet id: zone}."""
+
+# --- VPC CNI custom networking (vpc.podCIDR) ----------------------------------------------------------------------
+# aws/amazon-vpc-cni-k8s@v1.20.1 (d885b3b) charts/aws-vpc-cni/crds/customresourcedefinition.yaml: group
+# crd.k8s.amazonaws.com, version v1alpha1, kind ENIConfig, cluster-scoped (one per zone, named after the zone).
+ENICONFIG_API_VERSION: Final = "crd.k8s.amazonaws.com/v1alpha1"
+ENICONFIG_KIND: Final = "ENIConfig"
+ENICONFIG_CRD_NAME: Final = "eniconfigs.crd.k8s.amazonaws.com"

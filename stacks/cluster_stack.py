@@ -106,9 +106,12 @@ CONTROL_PLANE_LOGS = {
 }
 
 
-def node_group_props(ng: NodeGroupPlan, cluster_node_config: str | None = None) -> ManagedNodeGroupProps:
+def node_group_props(
+    ng: NodeGroupPlan, cluster_node_config: str | None = None, max_pods: int | None = None,
+) -> ManagedNodeGroupProps:
     """The plan of one node group as the props of :class:`aws_constructs.node_group.ManagedNodeGroup`
-    (``cluster_node_config``: the cluster's details for nodes of a custom AMI)."""
+    (``cluster_node_config``: the cluster's details for nodes of a custom AMI; ``max_pods``: the kubelet maxPods of
+    VPC CNI custom networking, :meth:`efa_stack.planning.addressing.AddressPlan.max_pods`)."""
     return ManagedNodeGroupProps(
         launch_template=LaunchTemplateProps(
             instance_type=None if ng.instance_types else ng.instance_type,
@@ -122,7 +125,7 @@ def node_group_props(ng: NodeGroupPlan, cluster_node_config: str | None = None) 
             reservation_id=ng.reservation_id,
             hugepages_2mi_mib=ng.hugepages_2mi_mib,
             lustre_client=ng.lustre_client,
-            kubelet_config=ng.kubelet.as_kubelet_config(),
+            kubelet_config={**ng.kubelet.as_kubelet_config(), **({"maxPods": str(max_pods)} if max_pods else {})},
             instance_name=ng.instance_name,
             key_name=ng.key_name,
             pre_bootstrap_commands=ng.pre_bootstrap_commands,
@@ -238,6 +241,7 @@ class ClusterStack(Stack):
         vpc_cni_cfn.resolve_conflicts = cni.resolve_conflicts
         apply_addon_settings(self.vpc_cni, cni, version=False)
         associate_with_addon(self.vpc_cni, self.vpc_cni_role, "aws-node")
+        self.eni_configs = self._eni_configs(plan)
         self.node_role = iam.Role(
             self,
             "NodeRole",
@@ -298,7 +302,8 @@ class ClusterStack(Stack):
                 else [network.private_subnet(az) for az in ng.availability_zones]
             )
             groups = [cluster_sg, network.efa_security_group.security_group_id] if ng.efa_enabled else [cluster_sg]
-            props = node_group_props(ng, self._cluster_node_config() if ng.ami_id else None)
+            props = node_group_props(ng, self._cluster_node_config() if ng.ami_id else None,
+                                     plan.addresses.max_pods(ng.name) if plan.addresses is not None else None)
             node_role = self._node_role_of(ng)
             parts = ng.parts
             shared_group = None
@@ -333,6 +338,8 @@ class ClusterStack(Stack):
                 # Nodes bootstrap over the NAT gateways' routes and the VPC endpoints (see _vpc_for_cluster).
                 node_group.nodegroup.node.add_dependency(network)
                 node_group.nodegroup.node.add_dependency(self.pod_identity_agent)
+                if self.eni_configs is not None:  # custom networking: pods' ENIs go where the ENIConfig says
+                    node_group.nodegroup.node.add_dependency(self.eni_configs)
                 for addon_plan in plan.addons:
                     if addon_plan.node_dependency and addon_plan.name in self.addons:
                         node_group.nodegroup.node.add_dependency(self.addons[addon_plan.name])
@@ -394,6 +401,29 @@ class ClusterStack(Stack):
         # Its nodes join through the CNI.
         controller.chart.node.add_dependency(self.vpc_cni)
         return controller
+
+    def _eni_configs(self, plan: ClusterPlan) -> eks.KubernetesManifest | None:
+        """VPC CNI custom networking (``vpc.podCIDR``): an ENIConfig per zone (:mod:`k8s.eniconfig`) with the zone's
+        pod subnet and the cluster security group, applied once the vpc-cni add-on's ENIConfig CRD is Established
+        (the add-on installs it: aws/amazon-vpc-cni-k8s@v1.20.1 config/master/aws-k8s-cni.yaml, the CNI's own
+        manifest, holds eniconfigs.crd.k8s.amazonaws.com). Node groups wait for it: ipamd on a node that starts
+        before its ENIConfig exists fails to attach pod ENIs (pkg/ipamd/ipamd.go: "Failed to attach any ENIs for
+        custom networking"). None without a pod range."""
+        subnets = self.network.pod_subnets
+        if not subnets:
+            return None
+        import cdk8s
+
+        from k8s.eniconfig import EniConfigChart, EniConfigProps
+
+        chart = EniConfigChart(cdk8s.App(), "EniConfigs", EniConfigProps(
+            subnets={zone: subnet.subnet_id for zone, subnet in subnets.items()},
+            security_groups=[self.cluster.cluster_security_group_id],
+        ))
+        manifest = self.cluster.add_cdk8s_chart("EniConfigs", chart)
+        manifest.node.add_dependency(
+            self._wait_until_established(self.vpc_cni, contract.ENICONFIG_CRD_NAME, "EniConfigCrdEstablished"))
+        return manifest
 
     def _cluster_node_config(self) -> str:
         """The cluster's details for nodeadm on nodes of a custom AMI (tokens of the EKS cluster)."""

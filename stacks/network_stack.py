@@ -30,6 +30,7 @@ class ClusterNetwork(Construct):
         # the plan's subnets: sized for the nodes' and pods' addresses (efa_stack.planning.addressing)
         subnets = plan.addresses.subnets if plan.addresses is not None \
             else subnet_plan(plan.vpc_cidr, len(plan.availability_zones))
+        pods = plan.addresses.pods if plan.addresses is not None else None  # vpc.podCIDR: custom networking
         if subnets is None:  # build_plan reports this as a problem of vpc.cidr first
             raise ValueError(f"VPC {plan.vpc_cidr} cannot hold subnets in {len(plan.availability_zones)} zones")
         self.network = EfaVpc(self, "Network", EfaVpcProps(
@@ -39,6 +40,8 @@ class ClusterNetwork(Construct):
             interface_endpoints=plan.interface_endpoints,
             private_subnet_mask=subnets.private_mask,
             public_subnet_mask=subnets.public_mask,
+            pod_cidr=pods.cidr if pods is not None else None,
+            pod_subnets=pods.subnets if pods is not None else {},
         ))
         self.efa = EfaSecurityGroup(self, "Efa", vpc=self.network.vpc)
 
@@ -52,6 +55,11 @@ class ClusterNetwork(Construct):
 
     def private_subnet(self, availability_zone: str) -> ec2.ISubnet:
         return self.network.private_subnet(availability_zone)
+
+    @property
+    def pod_subnets(self) -> dict[str, ec2.ISubnet]:
+        """Zone -> pod subnet of VPC CNI custom networking (empty without ``vpc.podCIDR``)."""
+        return dict(self.network.pod_subnets) if isinstance(self.network, EfaVpc) else {}
 
     @property
     def private_subnets(self) -> list[ec2.ISubnet]:

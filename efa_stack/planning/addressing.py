@@ -18,11 +18,16 @@ settings (same tag, README.md):
 The kubelet's maxPods is nodeadm's: ENIs of card 0 x (IPv4 addresses per ENI - 1) + 2 (awslabs/amazon-eks-ami
 nodeadm eni_max_pods.go calculateStandardMaxPods, cited in efa_stack/planning/nccl.py too). Per instance type
 ``Ipv4AddressesPerInterface`` comes from data/ipv4_per_interface.json. The design: docs/design/scale.md.
+
+With ``vpc.podCIDR`` (VPC CNI custom networking, :func:`pod_network`) the pods' addresses come from one pod subnet
+per zone carved from that secondary range, and the private subnets hold the nodes' own interfaces only.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -53,6 +58,21 @@ PREFIX_ADDRESSES = 16
 GENERATED_WARM_IP_TARGET = 2
 """The free addresses a node keeps when efa-stack sets the warm targets: the README's own pairing of
 ``MINIMUM_IP_TARGET`` (the expected pods) with ``WARM_IP_TARGET`` 2 ("uses roughly half as many IPs")."""
+# VPC CNI custom networking: aws/amazon-vpc-cni-k8s@v1.20.1 (d885b3b) README.md, AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG
+# ("true": ipamd allocates ENIs in the subnet and security groups of the node's ENIConfig) and ENI_CONFIG_LABEL_DEF
+# (the node label whose value names the ENIConfig; topology.kubernetes.io/zone picks one ENIConfig per zone).
+CUSTOM_NETWORK_CFG = "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG"
+ENI_CONFIG_LABEL_DEF = "ENI_CONFIG_LABEL_DEF"
+ENI_CONFIG_LABEL = "topology.kubernetes.io/zone"
+CUSTOM_NETWORKING_ENV = {CUSTOM_NETWORK_CFG: "true", ENI_CONFIG_LABEL_DEF: ENI_CONFIG_LABEL}
+POD_CIDR_FIELD = "vpc.podCIDR"
+# AWS::EC2::VPCCidrBlock CidrBlock and the VPC User Guide ("VPC CIDR blocks", vpc-cidr-blocks): an IPv4 block between
+# /16 and /28; subnets too are /16 to /28 (limits.SUBNET_MAX_MASK).
+POD_CIDR_MIN_MASK, POD_CIDR_MAX_MASK = 16, 28
+# The ranges a pod CIDR may come from: RFC 1918's three and 100.64.0.0/10, the shared address space the EKS User
+# Guide's custom networking tutorial (cni-custom-network-tutorial) associates for pods.
+PRIVATE_RANGES = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
+SHARED_RANGE = ipaddress.IPv4Network("100.64.0.0/10")
 SUBNET_MARGIN = 64
 """efa-stack's margin per private subnet for addresses that are not nodes' or pods': the EKS control plane's
 cross-account interfaces, interface endpoints, load balancers placed there."""
@@ -125,37 +145,79 @@ class NodeAddresses:
     cni_enis: int
     """ENIs the VPC CNI can use on network card 0 (the primary included)."""
     max_pods: int
-    """The kubelet's maxPods (nodeadm's formula)."""
+    """The kubelet's maxPods (nodeadm's formula; with custom networking the one efa-stack sets, see
+    :func:`node_addresses`)."""
+    custom_networking: bool = False
+    """The pods' addresses are in the zone's pod subnet, not in the node's private subnet."""
 
     @property
     def total(self) -> int:
         return self.node + self.pods
 
+    @property
+    def in_node_subnet(self) -> int:
+        """Addresses the node takes in its private subnet."""
+        return self.node if self.custom_networking else self.total
+
+    @property
+    def in_pod_subnet(self) -> int:
+        """Addresses the node takes in its zone's pod subnet (custom networking only)."""
+        return self.pods if self.custom_networking else 0
+
+
+def card0_slots(instance: InstanceType) -> int:
+    """Interfaces network card 0 takes (``MaximumNetworkInterfaces`` of card 0)."""
+    return next((c.max_interfaces for c in instance.network_cards if c.index == 0), instance.max_network_interfaces)
+
+
+def pod_enis(instance: InstanceType, interfaces: Sequence[Interface]) -> int:
+    """ENIs the VPC CNI can attach for pods under custom networking: card 0's slots less the primary (ipamd skips
+    it, pkg/ipamd/datastore/data_store.go GetAllocatableENIs ``skipPrimary`` with custom networking) and less the
+    launch template's other card-0 interfaces (an ``efa-only`` one is counted unmanaged and takes a slot,
+    pkg/ipamd/ipamd.go filterUnmanagedENIs ``unmanagedENI[card] += 1``, both at v1.20.1). May be 0 or less."""
+    taken = sum(1 for i in interfaces if i.network_card_index == 0 and not i.is_primary)
+    return card0_slots(instance) - 1 - taken
+
 
 def node_addresses(
     instance: InstanceType, interfaces: Sequence[Interface], ipv4: int, settings: CniSettings,
+    *, custom_networking: bool = False,
 ) -> NodeAddresses:
-    """The addresses one node takes at most under ``settings`` (see the module docstring)."""
-    card0 = next((c.max_interfaces for c in instance.network_cards if c.index == 0), instance.max_network_interfaces)
+    """The addresses one node takes at most under ``settings`` (see the module docstring).
+
+    With ``custom_networking`` the CNI's ENIs are :func:`pod_enis` (at least 1 here; :func:`custom_networking_problems`
+    refuses fewer), each with its primary address in the pod subnet too, and maxPods is the EKS custom-networking
+    figure, (ENIs - 1) x (IPv4 addresses per ENI - 1) + 2 (EKS User Guide, cni-custom-network: maxPods with the
+    number of network interfaces minus one; awslabs/amazon-eks-ami@81fec2e nodeadm/test/e2e/cases/
+    custom-max-pods-expression/scenarios/custom-networking/config.yaml ``((default_enis -1) * (ips_per_eni - 1)) +
+    2``), with the ENIs the launch template's other card-0 interfaces take subtracted as well.
+    """
+    card0 = card0_slots(instance)
     if interfaces:
         node = sum(1 for i in interfaces if i.interface_type != contract.EFA_ONLY)
         taken = sum(1 for i in interfaces if i.network_card_index == 0 and not i.is_primary)
     else:
         node, taken = 1, 0
-    enis = max(card0 - taken, 1)
-    max_pods = card0 * (ipv4 - 1) + 2
+    if custom_networking:
+        enis = max(pod_enis(instance, interfaces), 1)
+        max_pods = enis * (ipv4 - 1) + 2
+        own = 1  # every CNI ENI is in the pod subnet: its primary address counts there
+    else:
+        enis = max(card0 - taken, 1)
+        max_pods = card0 * (ipv4 - 1) + 2
+        own = 0  # the primary ENI's own address is counted in ``node``
     capacity = enis * (ipv4 - 1)  # secondary addresses (or prefix slots) of the CNI's ENIs
     if settings.prefix_delegation:
         prefixes = min(capacity, -(-max_pods // PREFIX_ADDRESSES) + settings.warm_prefix_target)
         used_enis = max(1, -(-prefixes // (ipv4 - 1)))
-        pods = prefixes * PREFIX_ADDRESSES + (used_enis - 1)
+        pods = prefixes * PREFIX_ADDRESSES + (used_enis - 1 + own)
     elif settings.warm_ip_mode:
         wanted = min(capacity, max(settings.minimum_ip_target, 0) + settings.warm_ip_target)
         used_enis = max(1, -(-wanted // (ipv4 - 1)))
-        pods = wanted + (used_enis - 1)
+        pods = wanted + (used_enis - 1 + own)
     else:
-        pods = capacity + (enis - 1)
-    return NodeAddresses(node=node, pods=pods, cni_enis=enis, max_pods=max_pods)
+        pods = capacity + (enis - 1 + own)
+    return NodeAddresses(node=node, pods=pods, cni_enis=enis, max_pods=max_pods, custom_networking=custom_networking)
 
 
 @dataclass(frozen=True)
@@ -166,10 +228,36 @@ class GroupAddresses:
     per_node: NodeAddresses | None
     """None: no ``Ipv4AddressesPerInterface`` figure for the type; only the node's own addresses are counted."""
 
+    @property
+    def nodes_per_zone(self) -> int:
+        """Nodes in each of its zones at ``maxSize`` (spread evenly, rounded up)."""
+        return -(-self.max_nodes // max(len(self.zones), 1))
+
     def per_zone(self) -> int:
-        """Addresses the group takes in each of its zones at ``maxSize`` (nodes spread evenly, rounded up)."""
-        nodes = -(-self.max_nodes // max(len(self.zones), 1))
-        return nodes * (self.per_node.total if self.per_node else 1)
+        """Addresses the group takes in each zone's private subnet at ``maxSize``."""
+        return self.nodes_per_zone * (self.per_node.in_node_subnet if self.per_node else 1)
+
+    def pods_per_zone(self) -> int:
+        """Addresses the group takes in each zone's pod subnet at ``maxSize`` (custom networking)."""
+        return self.nodes_per_zone * (self.per_node.in_pod_subnet if self.per_node else 0)
+
+
+@dataclass(frozen=True)
+class PodNetwork:
+    """VPC CNI custom networking: the secondary range and its pod subnet per zone (:func:`pod_network`)."""
+
+    cidr: str
+    """``vpc.podCIDR``, associated with the VPC as a secondary block."""
+    mask: int
+    """Prefix length of each pod subnet."""
+    subnets: dict[str, str] = field(hash=False)
+    """Zone -> the pod subnet's CIDR (the zones where nodes run, in the plan's order)."""
+    per_zone: dict[str, int] = field(hash=False)
+    """Zone -> addresses the nodes' pods take there at maxSize."""
+
+    @property
+    def usable(self) -> int:
+        return usable_addresses(self.mask)
 
 
 @dataclass(frozen=True)
@@ -182,30 +270,52 @@ class AddressPlan:
     per_zone: dict[str, int] = field(hash=False)
     generated_env: dict[str, str] = field(hash=False, default_factory=dict)
     """VPC CNI settings efa-stack adds to the vpc-cni add-on's ``configurationValues`` ``env``."""
+    pods: PodNetwork | None = None
+    """Custom networking's pod subnets (``vpc.podCIDR``); None: pods share the private subnets."""
 
     @property
     def usable(self) -> int:
         return self.subnets.private_usable
 
+    def max_pods(self, group: str) -> int | None:
+        """The kubelet maxPods efa-stack writes into ``group``'s NodeConfig: with custom networking only (nodeadm's
+        own figure counts the primary ENI, which then hosts no pods); None otherwise."""
+        if self.pods is None:
+            return None
+        found = next((g.per_node for g in self.groups if g.name == group and g.per_node is not None), None)
+        return found.max_pods if found is not None else None
+
     def summary_lines(self) -> list[str]:
         zones = ", ".join(f"{z} {n} of {self.usable}" for z, n in self.per_zone.items())
-        lines = [(f"  addresses at maxSize: {zones} (private /{self.subnets.private_mask} each; "
-                  f"{self.settings.describe()})")]
+        what = "nodes' interfaces only; pods in the pod subnets" if self.pods else self.settings.describe()
+        lines = [f"  addresses at maxSize: {zones} (private /{self.subnets.private_mask} each; {what})"]
+        if self.pods is not None:
+            pods = ", ".join(f"{z} {self.pods.subnets[z]} {n} of {self.pods.usable}"
+                             for z, n in self.pods.per_zone.items())
+            lines.append(f"  pod addresses at maxSize (custom networking, {self.pods.cidr}, /{self.pods.mask} per zone; "
+                         f"{self.settings.describe()}): {pods}")
         for g in self.groups:
             if g.per_node is None:
                 lines.append(f"    {g.name}: 1 per node (no IPv4-per-interface figure for its type: pods not counted)")
                 continue
             a = g.per_node
+            if a.custom_networking:
+                lines.append(f"    {g.name}: {a.node} node + {a.pods} pod per node ({a.cni_enis} pod ENIs, maxPods "
+                             f"{a.max_pods}), {g.per_zone()} node + {g.pods_per_zone()} pod per zone at "
+                             f"{g.max_nodes} nodes")
+                continue
             lines.append(f"    {g.name}: {a.total} per node ({a.node} node + {a.pods} pod), "
                          f"{g.per_zone()} per zone at {g.max_nodes} nodes")
         return lines
 
 
-def _groups(groups: Sequence[Any], zones: Sequence[str], settings: CniSettings) -> tuple[GroupAddresses, ...]:
+def _groups(
+    groups: Sequence[Any], zones: Sequence[str], settings: CniSettings, custom: bool = False,
+) -> tuple[GroupAddresses, ...]:
     out = []
     for g in groups:
         ipv4 = ipv4_per_interface(g.instance.name)
-        per_node = node_addresses(g.instance, g.interfaces, ipv4, settings) if ipv4 else None
+        per_node = node_addresses(g.instance, g.interfaces, ipv4, settings, custom_networking=custom) if ipv4 else None
         out.append(GroupAddresses(g.name, tuple(z for z in g.availability_zones if z in zones), g.max_size, per_node))
     return tuple(out)
 
@@ -230,6 +340,7 @@ class AddressedGroup(NamedTuple):
 
 def address_plan(
     cidr: str, zones: Sequence[str], groups: Sequence[Any], user_configuration: str | None,
+    *, pod_cidr: str | None = None,
 ) -> tuple[AddressPlan | None, list[Problem]]:
     """The private subnets and the addresses ``groups`` (:class:`~efa_stack.planning.node_groups.NodeGroupPlan` or :class:`AddressedGroup`, the
     system group included) take.
@@ -237,7 +348,12 @@ def address_plan(
     With the user's VPC CNI settings as given; with none of :data:`CNI_ADDRESS_SETTINGS` set and the CNI's
     defaults too large for a subnet, efa-stack sets ``MINIMUM_IP_TARGET``/``WARM_IP_TARGET`` to what the
     subnets can give each node (``generated_env``). Problems: the nodes and their pods do not fit.
+
+    With ``pod_cidr`` (``vpc.podCIDR``) the pods take the pod subnets of :func:`pod_network` instead, and
+    ``generated_env`` turns on custom networking (:data:`CUSTOM_NETWORKING_ENV`).
     """
+    if pod_cidr is not None:
+        return _custom_address_plan(cidr, zones, groups, user_configuration, pod_cidr)
     user = cni_settings(user_configuration)
     user_env = json.loads(user_configuration).get(CNI_ENV) if user_configuration else None
     user_set = isinstance(user_env, dict) and any(k in user_env for k in CNI_ADDRESS_SETTINGS)
@@ -264,6 +380,180 @@ def address_plan(
             env = {MINIMUM_IP_TARGET: str(generated.minimum_ip_target), WARM_IP_TARGET: str(generated.warm_ip_target)}
             return AddressPlan(subnets, generated, regrouped, _per_zone(regrouped, zones), env), []
     return AddressPlan(subnets, user, found, per_zone), _problems(cidr, subnets, found, per_zone, zones, user, room)
+
+
+def _custom_address_plan(
+    cidr: str, zones: Sequence[str], groups: Sequence[Any], user_configuration: str | None, pod_cidr: str,
+) -> tuple[AddressPlan | None, list[Problem]]:
+    user = cni_settings(user_configuration)
+    problems = pod_cidr_problems(pod_cidr, cidr) + custom_networking_problems(groups)
+    if problems:
+        return None, problems
+    found = _groups(groups, zones, user, custom=True)
+    per_zone = _per_zone(found, zones)
+    subnets = subnet_plan(cidr, len(zones), max(per_zone.values(), default=0) + SUBNET_MARGIN)
+    if subnets is None:
+        return None, [Problem(
+            "vpc.cidr", cidr,
+            f"too small for a public and a private subnet in each of {len(zones)} availability zones "
+            f"(subnets are at least /{SUBNET_MAX_MASK})",
+            "use a larger VPC CIDR such as 10.0.0.0/16, or list fewer availabilityZones",
+        )]
+    room = subnets.private_usable - SUBNET_MARGIN
+    problems = _problems(cidr, subnets, found, per_zone, zones, user, room)
+    pods, pod_problems = pod_network(pod_cidr, found, zones, user)
+    problems += pod_problems
+    return AddressPlan(subnets, user, found, per_zone, dict(CUSTOM_NETWORKING_ENV), pods), problems
+
+
+def pod_cidr_problems(pod_cidr: str, vpc_cidr: str) -> list[Problem]:
+    """What is wrong with ``vpc.podCIDR`` itself and beside the VPC's primary block ``vpc_cidr``.
+
+    A secondary block from another RFC 1918 range than the primary's is refused by EC2 (VPC User Guide,
+    vpc-cidr-blocks, "IPv4 CIDR block association restrictions": a primary block in 10.0.0.0/8 takes no
+    secondary block from 172.16.0.0/12 or 192.168.0.0/16, and so on), so it is refused here first."""
+    try:
+        net = ipaddress.ip_network(pod_cidr, strict=True)
+    except ValueError as exc:
+        return [Problem(POD_CIDR_FIELD, pod_cidr, f"not an IPv4 network ({exc})",
+                        "write a network address with its prefix length, such as 100.64.0.0/16")]
+    if not isinstance(net, ipaddress.IPv4Network):
+        return [Problem(POD_CIDR_FIELD, pod_cidr, "not an IPv4 network; efa-stack builds IPv4 clusters",
+                        "use an IPv4 range such as 100.64.0.0/16")]
+    problems = []
+    if not POD_CIDR_MIN_MASK <= net.prefixlen <= POD_CIDR_MAX_MASK:
+        problems.append(Problem(
+            POD_CIDR_FIELD, pod_cidr,
+            f"a VPC CIDR block (AWS::EC2::VPCCidrBlock) is /{POD_CIDR_MIN_MASK} to /{POD_CIDR_MAX_MASK}",
+            f"use a prefix length from /{POD_CIDR_MIN_MASK} to /{POD_CIDR_MAX_MASK}, such as 100.64.0.0/16",
+        ))
+    home = next((r for r in (*PRIVATE_RANGES, SHARED_RANGE) if net.subnet_of(r)), None)
+    if home is None:
+        problems.append(Problem(
+            POD_CIDR_FIELD, pod_cidr, "not inside an RFC 1918 range (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16) "
+            f"or the shared address space {SHARED_RANGE}",
+            f"use a range from {SHARED_RANGE} (EKS custom networking's usual choice), such as 100.64.0.0/16",
+        ))
+    primary = ipaddress.ip_network(vpc_cidr, strict=False)
+    if isinstance(primary, ipaddress.IPv4Network):
+        if net.overlaps(primary):
+            problems.append(Problem(
+                POD_CIDR_FIELD, pod_cidr, f"overlaps the VPC's primary range vpc.cidr {vpc_cidr}",
+                f"use a range outside {vpc_cidr}, such as 100.64.0.0/16",
+            ))
+        primary_home = next((r for r in PRIVATE_RANGES if primary.subnet_of(r)), None)
+        if home in PRIVATE_RANGES and primary_home is not None and home != primary_home:
+            problems.append(Problem(
+                POD_CIDR_FIELD, pod_cidr,
+                f"the VPC's primary range {vpc_cidr} is in {primary_home}, and EC2 does not associate a secondary "
+                f"block from another RFC 1918 range ({home}) with such a VPC",
+                f"use a range from {primary_home} outside {vpc_cidr}, or from {SHARED_RANGE}",
+            ))
+    return problems
+
+
+def custom_networking_problems(groups: Sequence[Any]) -> list[Problem]:
+    """Node groups whose interface layout custom networking cannot serve, each with the reason.
+
+    * A non-primary interface with addresses on network card 0 (an ``efa`` or ENA interface of the launch
+      template): ipamd manages every untagged ENI it finds (aws/amazon-vpc-cni-k8s@v1.20.1 pkg/ipamd/ipamd.go
+      setUnmanagedENIs: untagged ENIs stay managed while ``enableManageUntaggedMode`` is on, the default) and under
+      custom networking leaves out only the primary ENI (pkg/ipamd/datastore/data_store.go GetAllocatableENIs), so
+      it would give pods secondary addresses of that interface's subnet, the node's private subnet.
+    * No card-0 slot left for a pod ENI (:func:`pod_enis` < 1): with the primary ENI hosting no pods the node could
+      run host-network pods only. (Interfaces on cards above 0 are left alone: ipamd.go markUnmanagedNetworkCards
+      marks every card above 0 unmanaged without ENABLE_MULTI_NIC, which efa-stack does not set.)
+    * No ``Ipv4AddressesPerInterface`` figure: maxPods cannot be derived.
+    """
+    problems = []
+    for g in groups:
+        where = f"node group {g.name} ({g.instance.name})"
+        addressed = [i for i in g.interfaces if i.network_card_index == 0 and not i.is_primary
+                     and i.interface_type != contract.EFA_ONLY]
+        if addressed:
+            problems.append(Problem(
+                POD_CIDR_FIELD, g.name,
+                f"{where} has an {addressed[0].interface_type} interface with addresses on network card 0 beside "
+                "the primary; the VPC CNI manages it and, under custom networking, would give pods addresses of the "
+                "node's private subnet from it",
+                "use an instance type whose card 0 takes an efa-only interface, or remove vpc.podCIDR",
+            ))
+            continue
+        if pod_enis(g.instance, g.interfaces) < 1:
+            card0 = [i.interface_type for i in g.interfaces if i.network_card_index == 0]
+            problems.append(Problem(
+                POD_CIDR_FIELD, g.name,
+                f"{where}: network card 0 takes {card0_slots(g.instance)} interfaces and the launch template uses "
+                f"them all ({', '.join(card0)}); with custom networking the primary interface hosts no pods, so no "
+                "interface is left for the pods' ENIs",
+                "set the group's interfaceLayout: legacy (its EFA device is then the primary interface, which leaves "
+                "a card-0 slot for pods), or remove vpc.podCIDR",
+            ))
+            continue
+        if ipv4_per_interface(g.instance.name) is None:
+            problems.append(Problem(
+                POD_CIDR_FIELD, g.name,
+                f"{where}: no IPv4-addresses-per-interface figure, so its maxPods under custom networking cannot be "
+                "derived", "use another instance type, or remove vpc.podCIDR",
+            ))
+    return problems
+
+
+def pod_network(
+    pod_cidr: str, groups: Sequence[GroupAddresses], zones: Sequence[str], settings: CniSettings,
+) -> tuple[PodNetwork | None, list[Problem]]:
+    """One pod subnet per zone where nodes run (equal parts of ``pod_cidr``, in ``zones``' order), and the problems
+    when the pods' addresses do not fit."""
+    used = [z for z in zones if any(z in g.zones and g.max_nodes > 0 for g in groups)]
+    net = ipaddress.ip_network(pod_cidr)
+    mask = net.prefixlen + math.ceil(math.log2(max(len(used), 1)))
+    if mask > SUBNET_MAX_MASK:
+        return None, [Problem(
+            POD_CIDR_FIELD, pod_cidr, f"too small for a pod subnet in each of {len(used)} zones (subnets are at most "
+            f"/{SUBNET_MAX_MASK})", "use a larger range, such as 100.64.0.0/16",
+        )]
+    per_zone = {z: 0 for z in used}
+    for g in groups:
+        for z in g.zones:
+            if z in per_zone:
+                per_zone[z] += g.pods_per_zone()
+    parts = list(net.subnets(new_prefix=mask))
+    pods = PodNetwork(pod_cidr, mask, {z: str(parts[i]) for i, z in enumerate(used)}, per_zone)
+    problems = []
+    for z, need in per_zone.items():
+        if need > pods.usable:
+            detail = "; ".join(f"{g.name} {g.pods_per_zone()} ({g.per_node.pods if g.per_node else 0} per node x "
+                               f"{g.nodes_per_zone} nodes)" for g in groups if z in g.zones)
+            problems.append(Problem(
+                POD_CIDR_FIELD, pod_cidr,
+                f"its pod subnet in {z} (/{mask}, {pods.usable} usable addresses) cannot hold the pods' addresses "
+                f"there: {need} at maxSize with {settings.describe()} ({detail})",
+                f"use a larger range (down to /{POD_CIDR_MIN_MASK}), lower maxSize, or set the vpc-cni add-on's "
+                f"configurationValues env {MINIMUM_IP_TARGET}/{WARM_IP_TARGET} to the pods your nodes run",
+            ))
+    return pods, problems
+
+
+def pod_network_refusals(pod_cidr: str | None, *, existing_vpc: bool, karpenter_pools: int) -> list[Problem]:
+    """Where efa-stack does not build custom networking at all: an existing VPC (its CIDR associations, route
+    tables and NAT gateways are the user's) and Karpenter pools (Karpenter sizes its nodes' maxPods and ENIs
+    itself, from settings efa-stack's EC2NodeClasses do not write)."""
+    if pod_cidr is None:
+        return []
+    problems = []
+    if existing_vpc:
+        problems.append(Problem(
+            POD_CIDR_FIELD, pod_cidr, "efa-stack adds a secondary range and pod subnets only to the VPC it creates; "
+            "with vpc.id the VPC, its ranges, route tables and NAT gateways are yours",
+            "remove vpc.podCIDR (or remove vpc.id and let efa-stack create the VPC)",
+        ))
+    if karpenter_pools:
+        problems.append(Problem(
+            POD_CIDR_FIELD, pod_cidr, f"{karpenter_pools} karpenterNodePools: Karpenter's nodes get their maxPods "
+            "from Karpenter, which does not know that the primary interface hosts no pods under custom networking",
+            "remove vpc.podCIDR, or move the pools to managedNodeGroups",
+        ))
+    return problems
 
 
 def _pod_budget(groups: Sequence[GroupAddresses], zones: Sequence[str], room: int) -> int | None:
@@ -302,8 +592,8 @@ def _problems(
             f"{SUBNET_MARGIN} of them kept for the cluster's own interfaces",
             "use a larger VPC CIDR (at most /16; its private subnets grow up to what the zones leave), lower "
             f"maxSize, or set the vpc-cni add-on's configurationValues env {MINIMUM_IP_TARGET}/{WARM_IP_TARGET} to "
-            "the pods your nodes run (fewer addresses held per node); pods beyond that need a secondary VPC CIDR "
-            "with VPC CNI custom networking (ENIConfig per zone), which efa-stack does not build",
+            "the pods your nodes run (fewer addresses held per node), or give the pods a secondary range of their "
+            f"own with {POD_CIDR_FIELD} (VPC CNI custom networking)",
         ))
     return problems
 

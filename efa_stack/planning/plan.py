@@ -25,7 +25,13 @@ from efa_stack.planning.addons import (
     node_repair_plan,
     role_problems,
 )
-from efa_stack.planning.addressing import AddressedGroup, AddressPlan, address_plan, merge_cni_env
+from efa_stack.planning.addressing import (
+    AddressedGroup,
+    AddressPlan,
+    address_plan,
+    merge_cni_env,
+    pod_network_refusals,
+)
 from efa_stack.planning.catalog import InstanceType, UnknownInstanceType
 from efa_stack.planning.image_compat import TrainingImagePlan, training_image_plan
 from efa_stack.planning.karpenter import (
@@ -983,12 +989,15 @@ def build_plan(
         ), storage=spec.storage is not None, karpenter=bool(spec.karpenter_node_pools),
             kueue=spec.scheduling.kueue.enabled))
     addresses: AddressPlan | None = None
-    if len(set(azs)) >= 2 and existing is None and sys_instance is not None:
+    pod_refusals = pod_network_refusals(
+        spec.vpc.pod_cidr, existing_vpc=existing is not None, karpenter_pools=len(spec.karpenter_node_pools))
+    problems.extend(pod_refusals)
+    if len(set(azs)) >= 2 and existing is None and sys_instance is not None and not pod_refusals:
         cni = next((a for a in addons if a.name == VPC_CNI), None)
         addresses, address_problems = address_plan(
             spec.vpc.cidr, azs,
             [AddressedGroup(contract.SYSTEM_NODE_GROUP, sys_instance, (), azs, sys_sizes[2]), *groups, *pool_groups],
-            cni.configuration_values if cni else None,
+            cni.configuration_values if cni else None, pod_cidr=spec.vpc.pod_cidr,
         )
         problems.extend(address_problems)
         if addresses is not None and addresses.generated_env and cni is not None:

@@ -202,6 +202,11 @@ class Vpc(_Model):
     """CIDRs allowed to reach the public endpoint (empty: any)."""
     interface_endpoints: bool = Field(True, alias="interfaceEndpoints")
     """Extension: interface endpoints for ECR, STS, EC2 and CloudWatch Logs, for private nodes."""
+    pod_cidr: str | None = Field(None, alias="podCIDR", max_length=18)
+    """Extension: a secondary IPv4 range (RFC 1918 or 100.64.0.0/10, /16 to /28) for the pods' addresses: efa-stack
+    associates it with the VPC, carves one pod subnet per zone from it and turns on VPC CNI custom networking
+    (an ENIConfig per zone), so pods no longer take addresses from the private subnets; absent: pods share the
+    private subnets (docs/design/scale.md, custom networking). Not with an existing VPC (``id``)."""
 
     @field_validator("cidr")
     @classmethod
@@ -1178,7 +1183,7 @@ UNSUPPORTED_VPC_FIELDS: dict[str, str] = {
     "securityGroup": "remove it; efa-stack creates the cluster and EFA security groups",
     "sharedNodeSecurityGroup": "remove it; efa-stack creates the cluster and EFA security groups",
     "manageSharedNodeSecurityGroupRules": "remove it",
-    "extraCIDRs": "remove it; the VPC has one IPv4 range, vpc.cidr",
+    "extraCIDRs": "remove it; for pod addresses from a second range use vpc.podCIDR (VPC CNI custom networking)",
     "extraIPv6CIDRs": "remove it; efa-stack builds IPv4 clusters",
     "ipv6Cidr": "remove it; efa-stack builds IPv4 clusters",
     "ipv6Pool": "remove it; efa-stack builds IPv4 clusters",

@@ -1,0 +1,236 @@
+"""VPC CNI custom networking (vpc.podCIDR): the spec's checks, the address plan, the VPC's secondary block and pod
+subnets, the ENIConfigs, the CNI settings and the nodes' maxPods, and the layouts it refuses."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from typing import Any
+
+import pytest
+
+from efa_stack import contract
+from efa_stack.planning import catalog
+from efa_stack.planning.addressing import (
+    CUSTOM_NETWORK_CFG,
+    ENI_CONFIG_LABEL,
+    ENI_CONFIG_LABEL_DEF,
+    POD_CIDR_FIELD,
+    card0_slots,
+    ipv4_per_interface,
+)
+from tests.support import cluster_header, plan_of, problems_of, synth_text
+
+POD_CIDR = "100.64.0.0/16"
+
+
+def spec(instance_type: str = "p5en.48xlarge", max_size: int = 4, *, pod_cidr: str | None = POD_CIDR,
+         layout: str | None = None, vpc: str = "") -> str:
+    group = ["  - name: gpu", f"    instanceType: {instance_type}", "    minSize: 1", f"    maxSize: {max_size}",
+             "    availabilityZones: [us-west-2a]", "    privateNetworking: true", "    efaEnabled: true"]
+    if layout:
+        group.append(f"    interfaceLayout: {layout}")
+    lines = ["vpc:", "  cidr: 10.0.0.0/16", *([f"  podCIDR: {pod_cidr}"] if pod_cidr else []), vpc]
+    return cluster_header() + "\n".join(group) + "\n" + "\n".join(line for line in lines if line) + "\n"
+
+
+def pod_problems(text: str) -> list[Any]:
+    return [p for p in problems_of(text) if p.field == POD_CIDR_FIELD]
+
+
+# --- the spec's checks ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("100.64.0.0/12", "/16 to /28"),
+    ("8.8.0.0/16", "RFC 1918"),
+    ("10.0.128.0/17", "overlaps the VPC's primary range"),
+    ("192.168.0.0/16", "another RFC 1918 range"),
+    ("100.64.0.1/16", "not an IPv4 network"),
+])
+def test_fails_a_pod_cidr_that_ec2_or_the_plan_cannot_take(value, says):
+    problems = pod_problems(spec(pod_cidr=value))
+    assert any(says in p.message for p in problems), [p.render() for p in problems]
+    assert all(p.value == value and p.fix for p in problems)
+
+
+def test_fails_a_pod_cidr_too_small_for_the_pods():
+    problems = pod_problems(spec(max_size=40, pod_cidr="100.64.0.0/24"))
+    assert len(problems) == 1
+    assert "cannot hold the pods' addresses" in problems[0].message and "us-west-2a" in problems[0].message
+    assert "larger range" in problems[0].fix
+
+
+def test_fails_a_pod_cidr_with_an_existing_vpc():
+    text = spec(vpc="  id: vpc-0123456789abcdef0\n  subnets:\n    private:\n      us-west-2a: {id: subnet-0123456789abcdef0}"
+                    "\n      us-west-2b: {id: subnet-0123456789abcdef1}")
+    problems = pod_problems(text)
+    assert any("vpc.id" in p.message and "remove vpc.podCIDR" in p.fix for p in problems), [p.render() for p in problems]
+
+
+# --- the rule where the layout does not allow it -----------------------------------------------------------------
+
+def test_fails_a_group_whose_card0_has_no_slot_left_for_pod_enis():
+    # p5.48xlarge: card 0 takes 2 interfaces, the primary and the efa-only interface of the current layout.
+    assert card0_slots(catalog.get("p5.48xlarge")) == 2
+    problems = pod_problems(spec("p5.48xlarge"))
+    assert len(problems) == 1 and problems[0].value == "gpu"
+    assert "no interface is left for the pods' ENIs" in problems[0].message
+    assert "interfaceLayout: legacy" in problems[0].fix
+
+
+def test_the_legacy_layout_leaves_p5_one_card0_slot_for_pods():
+    plan = plan_of(spec("p5.48xlarge", layout="legacy"))
+    assert plan.addresses is not None
+    gpu = next(g for g in plan.addresses.groups if g.name == "gpu")
+    assert gpu.per_node is not None and gpu.per_node.cni_enis == 1
+    assert gpu.per_node.max_pods == 1 * (ipv4_per_interface("p5.48xlarge") - 1) + 2
+
+
+def test_fails_an_addressed_interface_beside_the_primary_on_card0():
+    from efa_stack.planning.addressing import AddressedGroup, custom_networking_problems
+    from efa_stack.planning.layout import Interface
+
+    instance = catalog.get("p5en.48xlarge")
+    group = AddressedGroup("g", instance, (Interface(0, 0, "interface"), Interface(0, 1, "efa")), ("us-west-2a",), 1)
+    problems = custom_networking_problems([group])
+    assert len(problems) == 1 and "node's private subnet" in problems[0].message
+
+
+# --- the plan's numbers --------------------------------------------------------------------------------------------
+
+def test_the_pods_take_the_pod_subnets_and_the_nodes_the_private_ones():
+    plan = plan_of(spec(max_size=10))
+    addresses = plan.addresses
+    assert addresses is not None and addresses.pods is not None
+    pods = addresses.pods
+    instance = catalog.get("p5en.48xlarge")
+    ipv4 = ipv4_per_interface(instance.name)
+    assert ipv4 is not None
+    enis = card0_slots(instance) - 2  # the primary and the efa-only interface on card 0
+    gpu = next(g for g in addresses.groups if g.name == "gpu")
+    assert gpu.per_node is not None
+    assert gpu.per_node.cni_enis == enis
+    assert gpu.per_node.max_pods == enis * (ipv4 - 1) + 2
+    assert gpu.per_node.pods == enis * ipv4  # whole ENIs (WARM_ENI_TARGET 1), each ENI's own address included
+    assert gpu.per_zone() == 10 * gpu.per_node.node  # nothing of the pods in the private subnet
+    assert pods.per_zone["us-west-2a"] >= 10 * gpu.per_node.pods
+    # equal parts of the range, one per zone, inside it and apart
+    nets = [ipaddress.ip_network(c) for c in pods.subnets.values()]
+    assert list(pods.subnets) == ["us-west-2a", "us-west-2b"]
+    assert all(n.subnet_of(ipaddress.ip_network(POD_CIDR)) and n.prefixlen == pods.mask for n in nets)
+    assert not nets[0].overlaps(nets[1])
+    assert addresses.max_pods("gpu") == gpu.per_node.max_pods
+    summary = plan.summary()
+    assert f"maxPods {gpu.per_node.max_pods}" in summary and pods.subnets["us-west-2a"] in summary
+
+
+def test_the_cni_add_on_turns_custom_networking_on_by_zone():
+    plan = plan_of(spec())
+    cni = plan.addon("vpc-cni")
+    assert cni is not None and cni.configuration_values is not None
+    env = json.loads(cni.configuration_values)["env"]
+    assert env[CUSTOM_NETWORK_CFG] == "true" and env[ENI_CONFIG_LABEL_DEF] == ENI_CONFIG_LABEL
+
+
+def test_without_a_pod_cidr_nothing_changes():
+    plan = plan_of(spec(pod_cidr=None))
+    assert plan.addresses is not None and plan.addresses.pods is None
+    assert plan.addresses.max_pods("gpu") is None
+    cni = plan.addon("vpc-cni")
+    assert cni is not None and CUSTOM_NETWORK_CFG not in (cni.configuration_values or "")
+
+
+# --- the template and the ENIConfigs -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def synthesized():
+    return synth_text(spec())
+
+
+def _resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+
+
+def _cluster_template(synthesized) -> dict[str, Any]:
+    return next(t for t in synthesized.templates.values() if _resources(t, "AWS::EKS::Cluster"))
+
+
+def test_the_vpc_takes_the_pod_range_and_a_routed_pod_subnet_per_zone(synthesized):
+    template = _cluster_template(synthesized)
+    blocks = _resources(template, "AWS::EC2::VPCCidrBlock")
+    assert [b["Properties"]["CidrBlock"] for b in blocks.values()] == [POD_CIDR]
+    block_id = next(iter(blocks))
+    pods = synthesized.plan.addresses.pods
+    subnets = {v["Properties"]["CidrBlock"]: (k, v) for k, v in _resources(template, "AWS::EC2::Subnet").items()}
+    for zone, cidr in pods.subnets.items():
+        logical, subnet = subnets[cidr]
+        assert subnet["Properties"]["AvailabilityZone"] == zone
+        assert block_id in subnet.get("DependsOn", [])
+        assoc = next(v for v in _resources(template, "AWS::EC2::SubnetRouteTableAssociation").values()
+                     if v["Properties"]["SubnetId"] == {"Ref": logical})
+        table = assoc["Properties"]["RouteTableId"]
+        route = next(v for v in _resources(template, "AWS::EC2::Route").values()
+                     if v["Properties"]["RouteTableId"] == table)
+        assert route["Properties"]["DestinationCidrBlock"] == "0.0.0.0/0" and "NatGatewayId" in route["Properties"]
+        s3 = next(v for v in _resources(template, "AWS::EC2::VPCEndpoint").values()
+                  if v["Properties"].get("VpcEndpointType") == "Gateway")
+        assert table in s3["Properties"]["RouteTableIds"]
+
+
+def test_the_endpoints_admit_https_from_the_pods(synthesized):
+    template = _cluster_template(synthesized)
+    groups = _resources(template, "AWS::EC2::SecurityGroup")
+    endpoint_groups = [g for k, g in groups.items() if "Ecr" in k or "Sts" in k]
+    assert endpoint_groups
+    for g in endpoint_groups:
+        assert any(r.get("CidrIp") == POD_CIDR and r["FromPort"] == 443 for r in g["Properties"]["SecurityGroupIngress"])
+
+
+def _manifest_with(template: dict[str, Any], kind: str) -> tuple[str, dict[str, Any]]:
+    for k, v in template["Resources"].items():
+        if v["Type"] == "Custom::AWSCDK-EKS-KubernetesResource" and kind in json.dumps(v["Properties"]["Manifest"]):
+            return k, v
+    raise AssertionError(f"no manifest with {kind}")
+
+
+def test_eniconfigs_name_each_zone_its_pod_subnet_and_the_cluster_group(synthesized):
+    template = _cluster_template(synthesized)
+    _, manifest = _manifest_with(template, contract.ENICONFIG_KIND)
+    text = json.dumps(manifest["Properties"]["Manifest"])
+    for zone in synthesized.plan.addresses.pods.subnets:
+        assert f'\\"name\\":\\"{zone}\\"' in text
+    assert contract.ENICONFIG_API_VERSION in text and "ClusterSecurityGroupId" in text
+    assert text.count('\\"subnet\\"') == len(synthesized.plan.addresses.pods.subnets)
+
+
+def test_node_groups_wait_for_the_eniconfigs_which_wait_for_the_crd(synthesized):
+    template = _cluster_template(synthesized)
+    eni_id, manifest = _manifest_with(template, contract.ENICONFIG_KIND)
+    waits = [d for d in manifest.get("DependsOn", []) if "EniConfigCrdEstablished" in d]
+    assert waits
+    wait = template["Resources"][waits[0]]
+    assert contract.ENICONFIG_CRD_NAME in json.dumps(wait["Properties"])
+    for k, ng in _resources(template, "AWS::EKS::Nodegroup").items():
+        assert eni_id in ng.get("DependsOn", []), k
+
+
+def test_the_nodes_kubelet_gets_the_custom_networking_max_pods(synthesized):
+    template = _cluster_template(synthesized)
+    plan = synthesized.plan
+    for group in plan.all_node_groups:
+        want = plan.addresses.max_pods(group.name)
+        assert want is not None
+        found = [json.dumps(v["Properties"]) for v in _resources(template, "AWS::EC2::LaunchTemplate").values()]
+        assert any(f"maxPods: {want}" in _user_data(t) for t in found), group.name
+
+
+def _user_data(properties_json: str) -> str:
+    import base64
+
+    props = json.loads(properties_json)
+    data = props.get("LaunchTemplateData", {}).get("UserData")
+    if isinstance(data, dict) and "Fn::Base64" in data and isinstance(data["Fn::Base64"], str):
+        return data["Fn::Base64"]
+    if isinstance(data, str):
+        return base64.b64decode(data).decode()
+    return json.dumps(data)
