@@ -22,8 +22,8 @@ import yaml
 from constructs import Construct
 
 from efa_stack import contract
-from efa_stack.planning.scheduling import KueuePlan
-from k8s.scheduling import system_node_selector
+from efa_stack.planning.scheduling import FlavorPlan, KueuePlan
+from k8s.scheduling import system_node_selector, tolerations
 
 KUEUE_VERSION = "v0.19.2"
 KUEUE_COMMIT = "8eab68778fc1b52affe165fdf5af29d1e9b4f3cb"
@@ -178,6 +178,15 @@ def topology_json(name: str, levels: tuple[str, ...]) -> dict[str, Any]:
             "spec": {"levels": [{"nodeLabel": label} for label in levels]}}
 
 
+def flavor_tolerations(flavor: FlavorPlan) -> list[dict[str, Any]]:
+    """The flavor's ``tolerations``: the ones its jobs' pods carry (:func:`k8s.scheduling.tolerations`, operator
+    Exists per key and effect). Kueue adds a flavor's tolerations to the pod templates it admits, skipping one equal
+    to a toleration already there (kubernetes-sigs/kueue@v0.19.2 pkg/podset/podset.go ``Merge``, "make sure we don't
+    duplicate tolerations"), so equal ones leave the pods as rendered; the CRD takes Exists without a value
+    (apis/kueue/v1beta2/resourceflavor_types.go, "a value must be empty when 'operator' is 'Exists'")."""
+    return [{"key": t.key, "operator": t.operator, "effect": t.effect} for t in tolerations(flavor.taints)]
+
+
 def queue_documents(plan: KueuePlan) -> list[dict[str, Any]]:
     """Topologies, ResourceFlavors, the ClusterQueue and the LocalQueues of ``plan`` (v1beta2 fields:
     ResourceFlavorSpec ``nodeLabels``, ``tolerations``, ``topologyName``; ClusterQueueSpec ``namespaceSelector``
@@ -187,11 +196,7 @@ def queue_documents(plan: KueuePlan) -> list[dict[str, Any]]:
     for f in plan.flavors:
         spec: dict[str, Any] = {"nodeLabels": dict(f.node_labels)}
         if f.taints:
-            spec["tolerations"] = [
-                {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect} if t.value
-                else {"key": t.key, "operator": "Exists", "effect": t.effect}
-                for t in f.taints
-            ]
+            spec["tolerations"] = flavor_tolerations(f)
         if f.topology is not None:
             spec["topologyName"] = f.topology
         docs.append({"apiVersion": contract.KUEUE_API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": f.name},

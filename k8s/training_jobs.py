@@ -17,7 +17,7 @@ from constructs import Construct
 
 from efa_stack import contract
 from efa_stack.planning.node_groups import Taint
-from efa_stack.planning.scheduling import QueueBinding
+from efa_stack.planning.scheduling import PYTORCHJOB_PODSET_GROUP, QueueBinding
 from efa_stack.planning.training import (
     SCRIPT_ENV,
     SHM_VOLUME,
@@ -362,7 +362,8 @@ class TrainingJobProps:
     labels: dict[str, str] = field(default_factory=dict, hash=False)
     queue: QueueBinding | None = None
     """Queue the job through Kueue: the queue label on the job (and, on a PyTorchJob, the topology annotation
-    on its pod templates; a TrainJob's comes with its runtime); None: not queued."""
+    on its pod templates, Master and Worker in one PodSet group; a TrainJob's comes with its runtime); None: not
+    queued."""
     do_not_disrupt: bool = False
     """The workers run on a Karpenter pool: their pod template carries ``karpenter.sh/do-not-disrupt: "true"``, so
     Karpenter never drains a node under a running worker voluntarily (docs/design/karpenter.md)."""
@@ -395,7 +396,9 @@ class TrainingJob(Construct):
                 job.worker, container_name=PYTORCH_CONTAINER, image=job.image,
                 taints=job.worker.sizing.taints if props.taints is None else props.taints,
                 command=command, args=args, extra_env=job_env(job), labels={contract.LABEL_TRAINING_JOB: job.name},
-                annotations=pod_annotations(props.queue, props.do_not_disrupt),
+                annotations=pod_annotations(
+                    props.queue, props.do_not_disrupt, group=PYTORCHJOB_PODSET_GROUP if job.nnodes > 1 else None,
+                ),
             )
             self.spec = PyTorchJobSpec(
                 master=PyTorchReplicaSpec(replicas=1, template=pod),
@@ -410,9 +413,16 @@ class TrainingJob(Construct):
         )
 
 
-def pod_annotations(queue: QueueBinding | None, do_not_disrupt: bool) -> dict[str, str] | None:
-    """Pod template annotations: Kueue's topology annotation and, on a Karpenter pool, do-not-disrupt (None: none)."""
-    out = dict(queue.pod_annotations) if queue else {}
+def pod_annotations(
+    queue: QueueBinding | None, do_not_disrupt: bool, group: str | None = None,
+) -> dict[str, str] | None:
+    """Pod template annotations: Kueue's topology annotation (with ``group``, the PodSet group of the Master and
+    Worker of a PyTorchJob, :data:`efa_stack.planning.scheduling.PYTORCHJOB_PODSET_GROUP`; none for a PyTorchJob
+    of one node, whose Master is its only PodSet) and, on a Karpenter pool, do-not-disrupt (None: none)."""
+    if queue is None:
+        out: dict[str, str] = {}
+    else:
+        out = queue.grouped_pod_annotations(group) if group else queue.pod_annotations
     if do_not_disrupt:
         out[contract.KARPENTER_DO_NOT_DISRUPT] = "true"
     return out or None

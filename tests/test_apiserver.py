@@ -680,6 +680,38 @@ def test_rendered_manifests_are_accepted_by_the_api_server(apiserver, stem, tmp_
         _clean_up(apiserver, run)
 
 
+def test_a_queued_pytorchjob_keeps_its_podset_group_through_the_server(apiserver, tmp_path):
+    # GIVEN the PyTorchJob variant queued by Kueue (topology on p5): Master and Worker in one PodSet group
+    from efa_stack import contract
+    from efa_stack.planning.plan import build_plan
+    from efa_stack.spec.loader import parse_spec
+    from k8s.dist import dist_dir, write_dist
+
+    plan = build_plan(parse_spec(_variant_text() + "scheduling:\n  kueue:\n    enabled: true\n"))
+    dist = dist_dir(plan, tmp_path)
+    write_dist(plan, dist)
+    # WHEN apply.sh's steps run against the API server (no Kueue webhook answers here: the CRD schema alone)
+    run = run_apply_script(apiserver, dist, plan)
+    try:
+        assert not run.refused, "\n".join(run.refused)
+        (job,) = [o for _, o in run.applied if o["kind"] == "PyTorchJob"]
+        stored = apiserver.get(job)
+        assert stored.status == 200, stored.message()
+        # THEN the stored job's two pod templates keep the group and the same topology annotation (not pruned)
+        replicas = stored.body["spec"]["pytorchReplicaSpecs"]
+        assert set(replicas) == {"Master", "Worker"}
+        groups = {r["template"]["metadata"]["annotations"].get(contract.KUEUE_PODSET_GROUP) for r in replicas.values()}
+        topologies = {r["template"]["metadata"]["annotations"].get(contract.KUEUE_PREFERRED_TOPOLOGY)
+                      for r in replicas.values()}
+        assert len(groups) == 1 and None not in groups, groups
+        assert len(topologies) == 1 and None not in topologies, topologies
+        # AND the pods made from them, annotations included, are admitted
+        accepted, refused, _ = check_derived_pods(apiserver, [job])
+        assert not refused and accepted == 2, refused
+    finally:
+        _clean_up(apiserver, run)
+
+
 def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
     return obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
 

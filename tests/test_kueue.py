@@ -100,6 +100,9 @@ def test_flavor_per_node_group_with_its_label_taints_and_topology():
     assert p5["spec"]["topologyName"] == "network-3-layers"
     group = next(g for g in b.plan.node_groups if g.name == "p5")
     assert [(t["key"], t["effect"]) for t in p5["spec"]["tolerations"]] == [(t.key, t.effect) for t in group.taints]
+    # the flavor tolerates as the workers do (Exists per key and effect), so Kueue adds nothing to their pods
+    assert p5["spec"]["tolerations"] == _worker(b.mpijob())["spec"]["tolerations"]
+    assert all(t["operator"] == "Exists" and "value" not in t for t in p5["spec"]["tolerations"])
     system = _flavor(b, "system")
     assert system["spec"]["nodeLabels"] == {contract.LABEL_NODE_GROUP: contract.SYSTEM_NODE_GROUP,
                                             contract.LABEL_ROLE: "system"}
@@ -236,21 +239,65 @@ def test_training_job_is_queued_and_its_runtime_carries_the_topology():
     assert pod["metadata"]["annotations"] == {contract.KUEUE_PREFERRED_TOPOLOGY: f"{LAYER}3"}
 
 
-def test_pytorchjob_pods_carry_the_topology():
-    extra = _kueue("topology: required") + """
+def _pytorchjob(kueue: str, nnodes: int | None = None) -> dict[str, Any]:
+    extra = _kueue(kueue) + """
 trainingJobs:
   - name: ddp
     nodeGroup: gpu
     image: example.com/train:1
     kind: pytorchjob
     command: ["python", "train.py"]
-"""
-    b = _build(plan_of(spec_text(nodes=3, extra=extra)))
-    job = b.find("PyTorchJob")
+""" + (f"    nnodes: {nnodes}\n" if nnodes else "")
+    job: dict[str, Any] = _build(plan_of(spec_text(nodes=3, extra=extra))).find("PyTorchJob")
+    return job
+
+
+def _replica_annotations(job: dict[str, Any]) -> dict[str, dict[str, str]]:
+    return {role: (r["template"].get("metadata") or {}).get("annotations") or {}
+            for role, r in job["spec"]["pytorchReplicaSpecs"].items()}
+
+
+def test_pytorchjob_master_and_workers_are_one_podset_group():
+    # GIVEN a queued PyTorchJob over the group's 3 nodes (Master + 2 Workers: two PodSets)
+    from efa_stack.planning.scheduling import PYTORCHJOB_PODSET_GROUP
+
+    job = _pytorchjob("topology: required")
     assert job["metadata"]["annotations"][contract.ANNOTATION_QUEUE] == contract.KUEUE_QUEUE_NAME
-    for replica in ("Master", "Worker"):
-        meta = job["spec"]["pytorchReplicaSpecs"][replica]["template"]["metadata"]
-        assert meta["annotations"] == {contract.KUEUE_REQUIRED_TOPOLOGY: f"{LAYER}3"}, replica
+    annotations = _replica_annotations(job)
+    # THEN both PodSets carry the same topology request and the same group, so Kueue places rank 0 with its workers
+    assert set(annotations) == {"Master", "Worker"}
+    for role, got in annotations.items():
+        assert got == {contract.KUEUE_REQUIRED_TOPOLOGY: f"{LAYER}3",
+                       contract.KUEUE_PODSET_GROUP: PYTORCHJOB_PODSET_GROUP}, role
+    # AND the group meets Kueue's rules (jobframework/tas_validation.go): two PodSets, one of them a single pod,
+    # one topology annotation each and the same one, a name that is not a number
+    replicas = {role: r["replicas"] for role, r in job["spec"]["pytorchReplicaSpecs"].items()}
+    assert sorted(replicas.values()) == [1, 2]
+    assert not PYTORCHJOB_PODSET_GROUP.isdigit()
+    topology_keys = {contract.KUEUE_REQUIRED_TOPOLOGY, contract.KUEUE_PREFERRED_TOPOLOGY}
+    assert [len(topology_keys & set(a)) for a in annotations.values()] == [1, 1]
+
+
+def test_pytorchjob_group_follows_the_preferred_topology():
+    annotations = _replica_annotations(_pytorchjob("topology: preferred"))
+    assert {a[contract.KUEUE_PREFERRED_TOPOLOGY] for a in annotations.values()} == {f"{LAYER}3"}
+    assert len({a[contract.KUEUE_PODSET_GROUP] for a in annotations.values()}) == 1
+
+
+def test_no_group_without_a_topology_or_a_second_podset():
+    # Kueue refuses a group name without a topology annotation; a one-node job has no Worker PodSet to group with
+    assert _replica_annotations(_pytorchjob("topology: none")) == {"Master": {}, "Worker": {}}
+    single = _replica_annotations(_pytorchjob("topology: required", nnodes=1))
+    assert single == {"Master": {contract.KUEUE_REQUIRED_TOPOLOGY: f"{LAYER}3"}}
+
+
+def test_mpijob_and_trainjob_pods_are_not_grouped():
+    # the launcher runs on the system flavor, unconstrained; a TrainJob on an efa-stack runtime is one PodSet
+    b = built("tas-p5")
+    assert contract.KUEUE_PODSET_GROUP not in _worker(b.mpijob())["metadata"]["annotations"]
+    assert "annotations" not in _launcher(b.mpijob()).get("metadata", {})
+    (replicated,) = b.find("ClusterTrainingRuntime")["spec"]["template"]["spec"]["replicatedJobs"]
+    assert contract.KUEUE_PODSET_GROUP not in replicated["template"]["spec"]["template"]["metadata"]["annotations"]
 
 
 # --- the controller ------------------------------------------------------------------------------------
@@ -260,6 +307,75 @@ def _config(b: Any) -> dict[str, Any]:
     cm = b.find("ConfigMap", CONFIG_MAP)
     config: dict[str, Any] = yaml.safe_load(cm["data"][CONFIG_KEY])
     return config
+
+
+KARPENTER_POOL = """
+karpenterNodePools:
+  - name: elastic
+    instanceType: p5.48xlarge
+    maxNodes: 2
+    availabilityZone: us-west-2a
+ncclTest:
+  nodeGroup: elastic
+"""
+
+
+def test_the_default_timeout_is_kueues_own_for_node_groups_that_exist():
+    # nodes of a managed node group are there at admission: the 20 GB pull fits Kueue's own 30 minutes
+    from efa_stack.planning.scheduling import KUEUE_DEFAULT_TIMEOUT_SECONDS, PULL_SECONDS_PER_GB
+
+    plan = plan_of(spec_text(extra=KUEUE_ON))
+    assert plan.kueue.wait.derived
+    assert plan.kueue.wait.timeout_seconds == KUEUE_DEFAULT_TIMEOUT_SECONDS == 30 * 60
+    assert 20 * PULL_SECONDS_PER_GB < KUEUE_DEFAULT_TIMEOUT_SECONDS
+    assert _config(_build(plan))["waitForPodsReady"]["timeout"] == f"{KUEUE_DEFAULT_TIMEOUT_SECONDS}s"
+
+
+def test_a_large_image_lengthens_the_default_timeout():
+    from efa_stack.planning.scheduling import PULL_SECONDS_PER_GB
+
+    plan = plan_of(spec_text(extra=_kueue("waitForPodsReady:\n  imageSizeGB: 100")))
+    assert plan.kueue.wait.timeout_seconds == 100 * PULL_SECONDS_PER_GB
+
+
+def test_a_karpenter_pool_adds_registration_and_node_start_to_the_default_timeout():
+    from efa_stack.planning.scheduling import (
+        KARPENTER_REGISTRATION_SECONDS,
+        KUEUE_DEFAULT_TIMEOUT_SECONDS,
+        NODE_START_SECONDS,
+        PULL_SECONDS_PER_GB,
+    )
+
+    kueue = _kueue("waitForPodsReady:\n  imageSizeGB: 40")
+    pool = plan_of(spec_text(extra=kueue + KARPENTER_POOL))
+    static = plan_of(spec_text(extra=kueue))
+    want = KARPENTER_REGISTRATION_SECONDS + NODE_START_SECONDS + 40 * PULL_SECONDS_PER_GB
+    assert pool.kueue.wait.timeout_seconds == want > KUEUE_DEFAULT_TIMEOUT_SECONDS
+    assert static.kueue.wait.timeout_seconds == KUEUE_DEFAULT_TIMEOUT_SECONDS < want
+    # the shipped pool spec leaves the timeout to the plan, and gets no less than a node Karpenter waits for
+    shipped = built("karpenter-p5").plan.kueue.wait
+    assert shipped.derived and shipped.timeout_seconds >= KARPENTER_REGISTRATION_SECONDS + NODE_START_SECONDS
+
+
+def test_a_timeout_shorter_than_a_pool_node_needs_is_refused():
+    with pytest.raises(SpecError) as err:
+        plan_of(spec_text(extra=_kueue("waitForPodsReady:\n  timeoutSeconds: 1200") + KARPENTER_POOL))
+    (problem,) = err.value.problems
+    assert problem.field == "scheduling.kueue.waitForPodsReady.timeoutSeconds" and problem.value == 1200
+    assert "elastic" in problem.message and "register" in problem.message
+    need = int(problem.fix.split("raise timeoutSeconds to ")[1].split()[0])
+    assert need > 1200 and "leave it out" in problem.fix
+    # the figure it names is accepted
+    plan = plan_of(spec_text(extra=_kueue(f"waitForPodsReady:\n  timeoutSeconds: {need}") + KARPENTER_POOL))
+    assert plan.kueue.wait.timeout_seconds == need and not plan.kueue.wait.derived
+
+
+def test_a_timeout_shorter_than_the_image_pull_is_refused_on_a_node_group():
+    with pytest.raises(SpecError) as err:
+        plan_of(spec_text(extra=_kueue("waitForPodsReady:\n  timeoutSeconds: 600\n  imageSizeGB: 30")))
+    (problem,) = err.value.problems
+    assert problem.field == "scheduling.kueue.waitForPodsReady.timeoutSeconds"
+    assert "node group gpu" in problem.message and "30 GB" in problem.message
 
 
 def test_wait_for_pods_ready_comes_from_the_spec():

@@ -5,7 +5,9 @@ network topology labels among the node groups (``network-node-layer-1`` .. ``-3`
 four-layer types of ``data/network_topology.json``, then ``kubernetes.io/hostname``), a ``ResourceFlavor`` per
 node group (its ``efa-stack.io/node-group`` label, its taints, its topology), one ``ClusterQueue`` whose
 quota per flavor is the group's ``maxSize`` times what one node gives a worker, and a ``LocalQueue`` in every
-namespace a job of the plan runs in. The design: docs/design/kueue-tas.md.
+namespace a job of the plan runs in. A PyTorchJob's Master and Worker form one PodSet group
+(:data:`PYTORCHJOB_PODSET_GROUP`); ``waitForPodsReady.timeout`` is derived from the jobs' node groups and image
+size unless the spec sets it (:func:`wait_timeout`). The design: docs/design/kueue-tas.md.
 
 Why one topology per depth: Kueue's TAS only sees nodes that carry the flavor's node labels and every level
 label of its topology (kubernetes-sigs/kueue@v0.19.2 pkg/cache/scheduler/tas_nodes_cache.go ``find`` keeps the
@@ -109,6 +111,72 @@ class WaitForPodsReadyPlan:
     backoff_limit_count: int | None
     backoff_base_seconds: int
     backoff_max_seconds: int
+    derived: bool = True
+    """The timeout is :func:`wait_timeout`'s (False: the spec's ``timeoutSeconds``)."""
+
+
+KUEUE_DEFAULT_TIMEOUT_SECONDS = 30 * 60
+"""Kueue's own ``waitForPodsReady.timeout`` (kubernetes-sigs/kueue@v0.19.2 apis/config/v1beta2/defaults.go
+``DefaultWaitForPodsReadyTimeout = 30 * time.Minute``); ``recoveryTimeout`` defaults to the timeout there
+(``cfg.WaitForPodsReady.RecoveryTimeout = cmp.Or(..., &cfg.WaitForPodsReady.Timeout)``), so a replacement pod
+that needs a new node gets as long. The clock starts at the Workload's ``Admitted`` condition
+(pkg/controller/core/workload_controller.go ``admittedNotReadyWorkload``). A derived timeout is never shorter."""
+
+KARPENTER_REGISTRATION_SECONDS = 15 * 60
+"""How long Karpenter waits for a node it launches to register before it deletes the NodeClaim and tries again:
+kubernetes-sigs/karpenter@6e7eab7a0f485d7225eb98995fad9b66c79b322b (the core module of aws/karpenter-provider-aws
+v1.14.1, go.mod) pkg/controllers/nodeclaim/lifecycle/liveness.go ``registrationTimeout = time.Minute * 15``, counted
+from the NodeClaim's ``Registered`` condition, which is initialised with ``Launched`` when the claim is created
+(pkg/apis/v1/nodeclaim_status.go ``NewReadyConditions``); the launch itself must succeed within ``LaunchTimeout``
+(5 minutes) of that. A node Karpenter still waits for may take this long."""
+
+NODE_START_SECONDS = 2 * 60
+"""Estimate, no upstream figure: from registration until a worker fits the node, its NVIDIA and EFA device plugin
+pods pull their images (hundreds of MB, seconds at :data:`PULL_SECONDS_PER_GB`), start, and advertise
+``nvidia.com/gpu`` and ``vpc.amazonaws.com/efa`` to the kubelet."""
+
+PULL_SECONDS_PER_GB = 24
+"""Seconds a node takes per GB of compressed image: AWS puts a standard pull of a 15-20 GB Deep Learning
+Container image at 4-6 minutes per instance (AWS Machine Learning Blog, "Reducing container cold start times
+using SOCI index on DLAMI and DLC", aws.amazon.com/blogs/machine-learning/reducing-container-cold-start-times-
+using-soci-index-on-dlami-and-dlc/); the slowest pairing, 15 GB in 6 minutes, is 24 s per GB."""
+
+
+def pods_ready_seconds(image_size_gb: int, karpenter_pool: bool) -> int:
+    """Seconds from admission until the pods of a job on one node group can be ready: the image pull, and on a
+    Karpenter pool (whose nodes are launched after admission) first the node's registration and start."""
+    node = KARPENTER_REGISTRATION_SECONDS + NODE_START_SECONDS if karpenter_pool else 0
+    return node + image_size_gb * PULL_SECONDS_PER_GB
+
+
+def wait_timeout(image_size_gb: int, pools: Sequence[bool]) -> int:
+    """The derived ``waitForPodsReady.timeout``: the longest :func:`pods_ready_seconds` of the queued jobs' node
+    groups (``pools``: whether each is a Karpenter pool), never below Kueue's own default."""
+    return max(KUEUE_DEFAULT_TIMEOUT_SECONDS, *(pods_ready_seconds(image_size_gb, p) for p in pools))
+
+
+PYTORCHJOB_PODSET_GROUP = "master-and-workers"
+"""The PodSet group of a PyTorchJob's Master and Worker replicas (``kueue.x-k8s.io/podset-group-name``). Kueue's
+PyTorchJob integration makes one PodSet per replica type, each with the topology request its pod template's
+annotations give, group name included (kubernetes-sigs/kueue@v0.19.2 pkg/controller/jobs/kubeflow/kubeflowjob/
+kubeflowjob_controller.go ``PodSets`` -> jobframework ``NewPodSetTopologyRequest``). The scheduler gives the
+PodSets of one group one flavor (pkg/scheduler/flavorassigner/flavorassigner.go) and finds one domain for both,
+the PodSet of one pod as the leader (pkg/cache/scheduler/tas_flavor_snapshot.go ``FindTopologyAssignmentsForFlavor``,
+``findLeaderAndWorkers``): rank 0, which trains, lands beside its workers instead of in a domain of its own. The
+rules other integrations' webhooks check (pkg/controller/jobframework/tas_validation.go
+``ValidatePodSetGroupingTopology``: exactly two PodSets, one of them a single pod, the same topology annotation on
+both) hold here by construction; the value must not be a number (``validatePodSetGroupNameAnnotation``). No feature
+gate beyond ``TopologyAwareScheduling`` (beta, on since v0.14, pkg/features/kube_features.go).
+
+The cost: Kueue's ungater ranks a group's larger PodSet from the smaller one's count (pkg/controller/tas/
+topology_ungater.go ``rankOffsets``), as for a LeaderWorkerSet whose workers count from 1; PyTorch workers count
+``training.kubeflow.org/replica-index`` from 0, so worker 0 gets rank -1 and the ungater falls back to filling the
+assigned domains in pod order (``readRanksForLabels`` "is below 0", ``assignGatedPodsToDomainsGreedy``). Every pod
+still lands in the group's domain.
+
+Not for the other jobs: an MPIJob's launcher runs on the system flavor and must stay unconstrained, while a group
+needs one flavor and a topology annotation on each PodSet; a TrainJob on an efa-stack runtime is one PodSet (the
+runtime's single replicated job ``node``)."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +210,18 @@ class QueueBinding:
     @property
     def pod_annotations(self) -> dict[str, str]:
         return dict(self.worker_annotations)
+
+    def grouped_pod_annotations(self, group: str) -> dict[str, str]:
+        """``pod_annotations`` of one of two PodSets Kueue places as one PodSet group ``group``: the same
+        topology annotation on both, and ``kueue.x-k8s.io/podset-group-name``. Without a topology annotation there
+        is no group: Kueue refuses a group name without ``podset-required-topology`` or ``-preferred-topology``
+        (kubernetes-sigs/kueue@v0.19.2 pkg/controller/jobframework/tas_validation.go ``ValidateTASPodSetRequest``,
+        "may not be set when neither ... is specified") and ignores it in the Workload (pkg/controller/
+        jobframework/tas.go ``Build`` sets ``PodSetGroupName`` only with one of them)."""
+        out = self.pod_annotations
+        if out:
+            out[contract.KUEUE_PODSET_GROUP] = group
+        return out
 
 
 @dataclass(frozen=True)
@@ -230,6 +310,21 @@ def kueue_plan(
     problems: list[Problem] = []
     warnings: list[str] = []
     wait = cfg.wait_for_pods_ready
+    queued = dict.fromkeys(job_groups)
+    derived = wait_timeout(wait.image_size_gb, [n in elastic for n in queued])
+    if wait.timeout_seconds is not None:
+        slowest = max(queued, key=lambda n: pods_ready_seconds(wait.image_size_gb, n in elastic), default=None)
+        need = pods_ready_seconds(wait.image_size_gb, slowest in elastic) if slowest is not None else 0
+        if wait.timeout_seconds < need:
+            why = (f"Karpenter pool {slowest} launches its nodes after admission: up to "
+                   f"{KARPENTER_REGISTRATION_SECONDS} s to register, {NODE_START_SECONDS} s for the device plugins and "
+                   if slowest in elastic else f"a node of node group {slowest} takes ")
+            problems.append(Problem(
+                "scheduling.kueue.waitForPodsReady.timeoutSeconds", wait.timeout_seconds,
+                f"{why}{wait.image_size_gb * PULL_SECONDS_PER_GB} s to pull a {wait.image_size_gb} GB image "
+                f"(imageSizeGB): {need} s before a job's pods can be ready, so Kueue would evict and requeue it",
+                f"raise timeoutSeconds to {need} or more, or leave it out (derived: {derived} s)",
+            ))
     if wait.backoff_base_seconds > wait.backoff_max_seconds:
         problems.append(Problem(
             "scheduling.kueue.waitForPodsReady.backoffBaseSeconds", wait.backoff_base_seconds,
@@ -271,8 +366,10 @@ def kueue_plan(
         mode=cfg.topology,
         level=cfg.level,
         wait=WaitForPodsReadyPlan(
-            timeout_seconds=wait.timeout_seconds, backoff_limit_count=wait.backoff_limit_count,
+            timeout_seconds=derived if wait.timeout_seconds is None else wait.timeout_seconds,
+            backoff_limit_count=wait.backoff_limit_count,
             backoff_base_seconds=wait.backoff_base_seconds, backoff_max_seconds=wait.backoff_max_seconds,
+            derived=wait.timeout_seconds is None,
         ),
     )
     if cfg.level.startswith("layer-") and cfg.topology != "none":

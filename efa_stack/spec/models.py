@@ -828,9 +828,14 @@ class WaitForPodsReadySpec(_Model):
     """Kueue's all-or-nothing start (Kueue Configuration ``waitForPodsReady``): a job admitted by Kueue whose
     pods are not all ready within the timeout is suspended, its quota freed, and queued again after a backoff."""
 
-    timeout_seconds: int = Field(1200, alias="timeoutSeconds", ge=60, le=86400)
-    """Seconds from admission until every pod must be ready (``waitForPodsReady.timeout``); the default leaves
-    time for a multi-GB image pull on fresh nodes (the NCCL launcher itself waits 900 s for its workers)."""
+    timeout_seconds: int | None = Field(None, alias="timeoutSeconds", ge=60, le=86400)
+    """Seconds from admission until every pod must be ready (``waitForPodsReady.timeout``). Default: derived from
+    the plan, at least Kueue's own 1800 s, longer when a queued job's nodes come from a Karpenter pool or its
+    image is large (efa_stack/planning/scheduling.py ``wait_timeout``). Shorter than what the plan's nodes need
+    is refused."""
+    image_size_gb: int = Field(20, alias="imageSizeGB", ge=1, le=500)
+    """Compressed size (GB) of the largest image a queued job pulls; the pull time it implies is part of the
+    derived timeout. Default: 20, the top of AWS's "15-20 GB" for Deep Learning Container images."""
     backoff_limit_count: int | None = Field(5, alias="backoffLimitCount", ge=0, le=1000)
     """Times a job is queued again before Kueue deactivates it (``requeuingStrategy.backoffLimitCount``);
     null: without end."""
