@@ -957,3 +957,39 @@ def test_build_sh_builds_once(apiserver):
     assert folder.parent == ROOT / ".cache" or "KUBE_APISERVER_CACHE" in os.environ, folder
     assert "already built" in proc.stderr, proc.stderr
     assert shutil.which("kube-apiserver", path=str(folder)) and shutil.which("etcd", path=str(folder))
+
+
+@pytest.fixture(scope="session")
+def eniconfig_crd(apiserver) -> None:
+    """The ENIConfig CRD of the pinned VPC CNI build (tests/fixtures/upstream/crd.k8s.amazonaws.com_eniconfigs.yaml),
+    established."""
+    from efa_stack import contract
+
+    crd_file = ROOT / "tests" / "fixtures" / "upstream" / "crd.k8s.amazonaws.com_eniconfigs.yaml"
+    (crd,) = [o for o in yaml.safe_load_all(crd_file.read_text())
+              if o and o.get("kind") == "CustomResourceDefinition" and o["metadata"]["name"] == contract.ENICONFIG_CRD_NAME]
+    got = apiserver.apply(crd)
+    assert got.status in (200, 201), got.message()
+    assert _wait_established(apiserver, crd["metadata"]["name"]) is None
+
+
+def test_the_server_accepts_the_eniconfigs_of_custom_networking(apiserver, eniconfig_crd):
+    # GIVEN the ENIConfigs the cluster stack applies (ids as EC2 writes them), THEN the server takes each, and refuses
+    # one without the subnet its CRD requires
+    import cdk8s
+
+    from k8s.eniconfig import EniConfigChart, EniConfigProps
+
+    chart = EniConfigChart(cdk8s.App(), "EniConfigs", EniConfigProps(
+        subnets={"us-west-2a": "subnet-0123456789abcdef0", "us-west-2b": "subnet-0123456789abcdef1"},
+        security_groups=["sg-0123456789abcdef0"],
+    ))
+    objects = json.loads(json.dumps(chart.to_json()))
+    assert [o["metadata"]["name"] for o in objects] == ["us-west-2a", "us-west-2b"]
+    for obj in objects:
+        got = apiserver.apply(obj)
+        assert got.status in (200, 201), got.message()
+    broken = copy.deepcopy(objects[0])
+    broken["metadata"]["name"] = "broken"
+    del broken["spec"]["subnet"]
+    assert apiserver.dry_run_create(broken).status == 422
