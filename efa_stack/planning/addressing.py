@@ -592,8 +592,8 @@ def _problems(
             f"{SUBNET_MARGIN} of them kept for the cluster's own interfaces",
             "use a larger VPC CIDR (at most /16; its private subnets grow up to what the zones leave), lower "
             f"maxSize, or set the vpc-cni add-on's configurationValues env {MINIMUM_IP_TARGET}/{WARM_IP_TARGET} to "
-            "the pods your nodes run (fewer addresses held per node), or give the pods a secondary range of their "
-            f"own with {POD_CIDR_FIELD} (VPC CNI custom networking)",
+            "the pods your nodes run (fewer addresses held per node), or give the pods a secondary VPC CIDR of "
+            f"their own with {POD_CIDR_FIELD} (VPC CNI custom networking)",
         ))
     return problems
 
