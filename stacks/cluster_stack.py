@@ -400,6 +400,12 @@ class ClusterStack(Stack):
         controller.association.node.add_dependency(self.pod_identity_agent)
         # Its nodes join through the CNI.
         controller.chart.node.add_dependency(self.vpc_cni)
+        # The release is applied alongside the nodes (no helm --wait: the chart at v1.14.1 has no webhook, so the
+        # pools are admitted before the controller runs); the deploy still fails when the controller cannot start
+        # on the system nodes. Nothing waits for this: Karpenter launches the pools' nodes once it runs.
+        self._wait_for_controller(
+            "KarpenterAvailable", controller.chart, contract.KARPENTER_DEPLOYMENT, contract.KARPENTER_NAMESPACE
+        )
         return controller
 
     def _eni_configs(self, plan: ClusterPlan) -> eks.KubernetesManifest | None:
@@ -432,12 +438,6 @@ class ClusterStack(Stack):
         from aws_constructs.user_data import cluster_node_config
 
         cfn = self.cluster.node.default_child
-        # The release is applied alongside the nodes (no helm --wait: the chart at v1.14.1 has no webhook, so the
-        # pools are admitted before the controller runs); the deploy still fails when the controller cannot start
-        # on the system nodes. Nothing waits for this: Karpenter launches the pools' nodes once it runs.
-        self._wait_for_controller(
-            "KarpenterAvailable", controller.chart, contract.KARPENTER_DEPLOYMENT, contract.KARPENTER_NAMESPACE
-        )
         assert isinstance(cfn, eks.CfnCluster)
         return cluster_node_config(
             self.cluster.cluster_name, self.cluster.cluster_endpoint, self.cluster.cluster_certificate_authority_data,
@@ -733,7 +733,7 @@ class ClusterStack(Stack):
 
         The release is installed as soon as the API server takes it, alongside the nodes (``helm`` without
         ``--wait``: nothing it creates needs a node to be created), and the manager's availability is waited for
-        after the system node group it runs on (:meth:`_wait_for_controller`): the manager's readiness check
+        after the system node group it runs on (``_wait_for_controller``): the manager's readiness check
         passes only once its certificate rotator is ready and its webhook server has started
         (kubeflow/trainer@v2.3.0 cmd/trainer-controller-manager/main.go ``setupProbeEndpoints``), and the rotator
         is ready only once it has written the CA into every webhook configuration it manages
