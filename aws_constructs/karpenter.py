@@ -24,11 +24,13 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
+from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from aws_constructs.pod_identity import pod_identity_role
 from aws_constructs.security import acknowledge, managed_policy
 from efa_stack import contract
+from efa_stack.planning.karpenter import CONTROLLER_REPLICAS, chart_values
 
 INTERRUPTION_EVENTS: tuple[tuple[str, str, str], ...] = (
     ("ScheduledChangeRule", "aws.health", "AWS Health Event"),
@@ -66,23 +68,20 @@ class KarpenterControllerProps:
     """``settings.featureGates`` of the chart (charts/karpenter/values.yaml at the tag)."""
     node_selector: Mapping[str, str] = field(default_factory=dict)
     """Where the controller runs (the system node group); the chart's own affinity keeps it off Karpenter's nodes."""
-    replicas: int = 2
+    replicas: int = CONTROLLER_REPLICAS
     """Controller replicas (the chart's default 2, with required anti-affinity per hostname)."""
+    placement_groups: Sequence[str] = ()
+    """Names of the cluster placement groups to create for the pools (the EC2NodeClasses select them by name);
+    none by default."""
 
     def values(self) -> dict[str, Any]:
-        """The chart values: ``settings.clusterName``, ``settings.interruptionQueue`` (a queue name),
-        ``settings.featureGates``, ``replicas``, ``nodeSelector`` and the service account's name (values.yaml at
-        the tag; ``step08-apply-helm-chart.sh`` sets the first two)."""
-        return {
-            "settings": {
-                "clusterName": self.cluster_name,
-                "interruptionQueue": self.interruption_queue_name,
-                "featureGates": dict(self.feature_gates),
-            },
-            "replicas": self.replicas,
-            "nodeSelector": {"kubernetes.io/os": "linux", **self.node_selector},
-            "serviceAccount": {"create": True, "name": self.service_account},
-        }
+        """The chart values (:func:`efa_stack.planning.karpenter.chart_values`, the document ``apply.sh`` passes
+        too)."""
+        return chart_values(
+            cluster_name=self.cluster_name, interruption_queue_name=self.interruption_queue_name,
+            service_account=self.service_account, feature_gates=self.feature_gates, replicas=self.replicas,
+            node_selector=self.node_selector,
+        )
 
 
 def controller_statements(cluster: str, partition: str, region: str, account: str, node_role_arn: str,
@@ -172,9 +171,61 @@ def controller_statements(cluster: str, partition: str, region: str, account: st
     ]
 
 
+PLACEMENT_GROUP_NOT_FOUND = "InvalidPlacementGroup.Unknown"
+"""The EC2 error code of a placement group that does not exist (EC2 API Reference, "Error codes for the Amazon EC2
+API"): a group deleted by hand is gone already when the stack deletes it."""
+
+
+def placement_group_statements(partition: str, region: str, account: str, name: str) -> list[iam.PolicyStatement]:
+    """What creating, tagging and deleting the named cluster placement group needs: ``ec2:CreatePlacementGroup``,
+    ``ec2:CreateTags`` (tags given at creation; Service Authorization Reference, Amazon EC2, resource type
+    ``placement-group``) and ``ec2:DeletePlacementGroup``, on that group only."""
+    arn = f"arn:{partition}:ec2:{region}:{account}:placement-group/{name}"
+    return [iam.PolicyStatement(
+        actions=["ec2:CreatePlacementGroup", "ec2:CreateTags", "ec2:DeletePlacementGroup"], resources=[arn],
+    )]
+
+
+class PoolPlacementGroup(Construct):
+    """A cluster placement group with a fixed name (``resource``: a custom resource that calls EC2
+    CreatePlacementGroup on create and DeletePlacementGroup on delete).
+
+    Not ``AWS::EC2::PlacementGroup``: that resource takes no name (its properties are PartitionCount, SpreadLevel,
+    Strategy and Tags; the group gets a generated name, CloudFormation User Guide, AWS::EC2::PlacementGroup), and an
+    EC2NodeClass selects a group only by name or id (``placementGroupSelector``, aws/karpenter-provider-aws@v1.14.1
+    pkg/apis/v1/ec2nodeclass.go), which dist/ must hold before any stack exists."""
+
+    def __init__(self, scope: Construct, id: str, *, name: str, cluster_name: str) -> None:
+        super().__init__(scope, id)
+        stack = Stack.of(self)
+        self.name = name
+        self.resource = cr.AwsCustomResource(
+            self, "Resource",
+            on_create=cr.AwsSdkCall(
+                service="EC2", action="createPlacementGroup",
+                parameters={
+                    "GroupName": name, "Strategy": "cluster",
+                    "TagSpecifications": [{"ResourceType": "placement-group", "Tags": [
+                        {"Key": contract.TAG_CLUSTER, "Value": cluster_name},
+                    ]}],
+                },
+                physical_resource_id=cr.PhysicalResourceId.of(name),
+            ),
+            on_delete=cr.AwsSdkCall(
+                service="EC2", action="deletePlacementGroup", parameters={"GroupName": name},
+                ignore_error_codes_matching=PLACEMENT_GROUP_NOT_FOUND,
+            ),
+            policy=cr.AwsCustomResourcePolicy.from_statements(
+                placement_group_statements(stack.partition, stack.region, stack.account, name),
+            ),
+            install_latest_aws_sdk=False,
+        )
+
+
 class KarpenterController(Construct):
-    """Karpenter on ``cluster``: ``node_role``, ``queue``, ``role`` (the controller's), ``association`` and
-    ``chart`` (the Helm release, installed without the chart's CRDs: :mod:`k8s.karpenter` applies them)."""
+    """Karpenter on ``cluster``: ``node_role``, ``queue``, ``role`` (the controller's), ``association``,
+    ``placement_groups`` (the pools' new cluster placement groups) and ``chart`` (the Helm release, installed
+    without the chart's CRDs: :mod:`k8s.karpenter` applies them)."""
 
     def __init__(self, scope: Construct, id: str, props: KarpenterControllerProps, *, cluster: eks.ICluster) -> None:
         super().__init__(scope, id)
@@ -237,11 +288,21 @@ class KarpenterController(Construct):
             "Karpenter", chart=CHART_NAME, repository=props.chart_repository, version=props.version,
             release=props.release, namespace=props.namespace, values=props.values(),
             # The CRDs are applied by the cluster stack's karpenter-crd manifest (also in dist/), kept when the
-            # release goes: deleting them would delete every NodePool and NodeClaim. No helm --wait: the release is
-            # applied while the nodes launch, and the cluster stack waits for the controller's replica after them.
-            skip_crds=True, wait=False, timeout=Duration.minutes(10), removal_policy=RemovalPolicy.DESTROY,
+            # release goes: deleting them would delete every NodePool and NodeClaim.
+            skip_crds=True, wait=True, timeout=Duration.minutes(10), removal_policy=RemovalPolicy.DESTROY,
         )
         self.chart.node.add_dependency(self.association)
+        self.placement_groups = [
+            PoolPlacementGroup(self, f"PlacementGroup-{name}", name=name, cluster_name=props.cluster_name)
+            for name in props.placement_groups
+        ]
+        if self.placement_groups:
+            _acknowledge_sdk_handler(stack)
+        # The pools' placement groups exist before, and are deleted after, the release: deleting the pools (which
+        # depend on the release) terminates the instances launched into the groups first, and EC2 deletes no group
+        # that still holds instances (EC2 API Reference, DeletePlacementGroup: its instances must be terminated
+        # first).
+        self.chart.node.add_dependency(*self.placement_groups)
         # The release is created after, and deleted before, everything the running controller uses: its policy
         # (the association names only the role, so nothing else orders the policy, and CloudFormation would
         # delete it in the first wave of a stack deletion), the queue with its policy and rules, and the nodes'
@@ -255,3 +316,20 @@ class KarpenterController(Construct):
         # the instances keep running in the VPC, and the node role cannot be deleted while an instance profile
         # holds it.
         self.chart.node.add_dependency(policy, self.queue, *self.rules, self.access_entry)
+
+
+def _acknowledge_sdk_handler(stack: Stack) -> None:
+    """cdk-nag findings on the stack's one AwsCustomResource Lambda (a CDK singleton): its basic execution role and
+    its runtime, chosen by aws-cdk-lib."""
+    handler = stack.node.try_find_child(AWS_SDK_HANDLER_ID)
+    if handler is None:
+        return
+    acknowledge(handler.node.find_child("ServiceRole"), "AwsSolutions-IAM4",
+                "CDK's AwsCustomResource Lambda logs through AWSLambdaBasicExecutionRole; it makes the pools' "
+                "placement groups.", managed_policy("service-role/AWSLambdaBasicExecutionRole"))
+    acknowledge(handler, "AwsSolutions-L1", "The AwsCustomResource handler's runtime is chosen by aws-cdk-lib.")
+
+
+AWS_SDK_HANDLER_ID = "AWS679f53fac002430cb0da5b7982bd2287"
+"""The construct id of aws-cdk-lib's AwsCustomResource singleton Lambda (custom-resources/lib/aws-custom-resource,
+``AwsCustomResource.PROVIDER_FUNCTION_UUID``, with its dashes removed)."""

@@ -26,6 +26,7 @@ APPLY_SCRIPT = "apply.sh"
 HELM_DIR = "helm"
 """Sub-directory for the values of Helm releases ``apply.sh`` installs (not manifests: kubectl never reads it)."""
 TRAINER_VALUES = f"{HELM_DIR}/{contract.TRAINER_RELEASE}-values.yaml"
+KARPENTER_VALUES = f"{HELM_DIR}/{contract.KARPENTER_RELEASE}-values.yaml"
 HELM_TIMEOUT = "10m"
 ROLLOUT_TIMEOUT = "300s"
 CRD_WAIT_TRIES = 60
@@ -167,12 +168,43 @@ def helm_crd_kinds(plan: ClusterPlan) -> dict[tuple[str, str], str]:
     }
 
 
+def karpenter_helm_commands(plan: ClusterPlan) -> list[str]:
+    """The ``helm`` command line of ``apply.sh`` that installs Karpenter's controller when the plan has pools: the
+    chart, version, release and namespace of the cluster stack's release, ``--skip-crds`` (the CRDs are
+    ``26-karpenter-crd.yaml`` of the first step, kept when the release goes) and :data:`KARPENTER_VALUES`. It runs
+    once the CRDs are Established and before ``after-crds/`` applies the EC2NodeClasses and NodePools: the
+    controller's finalizers guard every pool object it sees (docs/design/karpenter.md). The AWS side it needs (the
+    controller's role and its Pod Identity association, the interruption queue, the nodes' role) is the cluster
+    stack's; the names the values hold are the plan's."""
+    k = plan.karpenter
+    if k is None:
+        return []
+    return [
+        (f"helm upgrade --install {contract.KARPENTER_RELEASE} {k.chart} --version {k.version} "
+         f"--namespace {k.namespace} --create-namespace --skip-crds --wait --timeout {HELM_TIMEOUT} "
+         f"--values {KARPENTER_VALUES}")
+    ]
+
+
+def karpenter_values(plan: ClusterPlan) -> dict[str, Any]:
+    """The Karpenter release's values: what the cluster stack passes (:meth:`KarpenterPlan.values
+    <efa_stack.planning.karpenter.KarpenterPlan.values>` with the system node group's selector and replicas)."""
+    from efa_stack.planning.karpenter import controller_replicas
+    from k8s.scheduling import system_node_selector
+
+    assert plan.karpenter is not None
+    return plan.karpenter.values(
+        replicas=controller_replicas(plan.system.min_size), node_selector=system_node_selector(),
+    )
+
+
 def helm_commands(plan: ClusterPlan) -> list[str]:
-    """The ``helm`` command lines of ``apply.sh``: Kubeflow Trainer v2 when the plan installs it, with the
-    chart, version, release, namespace and values the cluster stack uses (``--wait``: its webhooks answer
-    before the runtimes and jobs are applied). The chart is an ``oci://`` reference, which Helm reads
+    """The ``helm`` command lines of ``apply.sh`` before its CRD waits: Kubeflow Trainer v2 when the plan installs
+    it, with the chart, version, release, namespace and values the cluster stack uses (``--wait``: its webhooks
+    answer before the runtimes and jobs are applied). The chart is an ``oci://`` reference, which Helm reads
     without extra settings from v3.8.0 (helm.sh, "Use OCI-based registries": "Beginning in Helm v3.8.0,
-    OCI support is enabled by default"), hence the version the script asks for."""
+    OCI support is enabled by default"), hence the version the script asks for. Karpenter's release comes after
+    the waits (:func:`karpenter_helm_commands`)."""
     if not plan.training_operators.trainer:
         return []
     from k8s.training_operators import TrainerHelmProps
@@ -187,12 +219,16 @@ def helm_commands(plan: ClusterPlan) -> list[str]:
 
 def helm_files(plan: ClusterPlan) -> dict[str, str]:
     """Relative path -> text of the Helm values files ``apply.sh`` passes."""
-    if not plan.training_operators.trainer:
-        return {}
-    from k8s.training_operators import TrainerHelmProps
+    out: dict[str, str] = {}
+    if plan.training_operators.trainer:
+        from k8s.training_operators import TrainerHelmProps
 
-    header = f"# efa-stack: values of Helm release {contract.TRAINER_RELEASE} (Kubeflow Trainer v2); do not edit.\n"
-    return {TRAINER_VALUES: header + yaml.dump(TrainerHelmProps().values(), Dumper=_Dumper, sort_keys=False)}
+        header = f"# efa-stack: values of Helm release {contract.TRAINER_RELEASE} (Kubeflow Trainer v2); do not edit.\n"
+        out[TRAINER_VALUES] = header + yaml.dump(TrainerHelmProps().values(), Dumper=_Dumper, sort_keys=False)
+    if plan.karpenter is not None:
+        header = f"# efa-stack: values of Helm release {contract.KARPENTER_RELEASE} (Karpenter); do not edit.\n"
+        out[KARPENTER_VALUES] = header + yaml.dump(karpenter_values(plan), Dumper=_Dumper, sort_keys=False)
+    return out
 
 
 def needs_runtimes(objects: Iterable[Any]) -> bool:
@@ -211,6 +247,7 @@ def apply_script(plan: ClusterPlan, waits: list[str], second_step: bool | Sequen
     cached client cannot get: "specified clusterTrainingRuntime must be created before the TrainJob is
     created"). CRDs are waited for with ``wait_established`` (see :data:`WAIT_ESTABLISHED`)."""
     helm = helm_commands(plan)
+    karpenter = karpenter_helm_commands(plan)
     lines = [
         "#!/bin/sh",
         f"# efa-stack: apply the Kubernetes objects of cluster {plan.name}; generated by k8s/dist.py, do not edit.",
@@ -223,10 +260,12 @@ def apply_script(plan: ClusterPlan, waits: list[str], second_step: bool | Sequen
         "set -eu",
         'cd "$(dirname "$0")"',
     ]
-    if helm:
+    if helm or karpenter:
+        charts = [n for n, on in (("Kubeflow Trainer", helm), ("Karpenter", karpenter)) if on]
+        what = f"{charts[0]} (an oci:// chart)" if len(charts) == 1 else f"{' and '.join(charts)} (oci:// charts)"
         lines.append(
             'command -v helm >/dev/null 2>&1 || { echo "efa-stack: helm 3.8 or later is needed to install '
-            'Kubeflow Trainer (an oci:// chart); nothing was applied" >&2; exit 1; }'
+            f'{what}; nothing was applied" >&2; exit 1; }}'
         )
     if waits:
         lines.append(WAIT_ESTABLISHED)
@@ -235,6 +274,7 @@ def apply_script(plan: ClusterPlan, waits: list[str], second_step: bool | Sequen
     lines.append("kubectl apply -f .")
     lines += helm
     lines += [f"wait_established {name}" for name in waits]
+    lines += karpenter
     if second_step and plan.training_operators.pytorch_job_v1:
         # Training Operator v1's PyTorchJob webhook fails closed: PyTorchJobs wait for a serving controller.
         lines.append(

@@ -120,6 +120,9 @@ def node_class_spec(pool: KarpenterPoolPlan, plan: KarpenterPlan, node_role: str
         }],
         "tags": {contract.TAG_CLUSTER: plan.cluster, contract.LABEL_NODE_GROUP: g.name},
     }
+    # ``placementGroupSelector`` takes ``name`` or ``id`` (pkg/apis/v1/ec2nodeclass.go ``PlacementGroupSelector``;
+    # CRD: one of the two, ``name`` minLength 1): the existing group the spec names, or the stack's new one, whose
+    # name is fixed for that reason (:func:`efa_stack.planning.karpenter.placement_group_name`).
     if pool.placement_group_name:
         spec["placementGroupSelector"] = {"name": pool.placement_group_name}
     if pool.reservation_ids:

@@ -384,6 +384,7 @@ class ClusterStack(Stack):
         if karpenter is None:
             return None
         from aws_constructs.karpenter import KarpenterController, KarpenterControllerProps
+        from efa_stack.planning.karpenter import controller_replicas
         from k8s.scheduling import system_node_selector
 
         Tags.of(self.network.efa_security_group).add(contract.KARPENTER_DISCOVERY_TAG, karpenter.cluster)
@@ -395,7 +396,8 @@ class ClusterStack(Stack):
             node_role_name=karpenter.node_role_name, interruption_queue_name=karpenter.interruption_queue_name,
             namespace=karpenter.namespace, service_account=karpenter.service_account, release=contract.KARPENTER_RELEASE,
             node_policies=NODE_ROLE_POLICIES, feature_gates=karpenter.feature_gates,
-            node_selector=system_node_selector(), replicas=min(2, plan.system.min_size),
+            node_selector=system_node_selector(), replicas=controller_replicas(plan.system.min_size),
+            placement_groups=karpenter.new_placement_groups,
         ), cluster=self.cluster)
         controller.association.node.add_dependency(self.pod_identity_agent)
         # Its nodes join through the CNI.

@@ -12,13 +12,20 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
-from efa_stack import contract
+from efa_stack import contract, names
 from efa_stack.planning import catalog
-from efa_stack.planning.karpenter import BUDGETS, EXPIRE_AFTER, KARPENTER_CHART, KARPENTER_VERSION
+from efa_stack.planning.karpenter import (
+    BUDGETS,
+    EXPIRE_AFTER,
+    KARPENTER_CHART,
+    KARPENTER_VERSION,
+    ami_first_release,
+    placement_group_name,
+)
 from efa_stack.planning.layout import interface_layout
 from efa_stack.planning.scheduling import node_figures
 from efa_stack.planning.user_data import node_user_data
-from efa_stack.spec.models import DEFAULT_POOL_AMI_VERSION
+from efa_stack.spec.models import DEFAULT_POOL_AMI_VERSION, KUBERNETES_VERSIONS
 from k8s.karpenter import POOL_KIND_CRDS, ZONE_LABEL, crd_documents
 from tests.support import KUBECTL_HANDLER_LIMIT, _build, built, plan_of, problems_of, synth_spec
 
@@ -70,7 +77,11 @@ def test_a_pool_is_planned_as_an_efa_node_group_from_the_catalog():
     assert g.availability_zone == "us-west-2a"
     assert g.labels[contract.LABEL_NODE_GROUP] == "p5-pool" and g.labels[contract.LABEL_EFA] == "true"
     assert [(t.key, t.effect) for t in g.taints] == [(contract.GPU_TAINT_KEY, "NoSchedule")]
-    assert g.node_repair is None and g.placement_group is False and g.placement_group_name is None
+    assert g.node_repair is None
+    # AND, on demand, it gets a new cluster placement group of its own, named for the EC2NodeClass
+    assert g.placement_group is True and g.placement_group_name is None
+    assert pool.new_placement_group == pool.placement_group_name == "t-karpenter-p5-pool"
+    assert plan.karpenter.new_placement_groups == ("t-karpenter-p5-pool",)
     # AND it is no managed node group, yet jobs find it by name
     assert "p5-pool" not in [n.name for n in plan.all_node_groups]
     assert plan.node_group("p5-pool") is g
@@ -151,7 +162,10 @@ def test_fails_a_type_whose_current_layout_needs_a_combined_efa_interface():
     ("replicas: 2", "replicas", "static pool holds reserved capacity"),
     ("capacity: reservation\ncapacityReservationIds: [cr-0a1b2c3d4e5f60718]\nreplicas: 9", "replicas",
      "more replicas than maxNodes"),
-    ("placementGroup: true", "placementGroup", "by name or id"),
+    ("capacity: reservation\ncapacityReservationIds: [cr-0a1b2c3d4e5f60718]\nplacementGroup: true",
+     "placementGroup", "only if the reservation was created in it"),
+    ("capacity: capacity-block\ncapacityReservationIds: [cr-0a1b2c3d4e5f60718]\nplacementGroup: true",
+     "placementGroup", "Capacity Blocks"),
     ("capacity: capacity-block\ncapacityReservationIds: [cr-0a1b2c3d4e5f60718]\nplacementGroup: my-group",
      "placementGroup", "Capacity Blocks"),
     ("availabilityZone: us-west-2c", "availabilityZone", "not one of the cluster's"),
@@ -161,6 +175,30 @@ def test_fails_a_pool_that_cannot_work(pool, field, words):
     base = P5_POOL.replace("availabilityZone: us-west-2a\n", "") if pool.startswith("availabilityZone") else P5_POOL
     p = _problem(_spec(base + pool), f"karpenterNodePools[0].{field}")
     assert words in p.message, p.render()
+
+
+@pytest.mark.parametrize(("pool", "placed", "existing"), [
+    ("placementGroup: false", False, None),
+    ("placementGroup: my-pg", False, "my-pg"),
+    ("capacity: reservation\ncapacityReservationIds: [cr-0a1b2c3d4e5f60718]", False, None),
+    ("capacity: reservation\ncapacityReservationIds: [cr-0a1b2c3d4e5f60718]\nplacementGroup: odcr-pg", False, "odcr-pg"),
+    ("capacity: capacity-block\ncapacityReservationIds: [cr-0a1b2c3d4e5f60718]", False, None),
+    ("placementGroup: true", True, None),
+])
+def test_a_new_placement_group_only_for_an_on_demand_pool_without_a_named_one(pool, placed, existing):
+    # GIVEN a pool's capacity and placementGroup WHEN planned THEN the stack creates a group only for on-demand pools
+    # that name none (an ODCR is in a group only if created in it; a Capacity Block is already co-located)
+    (p,) = plan_of(_spec(P5_POOL + pool)).karpenter.pools
+    assert (p.new_placement_group is not None) is placed
+    assert p.placement_group_name == (p.new_placement_group if placed else existing)
+
+
+def test_the_new_placement_groups_name_is_fixed_and_valid():
+    assert placement_group_name("efa-elastic", "p5-elastic") == "efa-elastic-karpenter-p5-elastic"
+    longest = placement_group_name("c" * 100, "p" * 63)
+    assert names.PLACEMENT_GROUP_NAME.ok(longest) and longest.startswith("c" * 100)
+    # two clusters' pools of one name, or two pools of one cluster, never share a group
+    assert len({placement_group_name(c, p) for c in ("a", "b") for p in ("x", "y")}) == 4
 
 
 def test_fails_a_pool_named_as_a_node_group():
@@ -472,3 +510,88 @@ def test_the_selectors_find_the_tagged_subnets_and_efa_security_group():
 def test_no_eks_node_group_is_created_for_a_pool():
     names = [v["Properties"].get("NodegroupName") for v in _resources("AWS::EKS::Nodegroup").values()]
     assert "p5-elastic" not in names and len(names) == 2  # system and cpu
+
+
+# --- the pools' placement groups and AMI release -------------------------------------------------------------------
+
+
+def test_the_node_class_selects_the_stacks_new_placement_group_by_name():
+    b = built("karpenter-p5")
+    node_class = b.find("EC2NodeClass", "p5-elastic")["spec"]
+    assert node_class["placementGroupSelector"] == {"name": b.plan.karpenter.pools[0].new_placement_group}
+    assert node_class["placementGroupSelector"]["name"] == "efa-elastic-karpenter-p5-elastic"
+
+
+def test_the_stack_creates_the_named_cluster_placement_group_before_the_release():
+    # GIVEN karpenter-p5's on-demand pool WHEN synthesized THEN a custom resource creates a cluster placement group
+    # of the EC2NodeClass's name, and deletes it, with a policy on that group only
+    (group_id, group), = _resources("Custom::AWS").items()
+    create, delete = json.loads(group["Properties"]["Create"]), json.loads(group["Properties"]["Delete"])
+    assert (create["service"], create["action"]) == ("EC2", "createPlacementGroup")
+    assert create["parameters"]["GroupName"] == "efa-elastic-karpenter-p5-elastic"
+    assert create["parameters"]["Strategy"] == "cluster"
+    assert create["physicalResourceId"] == {"id": "efa-elastic-karpenter-p5-elastic"}
+    assert (delete["action"], delete["parameters"]) == ("deletePlacementGroup", {"GroupName": "efa-elastic-karpenter-p5-elastic"})
+    (policy,) = [p for p in _resources("AWS::IAM::Policy").values()
+                 if any("CreatePlacementGroup" in str(st["Action"]) for st in p["Properties"]["PolicyDocument"]["Statement"])]
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert json.dumps(statement["Resource"]).endswith(':placement-group/efa-elastic-karpenter-p5-elastic"]]}')
+    # AND the release depends on it: created after it, deleted before it, and the pools (whose instances are in the
+    # group) depend on the release, so EC2 deletes the group only once the instances are gone
+    (release,) = [k for k, c in _resources("Custom::AWSCDK-EKS-HelmChart").items()
+                  if c["Properties"]["Release"] == contract.KARPENTER_RELEASE]
+    s = _synth()
+    template = next(t for t in s.templates.values() if release in t["Resources"])
+    assert group_id in template["Resources"][release]["DependsOn"]
+    (pools,) = [k for k, v in template["Resources"].items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
+                and k.startswith("Clusterkarpenterpools")]  # the karpenter-pools chart's manifest
+    assert release in template["Resources"][pools]["DependsOn"]
+
+
+def test_no_placement_group_is_created_for_a_capacity_block_pool():
+    s = synth_spec("clusters/karpenter-capacity-block.yaml")
+    assert not [k for t in s.templates.values() for k, v in t["Resources"].items() if v["Type"] == "Custom::AWS"]
+
+
+def test_the_controller_may_read_and_launch_into_placement_groups():
+    # cloudformation.yaml at v1.14.1: AllowRegionalReadActions holds ec2:DescribePlacementGroups (the selector's
+    # look-up), AllowScopedEC2InstanceAccessActions placement-group/* (RunInstances and CreateFleet into it)
+    (policy,) = [p for k, p in _resources("AWS::IAM::Policy").items() if k.startswith("KarpenterControllerPolicy")]
+    statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    assert "ec2:DescribePlacementGroups" in statements["AllowRegionalReadActions"]["Action"]
+    launch = statements["AllowScopedEC2InstanceAccessActions"]
+    assert set(launch["Action"]) == {"ec2:RunInstances", "ec2:CreateFleet"}
+    assert any(":placement-group/*" in json.dumps(r) for r in launch["Resource"])
+
+
+def _on(version: str, text: str) -> str:
+    return text.replace('version: "1.34"', f'version: "{version}"')
+
+
+def test_every_version_with_amis_has_them_in_the_default_release():
+    # every Kubernetes version efa-stack builds has, for every AMI type, a first release no newer than the default
+    # pin, or none at all (then pools on it are refused)
+    for version in KUBERNETES_VERSIONS:
+        for ami_type in ("AL2023_X86_64_NVIDIA", "AL2023_X86_64_NEURON", "AL2023_X86_64_STANDARD"):
+            first = ami_first_release(version, ami_type)
+            assert first is None or first <= DEFAULT_POOL_AMI_VERSION, (version, ami_type, first)
+    assert ami_first_release("1.36", "AL2023_X86_64_NVIDIA") == "v20260610"
+    assert ami_first_release("1.37", "AL2023_X86_64_NVIDIA") is None
+
+
+def test_fails_a_pool_on_a_version_without_al2023_amis_with_the_fix():
+    p = _problem(_on("1.37", _spec(P5_POOL)), "karpenterNodePools[0].amiVersion")
+    assert p.value == DEFAULT_POOL_AMI_VERSION and "Kubernetes 1.37" in p.message and "AL2023_X86_64_NVIDIA" in p.message
+    assert "1.36" in p.fix and "amiVersion" in p.fix and "managedNodeGroups" in p.fix
+
+
+def test_fails_an_ami_release_older_than_the_versions_first():
+    p = _problem(_on("1.36", _spec(P5_POOL + "amiVersion: v20260505")), "karpenterNodePools[0].amiVersion")
+    assert "v20260610" in p.message and "amiVersion: v20260610 or later" in p.fix
+
+
+@pytest.mark.parametrize(("version", "ami"), [("1.36", "v20260610"), ("1.31", DEFAULT_POOL_AMI_VERSION),
+                                              ("1.37", "v20261001")])
+def test_an_ami_release_that_has_the_version_or_is_newer_than_the_data_is_accepted(version, ami):
+    (pool,) = plan_of(_on(version, _spec(P5_POOL + f"amiVersion: {ami}"))).karpenter.pools
+    assert pool.ami_alias == f"al2023@{ami}"

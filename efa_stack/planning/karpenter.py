@@ -31,12 +31,18 @@ documentation for v1.14 (main@1d927085dd81a9df9301e613f371dac5b4d16bfe, website/
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
 
-from efa_stack import contract
+from efa_stack import contract, names
 from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.spec.errors import Problem
+from efa_stack.spec.models import DEFAULT_POOL_AMI_VERSION
 
 KARPENTER_VERSION = "1.14.1"
 """The pinned release: chart and controller image ``1.14.1`` (hack/release/common.sh at the tag publishes the chart
@@ -99,6 +105,9 @@ class KarpenterPoolPlan:
     """A static NodePool's node count; None: dynamic."""
     ami_version: str = ""
     consolidate_after: str = "30m"
+    new_placement_group: str | None = None
+    """The name of the cluster placement group the cluster stack creates for the pool
+    (:func:`placement_group_name`), or None: the pool names an existing group, or takes none."""
 
     @property
     def name(self) -> str:
@@ -124,7 +133,8 @@ class KarpenterPoolPlan:
 
     @property
     def placement_group_name(self) -> str | None:
-        return self.group.placement_group_name
+        """The group the EC2NodeClass selects by name: the existing one the spec names, or the stack's new one."""
+        return self.group.placement_group_name or self.new_placement_group
 
     @property
     def limits(self) -> dict[str, str]:
@@ -166,6 +176,53 @@ def _bounded(base: str, most: int) -> str:
     return f"{base[: most - 9]}-{digest}"
 
 
+PLACEMENT_GROUP_INFIX = "karpenter"
+
+
+def placement_group_name(cluster: str, pool: str) -> str:
+    """The cluster placement group the stack creates for an on-demand pool: ``<cluster>-karpenter-<pool>``.
+
+    Fixed, because the EC2NodeClass in dist/ names it before any stack exists (``placementGroupSelector`` takes a
+    ``name`` or an ``id`` ``pg-...``, nothing else: aws/karpenter-provider-aws@v1.14.1 pkg/apis/v1/ec2nodeclass.go
+    ``PlacementGroupSelector``; k8s/crds/karpenter/karpenter.k8s.aws_ec2nodeclasses.yaml). Placement group names are
+    unique per account and Region (EC2 API Reference, CreatePlacementGroup ``GroupName``), as EKS cluster names are,
+    so the cluster's name keeps two clusters' groups apart. At most 255 printable ASCII characters
+    (:data:`efa_stack.names.PLACEMENT_GROUP_NAME`); a cluster name (100) and a pool name (63) stay far below."""
+    name = _bounded(f"{cluster}-{PLACEMENT_GROUP_INFIX}-{pool}", names.PLACEMENT_GROUP_NAME.max_len)
+    assert names.PLACEMENT_GROUP_NAME.ok(name), name
+    return name
+
+
+CONTROLLER_REPLICAS = 2
+"""The chart's default ``replicas``, with required anti-affinity per hostname (charts/karpenter/values.yaml)."""
+
+
+def controller_replicas(system_min_size: int) -> int:
+    """Controller replicas: the chart's 2, or fewer when the system node group's minimum has fewer nodes (the
+    replicas' required anti-affinity puts one per node)."""
+    return min(CONTROLLER_REPLICAS, system_min_size)
+
+
+def chart_values(
+    *, cluster_name: str, interruption_queue_name: str, service_account: str, feature_gates: Mapping[str, bool],
+    replicas: int, node_selector: Mapping[str, str],
+) -> dict[str, Any]:
+    """The Karpenter chart's values, the one document ``cdk deploy``'s Helm release and ``apply.sh``'s ``helm
+    upgrade --install`` pass: ``settings.clusterName``, ``settings.interruptionQueue`` (a queue name),
+    ``settings.featureGates``, ``replicas``, ``nodeSelector`` and the service account's name
+    (charts/karpenter/values.yaml at the tag; ``step08-apply-helm-chart.sh`` sets the first two)."""
+    return {
+        "settings": {
+            "clusterName": cluster_name,
+            "interruptionQueue": interruption_queue_name,
+            "featureGates": dict(feature_gates),
+        },
+        "replicas": replicas,
+        "nodeSelector": {"kubernetes.io/os": "linux", **node_selector},
+        "serviceAccount": {"create": True, "name": service_account},
+    }
+
+
 @dataclass(frozen=True)
 class KarpenterPlan:
     """Karpenter's controller and its pools (``karpenterNodePools``)."""
@@ -200,6 +257,19 @@ class KarpenterPlan:
 
     def pool(self, name: str) -> KarpenterPoolPlan | None:
         return next((p for p in self.pools if p.name == name), None)
+
+    @property
+    def new_placement_groups(self) -> tuple[str, ...]:
+        """The cluster placement groups the cluster stack creates, one per pool that takes a new one."""
+        return tuple(p.new_placement_group for p in self.pools if p.new_placement_group)
+
+    def values(self, *, replicas: int, node_selector: Mapping[str, str]) -> dict[str, Any]:
+        """:func:`chart_values` for this cluster: ``replicas`` controllers on the nodes ``node_selector`` picks."""
+        return chart_values(
+            cluster_name=self.cluster, interruption_queue_name=self.interruption_queue_name,
+            service_account=self.service_account, feature_gates=self.feature_gates, replicas=replicas,
+            node_selector=node_selector,
+        )
 
     @property
     def feature_gates(self) -> dict[str, bool]:
@@ -291,3 +361,51 @@ def pool_field(field_name: str, node_group_prefix: str, pool_prefix: str) -> str
             rest = new + rest[len(old):]
             break
     return pool_prefix + rest
+
+
+AMI_RELEASES_FILE = Path(__file__).parent / "data" / "eks_al2023_ami_releases.json"
+
+
+@cache
+def _ami_releases() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(AMI_RELEASES_FILE.read_text())
+    return data
+
+
+def ami_first_release(kubernetes_version: str, ami_type: str) -> str | None:
+    """The oldest amazon-eks-ami release with an AL2023 AMI of ``ami_type`` (``AL2023_X86_64_NVIDIA``, ...) for
+    ``kubernetes_version`` (data/eks_al2023_ami_releases.json), or None when no release the data covers has one."""
+    found: str | None = _ami_releases()["first_release"].get(kubernetes_version, {}).get(ami_type)
+    return found
+
+
+def ami_problems(prefix: str, kubernetes_version: str, ami_type: str, ami_version: str) -> list[Problem]:
+    """A pool whose ``al2023@<amiVersion>`` alias resolves to no AMI: the release is older than the first one that
+    publishes the pool's AMI type for the cluster's Kubernetes version, or (up to the newest release the data
+    covers) no release publishes one at all. Karpenter would find no SSM parameter and launch no node
+    (pkg/providers/amifamily/al2023.go ``resolvePath`` at v1.14.1). A release newer than the data covers is not
+    judged: the data cannot tell."""
+    checked = str(_ami_releases()["checked_through"])
+    first = ami_first_release(kubernetes_version, ami_type)
+    # Release names are v<YYYYMMDD>: their order is their text's (the spec's pattern ^v[0-9]{8}$).
+    if first is None and ami_version <= checked:
+        return [Problem(
+            f"{prefix}.amiVersion", ami_version,
+            f"no amazon-eks-ami release up to {checked} publishes an {ami_type} AMI for Kubernetes "
+            f"{kubernetes_version}, so al2023@{ami_version} resolves to no image and Karpenter launches no node",
+            f"set metadata.version to one the pools' AMIs exist for ({', '.join(sorted(_ami_releases()['first_release'], key=_minor))}), "
+            f"or set amiVersion to an amazon-eks-ami release newer than {checked} whose notes list Kubernetes "
+            f"{kubernetes_version}, or run these nodes in a managedNodeGroups entry",
+        )]
+    if first is not None and ami_version < first:
+        return [Problem(
+            f"{prefix}.amiVersion", ami_version,
+            f"amazon-eks-ami first publishes {ami_type} AMIs for Kubernetes {kubernetes_version} in {first}, so "
+            f"al2023@{ami_version} resolves to no image and Karpenter launches no node",
+            f"set amiVersion: {first} or later (the default is {DEFAULT_POOL_AMI_VERSION})",
+        )]
+    return []
+
+
+def _minor(version: str) -> int:
+    return int(version.split(".")[1])

@@ -37,8 +37,10 @@ from efa_stack.planning.image_compat import TrainingImagePlan, training_image_pl
 from efa_stack.planning.karpenter import (
     KarpenterPlan,
     KarpenterPoolPlan,
+    ami_problems,
     capacity_problems,
     layout_problems,
+    placement_group_name,
     pool_field,
 )
 from efa_stack.planning.layout import Interface, LayoutError, interface_layout
@@ -757,8 +759,8 @@ def _logging(spec: ClusterSpec, problems: list[Problem]) -> tuple[tuple[str, ...
 
 def _pool_twin(pool: KarpenterNodePoolSpec) -> ManagedNodeGroupSpec:
     """The EFA node group a pool would be: min 0, desired the nodes its jobs run on (the static replicas, else
-    maxNodes), max maxNodes, no new placement group (a pool names an existing one), no EKS node auto repair (a
-    managed node group feature)."""
+    maxNodes), max maxNodes, the pool's ``placementGroup`` decided as a node group's (a new cluster group for
+    on-demand pools by default; :func:`_placement`), no EKS node auto repair (a managed node group feature)."""
     ids = pool.capacity_reservation_ids
     fields: dict[str, object] = {
         "name": pool.name, "instance_type": pool.instance_type, "min_size": 0,
@@ -766,7 +768,7 @@ def _pool_twin(pool: KarpenterNodePoolSpec) -> ManagedNodeGroupSpec:
         "efa_enabled": True, "labels": dict(pool.labels), "taints": list(pool.taints),
         "volume_type": pool.volume_type, "volume_size": pool.volume_size, "interface_layout": pool.interface_layout,
         "ena_on_efa_cards": pool.ena_on_efa_cards,
-        "placement_group": pool.placement_group if isinstance(pool.placement_group, str) else False,
+        "placement_group": pool.placement_group,
         "capacity": Capacity(type=pool.capacity, reservation_id=ids[0] if ids else None),
         "node_repair_config": NodeRepairConfigSpec(enabled=False),
         "kubelet_extra_config": pool.kubelet_extra_config,
@@ -784,6 +786,7 @@ def _karpenter(
         return None, []
     pools: list[KarpenterPoolPlan] = []
     twins: list[ManagedNodeGroupSpec] = []
+    cluster = names.eks_cluster_name(spec.metadata.name)
     for i, pool in enumerate(spec.karpenter_node_pools):
         prefix = f"karpenterNodePools[{i}]"
         if pool.name in taken:
@@ -792,14 +795,6 @@ def _karpenter(
                 "the reserved 'system')", "choose another name",
             ))
         taken.add(pool.name)
-        if pool.placement_group is True:
-            problems.append(Problem(
-                f"{prefix}.placementGroup", True,
-                "Karpenter selects a placement group by name or id (EC2NodeClass placementGroupSelector), and a group "
-                "CloudFormation creates gets a generated name the manifests cannot hold",
-                "create a cluster placement group (`aws ec2 create-placement-group --strategy cluster --group-name "
-                "<name>`) and set placementGroup: <name>, or remove placementGroup",
-            ))
         problems.extend(capacity_problems(
             prefix, pool.capacity, list(pool.capacity_reservation_ids), pool.replicas, pool.max_nodes,
         ))
@@ -817,11 +812,14 @@ def _karpenter(
         if group is None:
             continue
         problems.extend(layout_problems(prefix, pool.interface_layout, group))
+        problems.extend(ami_problems(prefix, spec.metadata.version, group.ami_type, pool.ami_version))
         pools.append(KarpenterPoolPlan(
             group=group, reservation_ids=tuple(pool.capacity_reservation_ids), replicas=pool.replicas,
             ami_version=pool.ami_version, consolidate_after=pool.consolidate_after,
+            new_placement_group=placement_group_name(cluster, pool.name) if group.placement_group
+            and group.placement_group_name is None else None,
         ))
-    plan = KarpenterPlan(pools=tuple(pools), cluster=names.eks_cluster_name(spec.metadata.name), region=spec.metadata.region)
+    plan = KarpenterPlan(pools=tuple(pools), cluster=cluster, region=spec.metadata.region)
     return plan, twins
 
 
