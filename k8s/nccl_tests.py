@@ -116,7 +116,8 @@ class NcclTestsJobProps:
     storage_mount_path: str = contract.FSX_MOUNT_PATH
     worker_wait_seconds: int = 900
     """How long the launcher waits for every worker to resolve and accept ssh before mpirun (the
-    workers pull a multi-GB image on first start); past it the launcher fails with a clear message."""
+    workers pull a multi-GB image on first start); past it the launcher fails with a clear message. The plan's
+    job waits longer when its workers' nodes may still be launching (:func:`k8s.charts.worker_wait_seconds`)."""
     worker_wait_interval_seconds: int = 5
     queue: QueueBinding | None = None
     """Queue the job through Kueue (:meth:`efa_stack.planning.scheduling.KueuePlan.binding`): the queue label on

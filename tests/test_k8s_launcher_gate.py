@@ -125,3 +125,37 @@ def test_fails_gate_with_an_empty_hostfile(tmp_path):
 def test_fails_negative_wait():
     with pytest.raises(ValueError, match="worker_wait_seconds"):
         NcclTestsJobProps(job=built("default").plan.nccl_job, worker_wait_seconds=-1)
+
+
+# --- how long the plan's launcher waits -------------------------------------------------------------------------
+
+
+def _gate_limit(stem: str) -> int:
+    """The seconds in the rendered launcher's gate of ``clusters/<stem>.yaml``."""
+    import re
+
+    command = " ".join(launcher_command(built(stem).mpijob()))
+    (limit,) = {int(s) for s in re.findall(r"deadline=\$\(\(SECONDS \+ (\d+)\)\)", command)}
+    return limit
+
+
+def test_a_node_group_job_waits_the_default_pull_allowance():
+    assert _gate_limit("default") == NcclTestsJobProps.worker_wait_seconds == 900
+
+
+def test_a_queued_job_waits_as_long_as_kueue_waits_for_its_pods():
+    # tas-p5 sets waitForPodsReady.timeoutSeconds 1200: Kueue evicts only after that, so the gate waits as long
+    plan = built("tas-p5").plan
+    assert plan.kueue is not None and plan.kueue.wait.timeout_seconds == 1200
+    assert _gate_limit("tas-p5") == 1200
+
+
+def test_a_job_on_a_karpenter_pool_waits_for_the_node_launch_too():
+    from efa_stack.planning.scheduling import KARPENTER_REGISTRATION_SECONDS, NODE_START_SECONDS
+
+    plan = built("karpenter-p5").plan
+    assert plan.nccl_job is not None and plan.karpenter is not None
+    assert plan.karpenter.pool(plan.nccl_job.node_group) is not None
+    pool_wait = NcclTestsJobProps.worker_wait_seconds + KARPENTER_REGISTRATION_SECONDS + NODE_START_SECONDS
+    assert plan.kueue is not None
+    assert _gate_limit("karpenter-p5") == max(pool_wait, plan.kueue.wait.timeout_seconds) > 900
