@@ -198,12 +198,12 @@ KARPENTER_AWS_API_VERSION: Final = f"{KARPENTER_AWS_GROUP}/v1"
 KARPENTER_NAMESPACE: Final = KUBE_SYSTEM
 KARPENTER_SERVICE_ACCOUNT: Final = "karpenter"
 KARPENTER_RELEASE: Final = "karpenter"
-KARPENTER_DO_NOT_DISRUPT: Final = "karpenter.sh/do-not-disrupt"
-KARPENTER_NODEPOOL_LABEL: Final = "karpenter.sh/nodepool"
-KARPENTER_CAPACITY_TYPE_LABEL: Final = "karpenter.sh/capacity-type"
 KARPENTER_DEPLOYMENT: Final = KARPENTER_RELEASE
 """The controller's Deployment: ``karpenter.fullname``, the release name when it contains the chart name
 (aws/karpenter-provider-aws@v1.14.1 charts/karpenter/templates/_helpers.tpl, templates/deployment.yaml)."""
+KARPENTER_DO_NOT_DISRUPT: Final = "karpenter.sh/do-not-disrupt"
+KARPENTER_NODEPOOL_LABEL: Final = "karpenter.sh/nodepool"
+KARPENTER_CAPACITY_TYPE_LABEL: Final = "karpenter.sh/capacity-type"
 KARPENTER_DISCOVERY_TAG: Final = "karpenter.sh/discovery"
 
 # --- existing VPCs -----------------------------------------------------------------------------------------------
