@@ -60,9 +60,11 @@ def _documents(file: Path) -> str:
 
 VALIDATING_WEBHOOK_CONFIGURATION = "kueue-validating-webhook-configuration"
 MUTATING_WEBHOOK_CONFIGURATION = "kueue-mutating-webhook-configuration"
-"""The webhook configurations of the release build, into which Kueue's certificate rotator writes its CA
+"""The webhook configurations the certificate rotator writes its CA into before the controller reports ready
 (kubernetes-sigs/kueue@c3785e5 (v0.19.2) pkg/util/cert/cert.go: ``<base>-validating|mutating-webhook-configuration``
-of the webhook service ``kueue-webhook-service``)."""
+of the webhook service ``kueue-webhook-service``). They must be the release build's own, or the rotator would
+find no configuration to fill and ``cdk deploy``'s wait for an available replica would not cover the webhooks
+(stacks/cluster_stack.py ``_wait_for_kueue``)."""
 
 
 def crd_documents() -> list[dict[str, Any]]:

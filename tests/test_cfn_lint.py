@@ -70,7 +70,9 @@ def test_cluster_stack_fits_the_resource_count_the_limit_check_assumes(spec):
     parts = [len(g.parts) for g in plan.all_node_groups]
     network = network_resource_count(
         len(plan.availability_zones), plan.nat_gateways, plan.interface_endpoints, plan.existing_vpc is not None)
+    pool_groups = len(plan.karpenter.new_placement_groups) if plan.karpenter is not None else 0
     bound = count_cluster_resources(groups, parts, network=network, storage=plan.storage is not None,
-                                    karpenter=plan.karpenter is not None, kueue=plan.kueue is not None)
+                                    karpenter=plan.karpenter is not None, pool_placement_groups=pool_groups,
+                                    kueue=plan.kueue is not None)
     assert actual <= bound
     assert bound - actual <= CLUSTER_STACK_FIXED_RESOURCES  # the bound is near, not a blanket allowance

@@ -101,6 +101,8 @@ HELM_CRDS = {
     contract.TRAINER_RELEASE: {
         contract.TRAINJOB_CRD_NAME, contract.TRAINING_RUNTIME_CRD_NAME, contract.CLUSTER_TRAINING_RUNTIME_CRD_NAME,
     },
+    # installed with --skip-crds: its CRDs are the karpenter-crd manifest's, applied and waited for before it
+    contract.KARPENTER_RELEASE: set(),
 }
 
 

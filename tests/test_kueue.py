@@ -502,7 +502,8 @@ def test_hostname_level_names_the_lowest_topology_level():
     assert topology.levels[-1] == "kubernetes.io/hostname"
 
 
-def test_the_webhook_configurations_the_stack_waits_for_are_the_release_builds():
+def test_the_webhook_configurations_kueues_readiness_covers_are_the_release_builds():
+    # Kueue reports ready only after its rotator has filled these two: the stack's replica wait relies on it
     from k8s.kueue import (
         MUTATING_WEBHOOK_CONFIGURATION,
         VALIDATING_WEBHOOK_CONFIGURATION,

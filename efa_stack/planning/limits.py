@@ -257,13 +257,20 @@ EXISTING_VPC_NETWORK_RESOURCES = 3
 STORAGE_RESOURCES = 18
 """An upper bound of the storage's resources in the cluster stack (stacks/storage_stack.py: file system, its
 security group and rules, S3 link, CSI add-on, role, volume manifest); tests/test_cfn_lint.py checks it."""
-KUEUE_RESOURCES = 12
+KUEUE_RESOURCES = 10
 """Kueue's resources in the cluster stack (stacks/cluster_stack.py: its four charts, a wait per CRD the queues and
-Workloads use, the waits for the controller's replica and the CA of its two webhook configurations)."""
-KARPENTER_RESOURCES = 18
+Workloads use, the wait for the controller's replica)."""
+KARPENTER_RESOURCES = 19
 """The Karpenter controller's resources in the cluster stack, whatever the number of pools
 (aws_constructs/karpenter.py: role and policy, Pod Identity association, interruption queue with its policy and
-five rules, node role with its access entry, Helm release, CRD waits); tests/test_cfn_lint.py checks it."""
+five rules, node role with its access entry, Helm release and the wait for its replica, the CRD and pools charts,
+a wait per pool kind's CRD); tests/test_cfn_lint.py checks it."""
+KARPENTER_PLACEMENT_GROUP_RESOURCES = 2
+"""Per cluster placement group the stack creates for a pool: the custom resource and its policy
+(aws_constructs/karpenter.py ``PoolPlacementGroup``)."""
+CUSTOM_RESOURCE_PROVIDER_RESOURCES = 2
+"""Once per stack with any such placement group: the function behind aws-cdk-lib's ``AwsCustomResource`` and its
+role (aws-cdk-lib 2.275 custom_resources.AwsCustomResource, a singleton function per stack)."""
 
 
 def network_resource_count(zones: int, nat_gateways: int, interface_endpoints: bool, existing_vpc: bool) -> int:
@@ -276,23 +283,27 @@ def network_resource_count(zones: int, nat_gateways: int, interface_endpoints: b
 
 def count_cluster_resources(
     new_placement_groups: Iterable[bool], parts: Iterable[int] | None = None, *, network: int = 0,
-    storage: bool = False, karpenter: bool = False, kueue: bool = False,
+    storage: bool = False, karpenter: bool = False, pool_placement_groups: int = 0, kueue: bool = False,
 ) -> int:
     """Resources of the cluster stack, at most, for node groups that do or do not create a placement group and
     that become ``parts`` EKS node groups each (one each when None), with ``network`` resources of the network
-    (:func:`network_resource_count`), the storage's when ``storage`` and the Karpenter controller's when
-    ``karpenter`` and Kueue's when ``kueue``."""
+    (:func:`network_resource_count`), the storage's when ``storage``, the Karpenter controller's when
+    ``karpenter`` with ``pool_placement_groups`` placement groups created for its pools, and Kueue's when
+    ``kueue``."""
     flags = list(new_placement_groups)
     counts = list(parts) if parts is not None else [1] * len(flags)
+    pools = (KARPENTER_PLACEMENT_GROUP_RESOURCES * pool_placement_groups
+             + (CUSTOM_RESOURCE_PROVIDER_RESOURCES if pool_placement_groups else 0))
     return (CLUSTER_STACK_FIXED_RESOURCES + network + (STORAGE_RESOURCES if storage else 0)
-            + (KARPENTER_RESOURCES if karpenter else 0) + (KUEUE_RESOURCES if kueue else 0)) + sum(
+            + (KARPENTER_RESOURCES + pools if karpenter else 0) + (KUEUE_RESOURCES if kueue else 0)) + sum(
         RESOURCES_PER_NODE_GROUP * n + (RESOURCES_PER_NEW_PLACEMENT_GROUP if new else 0)
         for new, n in zip(flags, counts, strict=True)
     )
 
 
 def validate_plan_limits(
-    plan_groups: Sequence, *, network: int = 0, storage: bool = False, karpenter: bool = False, kueue: bool = False,
+    plan_groups: Sequence, *, network: int = 0, storage: bool = False, karpenter: bool = False,
+    pool_placement_groups: int = 0, kueue: bool = False,
 ) -> list[Problem]:
     """The CloudFormation and VPC quota checks above for planned node groups
     (:class:`efa_stack.planning.plan.NodeGroupPlan`) plus the system group (addresses:
@@ -300,7 +311,8 @@ def validate_plan_limits(
     group_names = ["system", *(g.name for g in plan_groups)]
     resources = count_cluster_resources(
         [False, *(g.placement_group for g in plan_groups)], [1, *(len(g.parts) for g in plan_groups)],
-        network=network, storage=storage, karpenter=karpenter, kueue=kueue,
+        network=network, storage=storage, karpenter=karpenter, pool_placement_groups=pool_placement_groups,
+        kueue=kueue,
     )
     sgs = [2 if g.efa_enabled else 1 for g in plan_groups]
     return validate_quotas(group_names, resources, sgs)

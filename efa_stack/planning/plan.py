@@ -985,6 +985,7 @@ def build_plan(
             len(set(azs)), 1 if spec.vpc.nat.gateway == "Single" else len(azs), spec.vpc.interface_endpoints,
             existing_vpc=False,
         ), storage=spec.storage is not None, karpenter=bool(spec.karpenter_node_pools),
+            pool_placement_groups=sum(1 for g in pool_groups if g.placement_group),
             kueue=spec.scheduling.kueue.enabled))
     addresses: AddressPlan | None = None
     pod_refusals = pod_network_refusals(
