@@ -4,6 +4,7 @@
 # kubectl cannot map a kind whose CRD the same invocation creates.
 set -eu
 cd "$(dirname "$0")"
+command -v helm >/dev/null 2>&1 || { echo "efa-stack: helm 3.8 or later is needed to install Karpenter (an oci:// chart); nothing was applied" >&2; exit 1; }
 # wait_established CRD: poll until the CRD's Established condition is "True". Not `kubectl wait
 # --for=condition=established`: it fails at once for a CRD that has no status yet, and a condition that
 # is present but "False" is not established. Gives up after EFA_STACK_CRD_WAIT_TRIES polls.
@@ -28,5 +29,6 @@ wait_established mpijobs.kubeflow.org
 wait_established nodeoverlays.karpenter.sh
 wait_established nodepools.karpenter.sh
 wait_established resourceflavors.kueue.x-k8s.io
+helm upgrade --install karpenter oci://public.ecr.aws/karpenter/karpenter --version 1.14.1 --namespace kube-system --create-namespace --skip-crds --wait --timeout 10m --values helm/karpenter-values.yaml
 kubectl rollout status deployment/kueue-controller-manager -n kueue-system --timeout=300s
 kubectl apply -f after-crds/
