@@ -302,8 +302,12 @@ class ClusterStack(Stack):
                 else [network.private_subnet(az) for az in ng.availability_zones]
             )
             groups = [cluster_sg, network.efa_security_group.security_group_id] if ng.efa_enabled else [cluster_sg]
-            props = node_group_props(ng, self._cluster_node_config() if ng.ami_id else None,
-                                     plan.addresses.max_pods(ng.name) if plan.addresses is not None else None)
+            # maxPods of custom networking only where nothing overrides it: on an EKS AMI the managed node group
+            # appends its own NodeConfig after the launch template's and "Managed node groups automatically
+            # calculates the maximum pods value" for custom networking (EKS User Guide, cni-custom-network-tutorial);
+            # with a custom AMI EKS adds no user data, and the EKS guide asks for the figure in the NodeConfig.
+            max_pods = plan.addresses.max_pods(ng.name) if plan.addresses is not None and ng.ami_id else None
+            props = node_group_props(ng, self._cluster_node_config() if ng.ami_id else None, max_pods)
             node_role = self._node_role_of(ng)
             parts = ng.parts
             shared_group = None

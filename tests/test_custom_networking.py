@@ -214,14 +214,26 @@ def test_node_groups_wait_for_the_eniconfigs_which_wait_for_the_crd(synthesized)
         assert eni_id in ng.get("DependsOn", []), k
 
 
-def test_the_nodes_kubelet_gets_the_custom_networking_max_pods(synthesized):
-    template = _cluster_template(synthesized)
+def _launch_template_user_data(template: dict[str, Any]) -> list[str]:
+    return [_user_data(json.dumps(v["Properties"])) for v in _resources(template, "AWS::EC2::LaunchTemplate").values()]
+
+
+def test_an_eks_ami_group_leaves_max_pods_to_the_managed_node_group(synthesized):
+    # EKS appends its own NodeConfig to an EKS AMI's user data and calculates maxPods for custom networking itself
     plan = synthesized.plan
-    for group in plan.all_node_groups:
-        want = plan.addresses.max_pods(group.name)
-        assert want is not None
-        found = [json.dumps(v["Properties"]) for v in _resources(template, "AWS::EC2::LaunchTemplate").values()]
-        assert any(f"maxPods: {want}" in _user_data(t) for t in found), group.name
+    assert all(plan.addresses.max_pods(g.name) is not None and not g.ami_id for g in plan.all_node_groups)
+    assert not any("maxPods" in data for data in _launch_template_user_data(_cluster_template(synthesized)))
+
+
+def test_a_custom_ami_group_gets_the_custom_networking_max_pods():
+    text = spec().replace("    efaEnabled: true\n", "    efaEnabled: true\n    ami: ami-0123456789abcdef0\n"
+                          "    amiFamily: AmazonLinux2023\n", 1)
+    synthesized = synth_text(text)
+    plan = synthesized.plan
+    (gpu,) = [g for g in plan.all_node_groups if g.ami_id]
+    want = plan.addresses.max_pods(gpu.name)
+    assert want is not None
+    assert any(f"maxPods: {want}" in data for data in _launch_template_user_data(_cluster_template(synthesized)))
 
 
 def _user_data(properties_json: str) -> str:

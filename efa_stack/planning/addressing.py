@@ -278,8 +278,10 @@ class AddressPlan:
         return self.subnets.private_usable
 
     def max_pods(self, group: str) -> int | None:
-        """The kubelet maxPods efa-stack writes into ``group``'s NodeConfig: with custom networking only (nodeadm's
-        own figure counts the primary ENI, which then hosts no pods); None otherwise."""
+        """The kubelet maxPods of ``group`` under custom networking (nodeadm's own figure counts the primary ENI,
+        which then hosts no pods); None otherwise. The cluster stack writes it into the NodeConfig of a group with
+        a custom AMI; on an EKS AMI the managed node group calculates the figure itself (EKS User Guide,
+        cni-custom-network-tutorial)."""
         if self.pods is None:
             return None
         found = next((g.per_node for g in self.groups if g.name == group and g.per_node is not None), None)
