@@ -1,7 +1,7 @@
 """The rendered manifests against a real Kubernetes API server: kube-apiserver and etcd on 127.0.0.1.
 
 tools/kube-apiserver/build.sh builds both from the Go modules pinned in tools/kube-apiserver/go.mod
-(k8s.io/kubernetes at the newest 1.34 patch; etcd at the version that release requires) into
+(k8s.io/kubernetes at the newest 1.35 patch; etcd at the version that release requires) into
 ``.cache/kube-apiserver-<version>/``; the fixture runs it (a no-op once built), so nothing here is ever
 skipped. For every shipped spec the test writes ``dist/<cluster>/`` and runs the steps of its
 ``apply.sh`` against the server: every object is server-side applied for real (``kubectl apply
