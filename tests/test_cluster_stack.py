@@ -11,7 +11,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.assertions import Match
 
 from efa_stack.planning.addons import addon_data, pinned_version
-from efa_stack.spec.models import KUBERNETES_VERSIONS
+from efa_stack.spec.models import DEFAULT_KUBERNETES_VERSION, KUBERNETES_VERSIONS
 from stacks.cluster_stack import CRD_ESTABLISHED_JSONPATH
 from tests.support import BASE, CLUSTERS, one_problem, plan_of, problems_of, synth_spec, synth_text
 
@@ -31,7 +31,7 @@ def gpu_nodegroup(s, name="p5"):
 def test_cluster_version_name_and_no_auto_mode(default_synth):
     (cluster,) = default_synth.resources("cluster", "AWS::EKS::Cluster").values()
     props = cluster["Properties"]
-    assert props["Version"] == "1.34"
+    assert props["Version"] == DEFAULT_KUBERNETES_VERSION  # clusters/default.yaml states the default
     assert props["Name"] == "efa-training"
     assert "ComputeConfig" not in props or props["ComputeConfig"].get("Enabled") is not True
 
@@ -62,7 +62,7 @@ def version_tuple(v: str) -> tuple[int, int, int]:
 def test_vpc_cni_addon_is_pinned_for_the_clusters_version_and_takes_over_aws_node(default_synth):
     default_synth.assertions("cluster").has_resource_properties(
         "AWS::EKS::Addon",
-        {"AddonName": "vpc-cni", "AddonVersion": pinned_version("vpc-cni", "1.34"), "ResolveConflicts": "OVERWRITE"},
+        {"AddonName": "vpc-cni", "AddonVersion": pinned_version("vpc-cni", DEFAULT_KUBERNETES_VERSION), "ResolveConflicts": "OVERWRITE"},
     )
 
 
@@ -94,7 +94,8 @@ def test_kubectl_layer_matches_cluster_version(default_synth):
     md = json.loads((default_synth.outdir / "efa-training-cluster.assets.json").read_text())
     assert md  # the layer is an asset
     tree = (default_synth.outdir / "tree.json").read_text()
-    assert "lambda-layer-kubectl-v34" in tree or "KubectlV34Layer" in tree
+    minor = DEFAULT_KUBERNETES_VERSION.split(".")[1]
+    assert f"lambda-layer-kubectl-v{minor}" in tree or f"KubectlV{minor}Layer" in tree
 
 
 def test_pod_identity_agent_and_oidc(default_synth):

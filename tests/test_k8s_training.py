@@ -17,6 +17,7 @@ from efa_stack import contract
 from efa_stack.planning.plan import build_plan
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.loader import parse_spec
+from efa_stack.spec.models import DEFAULT_KUBERNETES_VERSION
 from k8s.dist import render_chart
 from tests.support import Built, built, built_text, golden_check, plan_of, problems_of, spec_text
 
@@ -66,7 +67,7 @@ def pod_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
-def validate(obj: dict[str, Any], version: str = "1.34") -> None:
+def validate(obj: dict[str, Any], version: str = DEFAULT_KUBERNETES_VERSION) -> None:
     """Against the upstream CRD, and each embedded pod template against the Kubernetes schema."""
     _crd_validator(CRD_FILES[obj["kind"]]).validate(obj)
     for i, template in enumerate(pod_templates(obj)):

@@ -14,7 +14,7 @@ import kubernetes_validate
 import pytest
 from kubernetes_validate.utils import all_versions, major_minor
 
-from efa_stack.spec.models import KUBERNETES_VERSIONS
+from efa_stack.spec.models import DEFAULT_KUBERNETES_VERSION, KUBERNETES_VERSIONS
 from k8s.mpijob import CLEAN_POD_POLICIES, LAUNCHER_CREATION_POLICIES, MPI_IMPLEMENTATIONS, RESTART_POLICIES
 from tests.support import (
     GOLDEN_SPECS,
@@ -98,11 +98,11 @@ def test_default_cluster_validates_for_every_supported_version(version):
 def test_every_fabric_validates(fabric):
     b = built_text(spec_text(extra=f"ncclTest:\n  fabric: {fabric}\n"))
     for _, obj in b.objects():
-        _validate_k8s(obj, "1.34")
+        _validate_k8s(obj, b.plan.kubernetes_version)
 
 
 def test_crd_itself_validates_and_is_structural():
-    kubernetes_validate.validate(crd(), "1.34", strict=True)
+    kubernetes_validate.validate(crd(), DEFAULT_KUBERNETES_VERSION, strict=True)
 
     def walk(node: dict[str, Any], path: str) -> None:
         preserved = node.get("x-kubernetes-preserve-unknown-fields") is True
@@ -174,11 +174,11 @@ def test_fails_the_validator_is_not_vacuous():
     ds = copy.deepcopy(built("default").find("DaemonSet", "aws-efa-k8s-device-plugin"))
     ds["spec"]["template"]["spec"]["containers"][0]["imagePullPolcy"] = "Always"  # misspelt field
     with pytest.raises(kubernetes_validate.ValidationError):
-        _validate_k8s(ds, "1.34")
+        _validate_k8s(ds, DEFAULT_KUBERNETES_VERSION)
     job = copy.deepcopy(built("default").mpijob())
     del job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["name"]
     with pytest.raises(kubernetes_validate.ValidationError):
-        _validate_k8s(job, "1.34")
+        _validate_k8s(job, DEFAULT_KUBERNETES_VERSION)
 
 
 # --- what the operator accepts ------------------------------------------------------------------------

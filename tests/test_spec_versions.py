@@ -11,7 +11,7 @@ import pytest
 from efa_stack.errors import UserError
 from efa_stack.planning import versions
 from efa_stack.spec.errors import SpecError
-from efa_stack.spec.models import KUBERNETES_VERSIONS
+from efa_stack.spec.models import DEFAULT_KUBERNETES_VERSION, KUBERNETES_VERSIONS, Metadata
 from stacks.cluster_stack import kubectl_layer_module
 
 DAY = datetime.date(2026, 11, 25)
@@ -35,6 +35,17 @@ def test_every_built_version_has_a_kubectl_layer_and_a_cni_pin():
         module, cls = kubectl_layer_module(version)  # installed from the lock, one per version
         assert hasattr(importlib.import_module(module), cls), version
         assert pinned_version("vpc-cni", version) is not None, version
+
+
+def test_the_default_version_is_built_and_stays_in_standard_support_for_a_release_cycle():
+    # EKS releases a Kubernetes minor version about every four months (kubernetes_versions.json: 1.34 on 2025-10-06,
+    # 1.35 on 2026-01-28): a spec that names no version gets one without extended support's cost until the next
+    # default can take over
+    assert Metadata(name="t", region="us-west-2").version == DEFAULT_KUBERNETES_VERSION
+    assert DEFAULT_KUBERNETES_VERSION in KUBERNETES_VERSIONS
+    assert versions.version_problems(DEFAULT_KUBERNETES_VERSION, DAY) == []
+    assert versions.version_warnings(DEFAULT_KUBERNETES_VERSION, DAY) == []
+    assert versions.support(DEFAULT_KUBERNETES_VERSION, DAY + datetime.timedelta(days=120)) == "standard"
 
 
 @pytest.mark.parametrize(("version", "state"), [

@@ -19,7 +19,10 @@ from efa_stack.spec.errors import FixError
 
 KUBERNETES_VERSIONS = ("1.31", "1.32", "1.33", "1.34", "1.35", "1.36", "1.37")
 """Versions with an EKS release, an ``aws_eks_v2.KubernetesVersion`` and a kubectl layer installed."""
-DEFAULT_KUBERNETES_VERSION = "1.34"
+DEFAULT_KUBERNETES_VERSION = "1.35"
+"""The version of a spec that names none: in EKS standard support for months ahead (the dates:
+efa_stack/planning/data/kubernetes_versions.json), with EKS AL2023 AMIs of every type (eks_al2023_ami_releases.json),
+and the version of the API server that tests/test_apiserver.py runs (tools/kube-apiserver/go.mod)."""
 
 NAME_PATTERN = r"^[a-zA-Z][-a-zA-Z0-9]*$"
 
@@ -138,7 +141,8 @@ class Metadata(_Model):
     region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
     """The AWS Region to deploy into (``efa-stack catalog list`` shows the instance types it knows)."""
     version: str = DEFAULT_KUBERNETES_VERSION
-    """Kubernetes version of the EKS cluster (``1.33``, ``1.34`` or ``1.35``)."""
+    """Kubernetes version of the EKS cluster, quoted: one efa-stack builds that EKS offers for new clusters on the day of
+    the synth (docs/spec.md); a version in extended support plans with a warning."""
     tags: dict[str, str] = Field(default_factory=dict)
     """Tags on every resource of the stacks."""
 
