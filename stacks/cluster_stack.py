@@ -704,6 +704,13 @@ class ClusterStack(Stack):
 
                 # each kind of the pools chart, Established
                 ready[chart_id] = self._wait_all_established(manifest, POOL_KIND_CRDS, "KarpenterCrdEstablished")
+                # The release is installed after them: aws-cdk-lib 2.275's kubectl handler reads SkipCrds but never
+                # passes --skip-crds to helm (custom-resource-handlers aws-eks-v2/kubectl-handler/helm/__init__.py,
+                # helm_handler), so Helm installs the chart's crds/ unless they exist, and skips those that do
+                # (helm.sh, "Custom Resource Definitions": CRDs in crds/ are installed only if not present).
+                karpenter = getattr(self, "karpenter", None)
+                if karpenter is not None:
+                    karpenter.chart.node.add_dependency(*ready[chart_id])
             controller = getattr(self, "karpenter", None)
             if chart_id == KARPENTER_POOLS and controller is not None:
                 # the EC2NodeClasses name the nodes' role, which must exist before Karpenter resolves them

@@ -600,8 +600,7 @@ def test_an_ami_release_that_has_the_version_or_is_newer_than_the_data_is_accept
 def test_the_release_follows_the_karpenter_crds_it_would_otherwise_install():
     """aws-cdk-lib 2.275's Helm handler drops SkipCrds, so the release must find the CRDs of the karpenter-crd chart
     Established (Helm then leaves them as they are) rather than race that chart with its own copies."""
-    key, release = _karpenter_release()
-    template = _template()
-    waits = {k for k, v in template.items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"
-             and k.startswith("KarpenterCrdEstablished")}
+    ((key, release),) = [(k, v) for k, v in _resources("Custom::AWSCDK-EKS-HelmChart").items()
+                         if v["Properties"]["Release"] == contract.KARPENTER_RELEASE]
+    waits = {k for k in _resources("Custom::AWSCDK-EKS-KubernetesObjectValue") if k.startswith("KarpenterCrdEstablished")}
     assert len(waits) == 3 and waits <= set(release.get("DependsOn", [])), key
