@@ -171,6 +171,9 @@ def controller_statements(cluster: str, partition: str, region: str, account: st
     ]
 
 
+PLACEMENT_GROUP_EXISTS = "InvalidPlacementGroup.Duplicate"
+"""The EC2 error code of a placement group name already in use (EC2 API Reference, "Error codes for the Amazon EC2
+API": "The specified placement group already exists")."""
 PLACEMENT_GROUP_NOT_FOUND = "InvalidPlacementGroup.Unknown"
 """The EC2 error code of a placement group that does not exist (EC2 API Reference, "Error codes for the Amazon EC2
 API"): a group deleted by hand is gone already when the stack deletes it."""
@@ -210,6 +213,9 @@ class PoolPlacementGroup(Construct):
                     ]}],
                 },
                 physical_resource_id=cr.PhysicalResourceId.of(name),
+                # A group of this name left by an earlier stack (its delete refused while instances still ran in it)
+                # is taken over rather than failing the deploy: the name is the cluster's and the pool's own.
+                ignore_error_codes_matching=PLACEMENT_GROUP_EXISTS,
             ),
             on_delete=cr.AwsSdkCall(
                 service="EC2", action="deletePlacementGroup", parameters={"GroupName": name},

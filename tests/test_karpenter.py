@@ -531,6 +531,9 @@ def test_the_stack_creates_the_named_cluster_placement_group_before_the_release(
     assert create["parameters"]["GroupName"] == "efa-elastic-karpenter-p5-elastic"
     assert create["parameters"]["Strategy"] == "cluster"
     assert create["physicalResourceId"] == {"id": "efa-elastic-karpenter-p5-elastic"}
+    # a group of that name left by an earlier stack is taken over; one already gone is not an error on delete
+    assert create["ignoreErrorCodesMatching"] == "InvalidPlacementGroup.Duplicate"
+    assert json.loads(group["Properties"]["Delete"])["ignoreErrorCodesMatching"] == "InvalidPlacementGroup.Unknown"
     assert (delete["action"], delete["parameters"]) == ("deletePlacementGroup", {"GroupName": "efa-elastic-karpenter-p5-elastic"})
     (policy,) = [p for p in _resources("AWS::IAM::Policy").values()
                  if any("CreatePlacementGroup" in str(st["Action"]) for st in p["Properties"]["PolicyDocument"]["Statement"])]
