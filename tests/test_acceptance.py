@@ -398,3 +398,47 @@ def test_every_nvlink_expectation_says_where_it_comes_from() -> None:
         else:
             assert e["expected_kind"].startswith("derived") and e["published_busbw_gbytes"] is None, gpu
             assert e["expected_busbw_gbytes"] == e["nvlink_bidirectional_gbytes"] / 2, gpu
+
+
+def test_quarantine_on_a_topology_queued_group_says_when_kueue_replaces_the_node() -> None:
+    from efa_stack.acceptance.run import KUEUE_REPLACEMENT_NOTE
+
+    plan = plan_from_file(ROOT / "clusters" / "tas-p5.yaml")
+    assert plan.kueue is not None and plan.kueue.binding("p5").worker_annotations
+    core = FakeCore(_healthy() | {NODES[2]: _text("node_dcgm_failed.log")})
+    report = run_acceptance(plan, core, FakeCustom(core, set()), node_group="p5", quarantine=True,
+                            clock=lambda: 0.0, sleep=lambda s: None)
+    assert [n for n, _ in core.patches] == [NODES[2]]
+    assert KUEUE_REPLACEMENT_NOTE in report.notes
+    # without Kueue, or with nothing quarantined, the note is not given
+    assert KUEUE_REPLACEMENT_NOTE not in _run(_healthy() | {NODES[2]: _text("node_dcgm_failed.log")},
+                                              quarantine=True)[0].notes
+    clean = FakeCore(_healthy())
+    assert KUEUE_REPLACEMENT_NOTE not in run_acceptance(plan, clean, FakeCustom(clean, set()), node_group="p5",
+                                                        quarantine=True, clock=lambda: 0.0,
+                                                        sleep=lambda s: None).notes
+
+
+def test_no_queued_pod_tolerates_the_quarantine_taint() -> None:
+    """Kueue's node replacement acts on a taint the workload's pods do not tolerate: neither the workers of the
+    queued jobs nor the flavor Kueue admits them to may tolerate efa-stack's quarantine taint (nor all taints)."""
+    from tests.support import built
+
+    b = built("tas-p5")
+    taint = {"key": contract.QUARANTINE_TAINT_KEY, "value": "dcgm-failed", "effect": "NoSchedule"}
+
+    def tolerates(tolerations: list[dict[str, Any]]) -> bool:
+        return any((t.get("key") in (None, "", taint["key"]) and t.get("operator") == "Exists"
+                    and t.get("effect") in (None, "", taint["effect"]))
+                   or (t.get("key") == taint["key"] and t.get("value") == taint["value"]) for t in tolerations)
+
+    worker = b.mpijob()["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert worker.get("tolerations") and not tolerates(worker["tolerations"])
+    objects = [o for _, o in b.objects()]
+    flavors = [o for o in objects if o.get("kind") == "ResourceFlavor"]
+    assert flavors and not any(tolerates(f["spec"].get("tolerations", [])) for f in flavors)
+    # and the Kueue controller runs with its default feature gates (no --feature-gates turns the replacement off)
+    (deployment,) = [o for o in objects if o.get("kind") == "Deployment"
+                     and o["metadata"]["name"] == contract.KUEUE_CONTROLLER]
+    args = [a for c in deployment["spec"]["template"]["spec"]["containers"] for a in c.get("args", [])]
+    assert not [a for a in args if a.startswith("--feature-gates")]

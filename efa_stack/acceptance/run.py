@@ -239,6 +239,21 @@ def _default_image() -> str:
     return DEFAULT_NCCL_TESTS_IMAGE
 
 
+KUEUE_REPLACEMENT_NOTE = (
+    "Kueue replaces each quarantined node in the topology assignment of the workloads it holds once their pods "
+    "there have ended (the quarantine taint is one their pods do not tolerate); running pods are not evicted "
+    "(NoSchedule). To move a running job now, delete its pods on the node or stop the job."
+)
+"""Kueue v0.19.2 (kubernetes-sigs/kueue@c3785e5) pkg/controller/tas/node_controller.go: with
+``TASReplaceNodeOnNodeTaints`` (beta, on since v0.17) a NoSchedule or NoExecute taint that a workload's pods on the
+node do not tolerate makes the node unhealthy for that workload, and with ``TASReplaceNodeOnPodTermination`` (beta,
+on since v0.14) only once those pods are no longer running (``checkPodsOnNode``); ``TASFailedNodeReplacement`` (beta,
+on since v0.14) then finds a replacement node in the same domain (pkg/features/kube_features.go). efa-stack's Kueue
+configuration leaves every gate at its default (k8s/kueue.py). The quarantine taint
+(:meth:`Runner.quarantine`) has a key no job's pods tolerate: they tolerate their node group's own taints only
+(k8s/scheduling.py ``tolerations``), as do the ResourceFlavors' (k8s/kueue.py)."""
+
+
 def run_acceptance(
     plan: ClusterPlan, core: Any, custom: Any, *, node_group: str | None = None, dcgm_level: int = 2,
     no_efa: bool = False, quarantine: bool = False, namespace: str = contract.NCCL_JOB_NAMESPACE,
@@ -271,6 +286,8 @@ def run_acceptance(
     ordered = tuple(verdicts[n] for n in names)
     # An ambiguous node is not named (no evidence singles it out), so it is reported, never quarantined.
     actions = tuple(r.quarantine(v) for v in ordered if v.status in ("slow", "failed")) if quarantine else ()
+    if actions and plan.kueue is not None and plan.kueue.binding(group.name).worker_annotations:
+        notes.append(KUEUE_REPLACEMENT_NOTE)
     return AcceptanceReport(plan.name, group.name, group.instance_type, dcgm_level, efa, ordered, tuple(pairs),
                             actions, tuple(notes))
 
