@@ -7,7 +7,10 @@ docs/design/kubernetes-side.md; how to apply: docs/deploy-and-apply.md.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -101,10 +104,30 @@ def render_objects(plan: ClusterPlan, chart_id: str, objects: list[Any]) -> str:
         f"# efa-stack: chart {chart_id} of cluster {plan.name} ({plan.region}, Kubernetes {plan.kubernetes_version}).\n"
         "# Generated from the cluster spec by k8s/charts.py; do not edit. Regenerate with `make synth`.\n"
     )
-    body = yaml.dump_all(
-        objects, Dumper=_Dumper, sort_keys=False, default_flow_style=False, explicit_start=True, width=4096
-    )
-    return header + body
+    return header + _documents_text(objects)
+
+
+_RENDERED: OrderedDict[bytes, str] = OrderedDict()
+_RENDERED_MAX = 64
+"""How many distinct charts' YAML :func:`_documents_text` keeps (the least recently used goes first)."""
+
+
+def _documents_text(objects: list[Any]) -> str:
+    """``objects`` as block-style YAML documents. PyYAML's pure-Python emitter is slow on the vendored CRDs (hundreds
+    of KB), and a process that renders the same chart again (the tests, ``write_dist`` after ``render_dist``)
+    gets the text it made before: the key is a digest of the objects' JSON, which fixes their content and order."""
+    key = hashlib.sha256(json.dumps(objects, separators=(",", ":"), default=repr).encode()).digest()
+    text = _RENDERED.get(key)
+    if text is None:
+        text = yaml.dump_all(
+            objects, Dumper=_Dumper, sort_keys=False, default_flow_style=False, explicit_start=True, width=4096
+        )
+        _RENDERED[key] = text
+        if len(_RENDERED) > _RENDERED_MAX:
+            _RENDERED.popitem(last=False)
+    else:
+        _RENDERED.move_to_end(key)
+    return text
 
 
 def render_dist(plan: ClusterPlan, charts: Sequence[cdk8s.Chart] | None = None) -> dict[str, str]:

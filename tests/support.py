@@ -32,6 +32,8 @@ if TYPE_CHECKING:  # imported where used: conftest.py imports this module in eve
     from efa_stack.planning.plan import ClusterPlan
     from efa_stack.spec.errors import Problem
 
+LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader when PyYAML has it (the same objects as PyYAML's own, many times faster on large CRDs)."""
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTERS = ROOT / "clusters"
 GOLDEN = Path(__file__).resolve().parent / "golden"

@@ -33,6 +33,7 @@ from k8s.dist import (
     write_dist,
 )
 from k8s.training_operators import TrainerHelmProps
+from tests.support import LOADER
 from tests.test_k8s_support import GOLDEN_SPECS, built
 
 
@@ -51,7 +52,6 @@ def _files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.is_file() and p.suffix in {".yaml", ".yml", ".json"})
 
 
-LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's safe loader where PyYAML has it (the Kueue and Karpenter charts are large), else PyYAML's own."""
 
 

@@ -40,10 +40,10 @@ def _vendored_schemas() -> dict[tuple[str, str], dict[str, Any]]:
     import yaml
 
     from k8s import karpenter, kueue
-    from tests.support import ROOT
+    from tests.support import LOADER, ROOT
 
-    trainer = [yaml.safe_load((ROOT / "tests" / "fixtures" / "upstream" / f"trainer.kubeflow.org_{n}.yaml").read_text())
-               for n in ("clustertrainingruntimes", "trainjobs")]
+    trainer = [yaml.load((ROOT / "tests" / "fixtures" / "upstream" / f"trainer.kubeflow.org_{n}.yaml").read_text(),
+                         Loader=LOADER) for n in ("clustertrainingruntimes", "trainjobs")]
     schemas = {}
     for d in [*kueue.crd_documents(), *karpenter.crd_documents(), *trainer]:
         group, kind = d["spec"]["group"], d["spec"]["names"]["kind"]

@@ -23,7 +23,7 @@ from efa_stack.checks.rules import (
     manifest_objects,
 )
 from k8s.charts import HOST_ACCESS_WORKLOADS
-from tests.support import CLUSTERS, NO_ASSET_STAGING, scratch_dir, synth_spec
+from tests.support import CLUSTERS, LOADER, NO_ASSET_STAGING, scratch_dir, synth_spec
 
 C, N, NA = Compliance.COMPLIANT, Compliance.NON_COMPLIANT, Compliance.NOT_APPLICABLE
 
@@ -330,7 +330,7 @@ def test_shipped_manifests_pass_the_kubernetes_rules(spec):
     from k8s.dist import render_dist
 
     plan = plan_from_file(CLUSTERS / spec)
-    charts = {name: [o for o in yaml.safe_load_all(text) if o] for name, text in render_dist(plan).items()}
+    charts = {name: [o for o in yaml.load_all(text, Loader=LOADER) if o] for name, text in render_dist(plan).items()}
     assert check_manifests(charts, HOST_ACCESS_WORKLOADS) == []
     host = [o["metadata"]["name"] for objs in charts.values() for o in objs if host_access_is_justified(o, HOST_ACCESS_WORKLOADS) is C]
     assert host and set(host) <= set(HOST_ACCESS_WORKLOADS)
