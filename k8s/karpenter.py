@@ -86,7 +86,7 @@ def node_class_spec(pool: KarpenterPoolPlan, plan: KarpenterPlan, node_role: str
     (pkg/providers/amifamily/bootstrap/nodeadm.go ``Script``: ``append(customEntries, <its NodeConfig>)``;
     concepts/nodeclasses.md "spec.userData", AL2023: "Any values configured by the Karpenter generated NodeConfig
     object will take precedent"). The kubelet keys efa-stack sets (CPU and topology manager) are not among those
-    Karpenter writes (cluster details, the EC2NodeClass's kubelet fields, ``registerWithTaints``).
+    Karpenter writes (cluster details, the EC2NodeClass's kubelet fields such as ``maxPods``, ``registerWithTaints``).
     ``subnet_ids``: an existing VPC's private subnets of the pool's zone; none: the stack's own private subnets
     by their discovery tag (the NodePool's zone requirement picks the pool's).
     """
@@ -127,6 +127,11 @@ def node_class_spec(pool: KarpenterPoolPlan, plan: KarpenterPlan, node_role: str
         spec["placementGroupSelector"] = {"name": pool.placement_group_name}
     if pool.reservation_ids:
         spec["capacityReservationSelectorTerms"] = [{"id": r} for r in pool.reservation_ids]
+    # ``kubelet.maxPods`` (pkg/apis/v1/ec2nodeclass.go ``KubeletConfiguration.MaxPods``, int32, minimum 0): VPC CNI
+    # custom networking's figure, which Karpenter both simulates and writes into the node's NodeConfig
+    # (:attr:`efa_stack.planning.karpenter.KarpenterPoolPlan.max_pods`); absent otherwise, Karpenter's own.
+    if pool.max_pods is not None:
+        spec["kubelet"] = {"maxPods": pool.max_pods}
     user_data = node_user_data(g.hugepages_2mi_mib, g.lustre_client, g.kubelet.as_kubelet_config())
     if user_data:
         spec["userData"] = user_data

@@ -720,6 +720,11 @@ class ClusterStack(Stack):
                 # pkg/controllers/nodeclass/controller.go; website v1.14 concepts/disruption.md, "Termination
                 # Controller"); the kubectl handler's delete waits for them
                 manifest.node.add_dependency(controller.chart)
+            eni_configs = getattr(self, "eni_configs", None)
+            if chart_id == KARPENTER_POOLS and eni_configs is not None:
+                # custom networking: a pool's node, like a node group's, must find its zone's ENIConfig when ipamd
+                # starts (see _eni_configs)
+                manifest.node.add_dependency(eni_configs)
         return manifests
 
     def _system_node_groups(self) -> list[Construct]:

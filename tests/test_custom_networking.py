@@ -19,7 +19,7 @@ from efa_stack.planning.addressing import (
     card0_slots,
     ipv4_per_interface,
 )
-from tests.support import cluster_header, plan_of, problems_of, synth_text
+from tests.support import _build, cluster_header, plan_of, problems_of, synth_text
 
 POD_CIDR = "100.64.0.0/16"
 
@@ -246,3 +246,77 @@ def _user_data(properties_json: str) -> str:
     if isinstance(data, str):
         return base64.b64decode(data).decode()
     return json.dumps(data)
+
+
+# --- Karpenter pools -----------------------------------------------------------------------------------------------
+
+def pool_spec(*instance_types: str, pod_cidr: str | None = POD_CIDR, zone: str = "us-west-2b") -> str:
+    """:func:`spec` with one Karpenter pool per type (``pool0``, ``pool1``, ...) in ``zone``."""
+    lines = ["karpenterNodePools:"]
+    for i, t in enumerate(instance_types):
+        lines += [f"  - name: pool{i}", f"    instanceType: {t}", "    maxNodes: 4", f"    availabilityZone: {zone}"]
+    return spec(pod_cidr=pod_cidr) + "\n".join(lines) + "\n"
+
+
+def test_a_p5en_pool_takes_custom_networking_and_its_max_pods():
+    plan = plan_of(pool_spec("p5en.48xlarge"))
+    addresses = plan.addresses
+    assert addresses is not None and addresses.pods is not None and plan.karpenter is not None
+    instance = catalog.get("p5en.48xlarge")
+    ipv4 = ipv4_per_interface(instance.name)
+    assert ipv4 is not None
+    twin = next(g for g in addresses.groups if g.name == "pool0")
+    assert twin.zones == ("us-west-2b",) and twin.per_node is not None and twin.per_node.custom_networking
+    enis = card0_slots(instance) - 2  # the primary and the pool's efa-only interface on card 0
+    assert twin.per_node.cni_enis == enis and twin.per_node.max_pods == enis * (ipv4 - 1) + 2
+    # the pool's pods are counted in its zone's pod subnet, not in its private subnet
+    assert twin.per_zone() == twin.nodes_per_zone * twin.per_node.node
+    assert addresses.pods.per_zone["us-west-2b"] >= 4 * twin.per_node.pods
+    assert "us-west-2b" in addresses.pods.subnets
+    (pool,) = plan.karpenter.pools
+    assert pool.max_pods == addresses.max_pods("pool0") == twin.per_node.max_pods
+    node_class = _build(plan).find("EC2NodeClass", "pool0")
+    assert node_class["spec"]["kubelet"] == {"maxPods": twin.per_node.max_pods}
+
+
+def test_without_a_pod_cidr_a_pool_keeps_karpenters_max_pods():
+    plan = plan_of(pool_spec("p5en.48xlarge", pod_cidr=None))
+    assert plan.karpenter is not None and plan.karpenter.pools[0].max_pods is None
+    assert "kubelet" not in _build(plan).find("EC2NodeClass", "pool0")["spec"]
+
+
+def test_fails_a_p5_pool_whose_card0_has_no_slot_left_for_pod_enis():
+    problems = problems_of(pool_spec("p5en.48xlarge", "p5.48xlarge"))
+    pool_problems = [p for p in problems if p.field.startswith("karpenterNodePools")]
+    assert len(pool_problems) == 1, [p.render() for p in problems]
+    (p,) = pool_problems
+    assert p.field == "karpenterNodePools[1].instanceType" and p.value == "p5.48xlarge"
+    assert "Karpenter pool pool1" in p.message and "no interface is left for the pods' ENIs" in p.message
+    assert "managedNodeGroups" in p.fix and "remove vpc.podCIDR" in p.fix
+    # no refusal of pools as such: the p5en pool and the node group pass
+    assert not any(p.field == POD_CIDR_FIELD for p in problems), [p.render() for p in problems]
+
+
+@pytest.fixture(scope="module")
+def synthesized_pool():
+    return synth_text(pool_spec("p5en.48xlarge"))
+
+
+def test_the_pools_wait_for_the_eniconfigs_of_their_zones(synthesized_pool):
+    template = _cluster_template(synthesized_pool)
+    eni_id, eni_manifest = _manifest_with(template, contract.ENICONFIG_KIND)
+    pools = [(k, v) for k, v in _resources(template, "Custom::AWSCDK-EKS-KubernetesResource").items()
+             if '\\"kind\\":\\"EC2NodeClass\\",\\"metadata\\"' in json.dumps(v["Properties"]["Manifest"])]
+    assert len(pools) == 1
+    _, pools_manifest = pools[0]
+    assert eni_id in pools_manifest.get("DependsOn", [])
+    # the pool's zone has a pod subnet and an ENIConfig naming it
+    pod_subnets = synthesized_pool.plan.addresses.pods.subnets
+    subnets = {v["Properties"]["CidrBlock"]: k for k, v in _resources(template, "AWS::EC2::Subnet").items()}
+    pool_subnet = subnets[pod_subnets["us-west-2b"]]
+    eni_text = json.dumps(eni_manifest["Properties"]["Manifest"])
+    assert '\\"name\\":\\"us-west-2b\\"' in eni_text and pool_subnet in eni_text
+    # Karpenter picks the nodes' subnets by the discovery tag: the private subnets only, never a pod subnet
+    tagged = {k for k, v in _resources(template, "AWS::EC2::Subnet").items()
+              if any(t["Key"] == contract.KARPENTER_DISCOVERY_TAG for t in v["Properties"].get("Tags", []))}
+    assert tagged and pool_subnet not in tagged and not tagged & {subnets[c] for c in pod_subnets.values()}

@@ -281,7 +281,8 @@ class AddressPlan:
         """The kubelet maxPods of ``group`` under custom networking (nodeadm's own figure counts the primary ENI,
         which then hosts no pods); None otherwise. The cluster stack writes it into the NodeConfig of a group with
         a custom AMI; on an EKS AMI the managed node group calculates the figure itself (EKS User Guide,
-        cni-custom-network-tutorial)."""
+        cni-custom-network-tutorial). A Karpenter pool's EC2NodeClass carries it as ``kubelet.maxPods``
+        (:func:`efa_stack.planning.karpenter.with_max_pods`)."""
         if self.pods is None:
             return None
         found = next((g.per_node for g in self.groups if g.name == group and g.per_node is not None), None)
@@ -342,7 +343,7 @@ class AddressedGroup(NamedTuple):
 
 def address_plan(
     cidr: str, zones: Sequence[str], groups: Sequence[Any], user_configuration: str | None,
-    *, pod_cidr: str | None = None,
+    *, pod_cidr: str | None = None, pools: Mapping[str, str] | None = None,
 ) -> tuple[AddressPlan | None, list[Problem]]:
     """The private subnets and the addresses ``groups`` (:class:`~efa_stack.planning.node_groups.NodeGroupPlan` or :class:`AddressedGroup`, the
     system group included) take.
@@ -352,10 +353,11 @@ def address_plan(
     subnets can give each node (``generated_env``). Problems: the nodes and their pods do not fit.
 
     With ``pod_cidr`` (``vpc.podCIDR``) the pods take the pod subnets of :func:`pod_network` instead, and
-    ``generated_env`` turns on custom networking (:data:`CUSTOM_NETWORKING_ENV`).
+    ``generated_env`` turns on custom networking (:data:`CUSTOM_NETWORKING_ENV`). ``pools``: the Karpenter pools'
+    twins among ``groups`` by name -> the pool's field, for :func:`custom_networking_problems`.
     """
     if pod_cidr is not None:
-        return _custom_address_plan(cidr, zones, groups, user_configuration, pod_cidr)
+        return _custom_address_plan(cidr, zones, groups, user_configuration, pod_cidr, pools or {})
     user = cni_settings(user_configuration)
     user_env = json.loads(user_configuration).get(CNI_ENV) if user_configuration else None
     user_set = isinstance(user_env, dict) and any(k in user_env for k in CNI_ADDRESS_SETTINGS)
@@ -386,9 +388,10 @@ def address_plan(
 
 def _custom_address_plan(
     cidr: str, zones: Sequence[str], groups: Sequence[Any], user_configuration: str | None, pod_cidr: str,
+    pools: Mapping[str, str],
 ) -> tuple[AddressPlan | None, list[Problem]]:
     user = cni_settings(user_configuration)
-    problems = pod_cidr_problems(pod_cidr, cidr) + custom_networking_problems(groups)
+    problems = pod_cidr_problems(pod_cidr, cidr) + custom_networking_problems(groups, pools)
     if problems:
         return None, problems
     found = _groups(groups, zones, user, custom=True)
@@ -454,8 +457,13 @@ def pod_cidr_problems(pod_cidr: str, vpc_cidr: str) -> list[Problem]:
     return problems
 
 
-def custom_networking_problems(groups: Sequence[Any]) -> list[Problem]:
-    """Node groups whose interface layout custom networking cannot serve, each with the reason.
+def custom_networking_problems(groups: Sequence[Any], pools: Mapping[str, str] | None = None) -> list[Problem]:
+    """Node groups and Karpenter pools whose interface layout custom networking cannot serve, each with the reason.
+
+    ``pools``: the name of each Karpenter pool's twin among ``groups`` -> the pool's field (``karpenterNodePools[i]``).
+    A pool is held to the same rule as a node group (its EC2NodeClass declares the twin's interfaces) and its problem
+    names ``<field>.instanceType``: a pool cannot take the legacy layout that leaves p5's card 0 a slot for pods
+    (:func:`efa_stack.planning.karpenter.layout_problems`), so its fix is another type or a node group.
 
     * A non-primary interface with addresses on network card 0 (an ``efa`` or ENA interface of the launch
       template): ipamd manages every untagged ENI it finds (aws/amazon-vpc-cni-k8s@v1.20.1 pkg/ipamd/ipamd.go
@@ -469,12 +477,14 @@ def custom_networking_problems(groups: Sequence[Any]) -> list[Problem]:
     """
     problems = []
     for g in groups:
-        where = f"node group {g.name} ({g.instance.name})"
+        pool = (pools or {}).get(g.name)
+        where = f"Karpenter pool {g.name} ({g.instance.name})" if pool else f"node group {g.name} ({g.instance.name})"
+        field_name, value = (f"{pool}.instanceType", g.instance.name) if pool else (POD_CIDR_FIELD, g.name)
         addressed = [i for i in g.interfaces if i.network_card_index == 0 and not i.is_primary
                      and i.interface_type != contract.EFA_ONLY]
         if addressed:
             problems.append(Problem(
-                POD_CIDR_FIELD, g.name,
+                field_name, value,
                 f"{where} has an {addressed[0].interface_type} interface with addresses on network card 0 beside "
                 "the primary; the VPC CNI manages it and, under custom networking, would give pods addresses of the "
                 "node's private subnet from it",
@@ -483,18 +493,25 @@ def custom_networking_problems(groups: Sequence[Any]) -> list[Problem]:
             continue
         if pod_enis(g.instance, g.interfaces) < 1:
             card0 = [i.interface_type for i in g.interfaces if i.network_card_index == 0]
+            fix = (
+                "choose an instance type whose network card 0 takes more interfaces (p5en, p6), run these nodes in a "
+                "managedNodeGroups entry with interfaceLayout: legacy (its EFA device is then the primary interface, "
+                "which leaves a card-0 slot for pods), or remove vpc.podCIDR"
+            ) if pool else (
+                "set the group's interfaceLayout: legacy (its EFA device is then the primary interface, which leaves "
+                "a card-0 slot for pods), or remove vpc.podCIDR"
+            )
             problems.append(Problem(
-                POD_CIDR_FIELD, g.name,
-                f"{where}: network card 0 takes {card0_slots(g.instance)} interfaces and the launch template uses "
+                field_name, value,
+                f"{where}: network card 0 takes {card0_slots(g.instance)} interfaces and its interfaces use "
                 f"them all ({', '.join(card0)}); with custom networking the primary interface hosts no pods, so no "
                 "interface is left for the pods' ENIs",
-                "set the group's interfaceLayout: legacy (its EFA device is then the primary interface, which leaves "
-                "a card-0 slot for pods), or remove vpc.podCIDR",
+                fix,
             ))
             continue
         if ipv4_per_interface(g.instance.name) is None:
             problems.append(Problem(
-                POD_CIDR_FIELD, g.name,
+                field_name, value,
                 f"{where}: no IPv4-addresses-per-interface figure, so its maxPods under custom networking cannot be "
                 "derived", "use another instance type, or remove vpc.podCIDR",
             ))
@@ -536,26 +553,17 @@ def pod_network(
     return pods, problems
 
 
-def pod_network_refusals(pod_cidr: str | None, *, existing_vpc: bool, karpenter_pools: int) -> list[Problem]:
+def pod_network_refusals(pod_cidr: str | None, *, existing_vpc: bool) -> list[Problem]:
     """Where efa-stack does not build custom networking at all: an existing VPC (its CIDR associations, route
-    tables and NAT gateways are the user's) and Karpenter pools (Karpenter sizes its nodes' maxPods and ENIs
-    itself, from settings efa-stack's EC2NodeClasses do not write)."""
-    if pod_cidr is None:
+    tables and NAT gateways are the user's). Karpenter pools take it as node groups do: the layout rule of
+    :func:`custom_networking_problems`, and the maxPods of :meth:`AddressPlan.max_pods` on their EC2NodeClass."""
+    if pod_cidr is None or not existing_vpc:
         return []
-    problems = []
-    if existing_vpc:
-        problems.append(Problem(
-            POD_CIDR_FIELD, pod_cidr, "efa-stack adds a secondary range and pod subnets only to the VPC it creates; "
-            "with vpc.id the VPC, its ranges, route tables and NAT gateways are yours",
-            "remove vpc.podCIDR (or remove vpc.id and let efa-stack create the VPC)",
-        ))
-    if karpenter_pools:
-        problems.append(Problem(
-            POD_CIDR_FIELD, pod_cidr, f"{karpenter_pools} karpenterNodePools: Karpenter's nodes get their maxPods "
-            "from Karpenter, which does not know that the primary interface hosts no pods under custom networking",
-            "remove vpc.podCIDR, or move the pools to managedNodeGroups",
-        ))
-    return problems
+    return [Problem(
+        POD_CIDR_FIELD, pod_cidr, "efa-stack adds a secondary range and pod subnets only to the VPC it creates; "
+        "with vpc.id the VPC, its ranges, route tables and NAT gateways are yours",
+        "remove vpc.podCIDR (or remove vpc.id and let efa-stack create the VPC)",
+    )]
 
 
 def _pod_budget(groups: Sequence[GroupAddresses], zones: Sequence[str], room: int) -> int | None:

@@ -30,10 +30,11 @@ documentation for v1.14 (main@1d927085dd81a9df9301e613f371dac5b4d16bfe, website/
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -108,6 +109,22 @@ class KarpenterPoolPlan:
     new_placement_group: str | None = None
     """The name of the cluster placement group the cluster stack creates for the pool
     (:func:`placement_group_name`), or None: the pool names an existing group, or takes none."""
+    max_pods: int | None = None
+    """The EC2NodeClass's ``kubelet.maxPods`` under VPC CNI custom networking (``vpc.podCIDR``): the address plan's
+    figure for the twin (:meth:`efa_stack.planning.addressing.AddressPlan.max_pods`); None: Karpenter's own.
+
+    Karpenter's own figure would be wrong there. Without ``kubelet.maxPods`` it counts every ENI of the default
+    network card but those ``settings.reservedENIs`` reserves (chart default ``"0"``) and the EC2NodeClass's
+    card-0 ``efa-only`` interfaces: ENIs x (IPv4 addresses per ENI - 1) + 2 (aws/karpenter-provider-aws@v1.14.1
+    pkg/providers/instancetype/types.go ``ENILimitedPods``, used by ``pods`` when ``maxPods`` is nil;
+    charts/karpenter/values.yaml ``settings.reservedENIs``), so it would count the primary ENI, which hosts no
+    pods under custom networking. With ``kubelet.maxPods`` set, the same number serves both sides: Karpenter's
+    scheduling simulation takes it as the instance type's ``pods`` capacity (types.go ``pods``: ``case maxPods !=
+    nil``, and ``kubeReservedResources`` from it) and the node's kubelet gets it through the NodeConfig Karpenter
+    generates (pkg/providers/amifamily/resolver.go ``resolveLaunchTemplates`` copies ``nodeClass.Spec.Kubelet``;
+    bootstrap/nodeadm.go ``generateInlineKubeletConfiguration``). ``reservedENIs: "1"`` would give the same
+    figure for these layouts but is one controller-wide setting that repeats the formula instead of the plan's
+    number, so efa-stack leaves it at the chart's default."""
 
     @property
     def name(self) -> str:
@@ -281,6 +298,13 @@ class KarpenterPlan:
             "staticCapacity": any(p.replicas is not None for p in self.pools),
             "nodeOverlay": any(p.overlay_capacity for p in self.pools),
         }
+
+
+def with_max_pods(plan: KarpenterPlan, max_pods: Callable[[str], int | None]) -> KarpenterPlan:
+    """``plan`` with each pool's :attr:`KarpenterPoolPlan.max_pods` from ``max_pods`` (pool name -> the address
+    plan's custom-networking maxPods, or None without ``vpc.podCIDR``)."""
+    pools = tuple(dataclasses.replace(p, max_pods=max_pods(p.name)) for p in plan.pools)
+    return dataclasses.replace(plan, pools=pools)
 
 
 def layout_problems(prefix: str, pool_layout: str, group: NodeGroupPlan) -> list[Problem]:

@@ -42,6 +42,7 @@ from efa_stack.planning.karpenter import (
     layout_problems,
     placement_group_name,
     pool_field,
+    with_max_pods,
 )
 from efa_stack.planning.layout import Interface, LayoutError, interface_layout
 from efa_stack.planning.limits import (
@@ -988,8 +989,7 @@ def build_plan(
             pool_placement_groups=sum(1 for g in pool_groups if g.placement_group),
             kueue=spec.scheduling.kueue.enabled))
     addresses: AddressPlan | None = None
-    pod_refusals = pod_network_refusals(
-        spec.vpc.pod_cidr, existing_vpc=existing is not None, karpenter_pools=len(spec.karpenter_node_pools))
+    pod_refusals = pod_network_refusals(spec.vpc.pod_cidr, existing_vpc=existing is not None)
     problems.extend(pod_refusals)
     if len(set(azs)) >= 2 and existing is None and sys_instance is not None and not pod_refusals:
         cni = next((a for a in addons if a.name == VPC_CNI), None)
@@ -997,8 +997,11 @@ def build_plan(
             spec.vpc.cidr, azs,
             [AddressedGroup(contract.SYSTEM_NODE_GROUP, sys_instance, (), azs, sys_sizes[2]), *groups, *pool_groups],
             cni.configuration_values if cni else None, pod_cidr=spec.vpc.pod_cidr,
+            pools={p.name: f"karpenterNodePools[{i}]" for i, p in enumerate(spec.karpenter_node_pools)},
         )
         problems.extend(address_problems)
+        if karpenter is not None and addresses is not None:  # custom networking: maxPods on the EC2NodeClasses
+            karpenter = with_max_pods(karpenter, addresses.max_pods)
         if addresses is not None and addresses.generated_env and cni is not None:
             where = next((f"addons[{i}]" for i, a in enumerate(spec.addons) if a.name == VPC_CNI), "addons")
             merged, merge_problems = merge_cni_env(cni.configuration_values, addresses.generated_env, where)
