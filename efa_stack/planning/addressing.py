@@ -365,12 +365,7 @@ def address_plan(
     per_zone = _per_zone(found, zones)
     subnets = subnet_plan(cidr, len(zones), max(per_zone.values(), default=0) + SUBNET_MARGIN)
     if subnets is None:
-        return None, [Problem(
-            "vpc.cidr", cidr,
-            f"too small for a public and a private subnet in each of {len(zones)} availability zones "
-            f"(subnets are at least /{SUBNET_MAX_MASK})",
-            "use a larger VPC CIDR such as 10.0.0.0/16, or list fewer availabilityZones",
-        )]
+        return None, [_vpc_too_small(cidr, zones)]
     room = subnets.private_usable - SUBNET_MARGIN
     if max(per_zone.values(), default=0) <= room:
         return AddressPlan(subnets, user, found, per_zone), []
@@ -386,6 +381,15 @@ def address_plan(
     return AddressPlan(subnets, user, found, per_zone), _problems(cidr, subnets, found, per_zone, zones, user, room)
 
 
+def _vpc_too_small(cidr: str, zones: Sequence[str]) -> Problem:
+    return Problem(
+        "vpc.cidr", cidr,
+        f"too small for a public and a private subnet in each of {len(zones)} availability zones "
+        f"(subnets are at least /{SUBNET_MAX_MASK})",
+        "use a larger VPC CIDR such as 10.0.0.0/16, or list fewer availabilityZones",
+    )
+
+
 def _custom_address_plan(
     cidr: str, zones: Sequence[str], groups: Sequence[Any], user_configuration: str | None, pod_cidr: str,
     pools: Mapping[str, str],
@@ -398,12 +402,7 @@ def _custom_address_plan(
     per_zone = _per_zone(found, zones)
     subnets = subnet_plan(cidr, len(zones), max(per_zone.values(), default=0) + SUBNET_MARGIN)
     if subnets is None:
-        return None, [Problem(
-            "vpc.cidr", cidr,
-            f"too small for a public and a private subnet in each of {len(zones)} availability zones "
-            f"(subnets are at least /{SUBNET_MAX_MASK})",
-            "use a larger VPC CIDR such as 10.0.0.0/16, or list fewer availabilityZones",
-        )]
+        return None, [_vpc_too_small(cidr, zones)]
     room = subnets.private_usable - SUBNET_MARGIN
     problems = _problems(cidr, subnets, found, per_zone, zones, user, room)
     pods, pod_problems = pod_network(pod_cidr, found, zones, user)
