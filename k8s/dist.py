@@ -21,6 +21,7 @@ import yaml
 from efa_stack import contract
 from efa_stack.planning.plan import ClusterPlan
 from k8s.charts import build_charts, chart_file_name
+from k8s.objects import SAFE_LOADER
 
 DIST_ROOT = Path("dist")
 AFTER_CRDS_DIR = "after-crds"
@@ -81,13 +82,9 @@ def dist_dir(plan: ClusterPlan, root: Path = DIST_ROOT) -> Path:
     return root / plan.name
 
 
-_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's parser when PyYAML was built with it (the same objects, several times faster). The emitter
-stays PyYAML's own: libyaml's ignores :class:`_Dumper`'s indentation of lists."""
-
-
 class _Dumper(yaml.SafeDumper):
-    """Block-style YAML with indented lists, long lines kept whole."""
+    """Block-style YAML with indented lists, long lines kept whole. PyYAML's own emitter: libyaml's ignores the
+    indentation of lists below."""
 
     def increase_indent(self, flow: bool = False, indentless: bool = False) -> Any:
         return super().increase_indent(flow, False)
@@ -159,7 +156,7 @@ def _group_kind(obj: dict[str, Any]) -> tuple[str, str]:
 
 def crd_kinds(texts: dict[str, str]) -> dict[tuple[str, str], str]:
     """(API group, kind) -> CRD name, for every CustomResourceDefinition in ``texts``."""
-    return _crd_kinds(obj for text in texts.values() for obj in yaml.load_all(text, Loader=_SafeLoader))
+    return _crd_kinds(obj for text in texts.values() for obj in yaml.load_all(text, Loader=SAFE_LOADER))
 
 
 def _crd_kinds(objects: Iterable[Any]) -> dict[tuple[str, str], str]:
@@ -172,7 +169,7 @@ def _crd_kinds(objects: Iterable[Any]) -> dict[tuple[str, str], str]:
 
 def needs_crds(text: str, kinds: dict[tuple[str, str], str]) -> list[str]:
     """Names of the CRDs (from ``kinds``) whose kinds the objects in ``text`` use."""
-    return _needs_crds(yaml.load_all(text, Loader=_SafeLoader), kinds)
+    return _needs_crds(yaml.load_all(text, Loader=SAFE_LOADER), kinds)
 
 
 def _needs_crds(objects: Iterable[Any], kinds: dict[tuple[str, str], str]) -> list[str]:

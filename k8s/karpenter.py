@@ -10,13 +10,9 @@ and its evidence: docs/design/karpenter.md.
 
 from __future__ import annotations
 
-import json
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-import cdk8s
-import yaml
 from constructs import Construct
 
 from efa_stack import contract
@@ -28,6 +24,7 @@ from efa_stack.planning.karpenter import (
     KarpenterPoolPlan,
 )
 from efa_stack.planning.user_data import node_user_data
+from k8s.objects import api_object, documents
 
 CRD_DIR = Path(__file__).parent / "crds" / "karpenter"
 EC2NODECLASS_CRD = f"ec2nodeclasses.{contract.KARPENTER_AWS_GROUP}"
@@ -47,32 +44,9 @@ ROOT_DEVICE = "/dev/xvda"
 """The root device of the AL2023 AMIs (aws/karpenter-provider-aws@v1.14.1 pkg/providers/amifamily/al2023.go
 ``EphemeralBlockDevice``), the one a node group's launch template sizes too."""
 
-_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-@cache
-def _crds_json() -> str:
-    docs: list[dict[str, Any]] = []
-    for path in sorted(CRD_DIR.glob("*.yaml")):
-        docs += [d for d in yaml.load_all(path.read_text(), Loader=_SafeLoader) if d]
-    return json.dumps(docs)
-
-
 def crd_documents() -> list[dict[str, Any]]:
     """The vendored Karpenter CRDs (a fresh copy per call)."""
-    docs: list[dict[str, Any]] = json.loads(_crds_json())
-    return docs
-
-
-def _api_object(scope: Construct, id: str, doc: dict[str, Any]) -> cdk8s.ApiObject:
-    meta = doc["metadata"]
-    obj = cdk8s.ApiObject(scope, id, api_version=doc["apiVersion"], kind=doc["kind"], metadata=cdk8s.ApiObjectMetadata(
-        name=meta["name"], labels=meta.get("labels"), annotations=meta.get("annotations"),
-    ))
-    for key, value in doc.items():
-        if key not in ("apiVersion", "kind", "metadata"):
-            obj.add_json_patch(cdk8s.JsonPatch.add(f"/{key}", value))
-    return obj
+    return [d for path in sorted(CRD_DIR.glob("*.yaml")) for d in documents(path)]
 
 
 def node_class_spec(pool: KarpenterPoolPlan, plan: KarpenterPlan, node_role: str,
@@ -201,7 +175,7 @@ class KarpenterCrds(Construct):
 
     def __init__(self, scope: Construct, id: str) -> None:
         super().__init__(scope, id)
-        self.crds = [_api_object(self, doc["spec"]["names"]["kind"], doc) for doc in crd_documents()]
+        self.crds = [api_object(self, doc["spec"]["names"]["kind"], doc) for doc in crd_documents()]
 
 
 class KarpenterPools(Construct):
@@ -211,6 +185,6 @@ class KarpenterPools(Construct):
                  subnets: dict[str, tuple[str, ...]] | None = None) -> None:
         super().__init__(scope, id)
         self.objects = [
-            _api_object(self, f"{doc['kind']}-{doc['metadata']['name']}", doc)
+            api_object(self, f"{doc['kind']}-{doc['metadata']['name']}", doc)
             for doc in pool_documents(plan, node_role, subnets)
         ]

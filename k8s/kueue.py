@@ -12,8 +12,6 @@ traps: docs/design/kueue-tas.md.
 from __future__ import annotations
 
 import copy
-import json
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ from constructs import Construct
 
 from efa_stack import contract
 from efa_stack.planning.scheduling import FlavorPlan, KueuePlan
+from k8s.objects import SAFE_LOADER, api_object, documents
 from k8s.scheduling import system_node_selector, tolerations
 
 KUEUE_VERSION = "v0.19.2"
@@ -50,14 +49,6 @@ DROPPED_KINDS = ("APIService",)
 ``insecureSkipTLSVerify``) are not rendered: an aggregated API that does not answer breaks API discovery for
 every client, and nothing efa-stack runs reads pending workloads through it."""
 
-_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-@cache
-def _documents(file: Path) -> str:
-    return json.dumps([d for d in yaml.load_all(file.read_text(), Loader=_SafeLoader) if d])
-
-
 VALIDATING_WEBHOOK_CONFIGURATION = "kueue-validating-webhook-configuration"
 MUTATING_WEBHOOK_CONFIGURATION = "kueue-mutating-webhook-configuration"
 """The webhook configurations the certificate rotator writes its CA into before the controller reports ready
@@ -69,14 +60,12 @@ find no configuration to fill and ``cdk deploy``'s wait for an available replica
 
 def crd_documents() -> list[dict[str, Any]]:
     """The vendored Kueue CRDs (a fresh copy per call)."""
-    docs: list[dict[str, Any]] = json.loads(_documents(CRD_FILE))
-    return docs
+    return documents(CRD_FILE)
 
 
 def upstream_controller_documents() -> list[dict[str, Any]]:
     """Every non-CRD object of the vendored build, unchanged (a fresh copy per call)."""
-    docs: list[dict[str, Any]] = json.loads(_documents(CONTROLLER_FILE))
-    return docs
+    return documents(CONTROLLER_FILE)
 
 
 def manager_configuration(plan: KueuePlan, upstream: dict[str, Any]) -> dict[str, Any]:
@@ -118,7 +107,7 @@ def controller_documents(plan: KueuePlan) -> list[dict[str, Any]]:
         if kind in DROPPED_KINDS:
             continue
         if kind == "ConfigMap" and doc["metadata"]["name"] == CONFIG_MAP:
-            upstream = yaml.load(doc["data"][CONFIG_KEY], Loader=_SafeLoader)
+            upstream = yaml.load(doc["data"][CONFIG_KEY], Loader=SAFE_LOADER)
             doc["data"][CONFIG_KEY] = yaml.safe_dump(manager_configuration(plan, upstream), sort_keys=False)
         elif kind == "Deployment" and doc["metadata"]["name"] == contract.KUEUE_CONTROLLER:
             doc["spec"]["template"]["spec"]["nodeSelector"] = system_node_selector()
@@ -134,25 +123,13 @@ def controller_documents(plan: KueuePlan) -> list[dict[str, Any]]:
     return out
 
 
-def _api_object(scope: Construct, id: str, doc: dict[str, Any]) -> cdk8s.ApiObject:
-    meta = doc["metadata"]
-    obj = cdk8s.ApiObject(scope, id, api_version=doc["apiVersion"], kind=doc["kind"], metadata=cdk8s.ApiObjectMetadata(
-        name=meta["name"], namespace=meta.get("namespace"), labels=meta.get("labels"),
-        annotations=meta.get("annotations"),
-    ))
-    for key, value in doc.items():
-        if key not in ("apiVersion", "kind", "metadata"):
-            obj.add_json_patch(cdk8s.JsonPatch.add(f"/{key}", value))
-    return obj
-
-
 class KueueCrds(Construct):
     """Kueue's CRDs: ``workload=False`` every one but the Workload CRD, ``workload=True`` that one alone."""
 
     def __init__(self, scope: Construct, id: str, *, workload: bool) -> None:
         super().__init__(scope, id)
         self.crds = [
-            _api_object(self, doc["spec"]["names"]["kind"], doc)
+            api_object(self, doc["spec"]["names"]["kind"], doc)
             for doc in crd_documents() if (doc["metadata"]["name"] == WORKLOAD_CRD) == workload
         ]
 
@@ -160,7 +137,7 @@ class KueueCrds(Construct):
 def _api_objects(scope: Construct, docs: list[dict[str, Any]]) -> list[cdk8s.ApiObject]:
     """``docs`` as objects of ``scope``, each with an id from its kind, namespace and name (unique per chart)."""
     return [
-        _api_object(scope, f"{doc['kind']}-{doc['metadata'].get('namespace', '')}-{doc['metadata']['name']}", doc)
+        api_object(scope, f"{doc['kind']}-{doc['metadata'].get('namespace', '')}-{doc['metadata']['name']}", doc)
         for doc in docs
     ]
 

@@ -7,6 +7,7 @@ ClusterRole comes from: docs/design/kubernetes-side.md.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from constructs import Construct
 
 from efa_stack import contract
 from k8s.images import MPI_OPERATOR_IMAGE
+from k8s.objects import api_object, documents
 from k8s.scheduling import mebibytes, millicores, system_node_selector
 
 CRD_FILE = Path(__file__).parent / "crds" / "mpijob.yaml"
@@ -32,8 +34,10 @@ class MpiJobCrd(Construct):
 
     def __init__(self, scope: Construct, id: str) -> None:
         super().__init__(scope, id)
-        self.include = cdk8s.Include(self, "Crd", url=str(CRD_FILE))
-        self.crd: cdk8s.ApiObject = self.include.api_objects[0]
+        (doc,) = documents(CRD_FILE)
+        # Keys in sorted order, as the manifests of earlier releases had them (cdk8s.Include sorted them), so an
+        # update of a deployed stack finds the CRD's manifest unchanged.
+        self.crd: cdk8s.ApiObject = api_object(self, "Crd", json.loads(json.dumps(doc, sort_keys=True)))
 
 
 @dataclass(frozen=True)
