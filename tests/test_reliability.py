@@ -172,7 +172,8 @@ def test_synth_warnings_are_read_from_the_stacks_metadata_files(tmp_path):
 
     from tests.support import synth_warnings
 
-    app = App(outdir=str(tmp_path))
+    # CDK's built-in template validation is not what is tested (and costs seconds): off, as in the other test synths
+    app = App(outdir=str(tmp_path), builtin_cloud_formation_validation=False)
     Annotations.of(Stack(app, "S")).add_warning_v2("efa-stack:test", "a warning the suite must see")
     app.synth()
     assert any("a warning the suite must see" in w for w in synth_warnings(tmp_path))
