@@ -406,10 +406,11 @@ class ClusterStack(Stack):
         controller.association.node.add_dependency(self.pod_identity_agent)
         # Its nodes join through the CNI.
         controller.chart.node.add_dependency(self.vpc_cni)
-        # The release is applied alongside the nodes (no helm --wait: the chart at v1.14.1 has no webhook, so the
-        # pools are admitted before the controller runs); the deploy still fails when the controller cannot start
-        # on the system nodes. Nothing waits for this: Karpenter launches the pools' nodes once it runs.
-        self._wait_for_controller(
+        # The release is applied alongside the nodes (no helm --wait: the chart at v1.14.1 has no webhook); the
+        # deploy still fails when the controller cannot start on the system nodes. The pools follow this wait (see
+        # _manifests): on deletion it keeps the system node group, where the controller that clears the pools'
+        # finalizers runs, until the pools are gone.
+        self.karpenter_available = self._wait_for_controller(
             "KarpenterAvailable", controller.chart, contract.KARPENTER_DEPLOYMENT, contract.KARPENTER_NAMESPACE
         )
         return controller
@@ -718,8 +719,10 @@ class ClusterStack(Stack):
                 # ... and on deletion the controller must outlive them: an EC2NodeClass and its NodeClaims carry
                 # finalizers only the controller clears, terminating the nodes (karpenter-provider-aws@v1.14.1
                 # pkg/controllers/nodeclass/controller.go; website v1.14 concepts/disruption.md, "Termination
-                # Controller"); the kubectl handler's delete waits for them
-                manifest.node.add_dependency(controller.chart)
+                # Controller"); the kubectl handler's delete waits for them. The controller runs on the system node
+                # group, which nothing else keeps until the pools are deleted: they follow the wait for its replica,
+                # which follows the release and the system node group.
+                manifest.node.add_dependency(controller.chart, self.karpenter_available)
             eni_configs = getattr(self, "eni_configs", None)
             if chart_id == KARPENTER_POOLS and eni_configs is not None:
                 # custom networking: a pool's node, like a node group's, must find its zone's ENIConfig when ipamd

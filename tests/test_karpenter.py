@@ -600,6 +600,23 @@ def test_an_ami_release_that_has_the_version_or_is_newer_than_the_data_is_accept
     assert pool.ami_alias == f"al2023@{ami}"
 
 
+def test_the_pools_are_deleted_before_the_system_nodes_their_controller_runs_on():
+    """CloudFormation deletes a resource only after everything that depends on it: the pools' manifest (whose
+    EC2NodeClasses and NodeClaims only a running controller lets go) must reach the system node group the controller
+    runs on, through the wait for its replica, or a stack deletion removes those nodes while the pools wait."""
+    from efa_stack.tools.deploy_model import dependencies, transitive_dependencies
+
+    template = _synth().template("cluster")
+    resources = template["Resources"]
+    graph = dependencies(template)
+    system = {k for k, v in resources.items() if v["Type"] == "AWS::EKS::Nodegroup" and k.startswith("NodeGroupsystem")}
+    (pools,) = [k for k, v in resources.items() if k.startswith("Clusterkarpenterpools")]
+    (available,) = [k for k, v in resources.items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"
+                    and v["Properties"]["ObjectName"] == contract.KARPENTER_DEPLOYMENT]
+    assert system and available in graph[pools]
+    assert system <= transitive_dependencies(graph, pools)
+
+
 def test_the_release_follows_the_karpenter_crds_it_would_otherwise_install():
     """aws-cdk-lib 2.275's Helm handler drops SkipCrds, so the release must find the CRDs of the karpenter-crd chart
     Established (Helm then leaves them as they are) rather than race that chart with its own copies."""
