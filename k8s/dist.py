@@ -8,7 +8,6 @@ docs/design/kubernetes-side.md; how to apply: docs/deploy-and-apply.md.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -89,6 +88,10 @@ class _Dumper(yaml.SafeDumper):
     def increase_indent(self, flow: bool = False, indentless: bool = False) -> Any:
         return super().increase_indent(flow, False)
 
+    def ignore_aliases(self, data: Any) -> bool:
+        """No anchors: the text depends on the objects' content alone, not on which of them are one object."""
+        return True
+
 
 def render_chart(plan: ClusterPlan, chart: cdk8s.Chart) -> str:
     """A chart's objects as a multi-document YAML string with a short header."""
@@ -112,8 +115,9 @@ _RENDERED_MAX = 64
 def _documents_text(objects: list[Any]) -> str:
     """``objects`` as block-style YAML documents. PyYAML's pure-Python emitter is slow on the vendored CRDs (hundreds
     of KB), and a process that renders the same chart again (the tests, ``write_dist`` after ``render_dist``)
-    gets the text it made before: the key is a digest of the objects' JSON, which fixes their content and order."""
-    key = hashlib.sha256(json.dumps(objects, separators=(",", ":"), default=repr).encode()).digest()
+    gets the text it made before: the key is a digest of the objects' ``repr``, which fixes their content, order and
+    types (JSON would give the key ``1`` and the key ``"1"``, which YAML renders apart, one text)."""
+    key = hashlib.sha256(repr(objects).encode()).digest()
     text = _RENDERED.get(key)
     if text is None:
         text = yaml.dump_all(

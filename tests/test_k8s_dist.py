@@ -132,3 +132,16 @@ def test_vendored_crd_charts_are_the_vendored_files(stem, charts, module):
         assert got["spec"] == want["spec"] and (got["apiVersion"], got["kind"]) == (want["apiVersion"], want["kind"])
         assert got["metadata"].get("annotations") == want["metadata"].get("annotations")
         assert want["metadata"].get("labels", {}).items() <= got["metadata"]["labels"].items()
+
+
+def test_a_charts_text_is_its_objects_content_alone():
+    """The rendered text is cached per process by the objects it renders: objects alike in content render alike
+    (no YAML anchors for a shared object), and objects that YAML renders apart are never given one text."""
+    from k8s.dist import _documents_text
+
+    shared = {"name": "shared-object"}
+    aliased = _documents_text([{"a": shared, "b": shared}])
+    assert "&id" not in aliased and "*id" not in aliased
+    assert aliased == _documents_text([{"a": {"name": "shared-object"}, "b": {"name": "shared-object"}}])
+    assert _documents_text([{"key-type": {1: "x"}}]) != _documents_text([{"key-type": {"1": "x"}}])
+    assert _documents_text([{"value-type": True}]) != _documents_text([{"value-type": "true"}])
