@@ -294,7 +294,9 @@ class KarpenterController(Construct):
             "Karpenter", chart=CHART_NAME, repository=props.chart_repository, version=props.version,
             release=props.release, namespace=props.namespace, values=props.values(),
             # The CRDs are applied by the cluster stack's karpenter-crd manifest (also in dist/), kept when the
-            # release goes: deleting them would delete every NodePool and NodeClaim. No helm --wait: the release is
+            # release goes: deleting them would delete every NodePool and NodeClaim. aws-cdk-lib 2.275's handler
+            # does not pass skip_crds on to helm, so the release follows that manifest's CRD waits (Helm leaves
+            # existing CRDs alone; stacks/cluster_stack.py _manifests). No helm --wait: the release is
             # applied while the nodes launch, and the cluster stack waits for the controller's replica after them.
             skip_crds=True, wait=False, timeout=Duration.minutes(10), removal_policy=RemovalPolicy.DESTROY,
         )
