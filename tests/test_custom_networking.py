@@ -320,3 +320,26 @@ def test_the_pools_wait_for_the_eniconfigs_of_their_zones(synthesized_pool):
     tagged = {k for k, v in _resources(template, "AWS::EC2::Subnet").items()
               if any(t["Key"] == contract.KARPENTER_DISCOVERY_TAG for t in v["Properties"].get("Tags", []))}
     assert tagged and pool_subnet not in tagged and not tagged & {subnets[c] for c in pod_subnets.values()}
+
+
+def _custom_ami_spec(node_config: str = "") -> str:
+    override = "    overrideBootstrapCommand: |\n" + "".join(f"      {line}\n" for line in node_config.splitlines()) \
+        if node_config else ""
+    return spec().replace("    efaEnabled: true\n", "    efaEnabled: true\n    ami: ami-0123456789abcdef0\n"
+                          "    amiFamily: AmazonLinux2023\n" + override, 1)
+
+
+NODECONFIG = "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    config:\n      maxPods: {}\n"
+
+
+def test_a_custom_ami_groups_own_max_pods_must_be_the_custom_networking_figure():
+    # GIVEN a custom-AMI group whose overrideBootstrapCommand sets maxPods WHEN planned with podCIDR
+    want = plan_of(_custom_ami_spec()).addresses.max_pods("gpu")
+    assert want is not None and want != 250
+    # THEN another figure is refused, naming the field, both values and the fix
+    (p,) = [p for p in problems_of(_custom_ami_spec(NODECONFIG.format(250)))
+            if p.field.endswith("overrideBootstrapCommand.spec.kubelet.config.maxPods")]
+    assert p.field == "managedNodeGroups[0].overrideBootstrapCommand.spec.kubelet.config.maxPods"
+    assert p.value == 250 and f"maxPods {want}" in p.message and f"maxPods: {want}" in p.fix
+    # AND the same figure is accepted
+    assert plan_of(_custom_ami_spec(NODECONFIG.format(want))).addresses.max_pods("gpu") == want

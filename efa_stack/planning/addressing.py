@@ -552,6 +552,34 @@ def pod_network(
     return pods, problems
 
 
+def max_pods_override_problems(groups: Sequence[tuple[str, str | None, str | None]], plan: AddressPlan) -> list[Problem]:
+    """``(field prefix, group name, its overrideBootstrapCommand NodeConfig)`` of custom-AMI node groups: under
+    custom networking a ``spec.kubelet.config.maxPods`` there other than :meth:`AddressPlan.max_pods` is refused.
+    The user's NodeConfig is the last part of the user data, so its value would win (nodeadm merges NodeConfigs
+    in order, a later value winning: efa_stack/planning/user_data.py), and a node would admit pods its pod ENIs
+    cannot address."""
+    import yaml
+
+    problems: list[Problem] = []
+    for prefix, name, text in groups:
+        want = plan.max_pods(name) if name is not None else None
+        if want is None or not text:
+            continue
+        doc = yaml.safe_load(text)
+        spec = doc.get("spec") if isinstance(doc, dict) else None
+        kubelet = spec.get("kubelet") if isinstance(spec, dict) else None
+        config = kubelet.get("config") if isinstance(kubelet, dict) else None
+        value = config.get("maxPods") if isinstance(config, dict) else None
+        if value is not None and str(value) != str(want):
+            problems.append(Problem(
+                f"{prefix}.overrideBootstrapCommand.spec.kubelet.config.maxPods", value,
+                f"conflicts with maxPods {want}, what VPC CNI custom networking (vpc.podCIDR) lets this group's "
+                "pod ENIs address (pod ENIs x (IPv4 addresses per ENI - 1) + 2)",
+                f"set maxPods: {want} or remove it from overrideBootstrapCommand",
+            ))
+    return problems
+
+
 def pod_network_refusals(pod_cidr: str | None, *, existing_vpc: bool) -> list[Problem]:
     """Where efa-stack does not build custom networking at all: an existing VPC (its CIDR associations, route
     tables and NAT gateways are the user's). Karpenter pools take it as node groups do: the layout rule of

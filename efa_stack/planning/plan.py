@@ -29,6 +29,7 @@ from efa_stack.planning.addressing import (
     AddressedGroup,
     AddressPlan,
     address_plan,
+    max_pods_override_problems,
     merge_cni_env,
     pod_network_refusals,
 )
@@ -1000,6 +1001,11 @@ def build_plan(
             pools={p.name: f"karpenterNodePools[{i}]" for i, p in enumerate(spec.karpenter_node_pools)},
         )
         problems.extend(address_problems)
+        if addresses is not None and addresses.pods is not None:  # custom networking: a user's maxPods must agree
+            index = {ng.name: i for i, ng in enumerate(spec.managed_node_groups)}
+            problems.extend(max_pods_override_problems(
+                [(f"managedNodeGroups[{index[g.name]}]", g.name, g.node_config) for g in groups
+                 if g.ami_id and g.name in index], addresses))
         if karpenter is not None and addresses is not None:  # custom networking: maxPods on the EC2NodeClasses
             karpenter = with_max_pods(karpenter, addresses.max_pods)
         if addresses is not None and addresses.generated_env and cni is not None:
