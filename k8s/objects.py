@@ -32,10 +32,16 @@ def documents(path: Path) -> list[dict[str, Any]]:
     return docs
 
 
+_METADATA = frozenset({"name", "namespace", "labels", "annotations"})
+
+
 def api_object(scope: Construct, id: str, doc: dict[str, Any]) -> cdk8s.ApiObject:
     """``doc`` as an ApiObject: its name, namespace, labels and annotations as metadata, every other top-level
-    field as a JSON patch, so the object renders as the document."""
+    field as a JSON patch, so the object renders as the document. Other metadata would be lost, so it is refused."""
     meta = doc["metadata"]
+    other = sorted(set(meta) - _METADATA)
+    if other:
+        raise ValueError(f"{doc['kind']} {meta.get('name')}: metadata {other} would not be rendered")
     obj = cdk8s.ApiObject(scope, id, api_version=doc["apiVersion"], kind=doc["kind"], metadata=cdk8s.ApiObjectMetadata(
         name=meta["name"], namespace=meta.get("namespace"), labels=meta.get("labels"),
         annotations=meta.get("annotations"),

@@ -1005,3 +1005,19 @@ def test_the_server_accepts_the_eniconfigs_of_custom_networking(apiserver, enico
     broken["metadata"]["name"] = "broken"
     del broken["spec"]["subnet"]
     assert apiserver.dry_run_create(broken).status == 422
+
+
+def test_the_server_accepts_a_custom_networking_pools_node_class(apiserver, karpenter_crds):
+    # GIVEN a p5en pool under VPC CNI custom networking (vpc.podCIDR) WHEN its EC2NodeClass is rendered, THEN it carries
+    # the plan's kubelet.maxPods and the server takes it against the vendored v1.14.1 CRD; a negative maxPods is refused
+    from tests.support import _build, plan_of
+    from tests.test_custom_networking import pool_spec
+
+    plan = plan_of(pool_spec("p5en.48xlarge"))
+    node_class = json.loads(json.dumps(_build(plan).find("EC2NodeClass", "pool0")))
+    assert node_class["spec"]["kubelet"]["maxPods"] == plan.addresses.max_pods("pool0")
+    got = apiserver.dry_run_create(node_class)
+    assert got.status == 201, got.message()
+    node_class["spec"]["kubelet"]["maxPods"] = -1
+    got = apiserver.dry_run_create(node_class)
+    assert got.status == 422 and "maxPods" in got.message(), got.message()

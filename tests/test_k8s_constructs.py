@@ -300,3 +300,13 @@ def test_mixed_gpu_and_trainium_cluster():
     (ds,) = b.manifests[EFA_DEVICE_PLUGIN]
     assert [t.get("key") for t in pod_spec(ds)["tolerations"]] == ["CriticalAddonsOnly", contract.NEURON_TAINT_KEY, contract.GPU_TAINT_KEY]
     assert b.mpijob()["metadata"]["name"] == "nccl-tests-gpu"
+
+
+def test_a_document_with_metadata_the_object_would_drop_is_refused():
+    import cdk8s
+
+    from k8s.objects import api_object
+
+    doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "finalizers": ["f"]}, "data": {}}
+    with pytest.raises(ValueError, match=r"ConfigMap x: metadata \['finalizers'\]"):
+        api_object(cdk8s.Chart(cdk8s.App(), "c"), "x", doc)

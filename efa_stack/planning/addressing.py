@@ -34,6 +34,8 @@ from functools import cache
 from importlib import resources
 from typing import Any, NamedTuple
 
+import yaml
+
 from efa_stack import contract
 from efa_stack.planning.catalog import InstanceType
 from efa_stack.planning.layout import Interface
@@ -558,8 +560,6 @@ def max_pods_override_problems(groups: Sequence[tuple[str, str | None, str | Non
     The user's NodeConfig is the last part of the user data, so its value would win (nodeadm merges NodeConfigs
     in order, a later value winning: efa_stack/planning/user_data.py), and a node would admit pods its pod ENIs
     cannot address."""
-    import yaml
-
     problems: list[Problem] = []
     for prefix, name, text in groups:
         want = plan.max_pods(name) if name is not None else None
