@@ -40,6 +40,8 @@ from efa_stack.planning.karpenter import (
     KarpenterPoolPlan,
     ami_problems,
     capacity_problems,
+    karpenter_supports,
+    kubernetes_problems,
     layout_problems,
     placement_group_name,
     pool_field,
@@ -60,8 +62,8 @@ from efa_stack.planning.scheduling import KueuePlan, kueue_plan
 from efa_stack.planning.storage import StoragePlan, storage_plan, validate_storage
 from efa_stack.planning.training import TrainingJobPlan, training_job_plans
 from efa_stack.planning.tuning import kubelet_tuning
+from efa_stack.planning.versions import offered, version_problems, version_warnings
 from efa_stack.planning.versions import today as versions_today
-from efa_stack.planning.versions import version_problems, version_warnings
 from efa_stack.spec.errors import Problem, SpecError
 from efa_stack.spec.loader import MOVED, _rename, load_spec, parse_spec
 from efa_stack.spec.models import (
@@ -788,6 +790,7 @@ def _karpenter(
         return None, []
     pools: list[KarpenterPoolPlan] = []
     twins: list[ManagedNodeGroupSpec] = []
+    amis: list[tuple[str, str, str]] = []
     cluster = names.eks_cluster_name(spec.metadata.name)
     for i, pool in enumerate(spec.karpenter_node_pools):
         prefix = f"karpenterNodePools[{i}]"
@@ -814,13 +817,16 @@ def _karpenter(
         if group is None:
             continue
         problems.extend(layout_problems(prefix, pool.interface_layout, group))
-        problems.extend(ami_problems(prefix, spec.metadata.version, group.ami_type, pool.ami_version))
+        amis.append((prefix, group.ami_type, pool.ami_version))
+        if karpenter_supports(spec.metadata.version):  # else kubernetes_problems, below, says what to change
+            problems.extend(ami_problems(prefix, spec.metadata.version, group.ami_type, pool.ami_version))
         pools.append(KarpenterPoolPlan(
             group=group, reservation_ids=tuple(pool.capacity_reservation_ids), replicas=pool.replicas,
             ami_version=pool.ami_version, consolidate_after=pool.consolidate_after,
             new_placement_group=placement_group_name(cluster, pool.name) if group.placement_group
             and group.placement_group_name is None else None,
         ))
+    problems.extend(kubernetes_problems(spec.metadata.version, amis, offered(versions_today())))
     plan = KarpenterPlan(pools=tuple(pools), cluster=cluster, region=spec.metadata.region)
     return plan, twins
 
