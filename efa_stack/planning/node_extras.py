@@ -168,7 +168,9 @@ def node_extras(
                 "add publicKeyName: <an EC2 key pair in the region> (`aws ec2 describe-key-pairs`), or remove ssh "
                 "and use Session Manager (`aws ssm start-session`)",
             ))
-        elif ng.ssh.allow is not False:  # eksctl setSSHDefaults: a named key turns SSH on unless allow: false
+        else:
+            # eksctl-io/eksctl@v0.230.0 pkg/cfn/builder/managed_launch_template.go makeLaunchTemplateData: KeyName
+            # whenever publicKeyName is set; ``allow`` only decides whether eksctl opens port 22 (efa-stack never does)
             key_name = ng.ssh.public_key_name
     ami_id = ng.ami if ng.ami is not None and ng.ami.startswith("ami-") else None
     if ami_id is not None and ng.ami_family != "AmazonLinux2023":

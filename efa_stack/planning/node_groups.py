@@ -119,7 +119,7 @@ class NodeGroupPlan:
     instance_name: str | None = None
     """The instances' ``Name`` tag (eksctl ``instancePrefix``/``instanceName``); None: no Name tag."""
     key_name: str | None = None
-    """The EC2 key pair on the nodes (eksctl ``ssh.publicKeyName`` with ``allow: true``)."""
+    """The EC2 key pair on the nodes (eksctl ``ssh.publicKeyName``, whatever ``allow`` says)."""
     node_config: str | None = None
     """The user's nodeadm ``NodeConfig`` (eksctl ``overrideBootstrapCommand``), merged in the user data."""
     pre_bootstrap_commands: tuple[str, ...] = ()

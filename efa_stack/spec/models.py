@@ -493,10 +493,11 @@ class NodeGroupSshSpec(_Model):
     """eksctl ``ssh``: an EC2 key pair on the nodes; Session Manager is always on."""
 
     allow: bool | None = None
-    """Put the key pair ``publicKeyName`` on the nodes (they stay in private subnets: reach them from inside the
-    VPC or through Session Manager); default, as eksctl's (defaults.go setSSHDefaults): on when a key is named."""
+    """eksctl: open port 22 to the nodes. efa-stack opens no SSH port either way (nodes stay in private subnets;
+    reach them through Session Manager); ``true`` needs ``publicKeyName``."""
     public_key_name: str | None = Field(None, alias="publicKeyName", min_length=1, max_length=255)
-    """The name of an existing EC2 key pair in the region."""
+    """The name of an existing EC2 key pair in the region; on the nodes' launch template whenever it is named, as
+    eksctl puts it there (``allow: false`` included)."""
     enable_ssm: bool | None = Field(None, alias="enableSsm")
     """Session Manager: always on (the node role has AmazonSSMManagedInstanceCore); ``false`` is an error."""
 
