@@ -23,7 +23,6 @@ REJECTED: dict[str, list[tuple[str, str]]] = {
     # file: [(field, a phrase of its fix)], in the order reported; every problem of the file in one run
     "managed-nodes.yaml": [
         ("managedNodeGroups[0].ssh.publicKeyPath", "aws ec2 import-key-pair"),
-        ("managedNodeGroups[0].updateConfig", "remove it"),
         ("managedNodeGroups[0].securityGroups", "security groups are attached to every interface"),
         ("managedNodeGroups[2].ami", "an AMI id such as ami-0123456789abcdef0"),
         ("managedNodeGroups[3].launchTemplate", "writes the launch template"),
@@ -143,7 +142,6 @@ PUBLIC_REFUSED: dict[str, list[tuple[str, str]]] = {
     "eksctl-15-managed-nodes.yaml": [
         ('managedNodeGroups[0].ssh.publicKeyPath', 'import the key (`aws ec2 import-key-pair`) and u'),
         ('managedNodeGroups[0].ssh.sourceSecurityGroupIds', 'remove it; nodes are in private subnets, reach t'),
-        ('managedNodeGroups[0].updateConfig', 'remove it'),
         ('managedNodeGroups[0].securityGroups', 'remove it; the cluster and EFA security groups a'),
         ('managedNodeGroups[2].ami', 'use a value matching ^(ami-[0-9a-f]{8,17}|auto|a'),
         ('managedNodeGroups[3].launchTemplate', 'remove it; efa-stack writes the launch template'),

@@ -53,7 +53,7 @@ from efa_stack.planning.limits import (
     validate_volume,
 )
 from efa_stack.planning.nccl import NcclJobPlan, nccl_job_plan, node_hugepages_mib, validate_nccl
-from efa_stack.planning.node_extras import capacity_of, node_extras
+from efa_stack.planning.node_extras import capacity_of, node_extras, node_update_of
 from efa_stack.planning.node_groups import NodeGroupPlan, Taint
 from efa_stack.planning.observability import ObservabilityPlan, observability_plan
 from efa_stack.planning.scheduling import KueuePlan, kueue_plan
@@ -510,6 +510,7 @@ def _node_group(
         ))
     if instance is None or (ng.efa_enabled and not interfaces):
         node_extras(prefix, ng, cluster, {}, problems)  # its problems too, in the same run
+        node_update_of(prefix, ng, sizes[2], problems)
         return None
     # A group with problems of its own still plans (build_plan raises before the plan is used), so
     # that the ncclTest and storage checks judge it too and every problem is reported at once.
@@ -584,6 +585,7 @@ def _node_group(
         pre_bootstrap_commands=extras.pre_bootstrap_commands,
         ami_id=extras.ami_id,
         node_repair_overrides=overrides,
+        update=node_update_of(prefix, ng, sizes[2], problems),
         subnet_ids=subnet_ids,
         instance_types=instance_types,
         spot=ng.spot,

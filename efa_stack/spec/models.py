@@ -429,6 +429,18 @@ class NodeRepairConfigSpec(_Model):
     """Per condition and reason: the repair action and the wait before it (eksctl's field)."""
 
 
+class NodeGroupUpdateConfigSpec(_Model):
+    """eksctl ``updateConfig`` (eksctl-io/eksctl@v0.230.0 types.go NodeGroupUpdateConfig; CloudFormation
+    ``AWS::EKS::Nodegroup UpdateConfig``): how many nodes a version update of the managed node group replaces at
+    once; one of the two. EKS launches the new nodes before it drains and ends the old ones."""
+
+    # EKS API Reference, NodegroupUpdateConfig: maxUnavailable 1 or more, at most 100; the percentage 1-100.
+    max_unavailable: int | None = Field(None, alias="maxUnavailable", ge=1, le=100)
+    """Nodes replaced at once (at most ``maxSize``)."""
+    max_unavailable_percentage: int | None = Field(None, alias="maxUnavailablePercentage", ge=1, le=100)
+    """Percentage of the nodes replaced at once (EKS: at most 100 nodes)."""
+
+
 # --- eksctl node group fields: IAM, SSH, capacity reservations, bootstrap -------------------------
 # eksctl-io/eksctl@v0.230.0 (99984ad): pkg/apis/eksctl.io/v1alpha5/types.go NodeGroupIAM,
 # NodeGroupIAMAddonPolicies, NodeGroupSSH, CapacityReservation, InstanceMarketOptions, NodeGroupBase.
@@ -618,6 +630,9 @@ class ManagedNodeGroupSpec(_Model):
     node_repair_config: NodeRepairConfigSpec | None = Field(None, alias="nodeRepairConfig")
     """EKS node auto repair; default on for GPU and Neuron node groups (``nodeRepairConfig: {enabled: false}``
     turns it off). Repair needs the ``eks-node-monitoring-agent`` add-on, which efa-stack then installs."""
+    update_config: NodeGroupUpdateConfigSpec | None = Field(None, alias="updateConfig")
+    """eksctl: nodes a version update replaces at once (``maxUnavailable`` or ``maxUnavailablePercentage``);
+    default EKS's, one node at a time."""
     iam: NodeGroupIamSpec | None = None
     """eksctl: the node group's IAM role: add-on policies, further managed policies, or an existing role."""
     instance_prefix: str | None = Field(None, alias="instancePrefix", min_length=1, max_length=64)
@@ -1136,7 +1151,6 @@ UNSUPPORTED_NODEGROUP_FIELDS: dict[str, str] = {
     "volumeEncrypted": "remove it; volumes are always encrypted",
     "volumeKmsKeyID": "remove it",
     "maxPodsPerNode": "remove it",
-    "updateConfig": "remove it",
     "releaseVersion": "remove it",
     "enableDetailedMonitoring": "remove it",
     "propagateASGTags": "remove it",
