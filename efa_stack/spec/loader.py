@@ -23,6 +23,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
 from efa_stack.spec.errors import MISSING, PLACEHOLDER, FixError, Problem, SpecError
+from efa_stack.spec.irsa import service_account_problems
 from efa_stack.spec.models import (
     MAX_MANAGED_NODE_GROUPS,
     MAX_USER_NODE_GROUPS,
@@ -535,6 +536,9 @@ def problems_from_validation(exc: ValidationError, data: dict[str, Any]) -> list
     problems: list[Problem] = []
     errors = exc.errors()
     for err in errors[:MAX_PROBLEMS]:
+        if err["type"] == "extra_forbidden" and tuple(err["loc"]) == ("iam", "serviceAccounts"):
+            problems.extend(service_account_problems(err.get("input")))  # one per entry, each with its equivalent
+            continue
         problems.append(_problem(err, data))
     if len(errors) > MAX_PROBLEMS:
         problems.append(Problem(
