@@ -49,6 +49,9 @@ NODES_QUOTA_FIX = (
 # EC2 API Reference, LaunchTemplateEbsBlockDeviceRequest.VolumeSize (the launch template carries the
 # root volume): gp2 and gp3 1-16,384 GiB, io1 4-16,384 GiB, io2 4-65,536 GiB.
 EBS_MAX_VOLUME_GIB: dict[str, int] = {"gp2": 16384, "gp3": 16384, "io1": 16384, "io2": 65536}
+EBS_MIN_IOPS: dict[str, int] = {"gp3": 3000, "io1": 100, "io2": 100}
+"""Fewest provisioned IOPS per volume type (CloudFormation AWS::EC2::LaunchTemplate Ebs ``Iops``; the whole ranges
+and ratios: efa_stack/planning/limits.py)."""
 DEFAULT_NODE_COUNT = 2
 """eksctl's minSize when neither minSize nor desiredCapacity is set (types.go DefaultNodeCount)."""
 DEFAULT_NODE_TYPE = "m5.large"
@@ -672,7 +675,9 @@ class ManagedNodeGroupSpec(_Model):
         if most is not None and v > most:
             raise FixError(
                 f"{kind} volumes are at most {most} GiB",
-                f"use at most {most} GiB" + ("" if kind == "io2" else ", or volumeType: io2 (up to 65536 GiB)"),
+                f"use at most {most} GiB" + ("" if kind == "io2" else (
+                    f", or volumeType: io2 with volumeIOPS: {EBS_MIN_IOPS['io2']} or more (io2 takes up to "
+                    f"{EBS_MAX_VOLUME_GIB['io2']} GiB and needs provisioned IOPS)")),
             )
         return v
 
