@@ -138,7 +138,7 @@ class InstanceType(_Record):
 
 class UnknownInstanceType(KeyError):
     """``name`` is not in the catalog; ``suggestions`` holds only clear typos of known types (the rest of the advice:
-    :meth:`advice`)."""
+    :meth:`UnknownInstanceType.advice`)."""
 
     def __init__(self, name: str, suggestions: list[str]):
         super().__init__(name)
