@@ -87,3 +87,11 @@ def test_every_proposed_association_is_accepted_when_written_back():
     assert [(a.namespace, a.service_account) for a in plan.pod_identities] == [
         (e["namespace"], e["serviceAccountName"]) for e in proposed
     ]
+
+
+@pytest.mark.parametrize("accounts", ["[{attachPolicyARNs: [arn:aws:iam::aws:policy/X]}]", "[s3-reader]", "s3-reader",
+                                      "[{metadata: app}]"])
+def test_fails_malformed_service_accounts_without_a_traceback(accounts):
+    problems = _irsa_problems(BASE + f"iam:\n  serviceAccounts: {accounts}\n")
+    assert problems and all("podIdentityAssociations" in p.fix for p in problems)
+    assert all(_proposed(p.fix) is None for p in problems)
