@@ -138,6 +138,8 @@ def node_group_props(
         taints=ng.taints,
         tags=ng.tags,
         node_repair=ng.node_repair_cfn(),
+        max_unavailable=ng.update.max_unavailable,
+        max_unavailable_percentage=ng.update.max_unavailable_percentage,
         instance_types=ng.instance_types,
         spot=ng.spot,
     )

@@ -13,6 +13,7 @@ from efa_stack import contract, names
 from efa_stack.planning.addons import NodeRepairPlan
 from efa_stack.planning.catalog import InstanceType
 from efa_stack.planning.layout import Interface, describe, efa_devices
+from efa_stack.planning.node_extras import NodeUpdatePlan
 from efa_stack.planning.tuning import KubeletTuning, guaranteed_cpus
 from efa_stack.spec.models import MAX_NODES_PER_NODE_GROUP
 
@@ -119,7 +120,7 @@ class NodeGroupPlan:
     instance_name: str | None = None
     """The instances' ``Name`` tag (eksctl ``instancePrefix``/``instanceName``); None: no Name tag."""
     key_name: str | None = None
-    """The EC2 key pair on the nodes (eksctl ``ssh.publicKeyName`` with ``allow: true``)."""
+    """The EC2 key pair on the nodes (eksctl ``ssh.publicKeyName``, whatever ``allow`` says)."""
     node_config: str | None = None
     """The user's nodeadm ``NodeConfig`` (eksctl ``overrideBootstrapCommand``), merged in the user data."""
     pre_bootstrap_commands: tuple[str, ...] = ()
@@ -135,6 +136,8 @@ class NodeGroupPlan:
     """The existing private subnets the node group names (eksctl ``subnets``); empty: its zones' private subnets."""
     node_repair_overrides: tuple[tuple[str, str, int, str], ...] = ()
     """eksctl ``nodeRepairConfig.nodeRepairConfigOverrides``: (condition, reason, minutes, action) each."""
+    update: NodeUpdatePlan = field(default_factory=NodeUpdatePlan)
+    """Nodes a version update replaces at once (eksctl ``updateConfig``); unset: EKS's default, one at a time."""
 
     def node_repair_cfn(self) -> dict[str, object] | None:
         """CloudFormation ``NodeRepairConfig`` of the node group (None: repair off)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,7 +55,7 @@ from efa_stack.planning.limits import (
     validate_volume,
 )
 from efa_stack.planning.nccl import NcclJobPlan, nccl_job_plan, node_hugepages_mib, validate_nccl
-from efa_stack.planning.node_extras import capacity_of, node_extras
+from efa_stack.planning.node_extras import capacity_of, node_extras, node_update_of
 from efa_stack.planning.node_groups import NodeGroupPlan, Taint
 from efa_stack.planning.observability import ObservabilityPlan, observability_plan
 from efa_stack.planning.scheduling import KueuePlan, kueue_plan
@@ -290,23 +290,14 @@ def _sizes(
     return min_size, d, m
 
 
-def _lookup(field_name: str, name: str, problems: list[Problem]) -> InstanceType | None:
+def _lookup(
+    field_name: str, name: str, problems: list[Problem], accept: Callable[[InstanceType], bool] | None = None,
+) -> InstanceType | None:
+    """The catalog's record of ``name``; an unknown name's fix suggests only types ``accept`` takes."""
     try:
         instance = catalog.get(name)
     except UnknownInstanceType as exc:
-        refresh = (
-            f"if EC2 sells {name}, run `efa-stack catalog refresh` with AWS credentials to add it to the "
-            f"catalog ({catalog.source().get('_source', 'instance_catalog.json')}); "
-            "`efa-stack catalog list` shows the known types"
-        )
-        near = difflib.get_close_matches(name, catalog.names(), n=3, cutoff=0.6)
-        if exc.suggestions:
-            hint = f"did you mean {' or '.join(exc.suggestions)}?"
-        elif near:
-            hint = f"the nearest known types are {', '.join(near)}; {refresh}"
-        else:
-            hint = refresh
-        problems.append(Problem(field_name, name, "unknown instance type", hint))
+        problems.append(Problem(field_name, name, "unknown instance type", exc.advice(accept)))
         return None
     unsupported = instance.unsupported_accelerator
     if unsupported is not None:
@@ -320,12 +311,21 @@ def _lookup(field_name: str, name: str, problems: list[Problem]) -> InstanceType
     return instance
 
 
+def _efa_usable(it: InstanceType) -> bool:
+    return it.efa_supported and it.unsupported_accelerator is None
+
+
+def _known_with_efa(name: str) -> bool:
+    return name in catalog.names() and _efa_usable(catalog.get(name))
+
+
 def _instance_types(
     prefix: str, ng: ManagedNodeGroupSpec, problems: list[Problem],
 ) -> tuple[InstanceType | None, tuple[str, ...]]:
     """The node group's instance type (the first of eksctl's ``instanceTypes``) and, for several, all of them."""
     if ng.instance_types is None:
-        return _lookup(f"{prefix}.instanceType", ng.instance_type or DEFAULT_NODE_TYPE, problems), ()
+        return _lookup(f"{prefix}.instanceType", ng.instance_type or DEFAULT_NODE_TYPE, problems,
+                       _efa_usable if ng.efa_enabled else None), ()
     if ng.instance_type is not None:
         problems.append(Problem(
             f"{prefix}.instanceTypes", list(ng.instance_types), "instanceType and instanceTypes are both given",
@@ -335,7 +335,8 @@ def _instance_types(
         problems.append(Problem(
             f"{prefix}.instanceTypes", list(ng.instance_types),
             "an EFA node group has one instance type (its interfaces, placement group and NCCL job follow it)",
-            f"use instanceType: {ng.instance_types[0]}, and another node group for each further type",
+            f"use instanceType: {next((t for t in ng.instance_types if _known_with_efa(t)), ng.instance_types[0])}, "
+            "and another node group for each further type",
         ))
     found = [_lookup(f"{prefix}.instanceTypes[{j}]", t, problems) for j, t in enumerate(ng.instance_types)]
     known = [t for t in found if t is not None]
@@ -512,6 +513,7 @@ def _node_group(
         ))
     if instance is None or (ng.efa_enabled and not interfaces):
         node_extras(prefix, ng, cluster, {}, problems)  # its problems too, in the same run
+        node_update_of(prefix, ng, sizes[2], problems)
         return None
     # A group with problems of its own still plans (build_plan raises before the plan is used), so
     # that the ncclTest and storage checks judge it too and every problem is reported at once.
@@ -586,6 +588,7 @@ def _node_group(
         pre_bootstrap_commands=extras.pre_bootstrap_commands,
         ami_id=extras.ami_id,
         node_repair_overrides=overrides,
+        update=node_update_of(prefix, ng, sizes[2], problems),
         subnet_ids=subnet_ids,
         instance_types=instance_types,
         spot=ng.spot,
@@ -950,7 +953,7 @@ def build_plan(
         ))
 
     sng = spec.system_node_group
-    sys_instance = _lookup("systemNodeGroup.instanceType", sng.instance_type, problems)
+    sys_instance = _lookup("systemNodeGroup.instanceType", sng.instance_type, problems, lambda it: not it.accelerator)
     if sys_instance is not None and sys_instance.accelerator:
         problems.append(Problem(
             "systemNodeGroup.instanceType", sng.instance_type,
