@@ -18,7 +18,6 @@ from tests.support import plan_of, problems_of
 from tests.test_karpenter import P5_POOL, _spec
 
 
-
 def pool_spec(ami_version: str | None = None, instance_type: str = "p5.48xlarge") -> str:
     """test_karpenter's cluster (Kubernetes 1.34) with one pool of ``instance_type``, pinned to ``ami_version``."""
     pool = P5_POOL.replace("p5.48xlarge", instance_type)

@@ -27,6 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from efa_stack import contract
 from efa_stack.planning import image_compat
 from efa_stack.planning.image_compat import KnownBad
 from efa_stack.planning.karpenter import KarpenterPlan
@@ -216,12 +217,9 @@ def ami_driver_warnings(karpenter: KarpenterPlan | None, kubernetes_version: str
 
 # --- preflight: the release EKS gives a managed node group -------------------------------------------------------
 
-Verdict = Literal["pass", "warn", "fail"]
-
-
 @dataclass(frozen=True)
 class ReleaseVerdict:
-    status: Verdict
+    status: contract.CheckStatus
     message: str
     fix: str = ""
 
