@@ -38,6 +38,7 @@ from efa_stack.planning.image_compat import TrainingImagePlan, training_image_pl
 from efa_stack.planning.karpenter import (
     KarpenterPlan,
     KarpenterPoolPlan,
+    ami_first_release,
     ami_problems,
     capacity_problems,
     karpenter_supports,
@@ -57,6 +58,7 @@ from efa_stack.planning.limits import (
 from efa_stack.planning.nccl import NcclJobPlan, nccl_job_plan, node_hugepages_mib, validate_nccl
 from efa_stack.planning.node_extras import capacity_of, node_extras, node_update_of
 from efa_stack.planning.node_groups import NodeGroupPlan, Taint
+from efa_stack.planning.node_software import ami_driver_problems, ami_driver_warnings
 from efa_stack.planning.observability import ObservabilityPlan, observability_plan
 from efa_stack.planning.scheduling import KueuePlan, kueue_plan
 from efa_stack.planning.storage import StoragePlan, storage_plan, validate_storage
@@ -823,6 +825,9 @@ def _karpenter(
         amis.append((prefix, group.ami_type, pool.ami_version))
         if karpenter_supports(spec.metadata.version):  # else kubernetes_problems, below, says what to change
             problems.extend(ami_problems(prefix, spec.metadata.version, group.ami_type, pool.ami_version))
+            problems.extend(ami_driver_problems(
+                prefix, group, spec.metadata.version, pool.ami_version,
+                first_release=ami_first_release(spec.metadata.version, group.ami_type)))
         pools.append(KarpenterPoolPlan(
             group=group, reservation_ids=tuple(pool.capacity_reservation_ids), replicas=pool.replicas,
             ami_version=pool.ami_version, consolidate_after=pool.consolidate_after,
@@ -1072,7 +1077,8 @@ def build_plan(
         kueue=kueue,
         karpenter=karpenter,
         existing_vpc=existing,
-        warnings=(*version_warnings(md.version, today), *infiniband_warnings(spec), *kueue_warnings),
+        warnings=(*version_warnings(md.version, today), *infiniband_warnings(spec), *kueue_warnings,
+                  *ami_driver_warnings(karpenter, md.version)),
         authentication_mode=spec.access_config.authentication_mode,
         control_plane_tier=spec.control_plane_scaling_config.tier if spec.control_plane_scaling_config else None,
         pod_identities=tuple(

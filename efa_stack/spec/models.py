@@ -132,10 +132,11 @@ class TrainingImage(_Model):
     """The Docker build context with its ``Dockerfile``, relative to the project root (the folder of
     cdk.json) or absolute."""
     pytorch_version: str | None = Field(None, alias="pytorchVersion", pattern=VERSION_PATTERN)
-    """PyTorch release; default: the Dockerfile's ``ARG PYTORCH_VERSION``. CUDA and NCCL follow from it."""
+    """PyTorch release; default: the Dockerfile's ``ARG PYTORCH_VERSION`` default if it has one, else the ``recipe`` set
+    of the table of EFA software (efa_stack/planning/data/efa_software.json). CUDA and NCCL follow from it."""
     efa_installer_version: str | None = Field(None, alias="efaInstallerVersion", pattern=VERSION_PATTERN)
-    """EFA installer release; default: the Dockerfile's ``ARG EFA_INSTALLER_VERSION``. aws-ofi-nccl follows
-    from it."""
+    """EFA installer release; default: the Dockerfile's ``ARG EFA_INSTALLER_VERSION`` default if it has one, else the
+    table's ``recipe`` set. aws-ofi-nccl and libfabric follow from it."""
 
 
 class Metadata(_Model):
