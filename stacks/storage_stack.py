@@ -67,10 +67,13 @@ class ClusterStorage(Construct):
                 data_compression=storage.data_compression,
                 s3=storage.s3,
                 lustre_version=storage.lustre_version,
+                metadata=storage.metadata,
+                efa_enabled=storage.efa,
             ),
             vpc=network.vpc,
             subnet=subnet,
             client_security_group_ids=[cluster_sg],
+            efa_security_group=network.efa if storage.efa else None,
         )
         self.csi_role = self._csi_role()
         self.csi_driver = eks.Addon(

@@ -67,6 +67,17 @@ class Taint:
 
 
 @dataclass(frozen=True)
+class LustreEfaClient:
+    """AWS's EFA client setup for FSx for Lustre on a node group's nodes (:func:`efa_stack.planning.lustre_efa.client_of`)."""
+
+    gds: bool = False
+    """Run the setup optimized for GPUDirect Storage (``setup.sh --optimized-for-gds``)."""
+    lnet_interfaces: int | None = None
+    """The @efa LNet interfaces the setup binds on the instance type (data/fsx_lustre_efa.json, at most the node's
+    EFA devices); None: no figure, verify expects at least one."""
+
+
+@dataclass(frozen=True)
 class NodeGroupPlan:
     """Everything derived for one managed node group."""
 
@@ -94,6 +105,8 @@ class NodeGroupPlan:
     rule); the launch template's user data reserves them and the NCCL-tests workers request them."""
     lustre_client: bool = False
     """Install the Lustre client at boot (every managed node group, the ones that mount the FSx claim)."""
+    lustre_efa: LustreEfaClient | None = None
+    """AWS's EFA client setup at boot, for an EFA-enabled file system (``storage.efa``); None: Lustre over TCP only."""
     volume_iops: int | None = None
     """Provisioned IOPS of the root volume (gp3, io1, io2; required for io1/io2)."""
     volume_throughput: int | None = None

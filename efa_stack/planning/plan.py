@@ -61,7 +61,7 @@ from efa_stack.planning.node_groups import NodeGroupPlan, Taint
 from efa_stack.planning.node_software import ami_driver_problems, ami_driver_warnings
 from efa_stack.planning.observability import ObservabilityPlan, observability_plan
 from efa_stack.planning.scheduling import KueuePlan, kueue_plan
-from efa_stack.planning.storage import StoragePlan, storage_plan, validate_storage
+from efa_stack.planning.storage import StoragePlan, storage_plan, validate_storage, with_lustre_efa
 from efa_stack.planning.training import TrainingJobPlan, training_job_plans
 from efa_stack.planning.tuning import kubelet_tuning
 from efa_stack.planning.versions import offered, version_problems, version_warnings
@@ -981,7 +981,7 @@ def build_plan(
     )
     problems.extend(addon_problems)
     problems.extend(validate_nccl(job_spec, job_groups_planned))
-    problems.extend(validate_storage(spec, groups))
+    problems.extend(validate_storage(spec, groups, pool_groups))
     training_jobs, training_problems = training_job_plans(job_spec, job_groups_planned)
     problems.extend(training_problems)
     nccl_job = nccl_job_plan(job_groups_planned, spec.nccl_test) if sys_instance is not None else None
@@ -1039,6 +1039,7 @@ def build_plan(
 
     assert sys_instance is not None
     system = _system_group(sng, sys_instance, sys_sizes, azs)
+    groups, karpenter = with_lustre_efa(spec.storage, groups, karpenter)
     entries = tuple(
         (
             e.principal_arn,

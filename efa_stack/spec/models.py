@@ -98,6 +98,15 @@ class S3Link(_Model):
     """Where the linked objects appear in the file system (PERSISTENT_2 only; ``/`` is the root)."""
 
 
+class MetadataConfiguration(_Model):
+    """The metadata performance of a PERSISTENT_2 file system (FSx ``MetadataConfiguration``)."""
+
+    mode: Literal["AUTOMATIC", "USER_PROVISIONED"] = "AUTOMATIC"
+    """``AUTOMATIC``: FSx provisions metadata IOPS by storage capacity; ``USER_PROVISIONED``: ``iops`` of them."""
+    iops: int | None = Field(None, gt=0)
+    """Metadata IOPS with ``USER_PROVISIONED``: 1500, 3000, 6000, 12000 or a multiple of 12000 up to 192000."""
+
+
 class Storage(_Model):
     """Extension: an FSx for Lustre file system shared by the training jobs (see docs/spec.md, "Shared storage")."""
 
@@ -120,6 +129,15 @@ class Storage(_Model):
     group with NVIDIA GPUs (else the first EFA node group, else the first node group)."""
     dynamic_provisioning: bool = Field(False, alias="dynamicProvisioning")
     """Also create the ``fsx-lustre`` StorageClass: one new file system per claim (deleted with it)."""
+    metadata_configuration: MetadataConfiguration | None = Field(None, alias="metadataConfiguration")
+    """PERSISTENT_2 only: the metadata performance (absent: FSx's default); an EFA-enabled file system needs one."""
+    efa: bool = False
+    """An EFA-enabled file system (``EfaEnabled``) that the EFA nodes reach over EFA: PERSISTENT_2 with a metadata
+    configuration, capacity in larger steps per throughput tier, in the EFA nodes' zone, and set at creation only
+    (a change replaces the file system). The EFA nodes run AWS's EFA client setup at boot (docs/spec.md)."""
+    gpu_direct_storage: bool = Field(False, alias="gpuDirectStorage")
+    """With ``efa``: the EFA nodes' client setup optimized for NVIDIA GPUDirect Storage (``setup.sh
+    --optimized-for-gds``; p5, p5e, p5en and p6-b200 instance types only)."""
 
 
 class TrainingImage(_Model):
