@@ -2,6 +2,7 @@
 
 1. one check pod per node of the node group (:func:`k8s.acceptance.check_pod`), all at once; each log is read
    back into evidence (:mod:`efa_stack.acceptance.checks`, :func:`efa_stack.acceptance.judge.judge_nccl_single`);
+   on a node group that reads an EFA-enabled file system the pod also proves Lustre rides EFA (``lustre-efa``);
 2. with EFA, 2-node NCCL all_reduce MPIJobs between the nodes that passed step 1: round 1 pairs (0,1),
    (2,3), ... in parallel; round 2 re-tests each member of a pair that did not pass against a known-good
    peer, one job at a time (:func:`efa_stack.acceptance.judge.attribute_pairs` names the slow node);
@@ -75,6 +76,21 @@ def select_group(plan: ClusterPlan, name: str | None, *, no_efa: bool, dcgm_leve
     return group
 
 
+def lustre_probe(plan: ClusterPlan, group: NodeGroupPlan, namespace: str, *, efa: bool) -> manifests.LustreProbe | None:
+    """The LNet check of ``group``'s nodes: with an EFA-enabled file system whose EFA client the group runs (and the EFA
+    checks on), None otherwise; a UserError when the check pods could not mount the claim."""
+    st = plan.storage
+    if not efa or st is None or not st.efa or group.lustre_efa is None:
+        return None
+    if namespace != st.claim_namespace:
+        raise UserError(
+            f"--namespace {namespace}: the Lustre-over-EFA check writes to the FSx claim {st.claim_name}, which is in "
+            f"namespace {st.claim_namespace}, and a pod mounts only claims of its own namespace",
+            f"run acceptance in {st.claim_namespace} (drop --namespace), or pass --no-efa to leave out the EFA checks",
+        )
+    return manifests.LustreProbe(st.claim_name, st.mount_path)
+
+
 def _delete_quietly(fn: Callable[..., Any], *args: Any) -> None:
     with contextlib.suppress(Exception):  # cleanup of our own objects: already gone is fine
         fn(*args)
@@ -93,6 +109,7 @@ class Runner:
         self.progress = progress
         self.job = next((j for j in plan.nccl_jobs if j.node_group == group.name), None)
         self.image = self.job.image if self.job else _default_image()
+        self.lustre = lustre_probe(plan, group, namespace, efa=efa)
 
     # --- nodes -------------------------------------------------------------------------------------
     def nodes(self) -> list[Any]:
@@ -109,7 +126,8 @@ class Runner:
         pods = {}
         for n in names:
             body = manifests.check_pod(self.group, n, namespace=self.namespace, image=self.image, job=self.job,
-                                       dcgm_level=self.dcgm_level, efa=self.efa, dcgm_image=DCGM_IMAGE)
+                                       dcgm_level=self.dcgm_level, efa=self.efa, dcgm_image=DCGM_IMAGE,
+                                       lustre=self.lustre)
             name = body["metadata"]["name"]
             _delete_quietly(self.core.delete_namespaced_pod, name, self.namespace)
             call(f"create pod {self.namespace}/{name}", self.core.create_namespaced_pod, self.namespace, body)
@@ -165,6 +183,9 @@ class Runner:
         if self.efa:
             ev += [checks.judge_efa_devices(sections.get("efa-devices"), g.efa_devices_per_node),
                    checks.judge_pingpong(sections.get("efa-pingpong"))]
+        if self.lustre is not None and g.lustre_efa is not None:
+            ev.append(checks.judge_lustre_efa(sections, g.lustre_efa.lnet_interfaces, self.lustre.write_mib,
+                                              self.lustre.unit))
         ev.append(judge.judge_nccl_single(sections.get("nccl-single"), g.instance.gpu.name if g.instance.gpu else None,
                                           g.gpus_per_node, f"{node}:nccl-single"))
         if phase not in ("Succeeded", "Failed") and not sections:
