@@ -1065,7 +1065,7 @@ def build_plan(
         system=system,
         tags=dict(md.tags),
         nccl_job=nccl_job,
-        storage=storage_plan(spec.storage, groups, system),
+        storage=storage_plan(spec.storage, groups, system, pool_groups),
         addons=addons,
         addresses=addresses,
         observability=observability,

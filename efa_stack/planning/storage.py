@@ -202,7 +202,9 @@ def validate_storage(
                 f"use one of {', '.join(names)} (or remove nodeGroup)",
             ))
     out.extend(lustre_efa.metadata_problems(st))
-    out.extend(lustre_efa.efa_problems(st, _storage_group(st, node_groups), _efa_groups(spec, node_groups, pools)))
+    out.extend(lustre_efa.efa_problems(
+        st, _storage_group(st, node_groups, pools), _efa_groups(spec, node_groups, pools),
+    ))
     return out
 
 
@@ -279,10 +281,17 @@ class StoragePlan:
         return f"{self.capacity_gib}Gi"
 
 
-def _storage_group(st: Storage, node_groups: Sequence[NodeGroupPlan]) -> NodeGroupPlan | None:
-    """The node group whose zone and private subnet get the file system (None: the system node group's)."""
-    group = next((g for g in node_groups if g.name == st.node_group), None) if st.node_group is not None else None
-    return group or _default_node_group(node_groups)
+def _storage_group(
+    st: Storage, node_groups: Sequence[NodeGroupPlan], pools: Sequence[NodeGroupPlan] = (),
+) -> NodeGroupPlan | None:
+    """The node group whose zone and private subnet get the file system (None: the system node group's): the one
+    ``storage.nodeGroup`` names, else the default of :func:`_default_node_group`, among the Karpenter pools too for an
+    EFA-enabled file system (which must be in its EFA clients' zone)."""
+    if st.node_group is not None:
+        named = next((g for g in node_groups if g.name == st.node_group), None)
+        if named is not None:
+            return named
+    return _default_node_group([*node_groups, *pools] if st.efa else node_groups)
 
 
 def with_lustre_efa(
@@ -302,17 +311,19 @@ def with_lustre_efa(
 
 
 def storage_plan(
-    st: Storage | None, node_groups: Sequence[NodeGroupPlan], system: NodeGroupPlan
+    st: Storage | None, node_groups: Sequence[NodeGroupPlan], system: NodeGroupPlan,
+    pools: Sequence[NodeGroupPlan] = (),
 ) -> StoragePlan | None:
     """The storage plan of a validated spec section (None when absent or ``enabled: false``).
 
     Called once, by :func:`efa_stack.planning.plan.build_plan`, after :func:`validate_storage` found no problem;
-    everyone else reads ``ClusterPlan.storage``. ``node_groups`` are the planned managed node groups.
+    everyone else reads ``ClusterPlan.storage``. ``node_groups`` are the planned managed node groups, ``pools`` the
+    Karpenter pools'.
     """
 
     if st is None or not st.enabled:
         return None
-    group = _storage_group(st, node_groups) or system
+    group = _storage_group(st, node_groups, pools) or system
     tp = st.per_unit_storage_throughput
     if tp is None and st.deployment_type in THROUGHPUTS:
         tp = THROUGHPUTS[st.deployment_type][0]
