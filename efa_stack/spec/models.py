@@ -126,7 +126,8 @@ class Storage(_Model):
     """Where the NCCL/training job containers see the file system."""
     node_group: str | None = Field(None, alias="nodeGroup", pattern=r"^[a-zA-Z][-a-zA-Z0-9]*$")
     """Whose availability zone and private subnet get the file system; default: the first EFA node
-    group with NVIDIA GPUs (else the first EFA node group, else the first node group)."""
+    group with NVIDIA GPUs (else the first EFA node group, else the first node group; with ``efa``, Karpenter pools
+    count as node groups)."""
     dynamic_provisioning: bool = Field(False, alias="dynamicProvisioning")
     """Also create the ``fsx-lustre`` StorageClass: one new file system per claim (deleted with it)."""
     metadata_configuration: MetadataConfiguration | None = Field(None, alias="metadataConfiguration")
