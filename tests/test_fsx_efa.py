@@ -253,7 +253,7 @@ def test_karpenter_pools_in_the_zone_run_the_client_too():
 # --- the file system construct ----------------------------------------------------------------------------
 
 
-def _efa_stack(**props: Any) -> tuple[Stack, LustreFileSystem, EfaSecurityGroup]:
+def _efa_stack(**props: Any) -> tuple[Stack, EfaSecurityGroup]:
     stack = Stack(App(builtin_cloud_formation_validation=False), "Bare", env=Environment(region="us-west-2"))
     vpc = ec2.Vpc(stack, "Vpc", availability_zones=["us-west-2a", "us-west-2b"], nat_gateways=0)
     efa = EfaSecurityGroup(stack, "Efa", vpc=vpc)
@@ -262,13 +262,13 @@ def _efa_stack(**props: Any) -> tuple[Stack, LustreFileSystem, EfaSecurityGroup]
                             "efa_enabled": True}
     group = props.pop("efa_security_group", efa)
     args.update(props)
-    fs = LustreFileSystem(stack, "Lustre", LustreFileSystemProps(**args), vpc=vpc, subnet=vpc.public_subnets[0],
-                          client_security_group_ids=["sg-0123456789abcdef0"], efa_security_group=group)
-    return stack, fs, efa
+    LustreFileSystem(stack, "Lustre", LustreFileSystemProps(**args), vpc=vpc, subnet=vpc.public_subnets[0],
+                     client_security_group_ids=["sg-0123456789abcdef0"], efa_security_group=group)
+    return stack, efa
 
 
 def test_efa_file_system_is_efa_enabled_in_the_efa_group_after_its_rules_and_keeps_the_group():
-    stack, fs, efa = _efa_stack()
+    stack, efa = _efa_stack()
     resources = Template.from_stack(stack).to_json()["Resources"]
     lustre = resources[FILE_SYSTEM_LOGICAL_ID]
     lc = lustre["Properties"]["LustreConfiguration"]
@@ -282,7 +282,7 @@ def test_efa_file_system_is_efa_enabled_in_the_efa_group_after_its_rules_and_kee
 
 
 def test_a_file_system_without_efa_leaves_the_efa_group_alone():
-    stack, fs, efa = _efa_stack(efa_enabled=False, storage_capacity_gib=2400)
+    stack, efa = _efa_stack(efa_enabled=False, storage_capacity_gib=2400)
     resources = Template.from_stack(stack).to_json()["Resources"]
     props = resources[FILE_SYSTEM_LOGICAL_ID]["Properties"]
     assert "EfaEnabled" not in props["LustreConfiguration"]
