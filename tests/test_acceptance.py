@@ -196,7 +196,7 @@ def test_every_rendered_check_pod_and_pair_job_is_valid_kubernetes() -> None:
     import jsonschema
     import kubernetes_validate
 
-    from tests.test_k8s_support import crd_schema
+    from tests.support import crd_schema
 
     _, core, custom = _run(_healthy(), slow={NODES[1]})
     for pod in core.created:

@@ -20,12 +20,13 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from rich.console import Console
 
-from efa_stack import contract, nccl_report
+from efa_stack import cluster, contract, nccl_report
 from efa_stack.contract import EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE
 from efa_stack.errors import UserError
 from efa_stack.planning.plan import build_plan, plan_from_file
 from efa_stack.spec.loader import parse_spec
 from efa_stack.tools import verify
+from efa_stack.tools.verify_model import GroupCheck, NodeCheck, VerifyResult
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "k8s_api"
@@ -137,11 +138,11 @@ def _system() -> list[client.V1Node]:
     return [_node(f"sys-{i}", "system", "m7i.xlarge", {}) for i in (1, 2)]
 
 
-def _group(result: verify.VerifyResult, name: str) -> verify.GroupCheck:
+def _group(result: VerifyResult, name: str) -> GroupCheck:
     return next(g for g in result.groups if g.name == name)
 
 
-def _nodecheck(result: verify.VerifyResult, name: str) -> verify.NodeCheck:
+def _nodecheck(result: VerifyResult, name: str) -> NodeCheck:
     return next(n for n in result.nodes if n.name == name)
 
 
@@ -243,14 +244,14 @@ def test_nodes_of_groups_not_in_the_spec_are_reported() -> None:
 
 def test_nodes_are_listed_by_the_node_group_label() -> None:
     core = FakeCore([nodes("nodes_ready.json")])
-    verify.list_nodes(core)
+    cluster.list_nodes(core)
     assert core.calls[0][2] == {"label_selector": "efa-stack.io/node-group"}
 
 
 def test_api_refusal_is_a_clear_error() -> None:
     core = FakeCore(error=ApiException(status=403, reason="Forbidden"))
     with pytest.raises(UserError) as err:
-        verify.list_nodes(core)
+        cluster.list_nodes(core)
     assert "refused to list nodes (403 Forbidden)" in err.value.message
     assert "update-kubeconfig" in err.value.fix
 

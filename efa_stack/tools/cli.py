@@ -15,7 +15,7 @@ Exit codes: 0 success; 1 a check failed (preflight finding, node mismatch, faile
 result below expectation); 2 bad input or no access (a spec problem, no AWS credentials, no
 kubeconfig). Every error, a bad spec included, is printed by
 :func:`efa_stack.tools.render.print_failure` (``--json``: one JSON error document on stdout), never
-as a traceback. Heavy modules (boto3, kubernetes, tools.nccl_report) are imported inside the commands.
+as a traceback. Heavy modules (boto3, kubernetes, the nccl-report package) are imported inside the commands.
 """
 
 from __future__ import annotations
@@ -384,12 +384,10 @@ def nccl_report(
     EFA is. Exit 0 pass or not judged, 1 a check failed (data corruption, not EFA, below the mark),
     2 bad input; --json always prints one JSON object, errors included.
     """
-    try:
-        from efa_stack.tools import nccl_report as report
-    except ImportError as exc:
-        _fail(f"nccl-report is not available ({exc})", "reinstall efa-stack (pip install -e .)")
-    thr = threshold if threshold is not None else getattr(report, "DEFAULT_THRESHOLD", contract.NCCL_PASS_THRESHOLD)
-    raise typer.Exit(report.report_command(list(logs), instance_type, nodes, json_out, plot, thr))
+    from efa_stack.nccl_report.command import report_command
+
+    thr = threshold if threshold is not None else contract.NCCL_PASS_THRESHOLD
+    raise typer.Exit(report_command(list(logs), instance_type, nodes, json_out, plot, thr))
 
 
 # --------------------------------------------------------------------------------------------

@@ -46,26 +46,14 @@ from efa_stack.tools import render
 from efa_stack.tools.verify_model import GroupCheck, NcclCheck, NodeCheck, VerifyReport, VerifyResult
 
 __all__ = [
-    "GroupCheck",
-    "JobOutcome",
-    "NcclCheck",
-    "NodeCheck",
     "VerifyOptions",
-    "VerifyReport",
-    "VerifyResult",
     "check_node",
     "check_nodes",
-    "guard_failures",
-    "job_state",
-    "launcher_log",
-    "list_nodes",
     "pick_node_group",
     "run_acceptance",
     "run_nccl_check",
     "run_nccl_job",
     "run_verify",
-    "start_job",
-    "wait_for_job",
     "wait_for_nodes",
 ]
 
