@@ -14,7 +14,7 @@ Commands (each has ``--help``; human output by default, ``--json`` for machines)
 Exit codes: 0 success; 1 a check failed (preflight finding, node mismatch, failed NCCL job, NCCL
 result below expectation); 2 bad input or no access (a spec problem, no AWS credentials, no
 kubeconfig). Every error, a bad spec included, is printed by
-:func:`efa_stack.tools.render.print_failure` (``--json``: one JSON error document on stdout), never
+:func:`efa_stack.console.print_error` (``--json``: one JSON error document on stdout), never
 as a traceback. Heavy modules (boto3, kubernetes, the nccl-report package) are imported inside the commands.
 """
 
@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from efa_stack import contract
+from efa_stack.console import print_error, styled
 from efa_stack.errors import UserError
 from efa_stack.spec.errors import SpecError
 
@@ -59,9 +60,7 @@ def _err() -> Console:
 
 def _exit_with(exc: UserError | SpecError, *, json_out: bool = False, context: dict[str, Any] | None = None) -> NoReturn:
     """Print ``exc`` (``--json``: the error document on stdout; else stderr) and exit with its code."""
-    from efa_stack.tools.render import print_failure
-
-    raise typer.Exit(print_failure(exc, json_out=json_out, console=_err(), echo=typer.echo, context=context))
+    raise typer.Exit(print_error(exc, json_out=json_out, console=_err(), echo=typer.echo, context=context))
 
 
 def _fail(message: str, fix: str = "", code: int = 2, *, json_out: bool = False,
@@ -356,7 +355,7 @@ def catalog_show(
             lt.add_row(str(i.network_card_index), str(i.device_index), i.interface_type)
         out.print(lt)
     elif layout_note:
-        out.print(f"[yellow]no {layout} layout[/]: {escape(layout_note)}")
+        out.print(f"{styled('note', f'no {layout} layout')}: {escape(layout_note)}")
 
 
 # --------------------------------------------------------------------------------------------

@@ -37,7 +37,8 @@ from efa_stack.cluster import (
     start_job,
     wait_for_job,
 )
-from efa_stack.errors import UserError, print_error
+from efa_stack.console import print_error
+from efa_stack.errors import UserError
 from efa_stack.names import DNS1123_LABEL, nccl_job_name
 from efa_stack.nccl_report import report_from_text
 from efa_stack.planning.node_groups import NodeGroupPlan
