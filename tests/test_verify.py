@@ -299,7 +299,7 @@ def test_starts_the_suspended_job_and_reads_the_launcher_log() -> None:
     core = _launcher_core()
     custom = FakeCustom([job("mpijob_suspended.json"), job("mpijob_running.json"), job("mpijob_succeeded.json")])
     clock = Clock()
-    outcome = verify.run_nccl_job(core, custom, PLAN.node_group("p5"), timeout=600, interval=10, clock=clock, sleep=clock.sleep)
+    outcome = verify.run_nccl_job(core, custom, PLAN.node_group("p5"), verify.VerifyOptions(job_timeout=600, interval=10, clock=clock, sleep=clock.sleep))
     assert outcome.state == "Succeeded" and outcome.started_by_us
     args, kwargs = custom.patches[0]
     assert args == ("kubeflow.org", "v2beta1", "default", "mpijobs", "nccl-tests-p5", {"spec": {"runPolicy": {"suspend": False}}})
@@ -319,8 +319,7 @@ def test_a_queued_job_is_started_by_putting_it_in_its_kueue_queue() -> None:
     suspended["metadata"].setdefault("annotations", {})["efa-stack.io/kueue-queue"] = "efa-stack-jobs"
     custom = FakeCustom([suspended, job("mpijob_succeeded.json")])
     clock = Clock()
-    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), timeout=600, interval=10,
-                                  clock=clock, sleep=clock.sleep)
+    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), verify.VerifyOptions(job_timeout=600, interval=10, clock=clock, sleep=clock.sleep))
     assert outcome.state == "Succeeded" and outcome.started_by_us
     (args, kwargs), = custom.patches
     assert args[-1] == {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "efa-stack-jobs"}}}
@@ -331,7 +330,7 @@ def test_failed_job_reports_the_condition() -> None:
     custom = FakeCustom([job("mpijob_suspended.json"), job("mpijob_failed.json")])
     clock = Clock()
     outcome = verify.run_nccl_job(_launcher_core(log="NCCL WARN boom"), custom, PLAN.node_group("p5"),
-                                  timeout=600, interval=10, clock=clock, sleep=clock.sleep)
+                                  verify.VerifyOptions(job_timeout=600, interval=10, clock=clock, sleep=clock.sleep))
     assert outcome.state == "Failed"
     assert "MPIJobFailed" in outcome.message and "1 Job(s) failed" in outcome.message
     assert outcome.log == "NCCL WARN boom"
@@ -340,13 +339,13 @@ def test_failed_job_reports_the_condition() -> None:
 def test_running_job_is_followed_not_patched() -> None:
     custom = FakeCustom([job("mpijob_running.json"), job("mpijob_succeeded.json")])
     clock = Clock()
-    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), timeout=600, interval=10, clock=clock, sleep=clock.sleep)
+    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), verify.VerifyOptions(job_timeout=600, interval=10, clock=clock, sleep=clock.sleep))
     assert outcome.state == "Succeeded" and not outcome.started_by_us and custom.patches == []
 
 
 def test_a_job_that_already_finished_is_read_not_rerun() -> None:
     custom = FakeCustom([job("mpijob_succeeded.json")])
-    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), timeout=60, interval=20)
+    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), verify.VerifyOptions(job_timeout=60, interval=20))
     assert outcome.state == "Succeeded" and custom.patches == []
     assert "had finished before this run" in outcome.message
 
@@ -354,13 +353,13 @@ def test_a_job_that_already_finished_is_read_not_rerun() -> None:
 def test_job_that_never_finishes_times_out() -> None:
     custom = FakeCustom([job("mpijob_suspended.json"), job("mpijob_running.json")])
     clock = Clock()
-    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), timeout=60, interval=20, clock=clock, sleep=clock.sleep)
+    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), verify.VerifyOptions(job_timeout=60, interval=20, clock=clock, sleep=clock.sleep))
     assert outcome.state == "Timeout" and sum(clock.slept) == 60
 
 
 def test_missing_job_is_reported_as_not_found() -> None:
     custom = FakeCustom([ApiException(status=404, reason="Not Found")])
-    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), timeout=60, interval=20)
+    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), verify.VerifyOptions(job_timeout=60, interval=20))
     assert outcome.state == "NotFound" and "dist/<cluster>/apply.sh" in outcome.message
 
 

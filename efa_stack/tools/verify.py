@@ -310,20 +310,10 @@ def pick_node_group(plan: ClusterPlan, name: str | None) -> NodeGroupPlan:
     return plan.node_group(with_job[0])
 
 
-def run_nccl_job(
-    core: Any,
-    custom: Any,
-    group: NodeGroupPlan,
-    *,
-    namespace: str = contract.NCCL_JOB_NAMESPACE,
-    timeout: float,
-    interval: float,
-    clock: Clock | None = None,
-    sleep: Sleep | None = None,
-    on_poll: Callable[[dict[str, Any]], None] | None = None,
-) -> JobOutcome:
-    """Start (if suspended) and follow ``nccl-tests-<group>``; the outcome carries the launcher log."""
-    name = nccl_job_name(group.name)
+def run_nccl_job(core: Any, custom: Any, group: NodeGroupPlan, options: VerifyOptions) -> JobOutcome:
+    """Start (if suspended) and follow ``nccl-tests-<group>`` in ``options.namespace`` for at most
+    ``options.job_timeout`` seconds; the outcome carries the launcher log."""
+    name, namespace = nccl_job_name(group.name), options.namespace
     obj = get_job(custom, name, namespace)
     if obj is None:
         return JobOutcome(
@@ -335,9 +325,8 @@ def run_nccl_job(
     started = state is None and is_suspended(obj)
     if started:
         start_job(custom, name, namespace, queue=queue_of(obj))
-    outcome = wait_for_job(
-        custom, name, namespace, timeout=timeout, interval=interval, clock=clock, sleep=sleep, on_poll=on_poll
-    )
+    outcome = wait_for_job(custom, name, namespace, timeout=options.job_timeout, interval=options.interval,
+                           clock=options.clock, sleep=options.sleep)
     message = outcome.message
     if state is not None:
         message += (
@@ -365,8 +354,7 @@ def _judged_instance_type(plan: ClusterPlan, group: NodeGroupPlan) -> str | None
 
 def run_nccl_check(plan: ClusterPlan, core: Any, custom: Any, group: NodeGroupPlan, options: VerifyOptions) -> NcclCheck:
     """Run the node group's NCCL test and judge its launcher log: parse, judge, model (no output)."""
-    outcome = run_nccl_job(core, custom, group, namespace=options.namespace, timeout=options.job_timeout,
-                           interval=options.interval, clock=options.clock, sleep=options.sleep)
+    outcome = run_nccl_job(core, custom, group, options)
     if outcome.state != "Succeeded":
         guard = guard_failures(core, outcome.name, outcome.namespace) if outcome.state in ("Failed", "Timeout") else []
         return NcclCheck(group.name, outcome, tuple(guard))
@@ -393,12 +381,12 @@ def run_acceptance(
             render.progress_line(text, console)
 
     try:
-        report = acceptance_run.run_acceptance(
-            plan, core, custom, node_group=options.node_group, dcgm_level=options.dcgm_level,
-            no_efa=options.no_efa, quarantine=options.quarantine, namespace=options.namespace,
-            timeout=options.timeout, interval=options.interval, threshold=options.pass_threshold,
-            clock=options.clock, sleep=options.sleep, progress=progress,
-        )
+        report = acceptance_run.run_acceptance(plan, core, custom, acceptance_run.AcceptanceOptions(
+            node_group=options.node_group, dcgm_level=options.dcgm_level, no_efa=options.no_efa,
+            quarantine=options.quarantine, namespace=options.namespace, timeout=options.timeout,
+            interval=options.interval, threshold=options.pass_threshold, clock=options.clock, sleep=options.sleep,
+            progress=progress,
+        ))
     except UserError as exc:
         return print_error(exc, json_out=options.json_out, console=err_console or console, echo=echo,
                            context={"cluster": plan.name})
