@@ -42,6 +42,9 @@ FSX_CSI_CONFIGURATION: dict[str, Any] | None = None
 
 
 class ClusterStorage(Construct):
+    """The plan's FSx for Lustre file system in its zone's private subnet, the FSx CSI driver add-on with its Pod
+    Identity role, and the static volume, claim and optional StorageClass the jobs mount (module docstring)."""
+
     def __init__(
         self,
         scope: Construct,
@@ -134,6 +137,7 @@ class ClusterStorage(Construct):
 
     @property
     def claim_name(self) -> str:
+        """The PersistentVolumeClaim jobs mount (``efa_stack.contract.FSX_CLAIM_NAME``)."""
         return self.storage.claim_name
 
     def _nag_arn(self, arn: str) -> str:

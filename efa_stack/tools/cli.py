@@ -444,6 +444,17 @@ def _run_verify(spec: Path, context: str | None, kubeconfig: Path | None, option
     raise typer.Exit(run_verify(plan, core, custom, options, console=_out(), err_console=_err(), echo=typer.echo))
 
 
+def _refuse_options_before(subcommand: str, ctx: typer.Context) -> None:
+    """``verify``'s own options given before a subcommand would be ignored: refuse them."""
+    given = [param.opts[0] for param in ctx.command.params if param.name is not None and param.opts
+             and (src := ctx.get_parameter_source(param.name)) is not None and src.name == "COMMANDLINE"]
+    if given:
+        _fail(f"{', '.join(given)} before `{subcommand}` would be ignored",
+              f"put the options after the subcommand (efa-stack verify {subcommand} --spec FILE)")
+
+
+# The verify commands declare every option as typer needs it (one parameter each, so more than 8); each is thin: it
+# gathers its options into one VerifyOptions and hands over to _run_verify (tests/test_code_shape.py).
 @verify_app.callback(invoke_without_command=True)
 def verify(
     ctx: typer.Context,
@@ -483,11 +494,7 @@ def verify(
     from efa_stack.tools.verify import VerifyOptions
 
     if ctx.invoked_subcommand is not None:
-        given = [param.opts[0] for param in ctx.command.params if param.name is not None and param.opts
-                 and (src := ctx.get_parameter_source(param.name)) is not None and src.name == "COMMANDLINE"]
-        if given:
-            _fail(f"{', '.join(given)} before `{ctx.invoked_subcommand}` would be ignored",
-                  f"put the options after the subcommand (efa-stack verify {ctx.invoked_subcommand} --spec FILE)")
+        _refuse_options_before(ctx.invoked_subcommand, ctx)
         return
     if spec is None:
         _fail("missing option --spec", "efa-stack verify --spec FILE (see efa-stack verify --help)")
