@@ -22,7 +22,8 @@ from aws_constructs.security import acknowledge
 from efa_stack.planning.plan import ClusterPlan
 from efa_stack.planning.storage import StoragePlan
 from k8s.storage import StaticVolumeProps, StorageClassProps, storage_manifests
-from stacks.cluster_stack import ClusterStack, apply_addon_settings
+from stacks.addons import apply_addon_settings
+from stacks.cluster_stack import ClusterStack
 from stacks.network_stack import ClusterNetwork
 
 FSX_CSI_ADDON = "aws-fsx-csi-driver"
