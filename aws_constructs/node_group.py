@@ -2,7 +2,7 @@
 
 :class:`ManagedNodeGroupProps` says everything the construct needs, so it composes into any CDK app;
 efa-stack's cluster stack maps each :class:`efa_stack.planning.node_groups.NodeGroupPlan` to props
-(:func:`stacks.cluster_stack.node_group_props`). What an EFA node group gets:
+(:func:`stacks.node_groups.node_group_props`). What an EFA node group gets:
 docs/design/efa-interfaces.md.
 """
 

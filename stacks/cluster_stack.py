@@ -4,29 +4,28 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from aws_cdk import Annotations, CfnOutput, CfnTag, Stack, Tags
+from aws_cdk import Annotations, CfnOutput, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from aws_constructs.launch_template import LaunchTemplateProps
-from aws_constructs.node_group import ManagedNodeGroup, ManagedNodeGroupProps
+from aws_constructs.node_group import ManagedNodeGroup
 from aws_constructs.pod_identity import associate_with_addon, pod_identity_role
 from aws_constructs.security import acknowledge, managed_policy
 from aws_constructs.training_image import EfaTrainingImage, TrainingImageProps
 from efa_stack import contract, names
-from efa_stack.planning.addons import CLOUDWATCH_OBSERVABILITY, POD_IDENTITY_AGENT, VPC_CNI, AddonPlan
-from efa_stack.planning.node_groups import NodeGroupPlan
+from efa_stack.planning.addons import CLOUDWATCH_OBSERVABILITY, POD_IDENTITY_AGENT, VPC_CNI
 from efa_stack.planning.plan import ClusterPlan
 from efa_stack.spec.models import KUBERNETES_VERSIONS
+from stacks.addons import apply_addon_settings, pod_identities, user_addons
 from stacks.kubernetes import CRD_ESTABLISHED_JSONPATH, RolloutConstructs, steps_of, wait_until_established
 from stacks.network_stack import ClusterNetwork
+from stacks.node_groups import NODE_ROLE_POLICIES, node_group_props, node_role_of
 
 if TYPE_CHECKING:
     import cdk8s
@@ -62,36 +61,6 @@ CONTROL_PLANE_TIERS = {
     "tier-8xl": eks.ControlPlaneScalingTier.TIER_8_XL,
 }
 
-# What nodes themselves need: join the cluster and pull images. The VPC CNI's permissions go to its
-# own service account through EKS Pod Identity, not to the node role; SSM lets operators reach nodes
-# without SSH keys or open ports.
-NODE_ROLE_POLICIES = (
-    "AmazonEKSWorkerNodePolicy",
-    "AmazonEC2ContainerRegistryPullOnly",
-    "AmazonSSMManagedInstanceCore",
-)
-
-def addon_construct_id(name: str) -> str:
-    """The construct id of an add-on the spec adds (``coredns`` -> ``AddonCoredns``): stable per name."""
-    return "Addon" + "".join(part.capitalize() for part in re.split(r"[-_]", name))
-
-
-def apply_addon_settings(addon: eks.Addon, plan: AddonPlan, *, version: bool = True) -> None:
-    """The plan's version, configurationValues, resolveConflicts, IRSA role and tags on ``addon``'s CfnAddon."""
-    cfn = addon.node.default_child
-    assert isinstance(cfn, eks.CfnAddon)
-    if version and plan.version:
-        cfn.addon_version = plan.version
-    if plan.configuration_values:
-        cfn.configuration_values = plan.configuration_values
-    if plan.resolve_conflicts:
-        cfn.resolve_conflicts = plan.resolve_conflicts
-    if plan.service_account_role_arn:
-        cfn.service_account_role_arn = plan.service_account_role_arn
-    for key, value in sorted(plan.tags.items()):
-        Tags.of(addon).add(key, value)
-
-
 CONTROL_PLANE_LOGS = {
     "api": eks.ClusterLoggingTypes.API,
     "audit": eks.ClusterLoggingTypes.AUDIT,
@@ -99,50 +68,6 @@ CONTROL_PLANE_LOGS = {
     "controllerManager": eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
     "scheduler": eks.ClusterLoggingTypes.SCHEDULER,
 }
-
-
-def node_group_props(
-    ng: NodeGroupPlan, cluster_node_config: str | None = None, max_pods: int | None = None,
-) -> ManagedNodeGroupProps:
-    """The plan of one node group as the props of :class:`aws_constructs.node_group.ManagedNodeGroup`
-    (``cluster_node_config``: the cluster's details for nodes of a custom AMI; ``max_pods``: the kubelet maxPods of
-    VPC CNI custom networking, :meth:`efa_stack.planning.addressing.AddressPlan.max_pods`)."""
-    return ManagedNodeGroupProps(
-        launch_template=LaunchTemplateProps(
-            instance_type=None if ng.instance_types else ng.instance_type,
-            interfaces=ng.interfaces,
-            volume_size_gib=ng.volume_size_gib,
-            volume_type=ng.volume_type,
-            volume_iops=ng.volume_iops,
-            volume_throughput=ng.volume_throughput,
-            placement_group_name=ng.placement_group_name,
-            capacity=ng.capacity,
-            reservation_id=ng.reservation_id,
-            hugepages_2mi_mib=ng.hugepages_2mi_mib,
-            lustre_client=ng.lustre_client, lustre_efa=ng.lustre_efa,
-            kubelet_config={**ng.kubelet.as_kubelet_config(), **({"maxPods": str(max_pods)} if max_pods else {})},
-            instance_name=ng.instance_name,
-            key_name=ng.key_name,
-            pre_bootstrap_commands=ng.pre_bootstrap_commands,
-            node_config=ng.node_config,
-            image_id=ng.ami_id,
-            cluster_node_config=cluster_node_config if ng.ami_id else None,
-        ),
-        name=ng.name,
-        ami_type=ng.ami_type,
-        min_size=ng.min_size,
-        desired_size=ng.desired_size,
-        max_size=ng.max_size,
-        placement_group=ng.placement_group,
-        labels=ng.labels,
-        taints=ng.taints,
-        tags=ng.tags,
-        node_repair=ng.node_repair_cfn(),
-        max_unavailable=ng.update.max_unavailable,
-        max_unavailable_percentage=ng.update.max_unavailable_percentage,
-        instance_types=ng.instance_types,
-        spot=ng.spot,
-    )
 
 
 def endpoint_access(plan: ClusterPlan) -> eks.EndpointAccess:
@@ -154,6 +79,15 @@ def endpoint_access(plan: ClusterPlan) -> eks.EndpointAccess:
 
 
 class ClusterStack(Stack):
+    """One cluster's stack, ``<name>-cluster``: the network (:class:`stacks.network_stack.ClusterNetwork`), the EKS
+    cluster with its add-ons, access entries and managed node groups, Karpenter's controller for the pools, the
+    observability, the training image, and the Kubernetes rollout (:mod:`stacks.kubernetes`). The storage is a part
+    of it too (:class:`stacks.storage_stack.ClusterStorage`, added by :func:`stacks.compose.build`).
+
+    Attributes: ``network``, ``cluster``, ``vpc_cni``, ``node_role``, ``addons`` (by add-on name), ``node_groups``
+    (by EKS node group name), ``karpenter`` (or None), ``kubernetes`` (the rollout's constructs by step id),
+    ``manifests`` (the charts' manifests in apply order), ``training_image`` (or None)."""
+
     def __init__(
         self,
         scope: Construct,
@@ -168,79 +102,9 @@ class ClusterStack(Stack):
         (:func:`k8s.rollout.plan_rollout`), which app.py also writes to ``dist/``; made here when absent."""
         super().__init__(scope, id, **kwargs)
         self.plan = plan
-        self.network = network = ClusterNetwork(self, "Network", plan=plan)
-        if plan.kubernetes_version not in KUBERNETES_VERSIONS:
-            raise ValueError(
-                f"no kubectl layer for Kubernetes {plan.kubernetes_version}; "
-                f"supported: {', '.join(KUBERNETES_VERSIONS)}"
-            )
-        self.secrets_key = kms.Key(
-            self, "SecretsKey", enable_key_rotation=True, description=f"EKS secrets envelope encryption for {plan.name}"
-        )
-        self.cluster = eks.Cluster(
-            self,
-            "Cluster",
-            cluster_name=names.eks_cluster_name(plan.name),
-            version=eks.KubernetesVersion.of(plan.kubernetes_version),
-            vpc=self._vpc_for_cluster(),
-            vpc_subnets=[ec2.SubnetSelection(subnets=network.private_subnets)],
-            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
-            default_capacity=0,
-            kubectl_provider_options=eks.KubectlProviderOptions(
-                kubectl_layer=kubectl_layer(self, "KubectlLayer", plan.kubernetes_version),
-                # with a private-only endpoint the kubectl Lambda must run inside the VPC
-                private_subnets=network.private_subnets if not plan.endpoint_public else None,
-            ),
-            secrets_encryption_key=self.secrets_key,
-            cluster_logging=[CONTROL_PLANE_LOGS[t] for t in plan.log_types] or None,
-            endpoint_access=endpoint_access(plan),
-            bootstrap_cluster_creator_admin_permissions=plan.bootstrap_admin,
-            control_plane_scaling_tier=CONTROL_PLANE_TIERS[plan.control_plane_tier] if plan.control_plane_tier
-            else None,
-            tags=dict(plan.tags) or None,
-        )
-        # Pinned logical ids: a new id would replace the cluster (and with it every workload on it).
-        self.secrets_key.node.default_child.override_logical_id("ClusterSecretsKey")
-        self.cluster.node.default_child.override_logical_id("EksCluster")
-        if self.cluster.kubectl_provider is not None:  # its functions run in the VPC (see _vpc_for_cluster)
-            self.cluster.kubectl_provider.node.add_dependency(network)
-        # Given subnets it did not create (the VPC view, or an existing VPC's), aws-eks-v2 does not tag them for
-        # internal load balancers and says so: the network construct tags its own private subnets itself
-        # (aws_constructs/network.py); an existing VPC's subnets are the user's to tag, which only a Service of
-        # type LoadBalancer needs (efa-stack runs none; docs/spec.md, existing VPC).
-        Annotations.of(self.cluster).acknowledge_warning(
-            "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
-            "EfaVpc tags its private subnets kubernetes.io/role/internal-elb=1; an existing VPC's are the user's",
-        )
-        if plan.log_retention_days is not None and plan.log_types:
-            # EKS writes to /aws/eks/<cluster>/cluster and creates the group if it is missing; created first
-            # here, it carries eksctl's cloudWatch.clusterLogging.logRetentionInDays.
-            from aws_cdk import aws_logs as logs
-
-            log_group = logs.CfnLogGroup(
-                self, "ControlPlaneLogGroup", log_group_name=f"/aws/eks/{names.eks_cluster_name(plan.name)}/cluster",
-                retention_in_days=plan.log_retention_days,
-            )
-            self.cluster.node.add_dependency(log_group)
-        self.vpc_cni_role = pod_identity_role(
-            self,
-            "VpcCniRole",
-            description="VPC CNI (aws-node) through EKS Pod Identity",
-            managed_policies=["AmazonEKS_CNI_Policy"],
-        )
-        cni = plan.addon(VPC_CNI)
-        if cni is None or cni.version is None:  # the plan always pins efa-stack's own VPC CNI build
-            raise ValueError(f"the plan of {plan.name} has no pinned {VPC_CNI} add-on")
-        self.vpc_cni = eks.Addon(
-            self, "VpcCni", cluster=self.cluster, addon_name=VPC_CNI,
-            addon_version=cni.version, preserve_on_delete=False,
-        )
-        # EKS installs a self-managed aws-node with every cluster; the add-on takes it over (see the data file).
-        vpc_cni_cfn = self.vpc_cni.node.default_child
-        assert isinstance(vpc_cni_cfn, eks.CfnAddon)
-        vpc_cni_cfn.resolve_conflicts = cni.resolve_conflicts
-        apply_addon_settings(self.vpc_cni, cni, version=False)
-        associate_with_addon(self.vpc_cni, self.vpc_cni_role, "aws-node")
+        self.network = ClusterNetwork(self, "Network", plan=plan)
+        self.cluster = self._control_plane(plan)
+        self.vpc_cni_role, self.vpc_cni = self._vpc_cni(plan)
         self.eni_configs = self._eni_configs(plan)
         self.node_role = iam.Role(
             self,
@@ -255,13 +119,110 @@ class ClusterStack(Stack):
         agent = plan.addon(POD_IDENTITY_AGENT)
         if agent is not None:
             apply_addon_settings(self.pod_identity_agent, agent)
-        self.addons = self._user_addons(plan)
+        self.addons = user_addons(self, self.cluster, plan)
         self.oidc_provider: eks.OidcProviderNative | None = None
         if plan.with_oidc:  # eksctl's iam.withOIDC: an IAM OIDC provider for IRSA
             self.oidc_provider = eks.OidcProviderNative(
                 self, "OidcProvider", url=self.cluster.cluster_open_id_connect_issuer_url
             )
-        self._pod_identities(plan)
+        pod_identities(self, self.cluster, self.pod_identity_agent, plan)
+        self._access_entries(plan)
+        self.node_groups = self._node_groups(plan)
+        """Every EKS managed node group by its EKS name (the parts of a split spec group each under its own)."""
+        self.kubernetes = self._rollout_constructs(charts, rollout)
+        self.karpenter = self._karpenter(plan)
+        self._observability(plan)
+        # The nodes pull it with NODE_ROLE_POLICIES' AmazonEC2ContainerRegistryPullOnly.
+        self.training_image: EfaTrainingImage | None = None
+        if plan.training_image is not None:
+            self.training_image = EfaTrainingImage(self, "TrainingImage", TrainingImageProps(
+                directory=str(plan.training_image.directory), platform=plan.training_image.platform,
+                build_args=plan.training_image.build_args,
+            ))
+        self.manifests = self._apply_rollout()
+
+    def _control_plane(self, plan: ClusterPlan) -> eks.Cluster:
+        """The EKS cluster (native CloudFormation, no Auto Mode) with its secrets key, kubectl provider and logs."""
+        if plan.kubernetes_version not in KUBERNETES_VERSIONS:
+            raise ValueError(
+                f"no kubectl layer for Kubernetes {plan.kubernetes_version}; "
+                f"supported: {', '.join(KUBERNETES_VERSIONS)}"
+            )
+        self.secrets_key = kms.Key(
+            self, "SecretsKey", enable_key_rotation=True, description=f"EKS secrets envelope encryption for {plan.name}"
+        )
+        cluster = eks.Cluster(
+            self,
+            "Cluster",
+            cluster_name=names.eks_cluster_name(plan.name),
+            version=eks.KubernetesVersion.of(plan.kubernetes_version),
+            vpc=self._vpc_for_cluster(),
+            vpc_subnets=[ec2.SubnetSelection(subnets=self.network.private_subnets)],
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+            default_capacity=0,
+            kubectl_provider_options=eks.KubectlProviderOptions(
+                kubectl_layer=kubectl_layer(self, "KubectlLayer", plan.kubernetes_version),
+                # with a private-only endpoint the kubectl Lambda must run inside the VPC
+                private_subnets=self.network.private_subnets if not plan.endpoint_public else None,
+            ),
+            secrets_encryption_key=self.secrets_key,
+            cluster_logging=[CONTROL_PLANE_LOGS[t] for t in plan.log_types] or None,
+            endpoint_access=endpoint_access(plan),
+            bootstrap_cluster_creator_admin_permissions=plan.bootstrap_admin,
+            control_plane_scaling_tier=CONTROL_PLANE_TIERS[plan.control_plane_tier] if plan.control_plane_tier
+            else None,
+            tags=dict(plan.tags) or None,
+        )
+        # Pinned logical ids: a new id would replace the cluster (and with it every workload on it).
+        self.secrets_key.node.default_child.override_logical_id("ClusterSecretsKey")
+        cluster.node.default_child.override_logical_id("EksCluster")
+        if cluster.kubectl_provider is not None:  # its functions run in the VPC (see _vpc_for_cluster)
+            cluster.kubectl_provider.node.add_dependency(self.network)
+        # Given subnets it did not create (the VPC view, or an existing VPC's), aws-eks-v2 does not tag them for
+        # internal load balancers and says so: the network construct tags its own private subnets itself
+        # (aws_constructs/network.py); an existing VPC's subnets are the user's to tag, which only a Service of
+        # type LoadBalancer needs (efa-stack runs none; docs/spec.md, existing VPC).
+        Annotations.of(cluster).acknowledge_warning(
+            "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
+            "EfaVpc tags its private subnets kubernetes.io/role/internal-elb=1; an existing VPC's are the user's",
+        )
+        if plan.log_retention_days is not None and plan.log_types:
+            # EKS writes to /aws/eks/<cluster>/cluster and creates the group if it is missing; created first
+            # here, it carries eksctl's cloudWatch.clusterLogging.logRetentionInDays.
+            from aws_cdk import aws_logs as logs
+
+            log_group = logs.CfnLogGroup(
+                self, "ControlPlaneLogGroup", log_group_name=f"/aws/eks/{names.eks_cluster_name(plan.name)}/cluster",
+                retention_in_days=plan.log_retention_days,
+            )
+            cluster.node.add_dependency(log_group)
+        return cluster
+
+    def _vpc_cni(self, plan: ClusterPlan) -> tuple[iam.Role, eks.Addon]:
+        """The VPC CNI add-on at efa-stack's pinned build, with its role through EKS Pod Identity."""
+        role = pod_identity_role(
+            self,
+            "VpcCniRole",
+            description="VPC CNI (aws-node) through EKS Pod Identity",
+            managed_policies=["AmazonEKS_CNI_Policy"],
+        )
+        cni = plan.addon(VPC_CNI)
+        if cni is None or cni.version is None:  # the plan always pins efa-stack's own VPC CNI build
+            raise ValueError(f"the plan of {plan.name} has no pinned {VPC_CNI} add-on")
+        vpc_cni = eks.Addon(
+            self, "VpcCni", cluster=self.cluster, addon_name=VPC_CNI,
+            addon_version=cni.version, preserve_on_delete=False,
+        )
+        # EKS installs a self-managed aws-node with every cluster; the add-on takes it over (see the data file).
+        vpc_cni_cfn = vpc_cni.node.default_child
+        assert isinstance(vpc_cni_cfn, eks.CfnAddon)
+        vpc_cni_cfn.resolve_conflicts = cni.resolve_conflicts
+        apply_addon_settings(vpc_cni, cni, version=False)
+        associate_with_addon(vpc_cni, role, "aws-node")
+        return role, vpc_cni
+
+    def _access_entries(self, plan: ClusterPlan) -> None:
+        """eksctl's ``accessConfig``: the authentication mode and an access entry per principal."""
         if plan.authentication_mode != "API":  # aws_eks_v2 writes API; eksctl's API_AND_CONFIG_MAP, as written
             cluster_cfn = self.cluster.node.default_child
             assert isinstance(cluster_cfn, eks.CfnCluster)
@@ -292,23 +253,25 @@ class ClusterStack(Stack):
             if username:
                 entry_cfn.add_property_override("Username", username)
 
+    def _node_groups(self, plan: ClusterPlan) -> dict[str, ManagedNodeGroup]:
+        """A managed node group per part of every node group of the plan (:mod:`stacks.node_groups`), after what
+        its nodes need when they join: the VPC CNI, the Pod Identity agent, the network, the ENIConfigs."""
         cluster_sg = self.cluster.cluster_security_group_id
-        self.node_groups: dict[str, ManagedNodeGroup] = {}
-        """Every EKS managed node group by its EKS name (the parts of a split spec group each under its own)."""
+        node_groups: dict[str, ManagedNodeGroup] = {}
         for ng in plan.all_node_groups:
-            subnets = [network.subnet(i) for i in ng.subnet_ids] if ng.subnet_ids else (
-                [network.private_subnet(ng.availability_zone)]
+            subnets = [self.network.subnet(i) for i in ng.subnet_ids] if ng.subnet_ids else (
+                [self.network.private_subnet(ng.availability_zone)]
                 if ng.efa_enabled
-                else [network.private_subnet(az) for az in ng.availability_zones]
+                else [self.network.private_subnet(az) for az in ng.availability_zones]
             )
-            groups = [cluster_sg, network.efa_security_group.security_group_id] if ng.efa_enabled else [cluster_sg]
+            groups = [cluster_sg, self.network.efa_security_group.security_group_id] if ng.efa_enabled else [cluster_sg]
             # maxPods of custom networking only where nothing overrides it: on an EKS AMI the managed node group
             # appends its own NodeConfig after the launch template's and "Managed node groups automatically
             # calculates the maximum pods value" for custom networking (EKS User Guide, cni-custom-network-tutorial);
             # with a custom AMI EKS adds no user data, and the EKS guide asks for the figure in the NodeConfig.
             max_pods = plan.addresses.max_pods(ng.name) if plan.addresses is not None and ng.ami_id else None
             props = node_group_props(ng, self._cluster_node_config() if ng.ami_id else None, max_pods)
-            node_role = self._node_role_of(ng)
+            node_role = node_role_of(self, ng, self.node_role, plan.name)
             parts = ng.parts
             shared_group = None
             if len(parts) > 1 and ng.placement_group:
@@ -340,25 +303,15 @@ class ClusterStack(Stack):
                 # role through EKS Pod Identity, so the agent must run before the nodes need it.
                 node_group.nodegroup.node.add_dependency(self.vpc_cni)
                 # Nodes bootstrap over the NAT gateways' routes and the VPC endpoints (see _vpc_for_cluster).
-                node_group.nodegroup.node.add_dependency(network)
+                node_group.nodegroup.node.add_dependency(self.network)
                 node_group.nodegroup.node.add_dependency(self.pod_identity_agent)
                 if self.eni_configs is not None:  # custom networking: pods' ENIs go where the ENIConfig says
                     node_group.nodegroup.node.add_dependency(self.eni_configs)
                 for addon_plan in plan.addons:
                     if addon_plan.node_dependency and addon_plan.name in self.addons:
                         node_group.nodegroup.node.add_dependency(self.addons[addon_plan.name])
-                self.node_groups[part.name] = node_group
-        self.kubernetes = self._rollout_constructs(charts, rollout)
-        self.karpenter = self._karpenter(plan)
-        self._observability(plan)
-        # The nodes pull it with NODE_ROLE_POLICIES' AmazonEC2ContainerRegistryPullOnly.
-        self.training_image: EfaTrainingImage | None = None
-        if plan.training_image is not None:
-            self.training_image = EfaTrainingImage(self, "TrainingImage", TrainingImageProps(
-                directory=str(plan.training_image.directory), platform=plan.training_image.platform,
-                build_args=plan.training_image.build_args,
-            ))
-        self.manifests = self._apply_rollout()
+                node_groups[part.name] = node_group
+        return node_groups
 
     def _vpc_for_cluster(self) -> ec2.IVpc:
         """The VPC the EKS cluster resource is given: for a VPC of the stack's own, a view of it by id.
@@ -453,85 +406,6 @@ class ClusterStack(Stack):
             Fn.get_att(cfn.logical_id, "KubernetesNetworkConfig.ServiceIpv4Cidr").to_string(),
         )
 
-    def _pod_identities(self, plan: ClusterPlan) -> None:
-        """eksctl ``iam.podIdentityAssociations``: an ``AWS::EKS::PodIdentityAssociation`` per service account,
-        with the existing role or a new one with the listed managed policies."""
-        for i, pia in enumerate(plan.pod_identities):
-            role: iam.IRole
-            if pia.role_arn:
-                role = iam.Role.from_role_arn(self, f"PodIdentityRole{i}", pia.role_arn, mutable=False)
-            else:
-                new_role = pod_identity_role(
-                    self, f"PodIdentityRole{i}",
-                    description=f"{pia.namespace}/{pia.service_account} through EKS Pod Identity",
-                )
-                if pia.role_name:
-                    role_cfn = new_role.node.default_child
-                    assert isinstance(role_cfn, iam.CfnRole)
-                    role_cfn.role_name = pia.role_name
-                for arn in pia.policy_arns:
-                    new_role.add_managed_policy(iam.ManagedPolicy.from_managed_policy_arn(new_role, arn, arn))
-                    acknowledge(
-                        new_role, "AwsSolutions-IAM4",
-                        "A managed policy the spec's iam.podIdentityAssociations name for this service account.",
-                        f"Policy::{arn}",
-                    )
-                role = new_role
-            association = eks.CfnPodIdentityAssociation(
-                self, f"PodIdentityAssociation{i}", cluster_name=self.cluster.cluster_name,
-                namespace=pia.namespace, service_account=pia.service_account, role_arn=role.role_arn,
-                target_role_arn=pia.target_role_arn, disable_session_tags=pia.disable_session_tags,
-                tags=[CfnTag(key=k, value=v) for k, v in pia.tags] or None,
-            )
-            association.node.add_dependency(self.pod_identity_agent)
-
-    def _node_role_of(self, ng: NodeGroupPlan) -> iam.IRole:
-        """The shared node role, an existing role (eksctl ``iam.instanceRoleARN``), or the node group's own role
-        with efa-stack's node policies plus what eksctl's ``iam.withAddonPolicies``/``attachPolicyARNs`` add."""
-        if ng.node_role_arn:
-            return iam.Role.from_role_arn(self, f"NodeRole-{ng.name}", ng.node_role_arn, mutable=False)
-        if not ng.node_managed_policies and not ng.node_inline_policies and not ng.node_role_name:
-            return self.node_role
-        from efa_stack.planning.node_extras import ADDON_INLINE_POLICIES, SERVICE_LINKED_ROLES
-
-        role = iam.Role(
-            self, f"NodeRole-{ng.name}", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-            description=f"EKS nodes of {self.plan.name} node group {ng.name}", role_name=ng.node_role_name,
-        )
-        for name in (*NODE_ROLE_POLICIES, *ng.node_managed_policies):
-            if name.startswith("arn:"):
-                role.add_managed_policy(iam.ManagedPolicy.from_managed_policy_arn(role, f"Policy{name}", name))
-                finding = f"Policy::{name}"
-            else:
-                role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name(name))
-                finding = managed_policy(name)
-            acknowledge(
-                role, "AwsSolutions-IAM4",
-                f"{name}: an EKS node policy or one the spec's iam (eksctl withAddonPolicies/attachPolicyARNs) "
-                "puts on this node group's role.", finding,
-            )
-        for addon in ng.node_inline_policies:
-            for i, actions in enumerate(ADDON_INLINE_POLICIES[addon]):
-                linked = addon == "fsx" and i == 1
-                role.add_to_policy(iam.PolicyStatement(
-                    actions=list(actions),
-                    resources=[f"arn:{self.partition}:{SERVICE_LINKED_ROLES}" if linked else "*"],
-                ))
-        findings = sorted({
-            f for addon in ng.node_inline_policies for i, actions in enumerate(ADDON_INLINE_POLICIES[addon])
-            for f in (
-                "Resource::" + (f"arn:<AWS::Partition>:{SERVICE_LINKED_ROLES}" if addon == "fsx" and i == 1 else "*"),
-                *(f"Action::{a}" for a in actions if a.endswith("*")),
-            )
-        })
-        for finding in findings:
-            acknowledge(
-                role.node.find_child("DefaultPolicy"), "AwsSolutions-IAM5",
-                f"eksctl's iam.withAddonPolicies ({', '.join(ng.node_inline_policies)}) grant these actions as "
-                "eksctl does; the spec asks for them by name.", finding,
-            )
-        return role
-
     def _observability(self, plan: ClusterPlan) -> None:
         """Container Insights after the nodes (its operator and DaemonSets need a node to become active), and
         the accelerator dashboard with its URL as an output (efa_stack/spec/observability.py)."""
@@ -557,66 +431,6 @@ class ClusterStack(Stack):
             value=f"https://{plan.region}.console.aws.amazon.com/cloudwatch/home?region={plan.region}"
             f"#dashboards/dashboard/{name}",
         )
-
-    def _user_addons(self, plan: ClusterPlan) -> dict[str, eks.Addon]:
-        """An ``AWS::EKS::Addon`` for every add-on of the plan the cluster stack creates and nothing else
-        does (the VPC CNI and the Pod Identity agent above; the FSx CSI driver comes with storage)."""
-        made: dict[str, eks.Addon] = {}
-        for addon in plan.addons:
-            if addon.created_by != "cluster" or addon.name in (VPC_CNI, POD_IDENTITY_AGENT):
-                continue
-            construct = eks.Addon(
-                self, addon_construct_id(addon.name), cluster=self.cluster, addon_name=addon.name,
-                addon_version=addon.version, preserve_on_delete=False,
-            )
-            apply_addon_settings(construct, addon, version=False)
-            associations: list[dict[str, Any]] = []
-            for i, identity in enumerate(addon.pod_identities):
-                role: iam.IRole
-                if identity.role_arn:
-                    role = iam.Role.from_role_arn(self, f"{construct.node.id}Role{i}", identity.role_arn, mutable=False)
-                elif identity.aws_managed_policies:  # efa-stack's own add-on: AWS managed policies by name
-                    role = pod_identity_role(
-                        construct, f"Role{i}", managed_policies=identity.aws_managed_policies,
-                        description=f"{addon.name} ({identity.namespace}/{identity.service_account}) through EKS "
-                        "Pod Identity",
-                    )
-                    for name in identity.aws_managed_policies:
-                        acknowledge(
-                            role, "AwsSolutions-IAM4",
-                            f"{name} is the AWS-maintained policy the {addon.name} add-on documents for its role.",
-                            managed_policy(name),
-                        )
-                    for arn in identity.policy_arns:  # the spec's attachPolicyARNs of the add-on, on the same role
-                        role.add_managed_policy(iam.ManagedPolicy.from_managed_policy_arn(role, arn, arn))
-                        acknowledge(
-                            role, "AwsSolutions-IAM4",
-                            "A managed policy the spec's addons[].attachPolicyARNs name for this add-on.",
-                            f"Policy::{arn}",
-                        )
-                else:
-                    role = pod_identity_role(
-                        construct, f"Role{i}",
-                        description=f"{addon.name} ({identity.namespace}/{identity.service_account}) through EKS "
-                        "Pod Identity",
-                    )
-                    for arn in identity.policy_arns:
-                        role.add_managed_policy(iam.ManagedPolicy.from_managed_policy_arn(role, arn, arn))
-                        acknowledge(
-                            role, "AwsSolutions-IAM4",
-                            "A managed policy the spec's addons[] (podIdentityAssociations or attachPolicyARNs) "
-                            "name for this add-on.",
-                            f"Policy::{arn}",
-                        )
-                associations.append({"RoleArn": role.role_arn, "ServiceAccount": identity.service_account})
-            if associations:
-                # CloudFormation AWS::EKS::Addon PodIdentityAssociations: [{RoleArn, ServiceAccount}], in the
-                # add-on's namespace.
-                cfn = construct.node.default_child
-                assert isinstance(cfn, eks.CfnAddon)
-                cfn.add_property_override("PodIdentityAssociations", associations)
-            made[addon.name] = construct
-        return made
 
     def _rollout_constructs(self, charts: Sequence[cdk8s.Chart] | None, rollout: Rollout | None) -> RolloutConstructs:
         """The translation of the plan's rollout (:mod:`stacks.kubernetes`), its steps made by ``_apply_rollout``
