@@ -23,7 +23,7 @@ from aws_cdk.assertions import Template
 from aws_constructs.fsx import FILE_SYSTEM_LOGICAL_ID, LustreFileSystem, LustreFileSystemProps
 from aws_constructs.network import EfaSecurityGroup
 from efa_stack.acceptance import checks
-from efa_stack.acceptance.run import lustre_probe, run_acceptance
+from efa_stack.acceptance.run import AcceptanceOptions, lustre_probe, run_acceptance
 from efa_stack.checks.replacement import replaced_resources
 from efa_stack.errors import UserError
 from efa_stack.planning import lustre_efa
@@ -524,8 +524,8 @@ def test_acceptance_names_the_node_whose_lustre_rides_tcp():
             for n in NODES}
     logs[NODES[2]] = acceptance_text("node_pass.log") + _lustre_log("p5.48xlarge-before.yaml", "p5.48xlarge-after-tcp.yaml")
     core = FakeCore(logs)
-    report = run_acceptance(_efa_plan(), core, FakeCustom(core, set()), node_group="p5", clock=lambda: 0.0,
-                            sleep=lambda s: None)
+    report = run_acceptance(_efa_plan(), core, FakeCustom(core, set()),
+                            AcceptanceOptions(node_group="p5", clock=lambda: 0.0, sleep=lambda s: None))
     # THEN the check pods carry the LNet check and only that node fails it
     assert all(pod["spec"]["initContainers"][1]["name"] == "lustre" for pod in core.created)
     verdicts = {v.node: v for v in report.nodes}

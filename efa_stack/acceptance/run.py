@@ -138,7 +138,7 @@ class Runner:
         self.progress = options.progress
         self.job = next((j for j in plan.nccl_jobs if j.node_group == group.name), None)
         self.image = self.job.image if self.job else _default_image()
-        self.lustre = lustre_probe(plan, group, namespace, efa=efa)
+        self.lustre = lustre_probe(plan, group, self.namespace, efa=self.efa)
 
     # --- nodes -------------------------------------------------------------------------------------
     def nodes(self) -> list[Any]:
