@@ -190,7 +190,7 @@ def _client_problems(
         )]
     out: list[Problem] = []
     zone = storage_group.availability_zone if storage_group is not None else clients[0][1].availability_zone
-    away = [(p, g) for p, g in efa_groups if g.availability_zone != zone]
+    away = [(p, g) for p, g in clients if g.availability_zone != zone]
     if away:
         names = ", ".join(f"{g.name} ({g.availability_zone})" for _, g in away)
         out.append(Problem(
