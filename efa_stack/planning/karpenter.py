@@ -97,13 +97,14 @@ replaced when they are empty and consolidated, so an AMI change reaches the pool
 
 @dataclass(frozen=True)
 class KarpenterPoolPlan:
-    """One ``karpenterNodePools`` entry: its node-group twin and what only a pool has."""
+    """One ``karpenterNodePools`` entry: the plan of its nodes and what only a pool has."""
 
     group: NodeGroupPlan
-    """The pool planned as an EFA node group (min and desired 0, max ``maxNodes``): interfaces, labels, taints,
-    hugepages, kubelet tuning, zone, volume. Jobs, Kueue and the address plan read it as a node group."""
+    """The pool's nodes, planned from the fields it shares with a node group (min 0, desired the static replicas or
+    ``maxNodes``, max ``maxNodes``): interfaces, labels, taints, hugepages, kubelet tuning, zone, volume. Jobs, Kueue
+    and the address plan read it as a node group."""
     reservation_ids: tuple[str, ...] = ()
-    """Every ``capacityReservationIds`` entry (the twin's ``reservation_id`` is the first)."""
+    """Every ``capacityReservationIds`` entry (``group.reservation_id`` is the first)."""
     replicas: int | None = None
     """A static NodePool's node count; None: dynamic."""
     ami_version: str = ""
@@ -113,7 +114,7 @@ class KarpenterPoolPlan:
     (:func:`placement_group_name`), or None: the pool names an existing group, or takes none."""
     max_pods: int | None = None
     """The EC2NodeClass's ``kubelet.maxPods`` under VPC CNI custom networking (``vpc.podCIDR``): the address plan's
-    figure for the twin (:meth:`efa_stack.planning.addressing.AddressPlan.max_pods`); None: Karpenter's own.
+    figure for the pool's nodes (:meth:`efa_stack.planning.addressing.AddressPlan.max_pods`); None: Karpenter's own.
 
     Karpenter's own figure would be wrong there. Without ``kubelet.maxPods`` it counts every ENI of the default
     network card but those ``settings.reservedENIs`` reserves (chart default ``"0"``) and the EC2NodeClass's
