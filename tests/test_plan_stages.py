@@ -10,8 +10,10 @@ import pytest
 
 from efa_stack.planning import plan as planner
 from efa_stack.planning.nccl import WORKER_WAIT_SECONDS
+from efa_stack.planning.plan import plan_from_text
 from efa_stack.planning.scheduling import KARPENTER_REGISTRATION_SECONDS, NODE_START_SECONDS
 from efa_stack.spec.errors import SpecError
+from efa_stack.tools.render import spec_error_document
 from tests.support import ROOT, plan_of, problems_of, spec_text
 
 KUEUE = "scheduling:\n  kueue:\n    enabled: true\n"
@@ -51,6 +53,12 @@ def test_a_stage_without_its_input_says_what_it_could_not_check():
     assert [p.field for p in info.value.problems] == ["systemNodeGroup.instanceType"]
     assert [u.split(":")[0] for u in info.value.unchecked] == ["scheduling.kueue", "vpc.cidr"]
     assert "not checked until those are fixed: scheduling.kueue" in info.value.render()
+    # AND the same when the file also has a badly formed field (its planning runs on the rest of the file)
+    with pytest.raises(SpecError) as info:
+        plan_from_text(text + "vpc:\n  podCIDR: not-a-cidr-at-all-x\n")
+    assert "vpc.podCIDR" in [p.field for p in info.value.problems]
+    assert [u.split(":")[0] for u in info.value.unchecked] == ["scheduling.kueue", "vpc.cidr"]
+    assert spec_error_document(info.value)["unchecked"] == list(info.value.unchecked)
 
 
 def test_job_plans_carry_their_queue_binding_do_not_disrupt_and_worker_wait():

@@ -406,7 +406,10 @@ def _address_stage(ctx: PlanContext) -> None:
     spec = ctx.spec
     refusals = pod_network_refusals(spec.vpc.pod_cidr, existing_vpc=ctx.existing is not None)
     ctx.problems.extend(refusals)
-    if len(set(ctx.azs)) < 2 or ctx.existing is not None:
+    if ctx.existing is not None:
+        return
+    if len(set(ctx.azs)) < 2:
+        ctx.unchecked.append("vpc.cidr: the addresses of each zone and the stacks' resource counts need two or more zones")
         return
     if ctx.system is None or refusals:
         ctx.unchecked.append("vpc.cidr: the addresses of each zone need the system node group's instance type"
@@ -660,5 +663,6 @@ def _with_planning_problems(exc: SpecError) -> SpecError:
                 p = Problem(renamed, p.value, MOVED + p.message, p.fix)
             if (p.field, p.message) not in seen:
                 extra.append(p)
-        return SpecError(exc.source, [*exc.problems, *extra])
+        unchecked = tuple(u for u in more.unchecked if not _under(u.split(":", 1)[0], exc.stripped))
+        return SpecError(exc.source, [*exc.problems, *extra], unchecked=unchecked)
     return exc

@@ -46,7 +46,7 @@ def styled(status: str) -> str:
 
 
 def spec_error_document(exc: SpecError) -> dict[str, Any]:
-    """A bad spec as the fields of a ``--json`` error document."""
+    """A bad spec as the fields of a ``--json`` error document (``unchecked``: what planning could not check yet)."""
     n = len(exc.problems)
     return {
         "ok": False,
@@ -54,6 +54,7 @@ def spec_error_document(exc: SpecError) -> dict[str, Any]:
         "fix": "; ".join(p.fix for p in exc.problems),
         "problems": [{"field": p.field, "message": p.message, "fix": p.fix, "value": repr(p.value)}
                      for p in exc.problems],
+        **({"unchecked": list(exc.unchecked)} if exc.unchecked else {}),
     }
 
 
