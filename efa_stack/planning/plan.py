@@ -229,32 +229,47 @@ class PlanContext:
     stops the run."""
 
     spec: ClusterSpec
+    """The validated spec (or, for a file with bad fields, the spec read without them)."""
     subnet_zones: Mapping[str, str] = field(default_factory=dict)
     """The zones of an existing VPC's subnets that ``efa-stack lookup`` recorded (subnet id -> zone)."""
     today: datetime.date = field(default_factory=versions_today)
+    """The day the Kubernetes version is judged on (:func:`efa_stack.planning.versions.today`)."""
     problems: list[Problem] = field(default_factory=list)
+    """Every problem found so far, in stage order."""
     unchecked: list[str] = field(default_factory=list)
     """What a stage could not check because its input could not be planned: ``<field>: <why>``."""
     region_azs: list[str] = field(default_factory=list)
     """The region's zones (:func:`_cluster_stage`; empty for an unknown region)."""
     existing: ExistingVpc | None = None
+    """An existing VPC (:func:`_network_stage`); None: the stack creates one."""
     azs: tuple[str, ...] = ()
     """The cluster's zones (:func:`_network_stage`)."""
     groups: list[NodeGroupPlan] = field(default_factory=list)
     """The managed node groups that planned (:func:`_node_stage`)."""
     karpenter: KarpenterPlan | None = None
+    """The Karpenter pools that planned (:func:`_node_stage`); None without pools."""
     system: NodeGroupPlan | None = None
     """The system node group; None when its instance type is unknown."""
     observability: ObservabilityPlan = field(default_factory=ObservabilityPlan)
+    """Container Insights and the dashboard (:func:`_addon_stage`)."""
     addons: tuple[AddonPlan, ...] = ()
+    """The EKS add-ons (:func:`_addon_stage`; the VPC CNI's settings completed by :func:`_address_stage`)."""
     nccl_job: NcclJobPlan | None = None
+    """The NCCL-tests job (:func:`_job_stage`; bound to its queue and pool by :func:`_binding_stage`)."""
     training_jobs: tuple[TrainingJobPlan, ...] = ()
+    """The training jobs (:func:`_job_stage`; empty while they have problems; bound by :func:`_binding_stage`)."""
     kueue: KueuePlan | None = None
+    """Kueue (:func:`_kueue_stage`); None when it is off or could not be planned."""
     warnings: list[str] = field(default_factory=list)
+    """Kueue's warnings (:func:`_kueue_stage`), after the version's and InfiniBand's in the plan."""
     addresses: AddressPlan | None = None
+    """The node and pod addresses per zone (:func:`_address_stage`); None with an existing VPC."""
     log_types: tuple[str, ...] = CONTROL_PLANE_LOG_TYPES
+    """Control-plane log types (:func:`_settings_stage`)."""
     log_retention_days: int | None = None
+    """Their retention (:func:`_settings_stage`); None: kept forever."""
     training_image: TrainingImagePlan | None = None
+    """The EFA PyTorch image ``cdk deploy`` builds (:func:`_settings_stage`); None: none."""
 
     @property
     def pool_groups(self) -> list[NodeGroupPlan]:
@@ -273,6 +288,7 @@ class PlanContext:
         return [*(ng.name for ng in spec.managed_node_groups), *(p.name for p in spec.karpenter_node_pools)]
 
     def node_context(self) -> NodeContext:
+        """What planning one node group or pool needs of the cluster: its name, zones, VPC, NCCL and storage."""
         spec = self.spec
         return NodeContext(
             cluster=spec.metadata.name, zones=self.azs, existing=self.existing, nccl=spec.nccl_test,

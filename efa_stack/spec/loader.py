@@ -352,12 +352,13 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(path)
 
 
-def _name_stand_in(kind: str) -> Any:
+def _name_stand_in(kind: str, *, reference: bool = False) -> Any:
     """A stand-in for the name of entry ``i`` of a list of named entries: the name as written, lowercased with
-    what a name cannot hold made '-', or ``<kind>-<i>`` when that is still no name or is taken."""
+    what a name cannot hold made '-', or ``<kind>-<i>`` when that is still no name or is taken. A ``reference`` to
+    such a name (a training job's ``nodeGroup``) is made the same way, so that it still names the same entry."""
     def make(path: tuple[Any, ...], value: Any, work: dict[str, Any]) -> str:
         entries = [e for key in ("managedNodeGroups", "karpenterNodePools") for e in _as_list(work.get(key))]
-        taken = {e.get("name") for e in entries if isinstance(e, dict)}
+        taken = set() if reference else {e.get("name") for e in entries if isinstance(e, dict)}
         text = re.sub(r"[^a-z0-9]+", "-", value.lower()) if isinstance(value, str) else ""
         text = re.sub(r"^[^a-z]+", "", text)[:63].rstrip("-")
         return text if text and text not in taken else f"{kind}-{path[-2]}"
@@ -388,6 +389,7 @@ _STAND_INS: tuple[tuple[tuple[str, ...], str | _StandIn, tuple[str, ...]], ...] 
     (("vpc", "subnets", "*", "*", "id"), _subnet_id_stand_in, ()),
     (("managedNodeGroups", "[]", "name"), _name_stand_in("group"), ()),
     (("karpenterNodePools", "[]", "name"), _name_stand_in("pool"), ()),
+    (("trainingJobs", "[]", "nodeGroup"), _name_stand_in("group", reference=True), ()),
 )
 """Fields read with a stand-in when their value has a problem or is missing: (path, with ``*`` for any key and
 ``[]`` for any index; the stand-in or what makes it from the path, the value and the data; the fields whose
