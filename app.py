@@ -59,17 +59,20 @@ def main(app: App | None = None) -> None:
 
     from k8s.charts import build_charts
     from k8s.dist import APPLY_SCRIPT, dist_dir, write_dist
+    from k8s.rollout import plan_rollout
     from stacks.compose import build
 
     app = app or App()
     if app.node.try_get_context("spec") not in (None, spec_path):  # context the CLI kept elsewhere
         return main(app)
-    # The cdk8s charts are built once: the cluster stack applies them and dist/ gets the same objects.
+    # The cdk8s charts and their rollout are made once: the cluster stack applies them, dist/ gets the same objects
+    # and apply.sh the same order.
     charts = build_charts(plan, cdk8s.App())
-    build(app, plan, account=os.environ.get("CDK_DEFAULT_ACCOUNT"), charts=charts)
+    rollout = plan_rollout(plan, charts)
+    build(app, plan, account=os.environ.get("CDK_DEFAULT_ACCOUNT"), charts=charts, rollout=rollout)
     assembly = app.synth()
     out = dist_dir(plan, Path(app.node.try_get_context("dist") or "dist"))
-    written = write_dist(plan, out, charts)
+    written = write_dist(plan, out, charts, rollout)
     print(plan.summary(), file=sys.stderr)
     print(f"templates: {assembly.directory}", file=sys.stderr)
     print(f"manifests: {out}/ ({len(written)} files; apply with {out / APPLY_SCRIPT})", file=sys.stderr)

@@ -20,6 +20,7 @@ from efa_stack.planning.karpenter import (
     BUDGETS,
     CONSOLIDATION_POLICY,
     EXPIRE_AFTER,
+    TERMINATION_GRACE_PERIOD,
     KarpenterPlan,
     KarpenterPoolPlan,
 )
@@ -125,6 +126,10 @@ def node_pool_spec(pool: KarpenterPoolPlan) -> dict[str, Any]:
         "nodeClassRef": {"group": contract.KARPENTER_AWS_GROUP, "kind": "EC2NodeClass", "name": g.name},
         "requirements": requirements,
         "expireAfter": EXPIRE_AFTER,
+        # bounds every drain of a pool node, so that a stack deletion finishes within the kubectl handler's
+        # timeout (efa_stack.planning.karpenter.TERMINATION_GRACE_PERIOD_SECONDS: why the value, and why busy
+        # nodes are still never disrupted)
+        "terminationGracePeriod": TERMINATION_GRACE_PERIOD,
     }
     if g.taints:
         template_spec["taints"] = [

@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from aws_cdk import Annotations, CfnOutput, CfnTag, Duration, RemovalPolicy, Stack, Tags
+from aws_cdk import Annotations, CfnOutput, CfnTag, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -25,21 +25,16 @@ from efa_stack.planning.addons import CLOUDWATCH_OBSERVABILITY, POD_IDENTITY_AGE
 from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.planning.plan import ClusterPlan
 from efa_stack.spec.models import KUBERNETES_VERSIONS
+from stacks.kubernetes import CRD_ESTABLISHED_JSONPATH, RolloutConstructs, steps_of, wait_until_established
 from stacks.network_stack import ClusterNetwork
-
-CRD_ESTABLISHED_JSONPATH = '.status.conditions[?(@.reason=="InitialNamesAccepted")].status'
-"""Yields "True" once the CRD is Established and nothing before. The kubectl handler returns as soon as its
-JSONPath yields anything (aws-cdk-lib 2.275 custom-resource-handlers aws-eks-v2/kubectl-handler/get
-``wait_for_output``), so ``[?(@.type=="Established")].status`` would return on "False" too, and client-go's
-JSONPath filters take one comparison (no ``&&``). The reason ``InitialNamesAccepted`` is set only with
-status True: k8s.io/apiextensions-apiserver pkg/controller/establish/establishing_controller.go
-(``Established``, ``ConditionTrue``, "InitialNamesAccepted"); the naming controller writes the condition
-as False with reason "Installing" or "NotAccepted" before that and keeps it once True."""
 
 if TYPE_CHECKING:
     import cdk8s
 
     from aws_constructs.karpenter import KarpenterController
+    from k8s.rollout import Rollout
+
+__all__ = ["CRD_ESTABLISHED_JSONPATH", "ClusterStack"]
 
 def kubectl_layer_module(kubernetes_version: str) -> tuple[str, str]:
     """The module and class of the kubectl Lambda layer for ``kubernetes_version``: the kubectl in the provider's
@@ -143,6 +138,8 @@ def node_group_props(
         taints=ng.taints,
         tags=ng.tags,
         node_repair=ng.node_repair_cfn(),
+        max_unavailable=ng.update.max_unavailable,
+        max_unavailable_percentage=ng.update.max_unavailable_percentage,
         instance_types=ng.instance_types,
         spot=ng.spot,
     )
@@ -164,8 +161,11 @@ class ClusterStack(Stack):
         *,
         plan: ClusterPlan,
         charts: Sequence[cdk8s.Chart] | None = None,
+        rollout: Rollout | None = None,
         **kwargs: Any,
     ) -> None:
+        """``charts`` and ``rollout``: the plan's charts (:func:`k8s.charts.build_charts`) and their rollout
+        (:func:`k8s.rollout.plan_rollout`), which app.py also writes to ``dist/``; made here when absent."""
         super().__init__(scope, id, **kwargs)
         self.plan = plan
         self.network = network = ClusterNetwork(self, "Network", plan=plan)
@@ -348,6 +348,7 @@ class ClusterStack(Stack):
                     if addon_plan.node_dependency and addon_plan.name in self.addons:
                         node_group.nodegroup.node.add_dependency(self.addons[addon_plan.name])
                 self.node_groups[part.name] = node_group
+        self.kubernetes = self._rollout_constructs(charts, rollout)
         self.karpenter = self._karpenter(plan)
         self._observability(plan)
         # The nodes pull it with NODE_ROLE_POLICIES' AmazonEC2ContainerRegistryPullOnly.
@@ -357,7 +358,7 @@ class ClusterStack(Stack):
                 directory=str(plan.training_image.directory), platform=plan.training_image.platform,
                 build_args=plan.training_image.build_args,
             ))
-        self.manifests = self.add_kubernetes_charts(charts)
+        self.manifests = self._apply_rollout()
 
     def _vpc_for_cluster(self) -> ec2.IVpc:
         """The VPC the EKS cluster resource is given: for a VPC of the stack's own, a view of it by id.
@@ -388,31 +389,31 @@ class ClusterStack(Stack):
         if karpenter is None:
             return None
         from aws_constructs.karpenter import KarpenterController, KarpenterControllerProps
-        from efa_stack.planning.karpenter import controller_replicas
-        from k8s.scheduling import system_node_selector
+        from k8s.components import KARPENTER
+        from k8s.rollout import InstallRelease, release_id
 
         Tags.of(self.network.efa_security_group).add(contract.KARPENTER_DISCOVERY_TAG, karpenter.cluster)
         if plan.existing_vpc is None:
             for subnet in self.network.private_subnets:
                 Tags.of(subnet).add(contract.KARPENTER_DISCOVERY_TAG, karpenter.cluster)
+        release = self.kubernetes.rollout[release_id(KARPENTER)]
+        assert isinstance(release, InstallRelease) and release.release is not None
         controller = KarpenterController(self, "Karpenter", KarpenterControllerProps(
             cluster_name=karpenter.cluster, version=karpenter.version, chart_repository=karpenter.chart,
             node_role_name=karpenter.node_role_name, interruption_queue_name=karpenter.interruption_queue_name,
             namespace=karpenter.namespace, service_account=karpenter.service_account, release=contract.KARPENTER_RELEASE,
-            node_policies=NODE_ROLE_POLICIES, feature_gates=karpenter.feature_gates,
-            node_selector=system_node_selector(), replicas=controller_replicas(plan.system.min_size),
+            node_policies=NODE_ROLE_POLICIES, chart_values=release.release.values,
             placement_groups=karpenter.new_placement_groups,
         ), cluster=self.cluster)
         controller.association.node.add_dependency(self.pod_identity_agent)
         # Its nodes join through the CNI.
         controller.chart.node.add_dependency(self.vpc_cni)
         # The release is applied alongside the nodes (no helm --wait: the chart at v1.14.1 has no webhook); the
-        # deploy still fails when the controller cannot start on the system nodes. The pools follow this wait (see
-        # _manifests): on deletion it keeps the system node group, where the controller that clears the pools'
-        # finalizers runs, until the pools are gone.
-        self.karpenter_available = self._wait_for_controller(
-            "KarpenterAvailable", controller.chart, contract.KARPENTER_DEPLOYMENT, contract.KARPENTER_NAMESPACE
-        )
+        # deploy still fails when the controller cannot start on the system nodes. The pools follow the wait for its
+        # replica (the rollout's KARPENTER entry): on deletion it keeps the system node group, where the controller
+        # that clears the pools' finalizers runs, until the pools are gone.
+        self.kubernetes.constructs[release.id] = [controller.chart]
+        self.kubernetes.make(steps_of(self.kubernetes.rollout, KARPENTER))
         return controller
 
     def _eni_configs(self, plan: ClusterPlan) -> eks.KubernetesManifest | None:
@@ -434,8 +435,9 @@ class ClusterStack(Stack):
             security_groups=[self.cluster.cluster_security_group_id],
         ))
         manifest = self.cluster.add_cdk8s_chart("EniConfigs", chart)
-        manifest.node.add_dependency(
-            self._wait_until_established(self.vpc_cni, contract.ENICONFIG_CRD_NAME, "EniConfigCrdEstablished"))
+        established = wait_until_established(self, self.cluster, "EniConfigCrdEstablished", contract.ENICONFIG_CRD_NAME)
+        established.node.add_dependency(self.vpc_cni)
+        manifest.node.add_dependency(established)
         return manifest
 
     def _cluster_node_config(self) -> str:
@@ -616,119 +618,54 @@ class ClusterStack(Stack):
             made[addon.name] = construct
         return made
 
-    def add_kubernetes_charts(self, charts: Sequence[cdk8s.Chart] | None = None) -> list[eks.KubernetesManifest]:
-        """Apply the cdk8s charts of :func:`k8s.charts.build_charts`, each as soon as what it needs exists.
-
-        ``charts`` are the plan's charts built once by the caller (app.py also writes them to ``dist/``);
-        without them they are built here. A chart waits only for the charts it declares (cdk8s
-        ``add_dependency``, see :mod:`k8s.charts`), and for a chart that holds a CRD, for the wait until that
-        CRD is Established (objects of its kind cannot be applied before); the Kubeflow Trainer Helm release
-        (when the plan installs it) is waited for by the charts whose kinds it defines (the runtimes and
-        the jobs). Nothing waits for a node group to be *applied* (``kubectl apply`` of a DaemonSet or a
-        Deployment returns before any pod runs), except what waits for pods to be ready: the Trainer's
-        ``helm --wait`` and the Training Operator's availability wait, after the system node group they
-        run on. The CRDs, operators and device plugins are therefore applied while the nodes launch
-        (docs/design/deploy-model.md).
-        """
+    def _rollout_constructs(self, charts: Sequence[cdk8s.Chart] | None, rollout: Rollout | None) -> RolloutConstructs:
+        """The translation of the plan's rollout (:mod:`stacks.kubernetes`), its steps made by ``_apply_rollout``
+        (Karpenter's by ``_karpenter``, which makes its release with the AWS side it needs)."""
         if charts is None:
             import cdk8s
 
             from k8s.charts import build_charts
 
             charts = build_charts(self.plan, cdk8s.App())
-        from k8s.charts import (
-            CHART_ORDER,
-            HELM_ORDER,
-            KARPENTER_CRD,
-            KARPENTER_POOLS,
-            KUBEFLOW_TRAINER,
-            KUEUE,
-            KUEUE_CRD,
-            KUEUE_WORKLOAD_CRD,
-            MPI_OPERATOR_CRD,
-            TRAINING_JOBS,
-            TRAINING_OPERATOR,
-            TRAINING_OPERATOR_CRD,
-            TRAINING_RUNTIMES,
-        )
+        if rollout is None:
+            from k8s.rollout import plan_rollout
 
-        # Kueue's kinds the queues chart applies (and the Workloads Kueue writes for queued jobs), per CRD chart.
-        kueue_crds = {
-            KUEUE_CRD: tuple(f"{p}.{contract.KUEUE_GROUP}" for p in (
-                "topologies", "resourceflavors", "clusterqueues", "localqueues")),
-            KUEUE_WORKLOAD_CRD: (f"workloads.{contract.KUEUE_GROUP}",),
-        }
-        # chart id -> (construct id of the wait, CRD name); the MPIJob wait keeps its original id.
-        crd_waits = {
-            MPI_OPERATOR_CRD: ("CrdEstablished", contract.MPIJOB_CRD_NAME),
-            TRAINING_OPERATOR_CRD: ("PyTorchJobCrdEstablished", contract.PYTORCHJOB_CRD_NAME),
-        }
-        manifests: list[eks.KubernetesManifest] = []
-        self.crd_established: eks.KubernetesObjectValue | None = None
-        self.crd_waits: dict[str, eks.KubernetesObjectValue] = {}
-        self.trainer: eks.HelmChart | None = None
-        # What a chart that declares another chart as a need waits for: its manifest, or the wait after it.
-        ready: dict[str, list[Construct]] = {}
-        trainer_ready: list[Construct] | None = None
-        if self.plan.training_operators.trainer:
-            trainer_ready = self._install_trainer()
-        for chart in charts:
-            chart_id = chart.node.id
-            # The PyTorchJob and Karpenter CRDs outlive their last objects (deleting a CRD deletes every object of
-            # its kind, NodePools and NodeClaims with the nodes they hold).
-            if chart_id in (TRAINING_OPERATOR_CRD, KARPENTER_CRD):
-                manifest = self._retained_manifest(chart)
-            else:
-                manifest = self.cluster.add_cdk8s_chart(chart_id, chart)
-            for need in chart.node.dependencies:
-                manifest.node.add_dependency(*ready[need.node.id])
-            if trainer_ready is not None and chart_id in (TRAINING_RUNTIMES, TRAINING_JOBS) and (
-                CHART_ORDER[chart_id] > HELM_ORDER[KUBEFLOW_TRAINER]
-            ):
-                manifest.node.add_dependency(*trainer_ready)
-            manifests.append(manifest)
-            ready[chart_id] = [manifest]
-            if chart_id in crd_waits:
-                wait_id, crd_name = crd_waits[chart_id]
-                self.crd_waits[crd_name] = self._wait_until_established(manifest, crd_name, wait_id)
-                ready[chart_id] = [self.crd_waits[crd_name]]
-                if chart_id == MPI_OPERATOR_CRD:
-                    self.crd_established = self.crd_waits[crd_name]
-            if chart_id == TRAINING_OPERATOR:
-                ready[chart_id] = [self._wait_for_training_operator(manifest)]
-            if chart_id in kueue_crds:  # the kinds the queues chart and Kueue's own workloads use, Established
-                ready[chart_id] = self._wait_all_established(manifest, kueue_crds[chart_id], "KueueCrdEstablished")
-            if chart_id == KUEUE:
-                ready[chart_id] = self._wait_for_kueue(manifest)
-            if chart_id == KARPENTER_CRD:
-                from k8s.karpenter import POOL_KIND_CRDS
+            rollout = plan_rollout(self.plan, charts)
+        return RolloutConstructs(self, self.cluster, rollout, {c.node.id: c for c in charts},
+                                 self._system_node_groups())
 
-                # each kind of the pools chart, Established
-                ready[chart_id] = self._wait_all_established(manifest, POOL_KIND_CRDS, "KarpenterCrdEstablished")
-                # The release is installed after them: aws-cdk-lib 2.275's kubectl handler reads SkipCrds but never
-                # passes --skip-crds to helm (custom-resource-handlers aws-eks-v2/kubectl-handler/helm/__init__.py,
-                # helm_handler), so Helm installs the chart's crds/ unless they exist, and skips those that do
-                # (helm.sh, "Custom Resource Definitions": CRDs in crds/ are installed only if not present).
-                karpenter = getattr(self, "karpenter", None)
-                if karpenter is not None:
-                    karpenter.chart.node.add_dependency(*ready[chart_id])
-            controller = getattr(self, "karpenter", None)
-            if chart_id == KARPENTER_POOLS and controller is not None:
-                # the EC2NodeClasses name the nodes' role, which must exist before Karpenter resolves them
-                manifest.node.add_dependency(controller.node_role)
-                # ... and on deletion the controller must outlive them: an EC2NodeClass and its NodeClaims carry
-                # finalizers only the controller clears, terminating the nodes (karpenter-provider-aws@v1.14.1
-                # pkg/controllers/nodeclass/controller.go; website v1.14 concepts/disruption.md, "Termination
-                # Controller"); the kubectl handler's delete waits for them. The controller runs on the system node
-                # group, which nothing else keeps until the pools are deleted: they follow the wait for its replica,
-                # which follows the release and the system node group.
-                manifest.node.add_dependency(controller.chart, self.karpenter_available)
-            eni_configs = getattr(self, "eni_configs", None)
-            if chart_id == KARPENTER_POOLS and eni_configs is not None:
-                # custom networking: a pool's node, like a node group's, must find its zone's ENIConfig when ipamd
-                # starts (see _eni_configs)
-                manifest.node.add_dependency(eni_configs)
-        return manifests
+    def _apply_rollout(self) -> list[eks.KubernetesManifest]:
+        """Every step of the rollout as a construct and every edge as a dependency; returns the manifests.
+
+        Releases (and the waits for their CRDs and controllers) are made before the charts' manifests, each chart's
+        waits after its manifest. Nothing waits for a node group to be *applied* (``kubectl apply`` of a DaemonSet or a
+        Deployment returns before any pod runs), except the waits for a controller's available replica, which follow
+        the system node group: the CRDs, operators and device plugins are applied while the nodes launch
+        (docs/design/deploy-model.md)."""
+        from k8s.rollout import ApplyChart, InstallRelease
+
+        k = self.kubernetes
+        for release in k.rollout.of_type(InstallRelease):
+            k.make(steps_of(k.rollout, release.component))
+        k.make(k.rollout.steps)
+        k.link()
+        self._rollout_extras()
+        return [m for s in k.rollout.of_type(ApplyChart) if isinstance(m := k[s.id], eks.KubernetesManifest)]
+
+    def _rollout_extras(self) -> None:
+        """What the rollout's steps need of the AWS side: the pools' EC2NodeClasses name the nodes' role, which must
+        exist before Karpenter resolves them, and with custom networking a pool's node, like a node group's, must
+        find its zone's ENIConfig when ipamd starts (see _eni_configs)."""
+        from k8s.components import KARPENTER_POOLS
+        from k8s.rollout import apply_id
+
+        pools = apply_id(KARPENTER_POOLS)
+        if pools not in self.kubernetes.rollout:
+            return
+        if self.karpenter is not None:
+            self.kubernetes[pools].node.add_dependency(self.karpenter.node_role)
+        if self.eni_configs is not None:
+            self.kubernetes[pools].node.add_dependency(self.eni_configs)
 
     def _system_node_groups(self) -> list[Construct]:
         """The node groups the controllers run on (:func:`k8s.scheduling.system_node_selector`: the system node
@@ -736,148 +673,6 @@ class ClusterStack(Stack):
         system = [self.node_groups[ng.name].nodegroup for ng in self.plan.all_node_groups
                   if ng.role == contract.SYSTEM_NODE_GROUP and ng.name in self.node_groups]
         return system or [group.nodegroup for group in self.node_groups.values()]
-
-    def _retained_manifest(self, chart: cdk8s.Chart) -> eks.KubernetesManifest:
-        """A chart whose objects outlive it: ``add_cdk8s_chart``'s manifest (same scope and id, so the same
-        logical id) that CloudFormation keeps when the chart leaves the template (``RemovalPolicy.RETAIN``:
-        no Delete event, so the kubectl handler never runs ``kubectl delete``), and that is applied over
-        the kept objects when the chart comes back (``overwrite``: ``kubectl apply``, not ``kubectl create``,
-        on Create; aws-cdk-lib 2.275 aws-eks-v2 KubernetesManifestProps.overwrite). docs/design/training.md."""
-        return eks.KubernetesManifest(
-            self.cluster, chart.node.id, cluster=self.cluster, manifest=chart.to_json(),
-            overwrite=True, removal_policy=RemovalPolicy.RETAIN,
-        )
-
-    def _install_trainer(self) -> list[Construct]:
-        """Kubeflow Trainer v2 from its upstream Helm chart (see :mod:`k8s.training_operators`); returns what the
-        manifests of its kinds wait for: its TrainJob CRD Established and its manager serving its webhooks.
-
-        The release is installed as soon as the API server takes it, alongside the nodes (``helm`` without
-        ``--wait``: nothing it creates needs a node to be created), and the manager's availability is waited for
-        after the system node group it runs on (``_wait_for_controller``): the manager's readiness check
-        passes only once its certificate rotator is ready and its webhook server has started
-        (kubeflow/trainer@v2.3.0 cmd/trainer-controller-manager/main.go ``setupProbeEndpoints``), and the rotator
-        is ready only once it has written the CA into every webhook configuration it manages
-        (open-policy-agent/cert-controller v0.16.0, the build trainer v2.3.0's go.mod pins, pkg/rotator/rotator.go
-        ``ensureReady``: ``IsReady`` is closed after ``wasCAInjected``). A ClusterTrainingRuntime or a TrainJob is
-        admitted from then on."""
-        from k8s.training_operators import TRAINER_CHART, TrainerHelmProps
-
-        props = TrainerHelmProps()
-        self.trainer = self.cluster.add_helm_chart(
-            "KubeflowTrainer",
-            chart=TRAINER_CHART,
-            repository=props.repository,
-            version=props.version,
-            release=contract.TRAINER_RELEASE,
-            namespace=contract.TRAINER_NAMESPACE,
-            create_namespace=True,
-            values=props.values(),
-            # No helm --wait: the manager's pods need the system nodes, which are still launching; the waits
-            # below follow the release instead.
-            wait=False,
-            # The chart ships its CRDs as templates (kubeflow/trainer@v2.3.0 charts/kubeflow-trainer/templates/crd/),
-            # which `helm uninstall` deletes with every TrainJob: the release stays when the last TrainJob
-            # leaves the spec (docs/design/training.md, "Keeping the CRDs").
-            removal_policy=RemovalPolicy.RETAIN,
-        )
-        crd = self.crd_waits[contract.TRAINJOB_CRD_NAME] = self._wait_until_established(
-            self.trainer, contract.TRAINJOB_CRD_NAME, "TrainJobCrdEstablished"
-        )
-        available = self._wait_for_controller(
-            "TrainerAvailable", self.trainer, contract.TRAINER_DEPLOYMENT, contract.TRAINER_NAMESPACE
-        )
-        return [crd, available]
-
-    def _wait_for_controller(
-        self, id: str, controller: Construct, deployment: str, namespace: str
-    ) -> eks.KubernetesObjectValue:
-        """Waits, after ``controller`` is applied and after the system node group its pods run on, until the
-        Deployment ``deployment`` has an available replica (``.status.availableReplicas`` appears only then)."""
-        available = self._wait_for_value(
-            id, controller, "deployment", deployment, ".status.availableReplicas", minutes=10, namespace=namespace,
-        )
-        for group in self._system_node_groups():  # a replica becomes available only on a node
-            available.node.add_dependency(group)
-        return available
-
-    def _wait_for_training_operator(self, operator: Construct) -> eks.KubernetesObjectValue:
-        """Waits until Training Operator v1 can admit a PyTorchJob; returns the last wait.
-
-        Its ValidatingWebhookConfiguration has ``failurePolicy: Fail`` (upstream's), so the API server rejects
-        every PyTorchJob until the controller serves the webhook: first the Deployment has an available
-        replica (``.status.availableReplicas`` appears only then), then the controller's cert-controller has
-        written the CA into the webhook configuration (``caBundle``, see :mod:`k8s.training_operators`).
-        The kubectl handler polls each JSONPath until it yields a value, up to the timeout, and returns the
-        value as the custom resource's data: CloudFormation caps a custom resource response at 4,096 bytes
-        (CloudFormation User Guide, "Custom resources" response objects), and the CA bundle, the base64 PEM
-        of the rotator's self-signed CA (open-policy-agent/cert-controller@0320677 pkg/rotator/rotator.go
-        ``CreateCACert``: an RSA 2048 key; ``injectCertToWebhook`` writes it to every webhook's
-        ``clientConfig.caBundle``), is about 1.6 KB.
-        """
-        from k8s.training_operators import WEBHOOK_CONFIGURATION
-
-        available = self._wait_for_controller(
-            "TrainingOperatorAvailable", operator, contract.TRAINING_OPERATOR_NAME, contract.TRAINING_OPERATOR_NAMESPACE,
-        )
-        return self._wait_for_value(
-            "TrainingOperatorWebhookCa", available, "validatingwebhookconfiguration", WEBHOOK_CONFIGURATION,
-            ".webhooks[0].clientConfig.caBundle",
-        )
-
-    def _wait_all_established(self, crds: Construct, names: Sequence[str], prefix: str) -> list[Construct]:
-        """One wait per CRD of ``names`` (all after the manifest ``crds``, side by side) until it is Established."""
-        waits: list[Construct] = []
-        for name in names:
-            self.crd_waits[name] = self._wait_until_established(crds, name, prefix + name.split(".")[0].capitalize())
-            waits.append(self.crd_waits[name])
-        return waits
-
-    def _wait_for_kueue(self, controller: Construct) -> list[Construct]:
-        """Waits until Kueue admits its own objects and the queued jobs; returns the wait to follow.
-
-        Kueue's webhooks fail closed (``failurePolicy: Fail`` in the v0.19.2 release build, k8s/crds/kueue/
-        controller.yaml): every ClusterQueue, LocalQueue, ResourceFlavor and Topology, and every queued MPIJob,
-        TrainJob or PyTorchJob, is refused until the controller serves them. An available replica is enough: its
-        readiness check passes only once the certificate rotator is ready and the webhook server has started
-        (kubernetes-sigs/kueue@c3785e5 (v0.19.2) cmd/kueue/main.go ``setupProbeEndpoints``), and the rotator is
-        ready only after it has written the CA into both webhook configurations it manages (pkg/util/cert/cert.go
-        ``ManageCerts``: ``kueue-validating-webhook-configuration`` and ``kueue-mutating-webhook-configuration``;
-        open-policy-agent/cert-controller v0.16.0, the build kueue's go.mod pins, pkg/rotator/rotator.go
-        ``ensureReady`` closes ``IsReady`` after ``wasCAInjected``).
-        """
-        return [self._wait_for_controller("KueueAvailable", controller, contract.KUEUE_CONTROLLER, contract.KUEUE_NAMESPACE)]
-
-    def _wait_for_value(
-        self, id: str, after: Construct, object_type: str, name: str, json_path: str, *, minutes: int = 5,
-        namespace: str | None = None,
-    ) -> eks.KubernetesObjectValue:
-        """A resource, created after ``after``, that completes once ``json_path`` of the object yields a value."""
-        wait = eks.KubernetesObjectValue(
-            self, id,
-            cluster=self.cluster,
-            object_type=object_type,
-            object_name=name,
-            json_path=json_path,
-            timeout=Duration.minutes(minutes),
-            **({"object_namespace": namespace} if namespace else {}),
-        )
-        wait.node.add_dependency(after)
-        return wait
-
-    def _wait_until_established(
-        self, crd: Construct, name: str, id: str = "CrdEstablished"
-    ) -> eks.KubernetesObjectValue:
-        """A resource that completes once the CRD ``name`` is Established, for the manifests that use its kind.
-
-        The API server serves a new kind only after the CRD's ``Established`` condition is True
-        (kubernetes.io, "Extend the Kubernetes API with CustomResourceDefinitions"); before that,
-        ``kubectl apply`` of an object of that kind fails with "no matches for kind". The kubectl
-        handler's ``get`` polls ``kubectl get`` every 10 s until the JSONPath yields a value, up to the
-        timeout (aws-cdk-lib 2.275 custom-resource-handlers aws-eks-v2/kubectl-handler/get): hence
-        :data:`CRD_ESTABLISHED_JSONPATH`, which yields nothing until the condition is True.
-        """
-        return self._wait_for_value(id, crd, "customresourcedefinition", name, CRD_ESTABLISHED_JSONPATH)
 
     def _acknowledge_findings(self) -> None:
         for name in NODE_ROLE_POLICIES:

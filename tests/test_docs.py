@@ -241,3 +241,13 @@ def test_readme_is_short_and_links_the_docs():
     for page in ("docs/spec-reference.md", "docs/preflight.md", "docs/verify.md", "docs/acceptance.md",
                  "docs/nccl-report.md", "docs/deploy-and-apply.md"):
         assert f"({page})" in readme, page
+
+
+def test_the_kubernetes_side_table_lists_every_component_in_order():
+    # GIVEN the component table the rollout is made of WHEN the design page's table is read
+    from k8s.components import COMPONENTS
+
+    page = (ROOT / "docs" / "design" / "kubernetes-side.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| `([a-z0-9-]+)` \|", page, flags=re.MULTILINE)
+    # THEN it lists every chart and release, with its position, in apply order
+    assert [(int(n), c) for n, c in rows] == [(c.order, c.id) for c in COMPONENTS]

@@ -11,7 +11,7 @@ from efa_stack.planning.plan import build_plan
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import load_spec, parse_spec
 from efa_stack.spec.models import NcclTest
-from k8s.charts import NCCL_TESTS
+from k8s.components import NCCL_TESTS
 from k8s.nccl_tests import LOGS_COMMAND, START_COMMAND, logs_command, start_command
 from tests.support import (
     CLUSTERS,

@@ -14,6 +14,7 @@ from typing import Any
 
 from efa_stack import contract
 from efa_stack.acceptance.model import Evidence
+from efa_stack.planning.node_software import known_bad_for
 
 BEGIN = re.compile(r"^=== efa-stack-check BEGIN (\S+) ===$")
 END = re.compile(r"^=== efa-stack-check END (\S+) rc=(\d+|skipped) ===$")
@@ -231,3 +232,46 @@ def judge_pingpong(section: Section | None) -> Evidence:
     first, last = rows[0], rows[-1]
     return Evidence("efa-pingpong", "pass",
                     f"{first[2]:g} usec/xfer at {first[0]}, {last[1]:g} MB/sec at {last[0]}", want)
+
+
+# --- the software the node runs --------------------------------------------------------------------------
+
+NVIDIA_DRIVER_LINE = re.compile(r"^\s*(\d+\.\d+(?:\.\d+)?)\s*$")
+EFA_MODULE_VERSION = re.compile(r"^\s*(\d+\.\d+\.\d+)[a-z]*\s*$")
+LIBFABRIC_LINE = re.compile(r"^libfabric:\s*(\S+)\s*$")
+
+
+def _read(section: Section | None, pattern: re.Pattern[str]) -> str | None:
+    """The first line of a finished section that ``pattern`` matches (its first group), or None."""
+    if section is None or section.skipped or not section.complete or section.rc != 0:
+        return None
+    return next((m.group(1) for m in map(pattern.match, section.text.splitlines()) if m), None)
+
+
+def node_software(sections: dict[str, Section]) -> dict[str, str | None]:
+    """The node facts the table's known-bad rows are written in (``nvidiaDriver``, ``efaDriver``, ``libfabric``) from
+    the ``nvidia-driver`` (``nvidia-smi --query-gpu=driver_version``), ``efa-driver`` (``/sys/module/efa/version``)
+    and ``libfabric`` (``fi_info --version``: the ``libfabric:`` line is the loaded library's version) sections;
+    None for what could not be read."""
+    return {
+        "nvidiaDriver": _read(sections.get("nvidia-driver"), NVIDIA_DRIVER_LINE),
+        "efaDriver": _read(sections.get("efa-driver"), EFA_MODULE_VERSION),
+        "libfabric": _read(sections.get("libfabric"), LIBFABRIC_LINE),
+    }
+
+
+def judge_software(sections: dict[str, Section], instance_type: str) -> Evidence:
+    """The node's NVIDIA driver, EFA driver and libfabric against the known-bad rows of the table of EFA software
+    (efa_stack/planning/data/efa_software.json) for ``instance_type``: failed on a row it hits, with the row's fix and
+    source; skipped when nothing could be read."""
+    facts = node_software(sections)
+    names = {"nvidiaDriver": "NVIDIA driver", "efaDriver": "EFA driver", "libfabric": "libfabric"}
+    measured = ", ".join(f"{names[k]} {v or 'not read'}" for k, v in facts.items())
+    want = f"no known-bad combination of efa_software.json on {instance_type}"
+    if not any(facts.values()):
+        return Evidence("software", "skipped", measured, want, "the node's versions could not be read")
+    bads = known_bad_for(facts, instance_type)
+    if bads:
+        detail = "; ".join(f"{b.id}: {b.problem}; fix: {b.fix} [source: {b.source}]" for b in bads)
+        return Evidence("software", "failed", measured, want, detail)
+    return Evidence("software", "pass", measured, want)

@@ -160,6 +160,7 @@ class Runner:
         ev = [
             checks.judge_gpu_count(sections.get("gpu-count"), g.gpus_per_node),
             checks.judge_dcgm(sections.get("dcgm"), self.dcgm_level),
+            checks.judge_software(sections, g.instance_type),
         ]
         if self.efa:
             ev += [checks.judge_efa_devices(sections.get("efa-devices"), g.efa_devices_per_node),

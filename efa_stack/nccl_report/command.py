@@ -85,8 +85,9 @@ def build_report(
             all_single = all((nodes if nodes is not None else r.facts.nodes) == 1 for r in runs)
             line_rate = rate if rate > 0 and not all_single else None
     except UnknownInstanceType as e:
-        hint = f" (did you mean: {', '.join(e.suggestions)}?)" if e.suggestions else ""
-        raise UserError(f"unknown instance type {instance_type!r}{hint}") from e
+        # the catalog's advice, as a spec's problem gives it: a typo's correction, else the family's sizes and the
+        # nearest types by family, size and generation (efa_stack.planning.catalog.unknown_type_advice)
+        raise UserError(f"unknown instance type {instance_type!r}", e.advice()) from e
 
     if plot is not None:
         try:

@@ -139,16 +139,23 @@ _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(\w+)?")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
 _MEMORY = re.compile(r"^#\s*GPU memory usage\s*:\s*(.*?)\s*$")
 _PER_ITER = re.compile(r"^#\s*Per-Iteration Report\b")
-# Lines that say a run failed: NCCL's warnings, nccl-tests' own failure lines (NVIDIA/nccl-tests src/common.h
-# NCCLCHECK/CUDACHECK: "Test NCCL failure %s:%d '%s'", "Test CUDA failure ..."), CUDA errors, a collective
-# timeout, and mpirun reporting a rank that died or timed out. The strong ones (all but NCCL WARN, which
-# healthy runs print too) are what a failed run quotes first.
-_FAILURE = re.compile(
-    r"\bTest (?:NCCL |CUDA |MPI )?failure\b|\bCUDA error\b|\bcollective operation timeout\b"
+# Lines that say why a run failed: nccl-tests' own (NVIDIA/nccl-tests@v2.19.6 src/common.h NCCLCHECK/CUDACHECK:
+# "Test NCCL failure %s:%d '%s'", "Test CUDA failure ..."; src/common.cu testStreamSynchronize: "%s: Test timeout
+# (%ds) %s:%d" past -T), CUDA errors, a collective timeout, and mpirun reporting a rank that died or timed out.
+_CAUSE = re.compile(
+    r"\bTest (?:NCCL |CUDA |MPI )failure\b|\bTest timeout \(\d+s\)|\bCUDA error\b|\bcollective operation timeout\b"
     r"|\b(?:mpirun|prterun|orterun)\b.*\b(?:timed out|timeout|exited on signal|noticed that process rank)\b",
     re.IGNORECASE,
 )
+# src/common.h TESTCHECK: " .. %s pid %d: Test failure %s:%d", printed by every caller a failure returns through,
+# after the line that says why: the run failed, but a cause line is the one to quote.
+_RELAY = re.compile(r"\bTest failure\b", re.IGNORECASE)
+_FAILURE = re.compile(_CAUSE.pattern + r"|" + _RELAY.pattern, re.IGNORECASE)
+# NCCL's warnings are kept as evidence but say nothing failed on their own: healthy runs print them too (NCCL up to
+# v2.10.3 warns "Failed to open libibverbs.so[.1]" on hosts without rdma-core, src/misc/ibvwrap.cc).
 _PROBLEM = re.compile(r"\bNCCL WARN\b|" + _FAILURE.pattern, re.IGNORECASE)
+MAX_PROBLEMS = 20
+"""Warning and failure lines kept per run; lines that say why a run failed get as many again past them."""
 # The network NCCL uses (NVIDIA/nccl@v2.30.7-1): src/init.cc:486 INFO "Using network %s"; the built-in
 # socket transport is named "Socket" (src/transport/net_socket.cc:804) and logs "NET/Socket : Using ..."
 # (net_socket.cc:77); channels log "via NET/%s/%d" (src/transport/net.cc:324,377).
@@ -257,8 +264,9 @@ class _Facts:
             hm = _NCCL_HOST.match(body)
             if hm:
                 self._host(hm["host"], "socket" if line_socket else "efa", evidence)
-        if _PROBLEM.search(body) and len(self.problems) < 20:
-            self.problems.append(evidence)
+        if _PROBLEM.search(body) and (len(self.problems) < MAX_PROBLEMS
+                                      or (_CAUSE.search(body) and len(self.problems) < 2 * MAX_PROBLEMS)):
+            self.problems.append(evidence)  # past the first MAX_PROBLEMS lines, only the ones that say why
 
     def _host(self, host: str, transport: Transport, evidence: str) -> None:
         """Record one host's transport: the first socket line wins over any EFA line of that host."""
@@ -276,12 +284,15 @@ class _Facts:
         self.socket = [a or b for a, b in zip(self.socket, later.socket)]
         self.other_provider = self.other_provider or later.other_provider
         self.efa = [a or b for a, b in zip(self.efa, later.efa)]
-        self.problems = (self.problems + later.problems)[:20]
+        both = self.problems + later.problems
+        self.problems = both[:MAX_PROBLEMS] + [p for p in both[MAX_PROBLEMS:] if _CAUSE.search(p)][:MAX_PROBLEMS]
 
     def failure(self) -> str | None:
-        """The line that says why a run failed: the first strong failure line, else the first NCCL WARN."""
-        strong = [p for p in self.problems if _FAILURE.search(p)]
-        found = strong or self.problems
+        """The line that says why a run failed: the first cause line (a test, CUDA or NCCL failure, a timeout, a rank
+        that died), else the first relayed ``Test failure``; None when the log says nothing failed (an NCCL warning
+        alone does not: healthy runs print them)."""
+        causes = [p for p in self.problems if _CAUSE.search(p)]
+        found = causes or [p for p in self.problems if _RELAY.search(p)]
         return found[0] if found else None
 
     def transport(self) -> tuple[Transport, tuple[str, ...]]:

@@ -13,6 +13,7 @@ from efa_stack import contract, names
 from efa_stack.planning.addons import NodeRepairPlan
 from efa_stack.planning.catalog import InstanceType
 from efa_stack.planning.layout import Interface, describe, efa_devices
+from efa_stack.planning.node_extras import NodeUpdatePlan
 from efa_stack.planning.tuning import KubeletTuning, guaranteed_cpus
 from efa_stack.spec.models import MAX_NODES_PER_NODE_GROUP
 
@@ -121,7 +122,7 @@ class NodeGroupPlan:
     instance_name: str | None = None
     """The instances' ``Name`` tag (eksctl ``instancePrefix``/``instanceName``); None: no Name tag."""
     key_name: str | None = None
-    """The EC2 key pair on the nodes (eksctl ``ssh.publicKeyName`` with ``allow: true``)."""
+    """The EC2 key pair on the nodes (eksctl ``ssh.publicKeyName``, whatever ``allow`` says)."""
     node_config: str | None = None
     """The user's nodeadm ``NodeConfig`` (eksctl ``overrideBootstrapCommand``), merged in the user data."""
     pre_bootstrap_commands: tuple[str, ...] = ()
@@ -137,6 +138,8 @@ class NodeGroupPlan:
     """The existing private subnets the node group names (eksctl ``subnets``); empty: its zones' private subnets."""
     node_repair_overrides: tuple[tuple[str, str, int, str], ...] = ()
     """eksctl ``nodeRepairConfig.nodeRepairConfigOverrides``: (condition, reason, minutes, action) each."""
+    update: NodeUpdatePlan = field(default_factory=NodeUpdatePlan)
+    """Nodes a version update replaces at once (eksctl ``updateConfig``); unset: EKS's default, one at a time."""
     spec_path: str = ""
     """Where the spec declares the group: ``managedNodeGroups[i]``, ``karpenterNodePools[i]`` (a pool's nodes) or
     ``systemNodeGroup``; problems found later (by the job checks, the address plan) name its fields from here."""

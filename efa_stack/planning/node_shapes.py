@@ -11,7 +11,7 @@ its node kinds' common fields the same way (eksctl-io/eksctl@v0.230.0 pkg/apis/e
 
 from __future__ import annotations
 
-import difflib
+import datetime
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -22,8 +22,11 @@ from efa_stack.planning.catalog import InstanceType, UnknownInstanceType
 from efa_stack.planning.karpenter import (
     KarpenterPlan,
     KarpenterPoolPlan,
+    ami_first_release,
     ami_problems,
     capacity_problems,
+    karpenter_supports,
+    kubernetes_problems,
     layout_problems,
     placement_group_name,
     volume_problems,
@@ -31,9 +34,12 @@ from efa_stack.planning.karpenter import (
 from efa_stack.planning.layout import Interface, LayoutError, interface_layout
 from efa_stack.planning.limits import validate_volume
 from efa_stack.planning.nccl import node_hugepages_mib
-from efa_stack.planning.node_extras import NodeExtras, capacity_of, node_extras
+from efa_stack.planning.node_extras import NodeExtras, NodeUpdatePlan, capacity_of, node_extras, node_update_of
 from efa_stack.planning.node_groups import NodeGroupPlan, Taint
+from efa_stack.planning.node_software import ami_driver_problems
 from efa_stack.planning.tuning import KubeletTuning, kubelet_tuning
+from efa_stack.planning.versions import offered
+from efa_stack.planning.versions import today as versions_today
 from efa_stack.planning.vpc import ExistingVpc, group_subnets, zone_problems
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.models import (
@@ -63,10 +69,14 @@ class NodeContext:
     lustre: bool = False
     """The spec has FSx for Lustre storage: every node installs the Lustre client."""
     kubernetes_version: str = ""
+    today: datetime.date = field(default_factory=versions_today)
+    """The day the Kubernetes versions EKS offers are judged on (a pool's version bound names them)."""
 
 
 NO_EXTRAS = NodeExtras()
 """A pool's eksctl node group extras: none (no own role, name tag, key pair, bootstrap or custom AMI)."""
+NO_UPDATE = NodeUpdatePlan()
+"""A pool's update settings: EKS's defaults (a pool is no EKS node group; Karpenter replaces its nodes)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,7 @@ class Shape:
         extras: NodeExtras = NO_EXTRAS, node_repair: NodeRepairPlan | None = None,
         node_repair_overrides: tuple[tuple[str, str, int, str], ...] = (), tags: Mapping[str, str] | None = None,
         subnet_ids: tuple[str, ...] = (), instance_types: tuple[str, ...] = (), spot: bool = False,
+        update: NodeUpdatePlan = NO_UPDATE,
     ) -> NodeGroupPlan:
         """The :class:`NodeGroupPlan` of this shape with what its kind decided (zones, sizes, capacity, ...)."""
         return NodeGroupPlan(
@@ -131,6 +142,7 @@ class Shape:
             pre_bootstrap_commands=extras.pre_bootstrap_commands,
             ami_id=extras.ami_id,
             node_repair_overrides=node_repair_overrides,
+            update=update,
             subnet_ids=subnet_ids,
             instance_types=instance_types,
             spot=spot,
@@ -156,25 +168,15 @@ def efa_alternatives(instance: InstanceType, otherwise: str) -> str:
     return f"choose an EFA-capable instance type (see `efa-stack catalog list --efa`) or {otherwise}"
 
 
-def lookup(field_name: str, name: str, problems: list[Problem]) -> InstanceType | None:
+def lookup(
+    field_name: str, name: str, problems: list[Problem], accept: Callable[[InstanceType], bool] | None = None,
+) -> InstanceType | None:
     """The catalog's instance type ``name``, or None with a problem at ``field_name`` (unknown, or an accelerator
-    efa-stack has no device plugin for)."""
+    efa-stack has no device plugin for); an unknown name's fix suggests only types ``accept`` takes."""
     try:
         instance = catalog.get(name)
     except UnknownInstanceType as exc:
-        refresh = (
-            f"if EC2 sells {name}, run `efa-stack catalog refresh` with AWS credentials to add it to the "
-            f"catalog ({catalog.source().get('_source', 'instance_catalog.json')}); "
-            "`efa-stack catalog list` shows the known types"
-        )
-        near = difflib.get_close_matches(name, catalog.names(), n=3, cutoff=0.6)
-        if exc.suggestions:
-            hint = f"did you mean {' or '.join(exc.suggestions)}?"
-        elif near:
-            hint = f"the nearest known types are {', '.join(near)}; {refresh}"
-        else:
-            hint = refresh
-        problems.append(Problem(field_name, name, "unknown instance type", hint))
+        problems.append(Problem(field_name, name, "unknown instance type", exc.advice(accept)))
         return None
     unsupported = instance.unsupported_accelerator
     if unsupported is not None:
@@ -186,6 +188,15 @@ def lookup(field_name: str, name: str, problems: list[Problem]) -> InstanceType 
         ))
         return None
     return instance
+
+
+def efa_usable(it: InstanceType) -> bool:
+    """An instance type an EFA node group or pool can use: EFA and an accelerator efa-stack supports."""
+    return it.efa_supported and it.unsupported_accelerator is None
+
+
+def _known_with_efa(name: str) -> bool:
+    return name in catalog.names() and efa_usable(catalog.get(name))
 
 
 def sizes_of(
@@ -340,7 +351,8 @@ def _instance_types(
 ) -> tuple[InstanceType | None, tuple[str, ...]]:
     """The node group's instance type (the first of eksctl's ``instanceTypes``) and, for several, all of them."""
     if ng.instance_types is None:
-        return lookup(f"{prefix}.instanceType", ng.instance_type or DEFAULT_NODE_TYPE, problems), ()
+        return lookup(f"{prefix}.instanceType", ng.instance_type or DEFAULT_NODE_TYPE, problems,
+                      efa_usable if ng.efa_enabled else None), ()
     if ng.instance_type is not None:
         problems.append(Problem(
             f"{prefix}.instanceTypes", list(ng.instance_types), "instanceType and instanceTypes are both given",
@@ -350,7 +362,8 @@ def _instance_types(
         problems.append(Problem(
             f"{prefix}.instanceTypes", list(ng.instance_types),
             "an EFA node group has one instance type (its interfaces, placement group and NCCL job follow it)",
-            f"use instanceType: {ng.instance_types[0]}, and another node group for each further type",
+            f"use instanceType: {next((t for t in ng.instance_types if _known_with_efa(t)), ng.instance_types[0])}, "
+            "and another node group for each further type",
         ))
     found = [lookup(f"{prefix}.instanceTypes[{j}]", t, problems) for j, t in enumerate(ng.instance_types)]
     known = [t for t in found if t is not None]
@@ -445,6 +458,7 @@ def plan_managed_group(i: int, ng: ManagedNodeGroupSpec, ctx: NodeContext, probl
     )
     if shape is None:
         node_extras(prefix, ng, ctx.cluster, {}, problems)  # its problems too, in the same run
+        node_update_of(prefix, ng, sizes[2], problems)
         return None
     repair, repair_problems = node_repair_plan(prefix, shape.role in ("gpu", "neuron"), ng.node_repair_config)
     problems.extend(repair_problems)
@@ -462,6 +476,7 @@ def plan_managed_group(i: int, ng: ManagedNodeGroupSpec, ctx: NodeContext, probl
         ng, ctx, spec_path=prefix, zones=azs, sizes=sizes, efa=ng.efa_enabled, capacity=cap_type,
         reservation_id=reservation_id, extras=extras, node_repair=repair, node_repair_overrides=overrides,
         tags=ng.tags, subnet_ids=subnet_ids, instance_types=instance_types, spot=ng.spot,
+        update=node_update_of(prefix, ng, sizes[2], problems),
     )
 
 
@@ -493,7 +508,7 @@ def plan_pool(i: int, pool: KarpenterNodePoolSpec, ctx: NodeContext, problems: l
     prefix = f"karpenterNodePools[{i}]"
     ids = list(pool.capacity_reservation_ids)
     problems.extend(capacity_problems(prefix, pool.capacity, ids, pool.replicas, pool.max_nodes))
-    instance = lookup(f"{prefix}.instanceType", pool.instance_type, problems)
+    instance = lookup(f"{prefix}.instanceType", pool.instance_type, problems, efa_usable)
     zones = (pool.availability_zone,) if pool.availability_zone is not None else ctx.zones[:1]
     if pool.availability_zone is not None:
         problems.extend(zone_problems(f"{prefix}.availabilityZone", zones, ctx.zones, ctx.existing))
@@ -514,7 +529,11 @@ def plan_pool(i: int, pool: KarpenterNodePoolSpec, ctx: NodeContext, problems: l
         capacity=pool.capacity, reservation_id=ids[0] if ids else None,
     )
     problems.extend(layout_problems(prefix, pool.interface_layout, group))
-    problems.extend(ami_problems(prefix, ctx.kubernetes_version, group.ami_type, pool.ami_version))
+    version = ctx.kubernetes_version
+    if karpenter_supports(version):  # else plan_pools' kubernetes_problems says what to change
+        problems.extend(ami_problems(prefix, version, group.ami_type, pool.ami_version))
+        problems.extend(ami_driver_problems(
+            prefix, group, version, pool.ami_version, first_release=ami_first_release(version, group.ami_type)))
     cluster = names.eks_cluster_name(ctx.cluster)
     return KarpenterPoolPlan(
         group=group, reservation_ids=tuple(ids), replicas=pool.replicas, ami_version=pool.ami_version,
@@ -540,6 +559,8 @@ def plan_pools(spec: ClusterSpec, ctx: NodeContext, taken: set[str], problems: l
         planned = plan_pool(i, pool, ctx, problems)
         if planned is not None:
             pools.append(planned)
+    amis = [(p.group.spec_path, p.group.ami_type, p.ami_version) for p in pools]
+    problems.extend(kubernetes_problems(ctx.kubernetes_version, amis, offered(ctx.today)))
     return KarpenterPlan(pools=tuple(pools), cluster=names.eks_cluster_name(spec.metadata.name), region=spec.metadata.region)
 
 
@@ -548,7 +569,7 @@ def plan_pools(spec: ClusterSpec, ctx: NodeContext, taken: set[str], problems: l
 
 def plan_system_group(sng: SystemNodeGroup, zones: tuple[str, ...], problems: list[Problem]) -> NodeGroupPlan | None:
     """The plan of the system node group (add-ons, MPI launchers), or None when its instance type is unknown."""
-    instance = lookup("systemNodeGroup.instanceType", sng.instance_type, problems)
+    instance = lookup("systemNodeGroup.instanceType", sng.instance_type, problems, lambda it: not it.accelerator)
     if instance is not None and instance.accelerator:
         problems.append(Problem(
             "systemNodeGroup.instanceType", sng.instance_type,

@@ -44,6 +44,7 @@ from efa_stack.planning.limits import network_resource_count, validate_node_grou
 from efa_stack.planning.nccl import NcclJobPlan, nccl_job_plan, validate_nccl
 from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.planning.node_shapes import NodeContext, plan_managed_groups, plan_pools, plan_system_group
+from efa_stack.planning.node_software import ami_driver_warnings
 from efa_stack.planning.observability import ObservabilityPlan, observability_plan
 from efa_stack.planning.scheduling import KueuePlan, kueue_plan, worker_wait_seconds
 from efa_stack.planning.storage import StoragePlan, storage_plan, validate_storage
@@ -292,7 +293,7 @@ class PlanContext:
         spec = self.spec
         return NodeContext(
             cluster=spec.metadata.name, zones=self.azs, existing=self.existing, nccl=spec.nccl_test,
-            lustre=spec.storage is not None, kubernetes_version=spec.metadata.version,
+            lustre=spec.storage is not None, kubernetes_version=spec.metadata.version, today=self.today,
         )
 
 
@@ -524,7 +525,8 @@ def _assemble(ctx: PlanContext) -> ClusterPlan:
         kueue=ctx.kueue,
         karpenter=ctx.karpenter,
         existing_vpc=ctx.existing,
-        warnings=(*version_warnings(md.version, ctx.today), *infiniband_warnings(spec), *ctx.warnings),
+        warnings=(*version_warnings(md.version, ctx.today), *infiniband_warnings(spec), *ctx.warnings,
+                  *ami_driver_warnings(ctx.karpenter, md.version)),
         authentication_mode=spec.access_config.authentication_mode,
         control_plane_tier=spec.control_plane_scaling_config.tier if spec.control_plane_scaling_config else None,
         pod_identities=tuple(

@@ -294,7 +294,9 @@ def training_job_plans(
             problems.append(Problem(
                 f"{prefix}.nnodes", nnodes,
                 f"node group {ng.name} has at most {ng.max_size} nodes (maxSize) and each worker takes a whole node",
-                f"use nnodes <= {ng.max_size}, or raise maxSize and desiredCapacity of node group {ng.name}",
+                # nodes beyond desiredCapacity are refused below: the advice names the count that passes both
+                f"use nnodes <= {ng.desired_size} (its desiredCapacity), or raise maxSize and desiredCapacity of "
+                f"node group {ng.name} to {nnodes}",
             ))
         elif nnodes > ng.desired_size:
             # A managed node group stays at desiredCapacity: efa-stack runs no autoscaler, so the workers

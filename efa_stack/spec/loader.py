@@ -25,6 +25,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
 from efa_stack.spec.errors import MISSING, PLACEHOLDER, FixError, Problem, SpecError
+from efa_stack.spec.irsa import service_account_problems
 from efa_stack.spec.models import (
     MAX_MANAGED_NODE_GROUPS,
     MAX_USER_NODE_GROUPS,
@@ -606,6 +607,9 @@ def problems_from_validation(exc: ValidationError, data: dict[str, Any]) -> list
     problems: list[Problem] = []
     errors = exc.errors()
     for err in errors[:MAX_PROBLEMS]:
+        if err["type"] == "extra_forbidden" and tuple(err["loc"]) == ("iam", "serviceAccounts"):
+            problems.extend(service_account_problems(err.get("input")))  # one per entry, each with its equivalent
+            continue
         problems.append(_problem(err, data))
     if len(errors) > MAX_PROBLEMS:
         problems.append(Problem(
@@ -657,8 +661,7 @@ def _problem(err: Any, data: dict[str, Any]) -> Problem:
     if kind in ("too_long", "too_short"):
         return Problem(field, _show_len(value), err["msg"], "change the number of entries to fit that bound")
     if kind == "int_type" or kind.startswith("int_"):
-        return Problem(field, value, "not a whole number",
-                       f"write a whole number without quotes or a decimal point, e.g. {name}: 2")
+        return Problem(field, value, "not a whole number", _whole_number_fix(loc, value))
     if kind == "bool_type":
         return Problem(field, value, "not true or false", f"write {name}: true or {name}: false, without quotes")
     if kind.startswith(("bool_", "string_", "dict_", "list_", "model_", "float_")):
@@ -667,6 +670,31 @@ def _problem(err: Any, data: dict[str, Any]) -> Problem:
     if isinstance(cause, FixError):
         return Problem(field, value, cause.message, cause.fix)
     return Problem(field, value, err["msg"].removeprefix("Value error, "), "correct the value")
+
+
+def _whole_number_fix(loc: tuple[Any, ...], value: Any) -> str:
+    """The fix of a number that is not a whole one: the user's own number when it is whole and within the field's
+    bounds (``3.0`` or ``"3"``: write 3), else the bounds with an example inside them."""
+    name = str(loc[-1]) if loc else "value"
+    model = _model_at(loc)
+    info = next((f for n, f in model.model_fields.items() if (f.alias or n) == name), None) if model else None
+    low = high = None
+    for meta in info.metadata if info is not None else ():
+        low = getattr(meta, "ge", None) if getattr(meta, "ge", None) is not None else (
+            meta.gt + 1 if getattr(meta, "gt", None) is not None else low)
+        high = getattr(meta, "le", None) if getattr(meta, "le", None) is not None else high
+    try:
+        number = float(value) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else None
+    except ValueError:
+        number = None
+    whole = int(number) if number is not None and number.is_integer() else None
+    if whole is not None and (low is None or whole >= low) and (high is None or whole <= high):
+        return f"write {name}: {whole}, without quotes or a decimal point"
+    default = info.default if info is not None and type(info.default) is int else None
+    example = default if default is not None else low if low is not None else 2
+    bounds = (f" from {low} to {high}" if low is not None and high is not None else
+              f" of {low} or more" if low is not None else f" of at most {high}" if high is not None else "")
+    return f"write a whole number{bounds} without quotes or a decimal point, e.g. {name}: {example}"
 
 
 def _described(loc: tuple[Any, ...]) -> str:

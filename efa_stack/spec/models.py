@@ -49,6 +49,9 @@ NODES_QUOTA_FIX = (
 # EC2 API Reference, LaunchTemplateEbsBlockDeviceRequest.VolumeSize (the launch template carries the
 # root volume): gp2 and gp3 1-16,384 GiB, io1 4-16,384 GiB, io2 4-65,536 GiB.
 EBS_MAX_VOLUME_GIB: dict[str, int] = {"gp2": 16384, "gp3": 16384, "io1": 16384, "io2": 65536}
+EBS_MIN_IOPS: dict[str, int] = {"gp3": 3000, "io1": 100, "io2": 100}
+"""Fewest provisioned IOPS per volume type (CloudFormation AWS::EC2::LaunchTemplate Ebs ``Iops``; the whole ranges
+and ratios: efa_stack/planning/limits.py)."""
 DEFAULT_NODE_COUNT = 2
 """eksctl's minSize when neither minSize nor desiredCapacity is set (types.go DefaultNodeCount)."""
 DEFAULT_NODE_TYPE = "m5.large"
@@ -129,10 +132,11 @@ class TrainingImage(_Model):
     """The Docker build context with its ``Dockerfile``, relative to the project root (the folder of
     cdk.json) or absolute."""
     pytorch_version: str | None = Field(None, alias="pytorchVersion", pattern=VERSION_PATTERN)
-    """PyTorch release; default: the Dockerfile's ``ARG PYTORCH_VERSION``. CUDA and NCCL follow from it."""
+    """PyTorch release; default: the Dockerfile's ``ARG PYTORCH_VERSION`` default if it has one, else the ``recipe`` set
+    of the table of EFA software (efa_stack/planning/data/efa_software.json). CUDA and NCCL follow from it."""
     efa_installer_version: str | None = Field(None, alias="efaInstallerVersion", pattern=VERSION_PATTERN)
-    """EFA installer release; default: the Dockerfile's ``ARG EFA_INSTALLER_VERSION``. aws-ofi-nccl follows
-    from it."""
+    """EFA installer release; default: the Dockerfile's ``ARG EFA_INSTALLER_VERSION`` default if it has one, else the
+    table's ``recipe`` set. aws-ofi-nccl and libfabric follow from it."""
 
 
 class Metadata(_Model):
@@ -429,6 +433,18 @@ class NodeRepairConfigSpec(_Model):
     """Per condition and reason: the repair action and the wait before it (eksctl's field)."""
 
 
+class NodeGroupUpdateConfigSpec(_Model):
+    """eksctl ``updateConfig`` (eksctl-io/eksctl@v0.230.0 types.go NodeGroupUpdateConfig; CloudFormation
+    ``AWS::EKS::Nodegroup UpdateConfig``): how many nodes a version update of the managed node group replaces at
+    once; one of the two. EKS launches the new nodes before it drains and ends the old ones."""
+
+    # EKS API Reference, NodegroupUpdateConfig: maxUnavailable 1 or more, at most 100; the percentage 1-100.
+    max_unavailable: int | None = Field(None, alias="maxUnavailable", ge=1, le=100)
+    """Nodes replaced at once (at most ``maxSize``)."""
+    max_unavailable_percentage: int | None = Field(None, alias="maxUnavailablePercentage", ge=1, le=100)
+    """Percentage of the nodes replaced at once (EKS: at most 100 nodes)."""
+
+
 # --- eksctl node group fields: IAM, SSH, capacity reservations, bootstrap -------------------------
 # eksctl-io/eksctl@v0.230.0 (99984ad): pkg/apis/eksctl.io/v1alpha5/types.go NodeGroupIAM,
 # NodeGroupIAMAddonPolicies, NodeGroupSSH, CapacityReservation, InstanceMarketOptions, NodeGroupBase.
@@ -493,10 +509,11 @@ class NodeGroupSshSpec(_Model):
     """eksctl ``ssh``: an EC2 key pair on the nodes; Session Manager is always on."""
 
     allow: bool | None = None
-    """Put the key pair ``publicKeyName`` on the nodes (they stay in private subnets: reach them from inside the
-    VPC or through Session Manager); default, as eksctl's (defaults.go setSSHDefaults): on when a key is named."""
+    """eksctl: open port 22 to the nodes. efa-stack opens no SSH port either way (nodes stay in private subnets;
+    reach them through Session Manager); ``true`` needs ``publicKeyName``."""
     public_key_name: str | None = Field(None, alias="publicKeyName", min_length=1, max_length=255)
-    """The name of an existing EC2 key pair in the region."""
+    """The name of an existing EC2 key pair in the region; on the nodes' launch template whenever it is named, as
+    eksctl puts it there (``allow: false`` included)."""
     enable_ssm: bool | None = Field(None, alias="enableSsm")
     """Session Manager: always on (the node role has AmazonSSMManagedInstanceCore); ``false`` is an error."""
 
@@ -602,7 +619,9 @@ class NodeGroupBase(_Model):
         if most is not None and v > most:
             raise FixError(
                 f"{kind} volumes are at most {most} GiB",
-                f"use at most {most} GiB" + ("" if kind == "io2" else ", or volumeType: io2 (up to 65536 GiB)"),
+                f"use at most {most} GiB" + ("" if kind == "io2" else (
+                    f", or volumeType: io2 with volumeIOPS: {EBS_MIN_IOPS['io2']} or more (io2 takes up to "
+                    f"{EBS_MAX_VOLUME_GIB['io2']} GiB and needs provisioned IOPS)")),
             )
         return v
 
@@ -650,6 +669,9 @@ class ManagedNodeGroupSpec(NodeGroupBase):
     node_repair_config: NodeRepairConfigSpec | None = Field(None, alias="nodeRepairConfig")
     """EKS node auto repair; default on for GPU and Neuron node groups (``nodeRepairConfig: {enabled: false}``
     turns it off). Repair needs the ``eks-node-monitoring-agent`` add-on, which efa-stack then installs."""
+    update_config: NodeGroupUpdateConfigSpec | None = Field(None, alias="updateConfig")
+    """eksctl: nodes a version update replaces at once (``maxUnavailable`` or ``maxUnavailablePercentage``);
+    default EKS's, one node at a time."""
     iam: NodeGroupIamSpec | None = None
     """eksctl: the node group's IAM role: add-on policies, further managed policies, or an existing role."""
     instance_prefix: str | None = Field(None, alias="instancePrefix", min_length=1, max_length=64)
@@ -1135,7 +1157,6 @@ UNSUPPORTED_NODEGROUP_FIELDS: dict[str, str] = {
     "volumeEncrypted": "remove it; volumes are always encrypted",
     "volumeKmsKeyID": "remove it",
     "maxPodsPerNode": "remove it",
-    "updateConfig": "remove it",
     "releaseVersion": "remove it",
     "enableDetailedMonitoring": "remove it",
     "propagateASGTags": "remove it",

@@ -307,8 +307,7 @@ def catalog_show(
     try:
         it = catalog.get(instance_type)
     except catalog.UnknownInstanceType as exc:
-        hint = f"did you mean {', '.join(exc.suggestions)}?" if exc.suggestions else "see efa-stack catalog list"
-        _fail(f"unknown instance type {instance_type!r}", hint)
+        _fail(f"unknown instance type {instance_type!r}", exc.advice())
     if layout not in LAYOUTS:
         _fail(f"unknown layout {layout!r}", f"use one of {', '.join(LAYOUTS)}")
     interfaces: tuple[Any, ...] = ()

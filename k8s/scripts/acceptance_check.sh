@@ -60,15 +60,23 @@ case "$mode" in
   node)
     gpus="${2:?gpus}"; efa="${3:?efa}"; dcgmfile="${4:?dcgm file}"
     section gpu-count nvidia-smi -L
+    # What the node runs, judged against the known-bad rows of efa_stack/planning/data/efa_software.json: the
+    # NVIDIA driver (one line per GPU), the EFA kernel driver's module version (MODULE_VERSION, e.g. "3.1.0g":
+    # amzn/amzn-drivers kernel/linux/efa/src/efa_main.c; /sys/module is the host's) and the libfabric jobs load.
+    section nvidia-driver nvidia-smi --query-gpu=driver_version --format=csv,noheader
     if [ -s "$dcgmfile" ]; then
       cat "$dcgmfile"
     else
       skipped dcgm "no DCGM result in $dcgmfile (the dcgm init container did not write one)"
     fi
     if [ "$efa" -gt 0 ]; then
+      section efa-driver cat "${EFA_MODULE_DIR:-/sys/module/efa}/version"
+      section libfabric fi_info --version
       section efa-devices fi_info -p efa -t FI_EP_RDM
       section efa-pingpong pingpong
     else
+      skipped efa-driver "node group has no EFA (--no-efa)"
+      skipped libfabric "node group has no EFA (--no-efa)"
       skipped efa-devices "node group has no EFA (--no-efa)"
       skipped efa-pingpong "node group has no EFA (--no-efa)"
     fi
