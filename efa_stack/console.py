@@ -47,7 +47,8 @@ def styled(status: str, text: str | None = None) -> str:
 
 
 def spec_error_document(exc: SpecError) -> dict[str, Any]:
-    """A bad spec as the fields of a ``--json`` error document: the headline, every fix and every problem."""
+    """A bad spec as the fields of a ``--json`` error document: the headline, every fix and every problem
+    (``unchecked``: what planning could not check yet, when anything)."""
     n = len(exc.problems)
     return {
         "ok": False,
@@ -55,6 +56,7 @@ def spec_error_document(exc: SpecError) -> dict[str, Any]:
         "fix": "; ".join(p.fix for p in exc.problems),
         "problems": [{"field": p.field, "message": p.message, "fix": p.fix, "value": repr(p.value)}
                      for p in exc.problems],
+        **({"unchecked": list(exc.unchecked)} if exc.unchecked else {}),
     }
 
 

@@ -1,7 +1,7 @@
 """A node group as planned: its instance type, interfaces, sizes, capacity, labels and taints.
 
-:func:`efa_stack.planning.plan.build_plan` makes one :class:`NodeGroupPlan` per node group; every other
-planning module, construct and chart reads it.
+:mod:`efa_stack.planning.node_shapes` makes one :class:`NodeGroupPlan` per node group and per Karpenter pool; every
+other planning module, construct and chart reads it.
 """
 
 from __future__ import annotations
@@ -79,7 +79,9 @@ class LustreEfaClient:
 
 @dataclass(frozen=True)
 class NodeGroupPlan:
-    """Everything derived for one managed node group."""
+    """Everything derived for one managed node group, or for the nodes of one Karpenter pool
+    (:attr:`efa_stack.planning.karpenter.KarpenterPoolPlan.group`): both are planned from the fields they share by
+    :func:`efa_stack.planning.node_shapes.plan_shape`."""
 
     name: str
     instance: InstanceType
@@ -151,6 +153,9 @@ class NodeGroupPlan:
     """eksctl ``nodeRepairConfig.nodeRepairConfigOverrides``: (condition, reason, minutes, action) each."""
     update: NodeUpdatePlan = field(default_factory=NodeUpdatePlan)
     """Nodes a version update replaces at once (eksctl ``updateConfig``); unset: EKS's default, one at a time."""
+    spec_path: str = ""
+    """Where the spec declares the group: ``managedNodeGroups[i]``, ``karpenterNodePools[i]`` (a pool's nodes) or
+    ``systemNodeGroup``; problems found later (by the job checks, the address plan) name its fields from here."""
 
     def node_repair_cfn(self) -> dict[str, object] | None:
         """CloudFormation ``NodeRepairConfig`` of the node group (None: repair off)."""
