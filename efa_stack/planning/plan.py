@@ -49,6 +49,7 @@ from efa_stack.planning.observability import ObservabilityPlan, observability_pl
 from efa_stack.planning.scheduling import KueuePlan, kueue_plan, worker_wait_seconds
 from efa_stack.planning.storage import StoragePlan, storage_plan, validate_storage, with_lustre_efa
 from efa_stack.planning.training import TrainingJobPlan, training_job_plans
+from efa_stack.planning.ultraserver import ultraserver_warnings
 from efa_stack.planning.versions import today as versions_today
 from efa_stack.planning.versions import version_problems, version_warnings
 from efa_stack.planning.vpc import ExistingVpc, cluster_zones, existing_vpc
@@ -528,7 +529,7 @@ def _assemble(ctx: PlanContext) -> ClusterPlan:
         karpenter=karpenter,
         existing_vpc=ctx.existing,
         warnings=(*version_warnings(md.version, ctx.today), *infiniband_warnings(spec), *ctx.warnings,
-                  *ami_driver_warnings(ctx.karpenter, md.version)),
+                  *ami_driver_warnings(ctx.karpenter, md.version), *ultraserver_warnings(groups, md.version)),
         authentication_mode=spec.access_config.authentication_mode,
         control_plane_tier=spec.control_plane_scaling_config.tier if spec.control_plane_scaling_config else None,
         pod_identities=tuple(
