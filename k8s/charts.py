@@ -194,9 +194,9 @@ def _training_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.
                 name=name, worker=worker, image=image, queue=first.queue, do_not_disrupt=first.do_not_disrupt,
             ))
         # A runtime is not a queued object (Kueue admits the jobs, not their templates): it follows the device
-        # plugins, not the queues.
+        # plugins, not the queues; nor the ComputeDomains (it only names their claim templates; the jobs follow them).
         for c in needed:
-            if c != KUEUE_QUEUES:
+            if c not in (KUEUE_QUEUES, COMPUTE_DOMAINS):
                 chart.add_dependency(charts[c])
     chart = charts[TRAINING_JOBS] = _chart(app, TRAINING_JOBS)
     for job in jobs:

@@ -415,7 +415,7 @@ def _limits_stage(ctx: PlanContext) -> None:
             existing_vpc=False,
         ), storage=spec.storage is not None, karpenter=bool(spec.karpenter_node_pools),
             pool_placement_groups=sum(1 for g in ctx.pool_groups if g.placement_group),
-            kueue=spec.scheduling.kueue.enabled))
+            kueue=spec.scheduling.kueue.enabled, ultraservers=any(g.ultraserver for g in ctx.groups)))
 
 
 def _address_stage(ctx: PlanContext) -> None:

@@ -16,7 +16,7 @@ Two facts from NVIDIA/aicr: the driver must stay on the R580 branch (R595 drops 
 and breaks EFA on P6e, NVIDIA/aicr#2383: the known-bad row of data/efa_software.json), and the module option
 ``NVreg_GrdmaPciTopoCheckOverride=1`` must be set or NCCL silently falls back to sockets. How to set it on the EKS
 AMI is documented nowhere read: efa-stack's user data writes it to /etc/modprobe.d and reloads the module before the
-kubelet starts (:func:`efa_stack.planning.user_data.module_option_parts`), which is **unproven on hardware**;
+kubelet starts (:func:`efa_stack.planning.user_data.module_option_script`), which is **unproven on hardware**;
 ``efa-stack verify --acceptance`` reads ``/proc/driver/nvidia/params`` on every node and fails one without it.
 """
 
@@ -32,7 +32,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from efa_stack import contract, names
-from efa_stack.planning.catalog import InstanceType
+from efa_stack.planning.catalog import ULTRASERVER_FILE, InstanceType
 from efa_stack.planning.karpenter import ami_first_release
 from efa_stack.planning.node_extras import CapacityChoice
 from efa_stack.planning.node_groups import ComputeDomainPlan, NodeGroupPlan, UltraServerNodes
@@ -40,7 +40,7 @@ from efa_stack.planning.node_software import AMI_DRIVERS_FILE, ami_driver, known
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.models import ManagedNodeGroupSpec
 
-DATA_FILE = Path(__file__).parent / "data" / "ultraservers.json"
+DATA_FILE = ULTRASERVER_FILE
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -92,9 +92,9 @@ def unknown_type_problem(field_name: str, name: str) -> Problem | None:
     (GB300), or that it has no EFA (the RoCE ``p6e-gb300r``); None for any other name."""
     data = load()
     lowered = name.strip().lower()
-    for pattern, why in data.not_efa.items():
+    for pattern, reason in data.not_efa.items():
         if fnmatch.fnmatchcase(lowered, pattern):
-            return Problem(field_name, name, f"{name} is no EFA instance type: {why}",
+            return Problem(field_name, name, f"{name} is no EFA instance type: {reason}",
                            f"use an EFA UltraServer type ({', '.join(ultraserver_types())}) for EFA node groups")
     why = data.without_data.get(lowered)
     if why is None:

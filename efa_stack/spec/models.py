@@ -721,9 +721,8 @@ class ManagedNodeGroupSpec(NodeGroupBase):
     the cluster's details for nodeadm. ``auto``/``auto-ssm``: the EKS-optimized AMI (the default)."""
     release_version: str | None = Field(None, alias="releaseVersion", pattern=r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]{8}$")
     """eksctl: the EKS-optimized AMI release of the nodes, as EKS spells it (``1.35.6-20260714``: the Kubernetes version
-    and the amazon-eks-ami release date; ``aws ssm get-parameter --name /aws/service/eks/optimized-ami/<version>/
-    amazon-linux-2023/<arch>/<variant>/recommended/release_version`` shows the current one): the node group's
-    ``ReleaseVersion``, so the NVIDIA driver the nodes get is the one that release gives the instance type
+    and the amazon-eks-ami release date; the public SSM parameter ``.../recommended/release_version`` of the group's
+    AMI type shows the current one): the node group's ``ReleaseVersion``, so the NVIDIA driver the nodes get is the one that release gives the instance type
     (efa_stack/planning/data/eks_al2023_nvidia_drivers.json) and a known-bad one is refused before the deploy. Default:
     the release EKS recommends when the group is created. Not with a custom ``ami``."""
     ultra_server_type: str | None = Field(None, alias="ultraServerType", pattern=r"^u-[a-z0-9-]+x[0-9]+$")
