@@ -67,12 +67,12 @@ def test_p6e_gb200_carries_the_documented_figures_and_one_efa_only_interface_per
 
 
 def test_the_group_rule_changes_no_other_layout():
-    # every other type has no more EFA-capable further cards than EFA devices to place
-    for it in catalog.efa_capable():
-        if it.name == P6E:
-            continue
-        further = [c for c in it.network_cards if c.index > 0 and c.efa_capable]
-        assert len(further) <= it.max_efa_interfaces or it.network_cards[0].efa_capable, it.name
+    from efa_stack.planning.layout import _spread
+
+    thinned = [it.name for it in catalog.efa_capable() for layout in ("current", "legacy")
+               if _spread(sorted(it.network_cards, key=lambda c: c.index), it.max_efa_interfaces, layout)
+               != sorted(it.network_cards, key=lambda c: c.index)]
+    assert thinned == [P6E, P6E]
 
 
 def test_gb300_and_the_roce_variant_are_refused_with_what_is_missing():
@@ -131,6 +131,15 @@ def test_other_groups_get_no_compute_domain():
 def test_fails_ultraserver_groups_that_cannot_work(change, where, said, fix):
     p = fields(spec(change))[where]
     assert said in p.message and fix in p.fix
+
+
+def test_fails_queueing_compute_domain_jobs_through_kueue():
+    job = ("  - {name: ddp, nodeGroup: gb200, nnodes: 2, kind: trainjob, command: [torchrun],\n"
+           "     image: public.ecr.aws/deep-learning-containers/pytorch:2.11.0-cu130-amzn2023}\n")
+    text = spec() + "scheduling: {kueue: {enabled: true}}\ntrainingJobs:\n" + job
+    p = fields(text)["scheduling.kueue.enabled"]
+    assert "ncclTest, trainingJobs ddp" in p.message and "compute-domain-default-channel.nvidia.com" in p.message
+    assert "scheduling.kueue.enabled: false" in p.fix
 
 
 def test_fails_kubernetes_before_1_33():

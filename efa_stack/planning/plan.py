@@ -49,7 +49,7 @@ from efa_stack.planning.observability import ObservabilityPlan, observability_pl
 from efa_stack.planning.scheduling import KueuePlan, kueue_plan, worker_wait_seconds
 from efa_stack.planning.storage import StoragePlan, storage_plan, validate_storage, with_lustre_efa
 from efa_stack.planning.training import TrainingJobPlan, training_job_plans
-from efa_stack.planning.ultraserver import ultraserver_warnings
+from efa_stack.planning.ultraserver import kueue_problems, ultraserver_warnings
 from efa_stack.planning.versions import today as versions_today
 from efa_stack.planning.versions import version_problems, version_warnings
 from efa_stack.planning.vpc import ExistingVpc, cluster_zones, existing_vpc
@@ -377,6 +377,10 @@ def _kueue_stage(ctx: PlanContext) -> None:
     if cfg.enabled and ctx.spec.training_jobs and not ctx.training_jobs:
         ctx.unchecked.append("scheduling.kueue for trainingJobs: the queues need the training jobs planned")
     jobs = [*((ctx.nccl_job,) if ctx.nccl_job else ()), *ctx.training_jobs]
+    ctx.problems.extend(kueue_problems(cfg.enabled, [
+        *(("ncclTest", j.compute_domain) for j in ((ctx.nccl_job,) if ctx.nccl_job else ())),
+        *((f"trainingJobs {j.name}", j.worker.compute_domain) for j in ctx.training_jobs),
+    ]))
     ctx.kueue, found, warnings = kueue_plan(
         cfg, ctx.job_groups, ctx.system, namespaces=[j.namespace for j in jobs], job_groups=[j.node_group for j in jobs],
         elastic=[g.name for g in ctx.pool_groups],

@@ -314,12 +314,35 @@ def compute_domain_for(job: str, namespace: str, workers: int, group: NodeGroupP
     )
 
 
+def kueue_problems(kueue_enabled: bool, jobs: Iterable[tuple[str, ComputeDomainPlan | None]]) -> list[Problem]:
+    """Jobs with a ComputeDomain cannot be queued through Kueue v0.19.2: its DRA integration (``KueueDRAIntegration``,
+    beta and on by default, pkg/features/kube_features.go) turns every workload whose pods claim a
+    ``ResourceClaimTemplate`` into DRA quota, and marks it inadmissible when the template does not exist yet or its
+    DeviceClass is not mapped in Kueue's configuration ("DeviceClass %s is not mapped in DRA configuration",
+    kubernetes-sigs/kueue@v0.19.2 pkg/dra/claims.go ``GetResourceRequestsForResourceClaimTemplates``; the workload
+    controller, pkg/controller/core/workload_controller.go). The channel template is the DRA driver's, made from the
+    ComputeDomain, and efa-stack maps no ComputeDomain DeviceClass: refused until that is built and proven.
+    ``jobs``: (what the spec calls the job, its ComputeDomain or None)."""
+    named = [name for name, domain in jobs if domain is not None]
+    if not kueue_enabled or not named:
+        return []
+    return [Problem(
+        "scheduling.kueue.enabled", True,
+        f"Kueue v0.19.2 would never admit {', '.join(named)}: their workers claim a ComputeDomain channel through the "
+        "NVIDIA DRA driver's ResourceClaimTemplate, and Kueue's DRA integration (on by default) marks such a workload "
+        "inadmissible unless that template exists at admission and its DeviceClass (compute-domain-default-channel."
+        "nvidia.com) is mapped in Kueue's configuration, which efa-stack does not do",
+        "set scheduling.kueue.enabled: false: the jobs are created suspended and started by the command in their "
+        "efa-stack.io/start annotation; or run the queued jobs on a node group that is no UltraServer",
+    )]
+
+
 def nccl_floors() -> NcclFloors:
     return load().nccl_floors
 
 
 __all__ = [
     "DATA_FILE", "UltraServerData", "UltraServerKind", "compute_domain_for",
-    "kind_of", "load", "nccl_floors", "pool_problem", "release_problems", "ultraserver_nodes", "ultraserver_types",
+    "kind_of", "kueue_problems", "load", "nccl_floors", "pool_problem", "release_problems", "ultraserver_nodes", "ultraserver_types",
     "ultraserver_warnings", "unknown_type_problem",
 ]
