@@ -466,3 +466,12 @@ def test_preflight_fails_a_missing_or_empty_resource_group():
     assert missing.status == "fail" and "does not exist" in missing.message and "list-groups" in missing.fix
     (empty,) = _reservation_group_findings({"Resources": []})
     assert empty.status == "fail" and "holds no capacity reservation" in empty.message
+
+
+def test_preflight_judges_the_pinned_release_not_the_recommended_one():
+    from efa_stack.tools import preflight
+
+    # no SSM client: the pinned release is judged from the data alone
+    (finding,) = preflight.check_nvidia_drivers(None, plan_from_file(SPEC))
+    assert finding.status == "pass" and "releaseVersion 1.35.6-20260714" in finding.message
+    assert "R580 (580.159.03)" in finding.message

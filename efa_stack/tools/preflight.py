@@ -1115,8 +1115,8 @@ def _driver_finding(group: NodeGroupPlan, k8s: str, release: str, how: str) -> F
 
 def check_nvidia_drivers(ssm: Any, plan: ClusterPlan, *, max_attempts: int | None = None) -> list[Finding]:
     """The NVIDIA driver the EKS AL2023 NVIDIA AMI gives each GPU node group's instance type, against the known-bad
-    rows of the table of EFA software (efa_stack/planning/node_software.py): a managed node group gets the release
-    SSM recommends today (an EKS managed node group without ``releaseVersion`` is created from it); a Karpenter pool
+    rows of the table of EFA software (efa_stack/planning/node_software.py): a managed node group gets its
+    ``releaseVersion``, or without one the release SSM recommends today (EKS creates it from that); a Karpenter pool
     its pinned ``amiVersion``; a custom AMI cannot be judged before it runs. An unread parameter or a release the
     data does not know warns: ``efa-stack verify --acceptance`` reads the driver on the nodes."""
     findings: list[Finding] = []
@@ -1131,6 +1131,10 @@ def check_nvidia_drivers(ssm: Any, plan: ClusterPlan, *, max_attempts: int | Non
                 "after the deploy, run `efa-stack verify --acceptance`: it reads the driver on the nodes and fails a "
                 "known-bad one", g.name,
             ))
+            continue
+        pinned = node_software.release_of(g.release_version) if g.release_version else None
+        if pinned is not None:  # the node group's releaseVersion: what EKS creates it from
+            findings.append(_driver_finding(g, k8s, pinned, f"the node group's releaseVersion {g.release_version}"))
             continue
         if ssm is None or g.ami_type not in AMI_SSM_PATH:
             continue
