@@ -309,6 +309,8 @@ def test_gfd_and_nfd_label_the_nvlink_domain_on_the_ultraserver_nodes_only():
     nfd = dict(releases(b.plan)[NODE_FEATURE_DISCOVERY].values)
     assert nfd["worker"]["affinity"] == pod["affinity"]
     assert "gpu-feature-discovery" not in built("default").manifests  # no UltraServer, no GFD
+    efa_plugin = b.find("DaemonSet", contract.EFA_DEVICE_PLUGIN_NAME)["spec"]["template"]["spec"]
+    assert {"key": contract.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"} in efa_plugin["tolerations"]
 
 
 def test_golden_ultraserver_manifests():
