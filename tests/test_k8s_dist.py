@@ -29,6 +29,8 @@ SAME_AS_REFERENCE: dict[str, set[str]] = {
     "p5en": {EFA, NVIDIA, MPI_CRD, MPI_OPERATOR, APPLY_SCRIPT},
     "p6-b200": {EFA, NVIDIA, MPI_CRD, MPI_OPERATOR, APPLY_SCRIPT},
     "trn2": {MPI_CRD, MPI_OPERATOR},  # its EFA device plugin tolerates the Neuron taint instead of the GPU one
+    "karpenter-p5": {EFA, NVIDIA, MPI_CRD, MPI_OPERATOR},  # its apply.sh installs Karpenter and waits for Kueue
+    "tas-p5": {EFA, NVIDIA, MPI_CRD, MPI_OPERATOR},  # its apply.sh installs the Trainer and waits for Kueue
 }
 """Spec -> dist files that are the reference cluster's with only the cluster name and region replaced
 (headers, the regional ECR registry of the EFA device plugin's image): the MPI operator and its CRD do not
@@ -38,7 +40,10 @@ steps there are. Everything else of a golden spec has its own golden file."""
 VENDORED_CRDS = "the vendored release CRDs as they are: test_vendored_crd_charts_are_the_vendored_files"
 NOT_GOLDEN = {TRAINING_OPERATOR_CRD: "upstream's CRD less its descriptions, compared with upstream's file in "
                                      "tests/test_k8s_training_operators.py",
-              "kueue-crd": VENDORED_CRDS, "kueue-workload-crd": VENDORED_CRDS, "karpenter-crd": VENDORED_CRDS}
+              "kueue-crd": VENDORED_CRDS, "kueue-workload-crd": VENDORED_CRDS, "karpenter-crd": VENDORED_CRDS,
+              "kueue": "the release build k8s/crds/kueue/controller.yaml plus efa-stack's changes, kept as a patch "
+                       "(tests/golden/kueue/controller.patch.yaml) in tests/test_kueue.py, with the one value in "
+                       "which two specs' charts differ"}
 """Charts with no golden file, and where they are compared instead."""
 
 
@@ -84,6 +89,18 @@ def test_dist_matches_golden_files(stem, tmp_path):
             (golden / rel).unlink()
     else:
         assert not stale, f"golden files for charts not rendered or shared: {sorted(stale)}; run `make snapshots`"
+
+
+def test_no_two_golden_files_share_a_body():
+    # below their header comments (cluster name, region): a file that would repeat another is asserted equal to it
+    # instead (SAME_AS_REFERENCE, tests/test_catalog_layout.py's SAME_LAYOUT_AS) or kept as a patch of upstream's
+    seen: dict[str, str] = {}
+    for path in sorted(p for p in GOLDEN.rglob("*") if p.is_file()):
+        lines = path.read_text().splitlines()
+        body = "\n".join(lines[next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines)):])
+        rel = path.relative_to(GOLDEN).as_posix()
+        assert body not in seen, f"{rel} repeats {seen[body]}"
+        seen[body] = rel
 
 
 def test_dist_is_deterministic_and_ordered():
