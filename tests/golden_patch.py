@@ -1,5 +1,6 @@
 """Golden files of what efa-stack changes in a vendored manifest: "the pinned upstream file, by digest, plus these
-patches", instead of a second copy of upstream's text.
+patches", instead of a second copy of upstream's text; and of how one spec's chart differs from the reference
+spec's (:func:`patch_from`), instead of a second copy of the reference's.
 
 A patch golden names the stored upstream file and its sha256, the objects efa-stack leaves out, and per changed
 object a JSON Patch (RFC 6902). Every chart adds efa-stack's labels (:data:`efa_stack.contract.COMMON_LABELS`) to
@@ -50,7 +51,8 @@ def _named(items: list[Any]) -> bool:
 def operations(old: Any, new: Any, path: str = "") -> list[dict[str, Any]]:
     """JSON Patch operations that turn ``old`` into ``new``: keys added, removed or changed one by one; items of a
     list of named objects (webhooks, containers) left out one by one, highest index first, each operation also
-    naming the item (RFC 6902 ignores other members); any other change replaces the value."""
+    naming the item (RFC 6902 ignores other members); items of two lists of one length item by item; any other
+    change replaces the value."""
     if old == new:
         return []
     if isinstance(old, dict) and isinstance(new, dict):
@@ -68,6 +70,8 @@ def operations(old: Any, new: Any, path: str = "") -> list[dict[str, Any]]:
             for i, (a, b) in enumerate(zip(kept, new, strict=True)):
                 ops += operations(a, b, f"{path}/{i}")
             return ops
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [op for i, (a, b) in enumerate(zip(old, new, strict=True)) for op in operations(a, b, f"{path}/{i}")]
     return [{"op": "replace", "path": path, "value": new}]
 
 
@@ -92,6 +96,19 @@ def apply_patch(upstream: list[dict[str, Any]], patch: dict[str, Any]) -> list[d
     return out
 
 
+def patch_from(base: list[dict[str, Any]], docs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """What turns another spec's objects of a chart (``base``) into ``docs``, object by object in order: id of the
+    object in ``docs`` -> operations. Refuses charts of other lengths or kinds (not one chart of two specs)."""
+    assert [d["kind"] for d in base] == [d["kind"] for d in docs], "not the same objects in the same order"
+    return {object_id(d): operations(b, d) for b, d in zip(base, docs, strict=True)}
+
+
+def apply_from(base: list[dict[str, Any]], patch: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """``base`` patched object by object as :func:`patch_from` wrote."""
+    assert len(patch) == len(base), f"{len(patch)} patches for {len(base)} objects"
+    return [jsonpatch.apply_patch(b, ops) for b, ops in zip(base, patch.values(), strict=True)]
+
+
 class _Dumper(yaml.SafeDumper):
     """Multi-line strings (a configuration file in a ConfigMap) as literal blocks, readable in a diff."""
 
@@ -103,13 +120,18 @@ def _represent_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _represent_str)
 
 
+def golden_text(head: list[str], patch: dict[str, Any]) -> str:
+    """A patch golden: ``head`` as comment lines, then the patch."""
+    return "".join(f"# {line}\n" for line in head) + yaml.dump(patch, Dumper=_Dumper, sort_keys=False,
+                                                                width=1 << 30)
+
+
 def patch_text(stored: Path, upstream_line: str, what: str, patch: dict[str, Any]) -> str:
-    """The golden: a header naming the stored upstream file (path, sha256, its Upstream line), then the patch."""
+    """The golden of :func:`patch_of`: a header naming the stored upstream file (path, sha256, its Upstream line)."""
     digest = hashlib.sha256(stored.read_bytes()).hexdigest()
-    head = [
-        f"# {what}: the objects of {stored.relative_to(ROOT).as_posix()} (sha256 {digest}),",
-        f"# made from {upstream_line},",
-        "# with efa-stack's labels where an object has none of that key, less the objects under `removed`, each",
-        "# object under `changed` patched as its JSON Patch (RFC 6902) says.",
-    ]
-    return "\n".join(head) + "\n" + yaml.dump(patch, Dumper=_Dumper, sort_keys=False, width=1 << 30)
+    return golden_text([
+        f"{what}: the objects of {stored.relative_to(ROOT).as_posix()} (sha256 {digest}),",
+        f"made from {upstream_line},",
+        "with efa-stack's labels where an object has none of that key, less the objects under `removed`, each",
+        "object under `changed` patched as its JSON Patch (RFC 6902) says.",
+    ], patch)

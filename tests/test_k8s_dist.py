@@ -3,7 +3,8 @@
 One golden file per distinct manifest: the reference cluster (``clusters/default.yaml``) keeps its whole
 dist/ in tests/golden/k8s/<cluster name>/; another golden spec keeps only the files that differ from the
 reference's by more than the cluster's name and region. The files meant to be the reference's (charts that
-do not depend on the spec's node groups) are listed in :data:`SAME_AS_REFERENCE` and asserted identical.
+do not depend on the spec's node groups) are listed in :data:`SAME_AS_REFERENCE` and asserted identical; those
+with the reference's objects and other figures (:data:`PATCHED`) are kept as a patch of the reference's.
 Regenerate after an intended change with ``make snapshots`` (``EFA_STACK_UPDATE_GOLDEN=1``) and read the diff.
 """
 
@@ -12,9 +13,11 @@ from __future__ import annotations
 import re
 
 import pytest
+import yaml
 
 from k8s.components import CHART_ORDER, TRAINING_OPERATOR_CRD, chart_file_name
 from k8s.dist import APPLY_SCRIPT, dist_dir, dist_files, render_dist, write_dist
+from tests.golden_patch import apply_from, golden_text, patch_from
 from tests.support import GOLDEN, GOLDEN_K8S, GOLDEN_SPECS, UPDATE_GOLDEN, built, golden_check
 
 REFERENCE = "default"
@@ -37,6 +40,10 @@ SAME_AS_REFERENCE: dict[str, set[str]] = {
 depend on the spec, the device plugins only on the accelerator (NVIDIA here), ``apply.sh`` on which
 steps there are. Everything else of a golden spec has its own golden file."""
 
+PATCHED = {f"after-crds/{chart_file_name('nccl-tests')}": "nccl-tests"}
+"""Dist files another golden spec keeps as a patch of the reference's (``<name>.patch.yaml``): the same objects
+with other figures (instance type, node group, sizes), so the patch is the list of what the spec changes."""
+
 VENDORED_CRDS = "the vendored release CRDs as they are: test_vendored_crd_charts_are_the_vendored_files"
 NOT_GOLDEN = {TRAINING_OPERATOR_CRD: "upstream's CRD less its descriptions, compared with upstream's file in "
                                      "tests/test_k8s_training_operators.py",
@@ -54,9 +61,24 @@ def for_cluster(text: str, reference, plan) -> str:
 
 def test_every_chart_has_one_golden_file():
     found = [p.name for p in GOLDEN.rglob("*.yaml") if re.match(r"^\d\d-", p.name)]
-    charts = {re.sub(r"^\d\d-|\.yaml$", "", n) for n in found}
+    charts = {re.sub(r"^\d\d-|(\.patch)?\.yaml$", "", n) for n in found}
     assert charts | set(NOT_GOLDEN) == set(CHART_ORDER)
     assert not charts & set(NOT_GOLDEN)
+
+
+def _patched_golden(rel: str, b, ref) -> str:
+    """Check ``rel`` of ``b`` as its patch of the reference's (a golden), and return the golden's path."""
+    chart = PATCHED[rel]
+    patch_rel = rel.removesuffix(".yaml") + ".patch.yaml"
+    patch = patch_from(ref.manifests[chart], b.manifests[chart])
+    golden = GOLDEN_K8S / b.plan.name / patch_rel
+    golden_check(golden, golden_text([
+        f"{rel} of cluster {b.plan.name}: the objects of the reference cluster's",
+        f"(tests/golden/k8s/{ref.plan.name}/{rel}), one by one, each patched as its JSON Patch (RFC 6902) says.",
+    ], patch))
+    # re-derived from the reference's objects and the golden alone, the chart is what the spec renders
+    assert apply_from(ref.manifests[chart], yaml.safe_load(golden.read_text())) == b.manifests[chart]
+    return patch_rel
 
 
 @pytest.mark.parametrize("stem", GOLDEN_SPECS)
@@ -69,10 +91,10 @@ def test_dist_matches_golden_files(stem, tmp_path):
     rels = [r for r in rels if re.sub(r"^\d\d-|\.yaml$", "", r) not in NOT_GOLDEN]  # compared elsewhere
     shared = SAME_AS_REFERENCE.get(stem, set())
     assert shared <= set(rels), f"{stem} no longer renders {sorted(shared - set(rels))}"
-    if shared:
-        ref = built(REFERENCE)
-        ref_files = dist_files(ref.plan, ref.charts)  # rendered here, not read from its golden files (being rewritten)
+    ref = built(REFERENCE)
+    ref_files = dist_files(ref.plan, ref.charts)  # rendered here, not read from its golden files (being rewritten)
     golden = GOLDEN_K8S / plan.name
+    kept = set()
     for rel in rels:
         text = (out / rel).read_text()
         if rel in shared:
@@ -80,9 +102,11 @@ def test_dist_matches_golden_files(stem, tmp_path):
                 f"{plan.name}'s {rel} is meant to be {ref.plan.name}'s for another cluster name and region; if it "
                 f"no longer is on purpose, take it out of SAME_AS_REFERENCE and run `make snapshots`"
             )
+        elif rel in PATCHED and stem != REFERENCE:
+            kept.add(_patched_golden(rel, b, ref))
         else:
             golden_check(golden / rel, text)
-    kept = set(rels) - shared
+            kept.add(rel)
     stale = {p.relative_to(golden).as_posix() for p in golden.rglob("*") if p.is_file()} - kept
     if UPDATE_GOLDEN:
         for rel in stale:
