@@ -40,9 +40,14 @@ SAME_AS_REFERENCE: dict[str, set[str]] = {
 depend on the spec, the device plugins only on the accelerator (NVIDIA here), ``apply.sh`` on which
 steps there are. Everything else of a golden spec has its own golden file."""
 
-PATCHED = {f"after-crds/{chart_file_name('nccl-tests')}": "nccl-tests"}
-"""Dist files another golden spec keeps as a patch of the reference's (``<name>.patch.yaml``): the same objects
-with other figures (instance type, node group, sizes), so the patch is the list of what the spec changes."""
+NCCL, RUNTIMES = f"after-crds/{chart_file_name('nccl-tests')}", f"after-crds/{chart_file_name('training-runtimes')}"
+PATCHED: dict[str, tuple[str, str, str]] = {
+    NCCL: ("nccl-tests", REFERENCE, f"k8s/efa-training/{NCCL}"),
+    RUNTIMES: ("training-runtimes", "training-p5", "training/p5-trainjob/45-training-runtimes.yaml"),
+}
+"""Dist files a golden spec keeps as a patch of another spec's (``<name>.patch.yaml``): dist file -> (chart, the
+spec whose objects it patches, that spec's golden file under tests/golden/). The same objects with other figures
+(instance type, node group, sizes, Kueue's annotations), so the patch is the list of what the spec changes."""
 
 VENDORED_CRDS = "the vendored release CRDs as they are: test_vendored_crd_charts_are_the_vendored_files"
 NOT_GOLDEN = {TRAINING_OPERATOR_CRD: "upstream's CRD less its descriptions, compared with upstream's file in "
@@ -66,18 +71,19 @@ def test_every_chart_has_one_golden_file():
     assert not charts & set(NOT_GOLDEN)
 
 
-def _patched_golden(rel: str, b, ref) -> str:
-    """Check ``rel`` of ``b`` as its patch of the reference's (a golden), and return the golden's path."""
-    chart = PATCHED[rel]
+def _patched_golden(rel: str, b) -> str:
+    """Check ``rel`` of ``b`` as its patch of another spec's (a golden); return the golden's path."""
+    chart, base_stem, base_golden = PATCHED[rel]
+    base = built(base_stem)
     patch_rel = rel.removesuffix(".yaml") + ".patch.yaml"
-    patch = patch_from(ref.manifests[chart], b.manifests[chart])
+    patch = patch_from(base.manifests[chart], b.manifests[chart])
     golden = GOLDEN_K8S / b.plan.name / patch_rel
     golden_check(golden, golden_text([
-        f"{rel} of cluster {b.plan.name}: the objects of the reference cluster's",
-        f"(tests/golden/k8s/{ref.plan.name}/{rel}), one by one, each patched as its JSON Patch (RFC 6902) says.",
+        f"{rel} of cluster {b.plan.name}: the objects of cluster {base.plan.name}'s",
+        f"(tests/golden/{base_golden}), one by one, each patched as its JSON Patch (RFC 6902) says.",
     ], patch))
-    # re-derived from the reference's objects and the golden alone, the chart is what the spec renders
-    assert apply_from(ref.manifests[chart], yaml.safe_load(golden.read_text())) == b.manifests[chart]
+    # re-derived from the other spec's objects and the golden alone, the chart is what the spec renders
+    assert apply_from(base.manifests[chart], yaml.safe_load(golden.read_text())) == b.manifests[chart]
     return patch_rel
 
 
@@ -102,8 +108,8 @@ def test_dist_matches_golden_files(stem, tmp_path):
                 f"{plan.name}'s {rel} is meant to be {ref.plan.name}'s for another cluster name and region; if it "
                 f"no longer is on purpose, take it out of SAME_AS_REFERENCE and run `make snapshots`"
             )
-        elif rel in PATCHED and stem != REFERENCE:
-            kept.add(_patched_golden(rel, b, ref))
+        elif rel in PATCHED and stem != PATCHED[rel][1]:
+            kept.add(_patched_golden(rel, b))
         else:
             golden_check(golden / rel, text)
             kept.add(rel)
