@@ -17,7 +17,7 @@ from efa_stack.spec.errors import SpecError
 from k8s.dist import dist_files
 from k8s.kueue import CONFIG_KEY, CONFIG_MAP, KUEUE_IMAGE, crd_documents
 from k8s.scheduling import system_node_selector
-from tests.support import KUBECTL_HANDLER_LIMIT, _build, built, plan_of, spec_text
+from tests.support import KUBECTL_HANDLER_LIMIT, _build, built, built_text, plan_of, problems_of, spec_text
 
 KUEUE_ON = """
 scheduling:
@@ -398,10 +398,63 @@ def test_endless_requeuing_leaves_the_limit_out():
     assert "backoffLimitCount" not in config["waitForPodsReady"]["requeuingStrategy"]
 
 
-def test_integrations_are_the_jobs_efa_stack_renders():
+def test_integrations_are_those_whose_crds_the_plan_installs():
+    # tas-p5 runs a TrainJob (Kubeflow Trainer installed), no PyTorchJob (no Training Operator v1)
     assert _config(built("tas-p5"))["integrations"] == {"frameworks": [
-        "batch/job", "kubeflow.org/mpijob", "kubeflow.org/pytorchjob", "trainer.kubeflow.org/trainjob",
+        "batch/job", "kubeflow.org/mpijob", "trainer.kubeflow.org/trainjob",
     ]}
+    # karpenter-p5 runs the NCCL test only: no integration whose CRD Kueue would wait for, or exit without
+    b = built("karpenter-p5")
+    assert _config(b)["integrations"] == {"frameworks": ["batch/job", "kubeflow.org/mpijob"]}
+    resources = {(g, r) for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+                 for w in b.find(kind)["webhooks"] for rule in w["rules"] for g in rule["apiGroups"]
+                 for r in rule["resources"]}
+    assert not {g for g, _ in resources} & {contract.TRAINER_GROUP} and ("kubeflow.org", "pytorchjobs") not in resources
+
+
+def test_topology_none_renders_no_topology_so_every_flavor_admits_the_workers():
+    # GIVEN topology: none ("quota only") on a group whose nodes carry network layers
+    plan = plan_of(spec_text(extra=_kueue("topology: none")))
+    b = built_text(spec_text(extra=_kueue("topology: none")))
+    # THEN no flavor names a topology and no Topology is rendered: Kueue refuses a flavor with topologyName to a
+    # PodSet that asks for none, and the workers ask for none
+    assert plan.kueue.topologies == () and all(f.topology is None for f in plan.kueue.flavors)
+    assert not [o for _, o in b.objects() if o["kind"] == "Topology"]
+    assert all("topologyName" not in o["spec"] for _, o in b.objects() if o["kind"] == "ResourceFlavor")
+    assert plan.kueue.binding("gpu").pod_annotations == {}
+
+
+def test_fails_topology_required_at_hostname_for_jobs_of_several_workers():
+    # GIVEN topology: required at level hostname and an NCCL test of 2 whole-node workers
+    problems = problems_of(spec_text(extra=_kueue("topology: required\nlevel: hostname")))
+    # THEN it is refused: no node fits two workers, so Kueue would never admit the job
+    (p,) = [p for p in problems if p.field == "scheduling.kueue.level"]
+    assert p.value == "hostname" and "ncclTest runs 2 whole-node workers on node group gpu" in p.message
+    assert "level: bottom" in p.fix and "topology: preferred" in p.fix
+    # AND the advice holds: either fix plans
+    plan_of(spec_text(extra=_kueue("topology: required\nlevel: bottom")))
+    plan_of(spec_text(extra=_kueue("topology: preferred\nlevel: hostname")))
+
+
+def test_a_changed_configuration_rolls_kueue_and_runs_its_wait_again():
+    # GIVEN two plans that differ only in waitForPodsReady's timeout
+    from k8s.kueue import CONFIG_KEY, config_sha256
+
+    one = built_text(spec_text(extra=_kueue("waitForPodsReady:\n  timeoutSeconds: 3600")))
+    two = built_text(spec_text(extra=_kueue("waitForPodsReady:\n  timeoutSeconds: 3700")))
+    deployments = [b.find("Deployment", contract.KUEUE_CONTROLLER)["spec"]["template"] for b in (one, two)]
+    configs = [b.find("ConfigMap", CONFIG_MAP)["data"][CONFIG_KEY] for b in (one, two)]
+    # THEN each pod template carries its configuration's digest, so the changed one rolls the pods (Kueue reads its
+    # configuration once, at start)
+    for template, config in zip(deployments, configs):
+        assert template["metadata"]["annotations"][contract.ANNOTATION_CONFIG_SHA256] == config_sha256(config)
+    assert deployments[0] != deployments[1]
+    # AND the rollout's wait for Kueue has a new revision, so cdk deploy waits for the new pods again
+    from k8s.components import KUEUE
+    from k8s.rollout import available_id
+
+    revisions = [b.rollout[available_id(KUEUE)].revision for b in (one, two)]
+    assert all(revisions) and revisions[0] != revisions[1]
 
 
 def test_webhooks_only_for_kueue_kinds_and_enabled_integrations():
@@ -497,8 +550,8 @@ def test_the_vendored_crds_are_the_pinned_release():
 
 
 def test_hostname_level_names_the_lowest_topology_level():
-    plan = plan_of(spec_text(extra=_kueue("topology: required\nlevel: hostname")))
-    assert plan.kueue.binding("gpu").pod_annotations == {contract.KUEUE_REQUIRED_TOPOLOGY: "kubernetes.io/hostname"}
+    plan = plan_of(spec_text(extra=_kueue("topology: preferred\nlevel: hostname")))
+    assert plan.kueue.binding("gpu").pod_annotations == {contract.KUEUE_PREFERRED_TOPOLOGY: "kubernetes.io/hostname"}
     (topology,) = plan.kueue.topologies
     assert topology.levels[-1] == "kubernetes.io/hostname"
 
