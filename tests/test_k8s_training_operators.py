@@ -40,6 +40,7 @@ from k8s.training_operators import (
     pytorchjob_crd_document,
 )
 from k8s.vendored import read_header
+from stacks.kubernetes import ROLLED_OUT_JSONPATH
 from tests.support import (
     GOLDEN,
     KUBECTL_HANDLER_LIMIT,
@@ -284,7 +285,7 @@ def test_stack_orders_crds_operators_and_waits(both_synth):
     (available,) = [k for k, v in waits.items() if v["Properties"]["ObjectName"] == contract.TRAINER_DEPLOYMENT]
     assert waits[available]["Properties"]["ObjectType"] == "deployment"
     assert waits[available]["Properties"]["ObjectNamespace"] == contract.TRAINER_NAMESPACE
-    assert waits[available]["Properties"]["JsonPath"] == ".status.availableReplicas"
+    assert waits[available]["Properties"]["JsonPath"] == ROLLED_OUT_JSONPATH
     assert deps(available) >= {helm_id} | system
 
     def manifest(chart_id: str) -> str:
@@ -313,7 +314,7 @@ def test_charts_after_the_v1_operator_wait_until_its_webhook_admits(both_synth):
     ca, webhook = waits["validatingwebhookconfiguration"]
     # THEN the stack waits for an available controller replica, then for the CA the controller injects
     assert (deployment["ObjectName"], deployment["ObjectNamespace"], deployment["JsonPath"]) == (
-        contract.TRAINING_OPERATOR_NAME, contract.TRAINING_OPERATOR_NAMESPACE, ".status.availableReplicas")
+        contract.TRAINING_OPERATOR_NAME, contract.TRAINING_OPERATOR_NAMESPACE, ROLLED_OUT_JSONPATH)
     assert (webhook["ObjectName"], webhook["JsonPath"]) == (
         "validator.training-operator.kubeflow.org", ".webhooks[0].clientConfig.caBundle")
 
