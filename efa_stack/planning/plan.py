@@ -34,6 +34,7 @@ from efa_stack.planning.addressing import (
     pod_network_refusals,
 )
 from efa_stack.planning.catalog import InstanceType, UnknownInstanceType
+from efa_stack.planning.image_cache import ImageCachePlan, image_cache_plan, job_images
 from efa_stack.planning.image_compat import TrainingImagePlan, training_image_plan
 from efa_stack.planning.karpenter import (
     KarpenterPlan,
@@ -173,6 +174,8 @@ class ClusterPlan:
     """Kueue and its queues (:func:`efa_stack.planning.scheduling.kueue_plan`), or None without ``scheduling.kueue.enabled``."""
     karpenter: KarpenterPlan | None = None
     """Karpenter and its EFA pools (``karpenterNodePools``, :mod:`efa_stack.planning.karpenter`), or None without pools."""
+    image_cache: ImageCachePlan | None = None
+    """The ECR pull through cache for job images at scale (:mod:`efa_stack.planning.image_cache`), or None."""
 
     def addon(self, name: str) -> AddonPlan | None:
         """The plan of add-on ``name``, or None when no stack creates it."""
@@ -235,6 +238,8 @@ class ClusterPlan:
             )
         if self.addresses is not None:
             lines += self.addresses.summary_lines()
+        if self.image_cache is not None:
+            lines += self.image_cache.summary_lines()
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -1076,6 +1081,10 @@ def build_plan(
         training_jobs=training_jobs,
         kueue=kueue,
         karpenter=karpenter,
+        image_cache=image_cache_plan(
+            md.name, md.region, job_images(nccl_job, training_jobs),
+            interface_endpoints=None if existing is not None else spec.vpc.interface_endpoints,
+        ),
         existing_vpc=existing,
         warnings=(*version_warnings(md.version, today), *infiniband_warnings(spec), *kueue_warnings,
                   *ami_driver_warnings(karpenter, md.version)),
