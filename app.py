@@ -48,12 +48,12 @@ def main(app: App | None = None) -> None:
     zones = _subnet_zones(context(contract.SUBNET_ZONES_CONTEXT))
     try:
         plan = plan_from_file(spec_path or DEFAULT_SPEC, subnet_zones=zones)
-    except SpecError as exc:
-        print(exc.render(), file=sys.stderr)
-        sys.exit(1)
-    except UserError as exc:  # a bad EFA_STACK_TODAY
-        print(f"error: {exc.message}" + (f"\nFix: {exc.fix}" if exc.fix else ""), file=sys.stderr)
-        sys.exit(exc.exit_code)
+    except (SpecError, UserError) as exc:  # UserError: a bad EFA_STACK_TODAY
+        from rich.console import Console
+
+        from efa_stack.console import print_error
+
+        sys.exit(print_error(exc, json_out=False, console=Console(stderr=True)))  # as every command does: exit 2
     import cdk8s
     from aws_cdk import App
 

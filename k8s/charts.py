@@ -106,12 +106,11 @@ def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
     if job is not None:
         chart = charts[NCCL_TESTS] = _chart(app, NCCL_TESTS)
         storage = plan.storage
-        queue = plan.kueue.binding(job.node_group) if plan.kueue else None
         NcclTestsJob(chart, "NcclTests", NcclTestsJobProps(
             job=job,
-            queue=queue,
-            worker_wait_seconds=worker_wait_seconds(plan, job.node_group, queued=queue is not None),
-            do_not_disrupt=_on_pool(plan, job.node_group),
+            queue=job.queue,
+            worker_wait_seconds=job.worker_wait_seconds,
+            do_not_disrupt=job.do_not_disrupt,
             storage_claim=storage.claim_name if storage else None,
             storage_mount_path=storage.mount_path if storage else contract.FSX_MOUNT_PATH,
         ))
@@ -137,29 +136,6 @@ def _kueue_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.Cha
     controller.add_dependency(crds, workload)
     queues = charts[KUEUE_QUEUES] = _chart(app, KUEUE_QUEUES)
     KueueQueues(queues, "KueueQueues", plan.kueue)
-
-
-def worker_wait_seconds(plan: ClusterPlan, node_group: str, *, queued: bool) -> int:
-    """How long the NCCL-tests launcher waits for its workers (:attr:`NcclTestsJobProps.worker_wait_seconds`):
-    the default image-pull allowance, or longer where the workers' nodes may not exist yet when the launcher
-    starts. On a Karpenter pool a node may take Karpenter's registration timeout and the device plugins' start
-    before the image pull begins (:func:`efa_stack.planning.scheduling.pods_ready_seconds`); a queued job's
-    launcher starts with its workers at admission, and Kueue itself gives the pods ``waitForPodsReady.timeout``
-    before it evicts the job, so the launcher waits as long (a shorter wait would fail a job Kueue still holds)."""
-    from efa_stack.planning.scheduling import KARPENTER_REGISTRATION_SECONDS, NODE_START_SECONDS
-
-    base = NcclTestsJobProps.worker_wait_seconds
-    waits = [base]
-    if _on_pool(plan, node_group):
-        waits.append(base + KARPENTER_REGISTRATION_SECONDS + NODE_START_SECONDS)
-    if queued and plan.kueue is not None:
-        waits.append(plan.kueue.wait.timeout_seconds)
-    return max(waits)
-
-
-def _on_pool(plan: ClusterPlan, node_group: str) -> bool:
-    """Whether ``node_group`` is a Karpenter pool (its jobs' workers get ``karpenter.sh/do-not-disrupt``)."""
-    return plan.karpenter is not None and plan.karpenter.pool(node_group) is not None
 
 
 def _karpenter_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.Chart]) -> None:
@@ -190,10 +166,9 @@ def _training_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.
     if runtimes:
         chart = charts[TRAINING_RUNTIMES] = _chart(app, TRAINING_RUNTIMES)
         for name, (worker, image) in runtimes.items():
+            first = next(j for j in jobs if j.runtime_name == name)  # the runtime's jobs share its node group
             EfaTrainingRuntime(chart, name, TrainingRuntimeProps(
-                name=name, worker=worker, image=image,
-                queue=plan.kueue.binding(worker.sizing.node_group) if plan.kueue else None,
-                do_not_disrupt=_on_pool(plan, worker.sizing.node_group),
+                name=name, worker=worker, image=image, queue=first.queue, do_not_disrupt=first.do_not_disrupt,
             ))
         # A runtime is not a queued object (Kueue admits the jobs, not their templates): it follows the device
         # plugins, not the queues.
@@ -203,8 +178,7 @@ def _training_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.
     chart = charts[TRAINING_JOBS] = _chart(app, TRAINING_JOBS)
     for job in jobs:
         TrainingJob(chart, training_job_id(job, plan.training_jobs), TrainingJobProps(
-            job=job, queue=plan.kueue.binding(job.node_group) if plan.kueue else None,
-            do_not_disrupt=_on_pool(plan, job.node_group),
+            job=job, queue=job.queue, do_not_disrupt=job.do_not_disrupt,
         ))
     for c in (*needed, TRAINING_RUNTIMES):
         if c in charts:

@@ -107,7 +107,8 @@ def node_class_spec(pool: KarpenterPoolPlan, plan: KarpenterPlan, node_role: str
     # (:attr:`efa_stack.planning.karpenter.KarpenterPoolPlan.max_pods`); absent otherwise, Karpenter's own.
     if pool.max_pods is not None:
         spec["kubelet"] = {"maxPods": pool.max_pods}
-    user_data = node_user_data(g.hugepages_2mi_mib, g.lustre_client, g.kubelet.as_kubelet_config())
+    user_data = node_user_data(g.hugepages_2mi_mib, g.lustre_client, g.kubelet.as_kubelet_config(),
+                               lustre_efa=g.lustre_efa)
     if user_data:
         spec["userData"] = user_data
     return spec

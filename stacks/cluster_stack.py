@@ -81,6 +81,15 @@ def endpoint_access(plan: ClusterPlan) -> eks.EndpointAccess:
 
 
 class ClusterStack(Stack):
+    """One cluster's stack, ``<name>-cluster``: the network (:class:`stacks.network_stack.ClusterNetwork`), the EKS
+    cluster with its add-ons, access entries and managed node groups, Karpenter's controller for the pools, the
+    observability, the training image, and the Kubernetes rollout (:mod:`stacks.kubernetes`). The storage is a part
+    of it too (:class:`stacks.storage_stack.ClusterStorage`, added by :func:`stacks.compose.build`).
+
+    Attributes: ``network``, ``cluster``, ``vpc_cni``, ``node_role``, ``addons`` (by add-on name), ``node_groups``
+    (by EKS node group name), ``karpenter`` (or None), ``kubernetes`` (the rollout's constructs by step id),
+    ``manifests`` (the charts' manifests in apply order), ``training_image`` (or None)."""
+
     def __init__(
         self,
         scope: Construct,

@@ -28,12 +28,15 @@ if TYPE_CHECKING:
 
 @dataclass
 class ClusterStacks:
+    """What :func:`build` added to the app: the cluster stack and, with a ``storage`` section, its storage."""
+
     cluster: ClusterStack
     storage: ClusterStorage | None = None
     """The storage construct in the cluster stack (with a ``storage`` section)."""
 
     @property
     def network(self) -> ClusterNetwork:
+        """The VPC and the EFA security group in the cluster stack."""
         return self.cluster.network
 
     @property

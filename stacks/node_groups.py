@@ -42,7 +42,7 @@ def node_group_props(
             capacity=ng.capacity,
             reservation_id=ng.reservation_id,
             hugepages_2mi_mib=ng.hugepages_2mi_mib,
-            lustre_client=ng.lustre_client,
+            lustre_client=ng.lustre_client, lustre_efa=ng.lustre_efa,
             kubelet_config={**ng.kubelet.as_kubelet_config(), **({"maxPods": str(max_pods)} if max_pods else {})},
             instance_name=ng.instance_name,
             key_name=ng.key_name,

@@ -23,7 +23,7 @@ from rich.console import Console
 from efa_stack import contract
 from efa_stack.acceptance import checks, judge
 from efa_stack.acceptance.model import Evidence, PairResult
-from efa_stack.acceptance.run import run_acceptance
+from efa_stack.acceptance.run import AcceptanceOptions, run_acceptance
 from efa_stack.errors import UserError
 from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec.models import KUBERNETES_VERSIONS
@@ -117,7 +117,8 @@ class FakeCustom:
 def _run(logs: dict[str, str], slow: set[str] = frozenset(), **kw: Any) -> tuple[Any, FakeCore, FakeCustom]:  # type: ignore[assignment]
     core = FakeCore(logs)
     custom = FakeCustom(core, set(slow))
-    report = run_acceptance(PLAN, core, custom, node_group="p5", clock=lambda: 0.0, sleep=lambda s: None, **kw)
+    report = run_acceptance(PLAN, core, custom, AcceptanceOptions(node_group="p5", clock=lambda: 0.0,
+                                                                  sleep=lambda s: None, **kw))
     return report, core, custom
 
 
@@ -196,7 +197,7 @@ def test_every_rendered_check_pod_and_pair_job_is_valid_kubernetes() -> None:
     import jsonschema
     import kubernetes_validate
 
-    from tests.test_k8s_support import crd_schema
+    from tests.support import crd_schema
 
     _, core, custom = _run(_healthy(), slow={NODES[1]})
     for pod in core.created:
@@ -273,8 +274,8 @@ def test_ambiguous_nodes_fail_acceptance_but_are_not_quarantined() -> None:
     # GIVEN two nodes whose only pair is slow WHEN acceptance runs with --quarantine
     core = FakeCore({n: _text("node_pass.log") for n in NODES[:2]})
     core.node_list.items = core.node_list.items[:2]
-    report = run_acceptance(PLAN, core, FakeCustom(core, {NODES[0]}), node_group="p5", quarantine=True,
-                            clock=lambda: 0.0, sleep=lambda s: None)
+    report = run_acceptance(PLAN, core, FakeCustom(core, {NODES[0]}), AcceptanceOptions(
+        node_group="p5", quarantine=True, clock=lambda: 0.0, sleep=lambda s: None))
     # THEN the report is not OK, both are ambiguous, nothing is tainted, and a note says why
     assert not report.ok and [v.status for v in report.nodes] == ["ambiguous", "ambiguous"]
     assert core.patches == [] and any(n.startswith("pair tests (ambiguous)") for n in report.notes)
@@ -418,8 +419,8 @@ def test_no_quarantine_without_the_flag() -> None:
 def test_pod_that_never_ran_fails_with_the_timeout_fix() -> None:
     core = FakeCore(_healthy())
     core.phase = "Pending"
-    report = run_acceptance(PLAN, core, FakeCustom(core, set()), node_group="p5", timeout=0, clock=lambda: 0.0,
-                            sleep=lambda s: None)
+    report = run_acceptance(PLAN, core, FakeCustom(core, set()), AcceptanceOptions(
+        node_group="p5", timeout=0, clock=lambda: 0.0, sleep=lambda s: None))
     assert all(v.status == "failed" for v in report.nodes)
     assert "raise --timeout" in report.nodes[0].evidence[0].detail
 
@@ -435,7 +436,7 @@ def test_pod_that_never_ran_fails_with_the_timeout_fix() -> None:
 def test_fails_bad_input_with_field_and_fix(kw: dict[str, Any], message: str, fix: str) -> None:
     core = FakeCore(_healthy())
     with pytest.raises(UserError) as exc:
-        run_acceptance(PLAN, core, FakeCustom(core, set()), **({"node_group": "p5"} | kw))
+        run_acceptance(PLAN, core, FakeCustom(core, set()), AcceptanceOptions(**({"node_group": "p5"} | kw)))
     assert message in exc.value.message and fix in exc.value.fix
 
 
@@ -443,7 +444,7 @@ def test_fails_when_no_nodes_are_found() -> None:
     core = FakeCore(_healthy(), nodes="nodes_p5x4.json")
     core.node_list.items = []
     with pytest.raises(UserError, match="no nodes found for node group 'p5'"):
-        run_acceptance(PLAN, core, FakeCustom(core, set()), node_group="p5")
+        run_acceptance(PLAN, core, FakeCustom(core, set()), AcceptanceOptions(node_group="p5"))
 
 
 def test_command_prints_json_document_and_exit_code() -> None:
@@ -485,17 +486,16 @@ def test_quarantine_on_a_topology_queued_group_says_when_kueue_replaces_the_node
     plan = plan_from_file(ROOT / "clusters" / "tas-p5.yaml")
     assert plan.kueue is not None and plan.kueue.binding("p5").worker_annotations
     core = FakeCore(_healthy() | {NODES[2]: _text("node_dcgm_failed.log")})
-    report = run_acceptance(plan, core, FakeCustom(core, set()), node_group="p5", quarantine=True,
-                            clock=lambda: 0.0, sleep=lambda s: None)
+    report = run_acceptance(plan, core, FakeCustom(core, set()), AcceptanceOptions(
+        node_group="p5", quarantine=True, clock=lambda: 0.0, sleep=lambda s: None))
     assert [n for n, _ in core.patches] == [NODES[2]]
     assert KUEUE_REPLACEMENT_NOTE in report.notes
     # without Kueue, or with nothing quarantined, the note is not given
     assert KUEUE_REPLACEMENT_NOTE not in _run(_healthy() | {NODES[2]: _text("node_dcgm_failed.log")},
                                               quarantine=True)[0].notes
     clean = FakeCore(_healthy())
-    assert KUEUE_REPLACEMENT_NOTE not in run_acceptance(plan, clean, FakeCustom(clean, set()), node_group="p5",
-                                                        quarantine=True, clock=lambda: 0.0,
-                                                        sleep=lambda s: None).notes
+    assert KUEUE_REPLACEMENT_NOTE not in run_acceptance(plan, clean, FakeCustom(clean, set()), AcceptanceOptions(
+        node_group="p5", quarantine=True, clock=lambda: 0.0, sleep=lambda s: None)).notes
 
 
 def test_no_queued_pod_tolerates_the_quarantine_taint() -> None:

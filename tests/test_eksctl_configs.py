@@ -57,6 +57,11 @@ PUBLIC_REFUSED: dict[str, list[tuple[str, str]]] = {
         ('vpc.subnets.public.endpoint-two.id', 'replace it with your own id'),
         ('managedNodeGroups', "add 'managedNodeGroups': The node groups (EKS ma"),
         ('nodeGroups', 'move each entry to managedNodeGroups (efa-stack'),
+        # the subnets' zones, in the same run as their placeholder ids (their keys are no zone names)
+        ('vpc.subnets.private.p4de-1a.az', 'add az: <zone> to the subnet'),
+        ('vpc.subnets.private.p4de-1c.az', 'add az: <zone> to the subnet'),
+        ('vpc.subnets.public.endpoint-one.az', 'add az: <zone> to the subnet'),
+        ('vpc.subnets.public.endpoint-two.az', 'add az: <zone> to the subnet'),
         ('nodeGroups[0].capacityReservation.capacityReservationTarget.capacityReservationID', "replace it with your reservation's or Capacity B"),
     ],
     "aws-do-eks-eks-gpu-p4de-odcr.yaml": [
@@ -164,6 +169,20 @@ PUBLIC_REFUSED: dict[str, list[tuple[str, str]]] = {
         ('managedNodeGroups[0].iam.withAddonPolicies.certManager', 'remove it and give cert-manager its permissions'),
         ('managedNodeGroups[2].amiFamily', 'set amiFamily: AmazonLinux2023 or remove it'),
         ('managedNodeGroups[2].overrideBootstrapCommand', 'write a NodeConfig (apiVersion: node.eks.aws/v1a'),
+    ],
+    "eksctl-24-nodegroup-subnets.yaml": [
+        # a subnet without its id, and in the same run the node group that names public subnets
+        ('vpc.subnets.private.private-one.id', "add 'id'"),
+        ('managedNodeGroups', "add 'managedNodeGroups': The node groups (EKS ma"),
+        ('nodeGroups', 'move each entry to managedNodeGroups (efa-stack '),
+        ('vpc.subnets.private.private-one.az', 'add az: <zone> to the subnet'),
+        ('vpc.subnets.private.private-two.az', 'add az: <zone> to the subnet'),
+        ('vpc.subnets.private.private-three.az', 'add az: <zone> to the subnet'),
+        ('vpc.subnets.public.public-one.az', 'add az: <zone> to the subnet'),
+        ('vpc.subnets.public.public-two.az', 'add az: <zone> to the subnet'),
+        ('vpc.subnets.public.public-three.az', 'add az: <zone> to the subnet'),
+        ('nodeGroups[0].subnets', 'name a subnet listed under vpc.subnets.private'),
+        ('nodeGroups[0].subnets', 'name a subnet listed under vpc.subnets.private'),
     ],
     "eksctl-34-taints.yaml": [
         ('nodeGroups', 'move each entry to managedNodeGroups (efa-stack'),

@@ -30,8 +30,10 @@ from efa_stack.planning.karpenter import (
     placement_group_name,
 )
 from efa_stack.planning.layout import interface_layout
+from efa_stack.planning.plan import plan_from_text
 from efa_stack.planning.scheduling import node_figures
 from efa_stack.planning.user_data import node_user_data
+from efa_stack.spec.errors import SpecError
 from efa_stack.spec.models import DEFAULT_KUBERNETES_VERSION, DEFAULT_POOL_AMI_VERSION, KUBERNETES_VERSIONS
 from k8s.karpenter import POOL_KIND_CRDS, ZONE_LABEL, crd_documents
 from tests.support import KUBECTL_HANDLER_LIMIT, _build, built, plan_of, problems_of, synth_spec
@@ -185,6 +187,69 @@ def test_fails_a_pool_that_cannot_work(pool, field, words):
     base = P5_POOL.replace("availabilityZone: us-west-2a\n", "") if pool.startswith("availabilityZone") else P5_POOL
     p = _problem(_spec(base + pool), f"karpenterNodePools[0].{field}")
     assert words in p.message, p.render()
+
+
+FIVE_BROKEN_POOLS = """
+karpenterNodePools:
+  - {name: odcr, instanceType: p5.48xlarge, maxNodes: 2, capacity: reservation, capacityReservationIds: [cr-bad]}
+  - {name: P5Pool, instanceType: p5.48xlarge, maxNodes: 2}
+  - {name: noids, instanceType: p5.48xlarge, maxNodes: 2, capacity: reservation}
+  - {name: noefa, instanceType: m5.large, maxNodes: 2}
+  - {name: legacy, instanceType: p5.48xlarge, maxNodes: 2, interfaceLayout: legacy}
+"""
+
+
+def test_five_broken_pools_get_every_problem_in_one_run():
+    # GIVEN two pools with badly formed values (a reservation id, a name) beside three that cannot work
+    with pytest.raises(SpecError) as info:
+        plan_from_text(HEADER + FIVE_BROKEN_POOLS)
+    # THEN the planning problems of the other three come in the same run as the two pattern errors
+    got = [(p.field, p.value) for p in info.value.problems]
+    assert got == [
+        ("karpenterNodePools[0].capacityReservationIds[0]", "cr-bad"),
+        ("karpenterNodePools[1].name", "P5Pool"),
+        ("karpenterNodePools[2].capacityReservationIds", []),
+        ("karpenterNodePools[3].instanceType", "m5.large"),
+        ("karpenterNodePools[4].interfaceLayout", "legacy"),
+    ], [p.render() for p in info.value.problems]
+    # AND the pool on a type without EFA is told what a pool can do (a pool has no efaEnabled to turn off)
+    no_efa = info.value.problems[3]
+    assert "Karpenter pool" in no_efa.message and "efaEnabled: false" not in no_efa.fix
+    assert "managedNodeGroups" in no_efa.fix
+
+
+def test_an_io1_pool_root_volume_takes_its_iops_into_the_ec2nodeclass():
+    # GIVEN an io1 root volume with its IOPS on a pool, as on a managed node group (the fields they share)
+    objects = _objects(_spec(P5_POOL + "volumeType: io1\nvolumeSize: 500\nvolumeIOPS: 3000"))
+    node_class = objects[("EC2NodeClass", "p5-pool")]
+    # THEN the EC2NodeClass's root volume carries them (BlockDevice ``iops``, aws/karpenter-provider-aws@v1.14.1)
+    (root,) = node_class["spec"]["blockDeviceMappings"]
+    assert root["ebs"]["volumeType"] == "io1" and root["ebs"]["iops"] == 3000 and root["ebs"]["volumeSize"] == "500Gi"
+    jsonschema.validate(node_class, _schema(node_class))
+
+
+def test_fails_an_io1_pool_without_iops_with_advice_that_plans():
+    p = _problem(_spec(P5_POOL + "volumeType: io1"), "karpenterNodePools[0].volumeIOPS")
+    advice = p.fix.split("add ")[1].split(" or more")[0]  # "volumeIOPS: 100"
+    (pool,) = plan_of(_spec(P5_POOL + "volumeType: io1\n" + advice)).karpenter.pools
+    assert pool.group.volume_iops == 100
+
+
+def test_fails_a_pool_root_volume_its_ec2nodeclass_cannot_declare():
+    p = _problem(_spec(P5_POOL + "volumeType: io2\nvolumeSize: 60000\nvolumeIOPS: 64000"),
+                 "karpenterNodePools[0].volumeSize")
+    assert "59000" in p.message and "managedNodeGroups" in p.fix
+    # the largest it takes is one the CRD's volumeSize pattern accepts
+    objects = _objects(_spec(P5_POOL + "volumeType: io2\nvolumeSize: 59000\nvolumeIOPS: 64000"))
+    node_class = objects[("EC2NodeClass", "p5-pool")]
+    jsonschema.validate(node_class, _schema(node_class))
+
+
+def test_a_jobs_problem_with_a_pools_kubelet_setting_names_the_pools_field():
+    text = _spec(P5_POOL + "kubeletExtraConfig: {topologyManagerPolicy: single-numa-node}",
+                 "ncclTest:\n  nodeGroup: p5-pool\n")
+    p = _problem(text, "karpenterNodePools[0].kubeletExtraConfig.topologyManagerPolicy")
+    assert "single-numa-node" in p.message
 
 
 @pytest.mark.parametrize(("pool", "placed", "existing"), [

@@ -16,11 +16,12 @@ from pathlib import Path
 from rich.console import Console
 
 from efa_stack import contract
+from efa_stack.console import print_error
 from efa_stack.errors import EXIT_CHECK_FAILED, UserError
 from efa_stack.nccl_report.judge import compare_runs, hosts_report, judge
 from efa_stack.nccl_report.model import NcclLogError, NcclRun, Report, RunReport
 from efa_stack.nccl_report.parse import parse_text_runs, read_runs
-from efa_stack.nccl_report.render import error_report, plot_busbw, print_error, print_report
+from efa_stack.nccl_report.render import error_report, plot_busbw, print_report, report_document
 
 __all__ = ["build_report", "check_options", "read_logs", "report_command", "report_from_text"]
 
@@ -146,6 +147,8 @@ def report_command(
         check_options(threshold, nodes)
         report = build_report(read_logs(logs), instance_type, nodes, threshold, plot)
     except UserError as exc:
-        return print_error(exc, json_out=json_out, console=out, err_console=err_console or Console(stderr=True))
+        # --json: the report-shaped error document on stdout; else the error line on stderr
+        return print_error(exc, json_out=json_out, console=err_console or Console(stderr=True),
+                           echo=lambda text: print(text, file=out.file), document=report_document(error_report(exc)))
     print_report(report, out, json_out=json_out)
     return report.exit_code

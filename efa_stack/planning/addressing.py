@@ -356,7 +356,7 @@ def address_plan(
 
     With ``pod_cidr`` (``vpc.podCIDR``) the pods take the pod subnets of :func:`pod_network` instead, and
     ``generated_env`` turns on custom networking (:data:`CUSTOM_NETWORKING_ENV`). ``pools``: the Karpenter pools'
-    twins among ``groups`` by name -> the pool's field, for :func:`custom_networking_problems`.
+    nodes among ``groups`` by name -> the pool's field, for :func:`custom_networking_problems`.
     """
     if pod_cidr is not None:
         return _custom_address_plan(cidr, zones, groups, user_configuration, pod_cidr, pools or {})
@@ -469,8 +469,8 @@ def pod_cidr_problems(pod_cidr: str, vpc_cidr: str) -> list[Problem]:
 def custom_networking_problems(groups: Sequence[Any], pools: Mapping[str, str] | None = None) -> list[Problem]:
     """Node groups and Karpenter pools whose interface layout custom networking cannot serve, each with the reason.
 
-    ``pools``: the name of each Karpenter pool's twin among ``groups`` -> the pool's field (``karpenterNodePools[i]``).
-    A pool is held to the same rule as a node group (its EC2NodeClass declares the twin's interfaces) and its problem
+    ``pools``: the name of each Karpenter pool's nodes among ``groups`` -> the pool's field (``karpenterNodePools[i]``).
+    A pool is held to the same rule as a node group (its EC2NodeClass declares the same interfaces) and its problem
     names ``<field>.instanceType``: a pool cannot take the legacy layout that leaves p5's card 0 a slot for pods
     (:func:`efa_stack.planning.karpenter.layout_problems`), so its fix is another type or a node group.
 

@@ -1,10 +1,12 @@
 """Karpenter and its EFA pools, derived from ``karpenterNodePools``: the elastic twin of an EFA node group.
 
-A pool is planned as a node group (:func:`efa_stack.planning.plan.build_plan` runs the same checks and
-derivations through ``_node_group``: instance type, per-card interface layout, labels, taints, hugepages, kubelet
-tuning, zone, capacity), held as :attr:`KarpenterPoolPlan.group`, plus what only a pool has: all its capacity
-reservations, the static replica count, the AMI alias and the disruption settings. Jobs, Kueue flavors and the
-address plan read the twin as they read a node group. The design and its sources: docs/design/karpenter.md.
+A pool shares its node fields with a managed node group (:class:`efa_stack.spec.models.NodeGroupBase`), planned by
+the same function (:func:`efa_stack.planning.node_shapes.plan_shape`: instance type, per-card interface layout,
+labels, taints, hugepages, kubelet tuning, root volume, placement group) into the plan of its nodes,
+:attr:`KarpenterPoolPlan.group`, beside what only a pool has (:func:`efa_stack.planning.node_shapes.plan_pool`): one
+zone, all its capacity reservations, the static replica count, the AMI alias and the disruption settings. Jobs,
+Kueue flavors and the address plan read a pool's nodes as they read a node group. The design and its sources:
+docs/design/karpenter.md.
 
 Upstream facts, aws/karpenter-provider-aws tag v1.14.1 (commit bde00654cd316fddb3dccfba3f5ac07039865429) and its
 documentation for v1.14 (main@1d927085dd81a9df9301e613f371dac5b4d16bfe, website/content/en/v1.14/):
@@ -141,13 +143,14 @@ replaced when they are empty and consolidated, so an AMI change reaches the pool
 
 @dataclass(frozen=True)
 class KarpenterPoolPlan:
-    """One ``karpenterNodePools`` entry: its node-group twin and what only a pool has."""
+    """One ``karpenterNodePools`` entry: the plan of its nodes and what only a pool has."""
 
     group: NodeGroupPlan
-    """The pool planned as an EFA node group (min and desired 0, max ``maxNodes``): interfaces, labels, taints,
-    hugepages, kubelet tuning, zone, volume. Jobs, Kueue and the address plan read it as a node group."""
+    """The pool's nodes, planned from the fields it shares with a node group (min 0, desired the static replicas or
+    ``maxNodes``, max ``maxNodes``): interfaces, labels, taints, hugepages, kubelet tuning, zone, volume. Jobs, Kueue
+    and the address plan read it as a node group."""
     reservation_ids: tuple[str, ...] = ()
-    """Every ``capacityReservationIds`` entry (the twin's ``reservation_id`` is the first)."""
+    """Every ``capacityReservationIds`` entry (``group.reservation_id`` is the first)."""
     replicas: int | None = None
     """A static NodePool's node count; None: dynamic."""
     ami_version: str = ""
@@ -157,7 +160,7 @@ class KarpenterPoolPlan:
     (:func:`placement_group_name`), or None: the pool names an existing group, or takes none."""
     max_pods: int | None = None
     """The EC2NodeClass's ``kubelet.maxPods`` under VPC CNI custom networking (``vpc.podCIDR``): the address plan's
-    figure for the twin (:meth:`efa_stack.planning.addressing.AddressPlan.max_pods`); None: Karpenter's own.
+    figure for the pool's nodes (:meth:`efa_stack.planning.addressing.AddressPlan.max_pods`); None: Karpenter's own.
 
     Karpenter's own figure would be wrong there. Without ``kubelet.maxPods`` it counts every ENI of the default
     network card but those ``settings.reservedENIs`` reserves (chart default ``"0"``) and the EC2NodeClass's
@@ -416,26 +419,22 @@ def capacity_problems(
     return problems
 
 
-POOL_FIELD_NAMES: dict[str, str] = {
-    ".availabilityZones": ".availabilityZone",
-    ".capacity.reservationId": ".capacityReservationIds",
-    ".capacity.type": ".capacity",
-    ".minSize/desiredCapacity/maxSize": ".maxNodes",
-    ".placement.groupName": ".placementGroup",
-}
-"""The twin's node group field names as the pool's spec spells them (for problems found by the node group checks)."""
+KARPENTER_MAX_VOLUME_GIB = 59000
+"""The largest root volume an EC2NodeClass takes in GiB: ``blockDeviceMappings[].ebs.volumeSize`` must match
+``^((?:[1-9][0-9]{0,3}|[1-4][0-9]{4}|[5][0-8][0-9]{3}|59000)Gi|...)$`` (aws/karpenter-provider-aws@v1.14.1
+pkg/apis/v1/ec2nodeclass.go ``BlockDevice.VolumeSize``, ``+kubebuilder:validation:Pattern``; the same at main
+1d927085), and efa-stack writes the size in ``Gi``."""
 
 
-def pool_field(field_name: str, node_group_prefix: str, pool_prefix: str) -> str:
-    """``field_name`` of a problem the node group checks found in the twin, as the pool's field."""
-    if not field_name.startswith(node_group_prefix):
-        return field_name
-    rest = field_name[len(node_group_prefix):]
-    for old, new in POOL_FIELD_NAMES.items():
-        if rest == old or rest.startswith(old + "."):
-            rest = new + rest[len(old):]
-            break
-    return pool_prefix + rest
+def volume_problems(prefix: str, volume_size_gib: int) -> list[Problem]:
+    """A pool's root volume larger than its EC2NodeClass can declare (io2 takes up to 65,536 GiB on a node group)."""
+    if volume_size_gib <= KARPENTER_MAX_VOLUME_GIB:
+        return []
+    return [Problem(
+        f"{prefix}.volumeSize", volume_size_gib,
+        f"Karpenter's EC2NodeClass takes a root volume of at most {KARPENTER_MAX_VOLUME_GIB} GiB",
+        f"set volumeSize to at most {KARPENTER_MAX_VOLUME_GIB}, or run these nodes in a managedNodeGroups entry",
+    )]
 
 
 AMI_RELEASES_FILE = Path(__file__).parent / "data" / "eks_al2023_ami_releases.json"

@@ -29,6 +29,7 @@ from botocore.exceptions import (
 )
 
 from efa_stack import contract
+from efa_stack.console import styled
 from efa_stack.errors import UserError
 from efa_stack.planning import addons as spec_addons
 from efa_stack.planning import catalog, node_software
@@ -1193,9 +1194,6 @@ def to_json(findings: list[Finding], plan: ClusterPlan | None = None) -> dict[st
     return data
 
 
-_STYLE = {PASS: "green", WARN: "yellow", FAIL: "bold red"}
-
-
 def render(findings: list[Finding], console: Any, plan: ClusterPlan | None = None) -> None:
     """A rich table, one row per finding, then a one-line summary."""
     from rich.markup import escape
@@ -1210,9 +1208,9 @@ def render(findings: list[Finding], console: Any, plan: ClusterPlan | None = Non
     table.add_column("fix")
     for f in findings:
         table.add_row(
-            f"[{_STYLE[f.status]}]{f.status.upper()}[/]", escape(f.check), escape(f.subject), escape(f.message), escape(f.fix)
+            styled(f.status), escape(f.check), escape(f.subject), escape(f.message), escape(f.fix)
         )
     console.print(table)
     c = counts(findings)
-    verdict = "[bold red]FAIL[/]" if c[FAIL] else "[yellow]OK with warnings[/]" if c[WARN] else "[green]OK[/]"
+    verdict = styled(FAIL) if c[FAIL] else styled(WARN, "OK with warnings") if c[WARN] else styled(PASS, "OK")
     console.print(f"{verdict}: {c[PASS]} pass, {c[WARN]} warn, {c[FAIL]} fail")
