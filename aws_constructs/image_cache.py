@@ -4,7 +4,7 @@ A node pulls ``<account>.dkr.ecr.<region>.amazonaws.com/<prefix>/<repository>:<t
 the upstream once, into a repository ``<prefix>/<repository>`` it creates, and serves it from the private registry
 after that. The identity that pulls first needs ``ecr:BatchImportUpstreamImage`` and, while the repository does not
 exist, ``ecr:CreateRepository`` (Amazon ECR User Guide, "IAM permissions required to sync an upstream registry with
-an Amazon ECR private registry"): :attr:`PullThroughCache.node_policy` grants both on the rules' repositories only,
+an Amazon ECR private registry"): ``node_policy`` grants both on the rules' repositories only,
 for every node role to carry. The numbers and the threshold: :mod:`efa_stack.planning.image_cache`.
 """
 
@@ -39,7 +39,7 @@ class PullThroughCacheProps:
 
 
 class PullThroughCache(Construct):
-    """The rules of :class:`PullThroughCacheProps` and :attr:`node_policy`, the managed policy for the node roles."""
+    """The rules of :class:`PullThroughCacheProps` and ``node_policy``, the managed policy for the node roles."""
 
     def __init__(self, scope: Construct, id: str, props: PullThroughCacheProps) -> None:
         super().__init__(scope, id)
