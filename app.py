@@ -73,7 +73,7 @@ def main(app: App | None = None) -> None:
     try:  # the template byte budget: nested stacks, or a spec no layout fits, before any CloudFormation exists
         layout = template_layout(plan, rollout)
     except SpecError as exc:
-        print(exc.render(), file=sys.stderr)
+        print(SpecError(spec_path or DEFAULT_SPEC, exc.problems).render(), file=sys.stderr)
         sys.exit(1)
     build(app, plan, account=os.environ.get("CDK_DEFAULT_ACCOUNT"), charts=charts, rollout=rollout, layout=layout)
     assembly = app.synth()

@@ -257,3 +257,18 @@ def test_app_refuses_to_leave_a_template_cloudformation_refuses(tmp_path):
     (tmp_path / "ab12.nested.template.json").write_text(" " * (CFN_TEMPLATE_LIMIT + 1))
     (found,) = templates_over_limit(tmp_path)
     assert found.startswith("ab12.nested.template.json: 1,000,001 bytes")
+
+
+def test_synth_refuses_a_spec_no_layout_fits_before_any_template(tmp_path, capsys):
+    from aws_cdk import App
+
+    import app as entry
+
+    spec = tmp_path / "too-much.yaml"
+    spec.write_text(TOO_MUCH)
+    with pytest.raises(SystemExit) as exc:
+        entry.main(App(outdir=str(tmp_path / "out"), context={"spec": str(spec), "dist": str(tmp_path / "dist")}))
+    assert exc.value.code == 1
+    err = capsys.readouterr().err
+    assert f"{spec}: 1 problem in the cluster spec" in err and "scheduling.kueue: the cluster stack's template" in err
+    assert "Traceback" not in err and not list((tmp_path / "out").glob("*.template.json"))

@@ -28,6 +28,7 @@ still does not fit is refused with the numbers and the fix.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -103,7 +104,7 @@ class StackLayout:
 
     def summary_lines(self) -> list[str]:
         """The modelled bytes of each template against the budget, and what moved."""
-        line = f"  templates: cluster stack {self.bytes.get(CLUSTER, 0):,} bytes (modelled; budget {BUDGET_BYTES:,})"
+        line = f"  template bytes: cluster stack {self.bytes.get(CLUSTER, 0):,} (modelled; budget {BUDGET_BYTES:,})"
         if not self.nested:
             return [line]
         lines = [line]
@@ -181,8 +182,10 @@ TAG_BYTES = 60
 
 MANIFEST_BYTES = 700
 """A ``KubernetesManifest`` besides its manifest string and ``DependsOn``."""
-PRUNE_LABEL_BYTES = 80
-"""The prune label aws-cdk-lib puts on every object (``aws.cdk.eks/prune-<address>``, escaped in the manifest)."""
+PRUNE_LABEL_BYTES = 90
+"""The prune label aws-cdk-lib puts on every object (``aws.cdk.eks/prune-<42-character address>``, escaped in the
+manifest, in a ``labels`` map of its own where the object has none; aws-cdk-lib aws-eks-v2 k8s-manifest.ts
+``injectPruneLabel``)."""
 WAIT_BYTES = 860
 """A ``KubernetesObjectValue`` wait, with its ``DependsOn``."""
 RELEASE_BYTES = 1_600
@@ -235,8 +238,10 @@ def _per_resource(cluster: str, tags: Mapping[str, str]) -> int:
     return 2 * longer + sum(len(k) + len(v) + TAG_BYTES for k, v in tags.items())
 
 
-def _json_bytes(value: Any) -> int:
-    return len(json.dumps(value, indent=1, ensure_ascii=False).encode())
+def _json_bytes(value: Any, depth: int = 4) -> int:
+    """Bytes of ``value`` as JSON indented by one space a level, at ``depth`` levels into a resource."""
+    text = json.dumps(value, indent=1, ensure_ascii=False)
+    return len(text.encode()) + depth * text.count("\n")
 
 
 def manifest_template_bytes(chart: RenderedChart, cluster: str, per_resource: int, *, nested: bool = False) -> int:
@@ -272,7 +277,7 @@ def node_group_template_bytes(plan: ClusterPlan, ng: NodeGroupPlan, *, nested: b
                        + (CUSTOM_AMI_BYTES + (3 * ref if nested else 0) if ng.ami_id else 0)
                        + (0 if ng.interfaces else 2 * (ref if nested else INTERFACE_BYTES // 4)))
     repair = ng.node_repair_cfn()
-    node_group = (NODE_GROUP_BYTES + _json_bytes(ng.labels) + _json_bytes([t.__dict__ for t in ng.taints])
+    node_group = (NODE_GROUP_BYTES + _json_bytes(ng.labels) + _json_bytes([dataclasses.asdict(t) for t in ng.taints])
                   + tag_bytes + _json_bytes(list(ng.instance_types)) + (_json_bytes(repair) if repair else 0)
                   + (ref * (2 + len(ng.availability_zones)) if nested else node_dependencies(plan) * DEPENDS_ON_BYTES))
     parts = ng.parts
@@ -308,6 +313,7 @@ def cluster_fixed_bytes(plan: ClusterPlan, kubernetes: RenderedKubernetes) -> in
     per_resource = _per_resource(plan.name, plan.tags)
     network = _network_resources(plan)
     addons = [a for a in plan.addons if a.name not in BUILT_IN_ADDONS]
+    values = sum(2 * len(a.configuration_values or "") for a in plan.addons)
     options = {
         "oidc": plan.with_oidc, "log_group": plan.log_retention_days is not None and bool(plan.log_types),
         "storage": plan.storage is not None, "karpenter": plan.karpenter is not None,
@@ -318,8 +324,8 @@ def cluster_fixed_bytes(plan: ClusterPlan, kubernetes: RenderedKubernetes) -> in
     }
     pool_groups = len(plan.karpenter.new_placement_groups) if plan.karpenter is not None else 0
     total = (CLUSTER_FIXED_BYTES + network * (NETWORK_BYTES_PER_RESOURCE + per_resource)
-             + sum(ADDON_BYTES + per_resource + 2 * len(a.configuration_values or "")
-                   + len(a.pod_identities) * (ADDON_ROLE_BYTES + 2 * per_resource) for a in addons)
+             + values + sum(ADDON_BYTES + per_resource + len(a.pod_identities) * (ADDON_ROLE_BYTES + 2 * per_resource)
+                            for a in addons)
              + sum(OPTION_BYTES[k] for k, on in options.items() if on)
              + (DASHBOARD_GROUP_BYTES * len(plan.node_groups) if plan.observability.dashboard_name else 0)
              + OPTION_BYTES["access_entry"] * len(plan.access_entries)
