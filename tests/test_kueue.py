@@ -15,9 +15,11 @@ from efa_stack import contract
 from efa_stack.planning.scheduling import network_layers, node_figures
 from efa_stack.spec.errors import SpecError
 from k8s.dist import dist_files
-from k8s.kueue import CONFIG_KEY, CONFIG_MAP, KUEUE_IMAGE, crd_documents
+from k8s.kueue import CONFIG_KEY, CONFIG_MAP, CONTROLLER_FILE, KUEUE_IMAGE, crd_documents, upstream_controller_documents
 from k8s.scheduling import system_node_selector
-from tests.support import KUBECTL_HANDLER_LIMIT, _build, built, plan_of, spec_text
+from k8s.vendored import read_header
+from tests.golden_patch import apply_patch, patch_of, patch_text
+from tests.support import GOLDEN, KUBECTL_HANDLER_LIMIT, _build, built, golden_check, plan_of, spec_text
 
 KUEUE_ON = """
 scheduling:
@@ -421,6 +423,38 @@ def test_controller_runs_the_pinned_image_on_the_system_nodes():
     assert pod["nodeSelector"] == system_node_selector()
     assert pod["containers"][0]["image"] == KUEUE_IMAGE == "registry.k8s.io/kueue/kueue:v0.19.2"
     assert not [o for _, o in b.objects() if o["kind"] == "APIService"]
+
+
+PATCH_GOLDEN = GOLDEN / "kueue" / "controller.patch.yaml"
+
+
+def test_the_controller_chart_is_the_pinned_build_with_efa_stacks_changes():
+    """Chart kueue is k8s/crds/kueue/controller.yaml (the release build, by digest) with the changes of
+    :func:`k8s.kueue.controller_documents`; its golden holds those changes, not upstream's objects again."""
+    b = built("tas-p5")
+    upstream = upstream_controller_documents()
+    header = read_header(CONTROLLER_FILE.read_text())
+    patch = patch_of(upstream, b.manifests["kueue"])
+    golden_check(PATCH_GOLDEN, patch_text(CONTROLLER_FILE, header.upstream, f"Chart kueue of cluster {b.plan.name}",
+                                          patch))
+    # re-derived from upstream's objects and the golden alone, the chart is what efa-stack renders
+    assert apply_patch(upstream, yaml.safe_load(PATCH_GOLDEN.read_text())) == b.manifests["kueue"]
+    assert patch["removed"] == ["APIService v1beta1.visibility.kueue.x-k8s.io",
+                                "APIService v1beta2.visibility.kueue.x-k8s.io"]
+
+
+def test_the_controller_chart_differs_between_specs_only_in_the_wait_timeout():
+    # the spec's timeout (tas-p5), the plan's for a Karpenter pool (karpenter-p5); nothing else of the chart differs
+    tas, pool = built("tas-p5"), built("karpenter-p5")
+    assert _config(tas)["waitForPodsReady"]["timeout"] == "1200s"
+    assert _config(pool)["waitForPodsReady"]["timeout"] == f"{pool.plan.kueue.wait.timeout_seconds}s" == "1800s"
+    assert pool.plan.kueue.wait.derived and not tas.plan.kueue.wait.derived
+    swapped = json.loads(json.dumps(pool.manifests["kueue"]))
+    (config_map,) = [d for d in swapped if d["kind"] == "ConfigMap" and d["metadata"]["name"] == CONFIG_MAP]
+    config = yaml.safe_load(config_map["data"][CONFIG_KEY])
+    config["waitForPodsReady"]["timeout"] = "1200s"
+    config_map["data"][CONFIG_KEY] = yaml.safe_dump(config, sort_keys=False)
+    assert swapped == tas.manifests["kueue"]
 
 
 def test_apply_script_waits_for_the_controller_before_the_queues():
