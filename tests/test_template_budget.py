@@ -9,6 +9,7 @@ resource that the other tests' synths (tests/support.py) leave out.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from functools import cache
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 
 from efa_stack.planning.limits import CFN_MAX_RESOURCES
 from efa_stack.spec.errors import SpecError
-from tests.support import CLUSTERS, NO_ASSET_STAGING, TEMPLATE_VALIDATION, fail_on_warnings, scratch_dir
+from tests.support import CLUSTERS, NO_ASSET_STAGING, ROOT, TEMPLATE_VALIDATION, fail_on_warnings, scratch_dir
 
 CFN_TEMPLATE_LIMIT = 1_000_000
 """AWS CloudFormation User Guide, "Understand CloudFormation quotas": template body size in an S3 object, 1 MB."""
@@ -62,8 +63,6 @@ ISSUE_ENVELOPE = HEAD + groups(28) + KUEUE + pools(1)
 MOST_GROUPS = HEAD + groups(29, OWN_ROLE) + KUEUE + pools(1) + JOBS + STORAGE
 """The most EKS node groups a spec can make (29, each with its own role and placement group) with Kueue, a pool,
 both training operators and FSx."""
-TOO_MUCH = HEAD + groups(29, OWN_ROLE) + KUEUE + pools(29) + JOBS
-"""Every node group and pool efa-stack allows, Kueue and both training operators: no layout fits."""
 ENVELOPES = {"issue-envelope": ISSUE_ENVELOPE, "most-groups": MOST_GROUPS}
 
 
@@ -231,23 +230,67 @@ def test_only_charts_whose_objects_outlive_them_move():
     assert not any(c.startswith("kueue") for c in layout.nested_charts)
 
 
-def test_fails_a_spec_no_layout_fits_with_the_numbers_and_the_fix():
+def padded(text: str, extra: int):
+    """The plan of ``text`` and what its cluster stack applies, with one more chart that cannot move (as the
+    training-jobs chart), ``extra`` bytes past what takes the cluster stack to the budget: what a spec holding
+    more than the cluster stack fits would render."""
+    import cdk8s
+
+    from efa_stack.planning.plan import build_plan
+    from efa_stack.planning.template_budget import BUDGET_BYTES, RenderedChart, stack_layout
+    from efa_stack.spec.loader import parse_spec
+    from k8s.charts import build_charts
+    from k8s.rollout import plan_rollout
+    from k8s.template_parts import rendered
+
+    plan = build_plan(parse_spec(text))
+    kubernetes = rendered(plan, plan_rollout(plan, build_charts(plan, cdk8s.App())))
+    fits = stack_layout(plan, kubernetes).bytes["cluster"]
+    pad = RenderedChart("padding", [{"kind": "ConfigMap", "data": {"x": "x" * (BUDGET_BYTES - fits + extra)}}],
+                        field="trainingJobs")
+    return plan, dataclasses.replace(kubernetes, charts=(*kubernetes.charts, pad))
+
+
+def refusal(text: str, extra: int):
+    from efa_stack.planning.template_budget import stack_layout
+
     with pytest.raises(SpecError) as exc:
-        layout_of(TOO_MUCH)
+        stack_layout(*padded(text, extra))
     (p,) = exc.value.problems
-    assert p.field == "scheduling.kueue"
+    return p
+
+
+def test_fails_a_spec_no_layout_fits_with_the_numbers_and_the_fix():
+    # GIVEN charts that cannot move and pass the budget on their own
+    p = refusal(HEAD + groups(1), 1_000_000)
+    # THEN the spec is refused naming the field that brings them, the bytes and the limits
+    assert p.field == "trainingJobs" and p.value.endswith(" bytes")
+    assert "the cluster stack's template would be about" in p.message and "trainingJobs 1," in p.message
     assert "800,000 bytes" in p.message and "1,000,000 bytes" in p.message
-    assert "karpenterNodePools" in p.message and "scheduling.kueue" in p.message
-    assert "set scheduling.kueue.enabled: false" in p.fix and "karpenterNodePools" in p.fix
+    assert "make what trainingJobs renders" in p.fix and "split the nodes over several clusters" in p.fix
 
 
 def test_the_fix_for_too_many_pools_fits():
-    # the advice must itself pass: the number of pools the fix names is planned and laid out
-    with pytest.raises(SpecError) as exc:
-        layout_of(TOO_MUCH)
-    (p,) = exc.value.problems
+    from efa_stack.planning.template_budget import stack_layout
+
+    # GIVEN 29 pools and a cluster stack that does not fit even with Karpenter's CRDs and the group moved
+    p = refusal(HEAD + groups(1) + pools(29), 150_000)
+    # WHEN the fix names a number of pools THEN that many fit, with everything else the same
     most = int(p.fix.split("use at most ")[1].split()[0])
-    assert layout_of(TOO_MUCH.replace(pools(29), pools(most))).nested
+    assert 0 < most < 29
+    plan, kubernetes = padded(HEAD + groups(1) + pools(most), 0)
+    _, over = padded(HEAD + groups(1) + pools(29), 150_000)
+    assert stack_layout(plan, dataclasses.replace(kubernetes, charts=(*kubernetes.charts[:-1], over.charts[-1])))
+
+
+def test_the_fix_to_turn_kueue_off_fits():
+    from efa_stack.planning.template_budget import stack_layout
+
+    p = refusal(HEAD + groups(1) + KUEUE, 30_000)
+    assert "set scheduling.kueue.enabled: false" in p.fix
+    plan, kubernetes = padded(HEAD + groups(1), 0)
+    _, over = padded(HEAD + groups(1) + KUEUE, 30_000)
+    assert stack_layout(plan, dataclasses.replace(kubernetes, charts=(*kubernetes.charts[:-1], over.charts[-1])))
 
 
 def test_app_refuses_to_leave_a_template_cloudformation_refuses(tmp_path):
@@ -259,16 +302,20 @@ def test_app_refuses_to_leave_a_template_cloudformation_refuses(tmp_path):
     assert found.startswith("ab12.nested.template.json: 1,000,001 bytes")
 
 
-def test_synth_refuses_a_spec_no_layout_fits_before_any_template(tmp_path, capsys):
+def test_synth_refuses_a_spec_no_layout_fits_before_any_template(tmp_path, capsys, monkeypatch):
     from aws_cdk import App
 
     import app as entry
+    from efa_stack.planning import template_budget
 
-    spec = tmp_path / "too-much.yaml"
-    spec.write_text(TOO_MUCH)
+    # GIVEN a budget the default spec does not fit, however its parts move
+    monkeypatch.setattr(template_budget, "BUDGET_BYTES", 100_000)
+    monkeypatch.chdir(ROOT)
     with pytest.raises(SystemExit) as exc:
-        entry.main(App(outdir=str(tmp_path / "out"), context={"spec": str(spec), "dist": str(tmp_path / "dist")}))
+        entry.main(App(outdir=str(tmp_path / "out"), context={"spec": "clusters/default.yaml",
+                                                              "dist": str(tmp_path / "dist")}))
+    # THEN synth stops with the problem of the spec file, and leaves no template behind
     assert exc.value.code == 1
     err = capsys.readouterr().err
-    assert f"{spec}: 1 problem in the cluster spec" in err and "scheduling.kueue: the cluster stack's template" in err
+    assert "clusters/default.yaml: 1 problem in the cluster spec" in err and "the cluster stack's template" in err
     assert "Traceback" not in err and not list((tmp_path / "out").glob("*.template.json"))

@@ -410,8 +410,9 @@ def _problems(plan: ClusterPlan, layout: StackLayout, chart_bytes: Mapping[str, 
             largest[0][0] if largest else "managedNodeGroups", f"{parent:,} bytes",
             f"the cluster stack's template would be about {parent:,} bytes with every node group and every kept chart "
             f"in nested stacks; the charts that cannot move take, by spec field: {shown}; {limits}",
-            "; or ".join([*_shrink_advice(plan, parent - BUDGET_BYTES, by_field, staying),
-                          "split the nodes over several clusters (specs)"]),
+            "; or ".join([*(_shrink_advice(plan, parent - BUDGET_BYTES, by_field, staying) or [
+                f"make what {f} renders {parent - BUDGET_BYTES:,} bytes smaller (its charts take {b:,})"
+                for f, b in largest[:1] if b > parent - BUDGET_BYTES]), "split the nodes over several clusters (specs)"]),
         ))
     moved = layout.bytes.get(NODE_GROUPS, 0)
     if moved > BUDGET_BYTES:
