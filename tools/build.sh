@@ -4,6 +4,7 @@
 # .cache/<module>-<version>/<binary> at the repository root. A binary that is already there is not rebuilt.
 #
 #   tools/build.sh [BINARY ...]      (no argument: every binary below)
+#   tools/build.sh --module-dir BINARY  (the source folder of BINARY's Go module, for upstream's manifests)
 #
 # Prints "<binary> <path>" for each binary asked for on stdout; what it builds, and for how long, on stderr.
 # Needs the Go module proxy, and Go (downloaded from the proxy when missing, see go_on_path).
@@ -81,6 +82,17 @@ required_version() {
 
 declare -A ROW=()
 for row in "${BINARIES[@]}"; do ROW["${row%%|*}"]="$row"; done
+
+# tools/build.sh --module-dir BINARY: the folder of the Go module BINARY is built from, at the version required
+# (downloaded into the module cache when missing): upstream's own manifests at exactly the binary's version.
+if [[ "${1:-}" == --module-dir ]]; then
+  [[ -n "${2:-}" && -n "${ROW[$2]:-}" ]] || { echo "build.sh: --module-dir needs a binary (known: ${!ROW[*]})" >&2; exit 2; }
+  IFS='|' read -r _ dir _ module _ <<<"${ROW[$2]}"
+  go_on_path
+  (cd "$here/$dir" && GOFLAGS=-mod=readonly go mod download -json "$module@$(required_version "$dir" "$module")") |
+    python3 -c 'import json, sys; d = json.load(sys.stdin); print(d["Dir"]) if "Dir" in d else sys.exit("build.sh: " + d.get("Error", "no Dir"))'
+  exit
+fi
 wanted=("$@")
 if [[ ${#wanted[@]} -eq 0 ]]; then for row in "${BINARIES[@]}"; do wanted+=("${row%%|*}"); done; fi
 

@@ -124,23 +124,23 @@ class Context:
         return out
 
 
-def _http_ok(url: str) -> bool:
+def http_ok(url: str) -> bool:
     with urllib.request.urlopen(url, timeout=5) as resp:
         return bool(resp.status == 200)
 
 
-def _merge(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(base)
     for key, value in patch.items():
-        out[key] = _merge(out.get(key) or {}, value) if isinstance(value, Mapping) else value
+        out[key] = deep_merge(out.get(key) or {}, value) if isinstance(value, Mapping) else value
     return out
 
 
-def _flatten(patch: Mapping[str, Any], prefix: str = "") -> list[str]:
+def flatten(patch: Mapping[str, Any], prefix: str = "") -> list[str]:
     lines: list[str] = []
     for key, value in patch.items():
         if isinstance(value, Mapping):
-            lines += _flatten(value, f"{prefix}{key}.")
+            lines += flatten(value, f"{prefix}{key}.")
         else:
             lines.append(f"{prefix}{key}: {value}")
     return lines
@@ -252,6 +252,8 @@ class Kueue(LocalController):
       127.0.0.1 instead of ``:8081``, ``:8443``, ``9443``;
     - ``webhook.certDir``: the folder the rendered Secret volume is written to (the Deployment mounts it at
       ``/tmp/k8s-webhook-server/serving-certs``, Kueue's default);
+    - ``leaderElection.resourceNamespace``: ``kueue-system``, which controller-runtime reads from the ServiceAccount
+      mount in a pod and refuses to guess outside one;
     - ``featureGates.VisibilityOnDemand: false``: the visibility API server writes its certificates into the fixed
       ``/visibility`` (pkg/visibility/server.go ``certDir``), which a local process cannot use; nothing efa-stack
       does reads that API.
@@ -288,14 +290,15 @@ class Kueue(LocalController):
             "health": {"healthProbeBindAddress": f"127.0.0.1:{ctx.ports['health']}"},
             "metrics": {"bindAddress": f"127.0.0.1:{ctx.ports['metrics']}"},
             "webhook": {"port": ctx.ports["webhook"], "host": "127.0.0.1", "certDir": str(c.mounts[self.CERT_MOUNT])},
+            "leaderElection": {"resourceNamespace": self.namespace},
             "featureGates": {"VisibilityOnDemand": False},
         }
-        config.write_text(yaml.safe_dump(_merge(yaml.safe_load(config.read_text()), patch), sort_keys=False))
+        config.write_text(yaml.safe_dump(deep_merge(yaml.safe_load(config.read_text()), patch), sort_keys=False))
         return Launch(list(c.args), {**c.env, "TMPDIR": str(ctx.folder / "tmp")},
-                      [f"Configuration {line}" for line in _flatten(patch)])
+                      [f"Configuration {line}" for line in flatten(patch)])
 
     def ready(self, ctx: Context) -> bool:
-        return _http_ok(f"http://127.0.0.1:{ctx.ports['health']}/readyz")
+        return http_ok(f"http://127.0.0.1:{ctx.ports['health']}/readyz")
 
 
 CONTROLLERS: dict[str, type[LocalController]] = {c.name: c for c in (MpiOperator, Kueue)}

@@ -24,12 +24,14 @@ from typing import Any
 
 from efa_stack import contract
 from efa_stack.planning.plan import ClusterPlan
-from efa_stack.rehearsal.apply import Applied, ApplyError, apply_dist, dist_objects, wait_established
-from efa_stack.rehearsal.binaries import CONTROL_PLANE, Binary, binaries
+from efa_stack.rehearsal.apply import Applied, ApplyError, apply_dist, dist_objects, script_steps, wait_established
+from efa_stack.rehearsal.binaries import CONTROL_PLANE, binaries
 from efa_stack.rehearsal.client import Api, ApiError, poll
 from efa_stack.rehearsal.control_plane import ControlPlane, control_plane
-from efa_stack.rehearsal.controllers import LocalControllers, controllers_for
+from efa_stack.rehearsal.controllers import LocalController, LocalControllers, controllers_for
 from efa_stack.rehearsal.nodes import NodeOptions, plan_nodes
+from efa_stack.rehearsal.releases import RELEASES, release_objects
+from k8s.dist import APPLY_SCRIPT
 
 ROLLOUT_TIMEOUT = 300
 """Seconds ``kubectl rollout status`` waits in ``apply.sh`` (k8s/dist.py ``ROLLOUT_TIMEOUT``)."""
@@ -81,7 +83,22 @@ class Rehearsal:
                 self.timings[f"{c.name} ready"] = running.ready_in
 
     def helm(self, release: str, namespace: str) -> None:
-        raise ApplyError(f"Helm release {release} ({namespace}): the rehearsal has no stand-in for it")
+        """The release's stand-in (:mod:`efa_stack.rehearsal.releases`): its objects applied, its CRDs established,
+        its controllers started and ready (what ``helm --wait`` waits for)."""
+        try:
+            objects = release_objects(release, namespace)
+        except KeyError as err:
+            raise ApplyError(str(err)) from None
+        for obj in objects:
+            got = self.api.apply(self.transform(obj))
+            if not got.ok:
+                raise ApplyError(f"helm {release}: {obj['kind']} {obj['metadata']['name']}: {got.message()}")
+        for obj in objects:
+            if obj["kind"] == "CustomResourceDefinition":
+                wait_established(self.api, obj["metadata"]["name"])
+        for cls in RELEASES[release]:
+            running = self.controllers.start(cls.name, self.objects)
+            self.timings[f"{cls.name} ready"] = running.ready_in
 
     def rollout(self, deployment: str, namespace: str) -> None:
         """The Deployment's pod runs (kwok) and is available, and its local controller answers ready."""
@@ -141,8 +158,9 @@ class Rehearsal:
         return next(n for n in self.nodes if n["metadata"]["name"] == name)
 
 
-def needed_binaries(objects: Sequence[dict[str, Any]]) -> list[Binary]:
-    return [*CONTROL_PLANE, *(c.binary for c in controllers_for(list(objects)))]
+def local_controllers(objects: Sequence[dict[str, Any]], releases: Sequence[str]) -> list[LocalController]:
+    """The controllers of the rendered Deployments, then those standing in for the Helm releases."""
+    return [*controllers_for(list(objects)), *(cls() for r in releases for cls in RELEASES.get(r, ()))]
 
 
 @contextlib.contextmanager
@@ -154,9 +172,11 @@ def rehearse(plan: ClusterPlan, state: Path, *, nodes: NodeOptions | None = None
     dist = dist_dir(plan, state / "dist")
     write_dist(plan, dist)
     objects = dist_objects(dist)
-    bins = binaries(needed_binaries(objects))
+    releases = [s.target for s in script_steps((dist / APPLY_SCRIPT).read_text()) if s.kind == "helm"]
+    wanted = local_controllers(objects, releases)
+    bins = binaries([*CONTROL_PLANE, *(c.binary for c in wanted)])
     with control_plane(state / "cluster", bins) as plane:
-        controllers = LocalControllers.create(plane, bins, controllers_for(objects))
+        controllers = LocalControllers.create(plane, bins, wanted)
         rehearsal = Rehearsal(plan, plane, controllers, dist, objects, timings={"control plane": plane.started_in})
         try:
             started = time.monotonic()

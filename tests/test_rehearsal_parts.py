@@ -1,0 +1,192 @@
+"""The parts of the rehearsal that need no control plane: nodes from the plan, apply.sh's steps, the webhook rewrite,
+upstream patches and the process handling (tests/test_rehearsal.py runs the whole)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from efa_stack import contract
+from efa_stack.planning.nccl import allocatable_memory_mib
+from efa_stack.planning.plan import plan_from_file
+from efa_stack.planning.scheduling import layer_label, network_layers
+from efa_stack.planning.tuning import allocatable_cpu_milli
+from efa_stack.rehearsal.apply import script_steps
+from efa_stack.rehearsal.controllers import Kueue, LocalControllers, MpiOperator, WebhookServing
+from efa_stack.rehearsal.nodes import EKS_CAPACITY_TYPE_LABEL, EKS_NODEGROUP_LABEL, ZONE_LABEL, NodeOptions, plan_nodes
+from efa_stack.rehearsal.processes import Processes
+from efa_stack.rehearsal.releases import json_patch
+from tests.support import CLUSTERS
+
+
+def _by_name(nodes):
+    return {n["metadata"]["name"]: n for n in nodes}
+
+
+def test_every_node_group_member_becomes_a_node_with_the_plans_figures():
+    # GIVEN the default plan (2 p5.48xlarge, 2 m7i.xlarge system nodes, at desired size)
+    plan = plan_from_file(CLUSTERS / "default.yaml")
+    nodes = _by_name(plan_nodes(plan))
+    p5, system = plan.node_group("p5"), plan.system
+    assert sorted(nodes) == sorted([f"p5-{i}" for i in range(p5.desired_size)]
+                                   + [f"system-{i}" for i in range(system.desired_size)])
+    node = nodes["p5-0"]
+    alloc = node["status"]["allocatable"]
+    (group_addresses,) = [g for g in plan.addresses.groups if g.name == "p5"]
+    max_pods = group_addresses.per_node.max_pods
+    # THEN its allocatable is the plan's: devices per node, hugepages, CPU and memory less the reservations
+    assert alloc[contract.GPU_RESOURCE] == str(p5.gpus_per_node)
+    assert alloc[contract.EFA_RESOURCE] == str(p5.efa_devices_per_node)
+    assert alloc[contract.HUGEPAGES_2MI_RESOURCE] == f"{p5.hugepages_2mi_mib}Mi"
+    assert alloc["pods"] == str(max_pods)
+    assert alloc["cpu"] == f"{allocatable_cpu_milli(p5.instance.vcpus)}m"
+    assert alloc["memory"] == f"{allocatable_memory_mib(p5.instance, max_pods) - p5.hugepages_2mi_mib}Mi"
+    assert contract.GPU_RESOURCE not in nodes["system-0"]["status"]["allocatable"]
+    # AND the group's labels and taints, and the labels EKS puts on nodes
+    labels = node["metadata"]["labels"]
+    assert p5.labels.items() <= labels.items()
+    assert labels[contract.INSTANCE_TYPE_LABEL] == "p5.48xlarge"
+    assert labels[ZONE_LABEL] == p5.availability_zone
+    assert labels[EKS_CAPACITY_TYPE_LABEL] == "ON_DEMAND" and labels[EKS_NODEGROUP_LABEL] == p5.parts[0].name
+    assert {t["key"] for t in node["spec"]["taints"]} == {t.key for t in p5.taints}
+    layers = network_layers("p5.48xlarge")
+    assert all(layer_label(i) in labels for i in range(1, layers + 1))
+    assert not any(k.startswith(contract.NETWORK_LAYER_LABEL_PREFIX) for k in nodes["system-0"]["metadata"]["labels"])
+
+
+def test_nodes_per_domain_splits_the_lowest_layer_only():
+    plan = plan_from_file(CLUSTERS / "default.yaml")
+    nodes = _by_name(plan_nodes(plan, NodeOptions(nodes_per_domain=1)))
+    bottom, top = layer_label(network_layers("p5.48xlarge")), layer_label(1)
+    assert nodes["p5-0"]["metadata"]["labels"][bottom] != nodes["p5-1"]["metadata"]["labels"][bottom]
+    assert nodes["p5-0"]["metadata"]["labels"][top] == nodes["p5-1"]["metadata"]["labels"][top]
+    together = _by_name(plan_nodes(plan))
+    assert together["p5-0"]["metadata"]["labels"][bottom] == together["p5-1"]["metadata"]["labels"][bottom]
+
+
+def test_groups_at_maximum_size_and_a_quarantined_node():
+    plan = plan_from_file(CLUSTERS / "default.yaml")
+    nodes = _by_name(plan_nodes(plan, NodeOptions(size="max", quarantined={"p5-1": "dcgm-failed"}, cordoned=("system-2",))))
+    assert len([n for n in nodes if n.startswith("system-")]) == plan.system.max_size
+    quarantined = nodes["p5-1"]["spec"]
+    assert quarantined["unschedulable"] is True
+    assert {"key": contract.QUARANTINE_TAINT_KEY, "value": "dcgm-failed", "effect": "NoSchedule"} in quarantined["taints"]
+    assert nodes["system-2"]["spec"]["unschedulable"] is True and "unschedulable" not in nodes["p5-0"]["spec"]
+
+
+def test_fails_for_a_node_the_plan_does_not_have():
+    plan = plan_from_file(CLUSTERS / "default.yaml")
+    with pytest.raises(ValueError, match="no node named p5-7"):
+        plan_nodes(plan, NodeOptions(cordoned=("p5-7",)))
+
+
+def test_apply_steps_are_read_from_apply_sh_in_order(tmp_path):
+    from k8s.dist import dist_dir, write_dist
+
+    plan = plan_from_file(CLUSTERS / "tas-p5.yaml")
+    dist = dist_dir(plan, tmp_path)
+    write_dist(plan, dist)
+    steps = script_steps((dist / "apply.sh").read_text())
+    kinds = [s.kind for s in steps]
+    assert kinds[0] == "apply" and steps[0].target == "."
+    assert kinds[1] == "helm" and steps[1].target == contract.TRAINER_RELEASE
+    assert steps[1].namespace == contract.TRAINER_NAMESPACE
+    assert kinds.index("rollout-status") > max(i for i, k in enumerate(kinds) if k == "wait-established")
+    assert steps[-1].kind == "apply-until-admitted"
+
+
+def test_fails_on_a_command_of_apply_sh_it_does_not_know():
+    with pytest.raises(ValueError, match="does not know: kubectl delete"):
+        script_steps("#!/bin/sh\nset -eu\nkubectl delete -f x.yaml\n")
+
+
+def _controllers() -> LocalControllers:
+    controllers = [Kueue(), MpiOperator()]
+    names = tuple(n for c in controllers for n in c.service_names())
+    out = LocalControllers(plane=None, bins={}, controllers=controllers, webhooks=WebhookServing.create(names))  # type: ignore[arg-type]
+    out.ports = {"kueue": {"webhook": 19443, "health": 1, "metrics": 2}, "mpi-operator": {}}
+    return out
+
+
+def test_webhooks_of_a_local_controller_point_at_it_with_the_rehearsals_ca():
+    controllers = _controllers()
+    webhook = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "kueue-validating-webhook-configuration"},
+        "webhooks": [{"name": "vjob.kb.io", "clientConfig": {"service": {
+            "name": "kueue-webhook-service", "namespace": contract.KUEUE_NAMESPACE, "path": "/validate-batch-v1-job"}}}],
+    }
+    got = controllers.rewrite(webhook)
+    config = got["webhooks"][0]["clientConfig"]
+    assert config["url"] == "https://127.0.0.1:19443/validate-batch-v1-job" and "service" not in config
+    assert base64.b64decode(config["caBundle"]) == controllers.webhooks.authority.pair.cert_pem
+    assert len(got["webhooks"]) == 1 and webhook["webhooks"][0]["clientConfig"].get("service")  # the input is kept
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "x"},
+           "spec": {"conversion": {"strategy": "Webhook", "webhook": {"clientConfig": {"service": {
+               "name": "kueue-webhook-service", "namespace": contract.KUEUE_NAMESPACE, "path": "/convert"}}}}}}
+    assert controllers.rewrite(crd)["spec"]["conversion"]["webhook"]["clientConfig"]["url"].endswith(":19443/convert")
+
+
+def test_fails_for_a_webhook_no_local_controller_serves():
+    other = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+             "metadata": {"name": "other"},
+             "webhooks": [{"name": "m.example.com", "clientConfig": {"service": {"name": "svc", "namespace": "ns"}}}]}
+    with pytest.raises(KeyError, match="no local controller serves Service ns/svc"):
+        _controllers().rewrite(other)
+
+
+def test_json_patch_adds_and_replaces_as_kustomize_does():
+    doc = {"metadata": {"name": "a"}, "webhooks": [{"name": "w0"}, {"name": "w1"}]}
+    ops = [{"op": "replace", "path": "/metadata/name", "value": "b"},
+           {"op": "add", "path": "/webhooks/1/objectSelector", "value": {"matchLabels": {"k": "v"}}}]
+    assert json_patch(doc, ops) == {"metadata": {"name": "b"},
+                                    "webhooks": [{"name": "w0"}, {"name": "w1", "objectSelector": {"matchLabels": {"k": "v"}}}]}
+    assert doc["metadata"]["name"] == "a"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text().split()
+    return stat[2] != "Z"
+
+
+def test_processes_stop_when_the_block_ends_even_on_an_error(tmp_path):
+    with pytest.raises(RuntimeError, match="boom"), Processes() as processes:
+        started = processes.start("sleeper", ["sleep", "60"], tmp_path / "sleep.log")
+        raise RuntimeError("boom")
+    assert not _alive(started.pid)
+
+
+def test_a_process_whose_starter_is_killed_dies_with_it(tmp_path):
+    # GIVEN a Python process that starts a child with Processes and is then killed with SIGKILL (no clean-up runs)
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+        from pathlib import Path
+        from efa_stack.rehearsal.processes import Processes
+        p = Processes().start("sleeper", ["sleep", "60"], Path({str(tmp_path / "s.log")!r}))
+        print(p.pid, flush=True)
+        time.sleep(60)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    assert _alive(child)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(10)
+    # THEN the child is gone too (PR_SET_PDEATHSIG), within a few seconds
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child)
