@@ -40,7 +40,11 @@ def rehearsed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     with rehearse(plan, tmp_path_factory.mktemp(f"rehearsal-{request.param}"), nodes=NodeOptions()) as r:
         _log(f"{request.param}: rolled out in {time.monotonic() - started:.1f}s; "
              + ", ".join(f"{k} {v:.1f}s" for k, v in r.timings.items()))
+        for file, refusals in (r.applied.refusals if r.applied else {}).items():
+            _log(f"{request.param}: {file} was refused {len(refusals)} times before it was admitted; first: {refusals[0]}")
         yield r
+        peak = r.plane.peak_memory_mib()
+        _log(f"{request.param}: peak memory {sum(peak.values())} MiB (" + ", ".join(f"{k} {v}" for k, v in peak.items()) + ")")
 
 
 def _running(pod: dict[str, Any]) -> bool:
@@ -90,10 +94,10 @@ def test_every_daemonset_runs_on_every_node_it_must_serve(rehearsed):
         want = _nodes_of(rehearsed, SERVED_GROUPS[name])
         selector = ",".join(f"{k}={v}" for k, v in ds["spec"]["selector"]["matchLabels"].items())
 
-        def placed(n: str = namespace, s: str = selector) -> set[str] | None:
+        def placed(n: str = namespace, s: str = selector, w: set[str] = want) -> set[str] | None:
             pods = [p for p in rehearsed.pods(n, s) if _running(p)]
             got = {p["spec"]["nodeName"] for p in pods}
-            return got if got == want and len(pods) == len(want) else None
+            return got if got == w and len(pods) == len(w) else None
 
         # THEN one running pod on each node of the groups it serves, and on no other node
         assert poll(f"DaemonSet {namespace}/{name} on {sorted(want)}", placed, JOB_TIMEOUT) == want
@@ -112,6 +116,7 @@ def _job_pods(r: Rehearsal, job: dict[str, Any], role: str) -> list[dict[str, An
 def _start_and_run(r: Rehearsal, job: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Start ``job`` with its start command; (launcher pod, worker pods) once all of them run."""
     command = r.start(job)
+    started = time.monotonic()
     _log(f"started: {command}")
     workers_wanted = job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
 
@@ -120,8 +125,10 @@ def _start_and_run(r: Rehearsal, job: dict[str, Any]) -> tuple[dict[str, Any], l
         workers = [p for p in _job_pods(r, job, "worker") if _running(p)]
         return (launchers[0], workers) if len(launchers) == 1 and len(workers) == workers_wanted else None
 
-    return poll(f"MPIJob {job['metadata']['name']}: launcher and {workers_wanted} workers running", all_running,
-                JOB_TIMEOUT)
+    running = poll(f"MPIJob {job['metadata']['name']}: launcher and {workers_wanted} workers running", all_running,
+                   JOB_TIMEOUT)
+    _log(f"{job['metadata']['name']}: launcher and workers running {time.monotonic() - started:.1f}s after the start")
+    return running
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +159,7 @@ def _workload(r: Rehearsal, job: dict[str, Any]) -> dict[str, Any]:
 
 def test_the_nccl_job_is_admitted_as_the_plan_means(rehearsed, nccl_started):
     # GIVEN the started NCCL job of a spec, with Kueue topology-aware scheduling or without Kueue
-    launcher, workers = nccl_started
+    _, workers = nccl_started
     job = _mpijob(rehearsed)
     live = rehearsed.api.get(job).body
     kueue = rehearsed.plan.kueue

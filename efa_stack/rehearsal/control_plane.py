@@ -59,6 +59,19 @@ class ControlPlane:
         write_kubeconfig(path, self.api.url, self.ca_file, token, name)
         return path
 
+    def peak_memory_mib(self) -> dict[str, int]:
+        """Process name -> the most memory it has held (Linux ``VmHWM``, peak resident set), in MiB."""
+        out: dict[str, int] = {}
+        for p in self.processes.started:
+            try:
+                status = Path(f"/proc/{p.pid}/status").read_text()
+            except OSError:
+                continue
+            line = next((x for x in status.splitlines() if x.startswith("VmHWM:")), None)
+            if line is not None:
+                out[p.name] = int(line.split()[1]) // 1024
+        return out
+
     def check_running(self) -> None:
         """RuntimeError naming every component that exited (with the end of its log)."""
         from efa_stack.rehearsal.processes import tail

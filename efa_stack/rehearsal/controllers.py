@@ -35,15 +35,16 @@ from efa_stack.rehearsal.control_plane import ControlPlane
 from efa_stack.rehearsal.pki import Authority, KeyPair
 from efa_stack.rehearsal.pods import Container, container
 from efa_stack.rehearsal.processes import Process, free_ports
+from k8s.training_operators import CERT_DIR
 
 READY_TIMEOUT = 180
 """Seconds a controller has to answer ready after it started."""
 LOCK_TIMEOUT = 600
 """Seconds to wait for a machine-wide resource (a fixed port or path) another rehearsal holds."""
-CA_NAMES = ("kueue-ca",)
+CA_NAMES = ("kueue-ca", "training-operator-ca")
 """Names the webhook CA must verify for: cert-controller checks its CA against the controller's CA name
-(open-policy-agent/cert-controller@v0.16.0 pkg/rotator/rotator.go ``validCACert``; Kueue's is ``kueue-ca``,
-kubernetes-sigs/kueue@v0.19.2 pkg/util/cert/cert.go ``caName``)."""
+(open-policy-agent/cert-controller@v0.16.0 pkg/rotator/rotator.go ``validCACert``; kubernetes-sigs/kueue@v0.19.2 and
+kubeflow/training-operator@v1.9.4 pkg/util/cert/cert.go and pkg/cert/cert.go ``caName``)."""
 
 
 @dataclass(frozen=True)
@@ -204,11 +205,29 @@ class LocalController:
     def prepare(self, ctx: Context) -> None:
         """What must exist before the process starts (a Secret the cluster would fill)."""
 
+    def mounted_secret(self, ctx: Context, mount_path: str) -> str:
+        """The Secret the rendered Deployment mounts at ``mount_path``."""
+        assert self.deployment is not None, self.name
+        spec = ctx.rendered("Deployment", self.namespace, self.deployment)["spec"]["template"]["spec"]
+        volume = next(m["name"] for c in spec["containers"] for m in c.get("volumeMounts", []) if m["mountPath"] == mount_path)
+        return str(next(v["secret"]["secretName"] for v in spec["volumes"] if v["name"] == volume))
+
+    def fill_cert_secret(self, ctx: Context, name: str) -> None:
+        """Put the rehearsal's CA and certificate into the controller's (rendered, empty) certificate Secret, where its
+        cert-controller rotator looks first: finding them valid, it keeps them and injects that CA itself."""
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"namespace": self.namespace, "name": name}}
+        got = ctx.api.merge_patch(secret, {"data": ctx.webhooks.secret_data()})
+        if not got.ok:
+            raise ApiError(f"Secret {self.namespace}/{name}: {got.message()}")
+
     def launch(self, ctx: Context) -> Launch:
         raise NotImplementedError
 
     def ready(self, ctx: Context) -> bool:
         raise NotImplementedError
+
+    def clean_up(self) -> None:
+        """What to remove outside the state directory once the process has stopped."""
 
     def service_names(self) -> tuple[str, ...]:
         return tuple(f"{s}.{self.namespace}.svc" for s in self.services)
@@ -258,8 +277,8 @@ class Kueue(LocalController):
       ``/visibility`` (pkg/visibility/server.go ``certDir``), which a local process cannot use; nothing efa-stack
       does reads that API.
 
-    Its internal certificate management stays on, as rendered: the rehearsal fills the rendered (empty) Secret
-    ``kueue-webhook-server-cert`` with its CA and serving certificate, valid for ``kueue-webhook-service.kueue-system.svc``
+    Its internal certificate management stays on, as rendered: the rehearsal fills the rendered (empty) Secret the
+    Deployment mounts (``kueue-webhook-server-cert``) with its CA and serving certificate, valid for ``kueue-webhook-service.kueue-system.svc``
     too, so Kueue's cert-controller finds them valid, keeps them and injects the CA into the webhook configurations
     and the CRDs' conversion webhooks itself (pkg/util/cert/cert.go ``BootstrapCerts``; the RBAC for that is the one
     efa-stack renders). The kubelet's part, writing the Secret into the mounted folder, is done before the start.
@@ -273,15 +292,11 @@ class Kueue(LocalController):
     container = "manager"
     image_binary = ("/manager",)
     services = ("kueue-webhook-service",)
-    SECRET = "kueue-webhook-server-cert"
     CERT_MOUNT = "/tmp/k8s-webhook-server/serving-certs"
     CONFIG_FLAG = "--config="
 
     def prepare(self, ctx: Context) -> None:
-        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"namespace": self.namespace, "name": self.SECRET}}
-        got = ctx.api.merge_patch(secret, {"data": ctx.webhooks.secret_data()})
-        if not got.ok:
-            raise ApiError(f"Secret {self.namespace}/{self.SECRET}: {got.message()}")
+        self.fill_cert_secret(ctx, self.mounted_secret(ctx, self.CERT_MOUNT))
 
     def launch(self, ctx: Context) -> Launch:
         c = self.rendered_container(ctx)
@@ -301,7 +316,50 @@ class Kueue(LocalController):
         return http_ok(f"http://127.0.0.1:{ctx.ports['health']}/readyz")
 
 
-CONTROLLERS: dict[str, type[LocalController]] = {c.name: c for c in (MpiOperator, Kueue)}
+class TrainingOperator(LocalController):
+    """Kubeflow Training Operator v1.9.4 (PyTorchJob) from the rendered ``training-operator`` Deployment: its arguments
+    and environment as rendered, plus free ports of 127.0.0.1 for metrics, health and webhooks (its flags
+    ``--metrics-bind-address``, ``--health-probe-bind-address``, ``--webhook-server-port``).
+
+    Its certificate rotator cannot be turned off and watches the fixed ``/tmp/k8s-webhook-server/serving-certs``
+    (kubeflow/training-operator@v1.9.4 pkg/cert/cert.go ``certDir``, cmd/training-operator.v1/main.go
+    ``cert.ManageCerts``), where the rendered Deployment mounts its Secret: the rehearsal fills that Secret with its
+    CA and certificate (valid for ``training-operator.kubeflow.svc``), writes the files into that folder as the
+    kubelet would, and holds a machine-wide lock on it while the operator runs; the files are removed at the end."""
+
+    name = "training-operator"
+    binary: Binary = "training-operator"
+    namespace = contract.TRAINING_OPERATOR_NAMESPACE
+    service_account = contract.TRAINING_OPERATOR_NAME
+    deployment = contract.TRAINING_OPERATOR_NAME
+    container = contract.TRAINING_OPERATOR_NAME
+    image_binary = ("/manager",)
+    services = (contract.TRAINING_OPERATOR_NAME,)
+    locks = ("tmp-k8s-webhook-server",)
+
+    def prepare(self, ctx: Context) -> None:
+        self.fill_cert_secret(ctx, self.mounted_secret(ctx, CERT_DIR))
+
+    def launch(self, ctx: Context) -> Launch:
+        c = self.rendered_container(ctx)
+        folder = Path(CERT_DIR)
+        folder.mkdir(parents=True, exist_ok=True)
+        for file in ("tls.crt", "tls.key"):
+            (folder / file).write_bytes((c.mounts[CERT_DIR] / file).read_bytes())
+        flags = [f"--metrics-bind-address=127.0.0.1:{ctx.ports['metrics']}",
+                 f"--health-probe-bind-address=127.0.0.1:{ctx.ports['health']}",
+                 f"--webhook-server-port={ctx.ports['webhook']}"]
+        return Launch([*c.args, *flags], c.env, [f"flag {f}" for f in flags] + [f"certificate written to {folder}"])
+
+    def ready(self, ctx: Context) -> bool:
+        return http_ok(f"http://127.0.0.1:{ctx.ports['health']}/readyz")
+
+    def clean_up(self) -> None:
+        for file in ("tls.crt", "tls.key"):
+            (Path(CERT_DIR) / file).unlink(missing_ok=True)
+
+
+CONTROLLERS: dict[str, type[LocalController]] = {c.name: c for c in (MpiOperator, Kueue, TrainingOperator)}
 
 
 @dataclass
@@ -372,13 +430,14 @@ class LocalControllers:
         folder = self.plane.state / "controllers" / name
         (folder / "tmp").mkdir(parents=True, exist_ok=True)
         ctx = Context(self.plane, objects, folder, self.ports[name], self.webhooks)
+        for lock in c.locks:
+            self.held.enter_context(machine_lock(lock))
+        self.held.callback(c.clean_up)
         c.prepare(ctx)
         launch = c.launch(ctx)
         token = self.plane.api.service_account_token(c.namespace, c.service_account)
         kubeconfig = self.plane.kubeconfig(f"{name}", token)
         env = {**launch.env, "KUBECONFIG": str(kubeconfig), "HOME": str(folder)}
-        for lock in c.locks:
-            self.held.enter_context(machine_lock(lock))
         started = time.monotonic()
         process = self.plane.processes.start(name, [str(self.bins[c.binary]), *launch.args],
                                              self.plane.state / "logs" / f"{name}.log", env=env, cwd=folder)

@@ -6,7 +6,7 @@ sigs.k8s.io/kwok@v0.8.0 pkg/kwok/cmd/root.go ``runE``). The Stages here (kwok.x-
 jq expressions, a ``next`` status template rendered as a strategic merge patch of the status for nodes and pods,
 pkg/utils/lifecycle/next.go ``computePatch``) make a node Ready once, a bound pod Running and Ready with every
 container started, a pod the scenario marks with :data:`COMPLETE_ANNOTATION` Succeeded, and a pod being deleted gone.
-kwok renews each node's Lease itself (``nodeLeaseDurationSeconds``, default 40 s), so kube-controller-manager's node
+kwok renews each node's Lease itself (:data:`NODE_LEASE_SECONDS`), so kube-controller-manager's node
 lifecycle controller sees the nodes alive. What no stage does: pull images, run containers, restart them, report
 resource use; a pod runs as soon as it is bound.
 """
@@ -23,6 +23,10 @@ NODE_ANNOTATION_VALUE = "fake"
 COMPLETE_ANNOTATION = f"{contract.LABEL_PREFIX}rehearsal-complete"
 """A running pod annotated ``"true"`` finishes: every container exits 0 and the pod is Succeeded."""
 STAGE_API_VERSION = "kwok.x-k8s.io/v1alpha1"
+NODE_LEASE_SECONDS = 40
+"""The duration of the node Leases kwok holds and renews (a kubelet's default, 40 s). kwok's own default of 40 applies
+only to a configuration it defaults itself; left out, no Lease is renewed, kube-controller-manager's node lifecycle
+controller finds the nodes silent after its grace period and marks their pods not Ready."""
 
 _NOT_DELETED = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
 
@@ -116,4 +120,5 @@ def flags(server_address: str, pod_cidr: str) -> list[str]:
         f"--manage-nodes-with-annotation-selector={NODE_ANNOTATION}={NODE_ANNOTATION_VALUE}",
         f"--cidr={pod_cidr}",
         f"--server-address={server_address}",
+        f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
     ]

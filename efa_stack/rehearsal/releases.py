@@ -117,7 +117,7 @@ JOBSET_PREFIX = "jobset-"
 def trainer_objects(namespace: str = contract.TRAINER_NAMESPACE) -> list[dict[str, Any]]:
     """The Trainer's CRDs, RBAC and webhook configurations (module docstring)."""
     base = module_dir("trainer-controller-manager") / "manifests" / "base"
-    crds = [d for f in sorted((base / "crds").glob("*.yaml")) for d in _load(f)]
+    crds = [d for f in sorted((base / "crds").glob("*.yaml")) for d in _load(f) if d["kind"] == "CustomResourceDefinition"]
     (role,) = _load(base / "rbac" / "role.yaml")
     webhooks = _webhooks([base / "webhook" / "manifests.yaml"],
                          {"MutatingWebhookConfiguration": base / "webhook" / "patch_mutating.yaml",
