@@ -41,10 +41,12 @@ def rehearsed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         _log(f"{request.param}: rolled out in {time.monotonic() - started:.1f}s; "
              + ", ".join(f"{k} {v:.1f}s" for k, v in r.timings.items()))
         for file, refusals in (r.applied.refusals if r.applied else {}).items():
-            _log(f"{request.param}: {file} was refused {len(refusals)} times before it was admitted; first: {refusals[0]}")
+            _log(f"{request.param}: {file} was refused {len(refusals)} times before it was admitted; "
+                 f"first: {refusals[0]}")
         yield r
         peak = r.plane.peak_memory_mib()
-        _log(f"{request.param}: peak memory {sum(peak.values())} MiB (" + ", ".join(f"{k} {v}" for k, v in peak.items()) + ")")
+        _log(f"{request.param}: peak memory {sum(peak.values())} MiB ("
+             + ", ".join(f"{k} {v}" for k, v in peak.items()) + ")")
 
 
 def _running(pod: dict[str, Any]) -> bool:
@@ -78,7 +80,8 @@ def test_every_rendered_controller_is_available_and_serves(rehearsed):
         selector = ",".join(f"{k}={v}" for k, v in d["spec"]["selector"]["matchLabels"].items())
         pods = rehearsed.pods(namespace, selector)
         assert pods and all(_running(p) for p in pods), [p["status"] for p in pods]
-        assert {rehearsed.node(p["spec"]["nodeName"])["metadata"]["labels"][contract.LABEL_ROLE] for p in pods} == {"system"}
+        roles = {rehearsed.node(p["spec"]["nodeName"])["metadata"]["labels"][contract.LABEL_ROLE] for p in pods}
+        assert roles == {"system"}, roles
         running = [c for c in rehearsed.controllers.running.values() if c.controller.deployment == name]
         assert running and running[0].process.running(), f"no local controller for {namespace}/{name}"
     rehearsed.plane.check_running()

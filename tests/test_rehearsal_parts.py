@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -74,11 +75,13 @@ def test_nodes_per_domain_splits_the_lowest_layer_only():
 
 def test_groups_at_maximum_size_and_a_quarantined_node():
     plan = plan_from_file(CLUSTERS / "default.yaml")
-    nodes = _by_name(plan_nodes(plan, NodeOptions(size="max", quarantined={"p5-1": "dcgm-failed"}, cordoned=("system-2",))))
+    options = NodeOptions(size="max", quarantined={"p5-1": "dcgm-failed"}, cordoned=("system-2",))
+    nodes = _by_name(plan_nodes(plan, options))
     assert len([n for n in nodes if n.startswith("system-")]) == plan.system.max_size
     quarantined = nodes["p5-1"]["spec"]
     assert quarantined["unschedulable"] is True
-    assert {"key": contract.QUARANTINE_TAINT_KEY, "value": "dcgm-failed", "effect": "NoSchedule"} in quarantined["taints"]
+    taint = {"key": contract.QUARANTINE_TAINT_KEY, "value": "dcgm-failed", "effect": "NoSchedule"}
+    assert taint in quarantined["taints"]
     assert nodes["system-2"]["spec"]["unschedulable"] is True and "unschedulable" not in nodes["p5-0"]["spec"]
 
 
@@ -111,7 +114,9 @@ def test_fails_on_a_command_of_apply_sh_it_does_not_know():
 def _controllers() -> LocalControllers:
     controllers = [Kueue(), MpiOperator()]
     names = tuple(n for c in controllers for n in c.service_names())
-    out = LocalControllers(plane=None, bins={}, controllers=controllers, webhooks=WebhookServing.create(names))  # type: ignore[arg-type]
+    serving = WebhookServing.create(names)
+    # no control plane: rewrite needs only the ports and the CA
+    out = LocalControllers(plane=None, bins={}, controllers=controllers, webhooks=serving)  # type: ignore[arg-type]
     out.ports = {"kueue": {"webhook": 19443, "health": 1, "metrics": 2}, "mpi-operator": {}}
     return out
 
@@ -122,7 +127,8 @@ def test_webhooks_of_a_local_controller_point_at_it_with_the_rehearsals_ca():
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": "kueue-validating-webhook-configuration"},
         "webhooks": [{"name": "vjob.kb.io", "clientConfig": {"service": {
-            "name": "kueue-webhook-service", "namespace": contract.KUEUE_NAMESPACE, "path": "/validate-batch-v1-job"}}}],
+            "name": "kueue-webhook-service", "namespace": contract.KUEUE_NAMESPACE,
+            "path": "/validate-batch-v1-job"}}}],
     }
     got = controllers.rewrite(webhook)
     config = got["webhooks"][0]["clientConfig"]
@@ -147,8 +153,9 @@ def test_json_patch_adds_and_replaces_as_kustomize_does():
     doc = {"metadata": {"name": "a"}, "webhooks": [{"name": "w0"}, {"name": "w1"}]}
     ops = [{"op": "replace", "path": "/metadata/name", "value": "b"},
            {"op": "add", "path": "/webhooks/1/objectSelector", "value": {"matchLabels": {"k": "v"}}}]
+    selector = {"matchLabels": {"k": "v"}}
     assert json_patch(doc, ops) == {"metadata": {"name": "b"},
-                                    "webhooks": [{"name": "w0"}, {"name": "w1", "objectSelector": {"matchLabels": {"k": "v"}}}]}
+                                    "webhooks": [{"name": "w0"}, {"name": "w1", "objectSelector": selector}]}
     assert doc["metadata"]["name"] == "a"
 
 
@@ -190,3 +197,14 @@ def test_a_process_whose_starter_is_killed_dies_with_it(tmp_path):
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(child)
+
+
+def test_karpenter_cores_kwok_provider_is_pinned_with_the_karpenter_release():
+    # tools/karpenter-kwok/go.mod requires the core module the pinned aws/karpenter-provider-aws release requires
+    from efa_stack.planning.karpenter import KARPENTER_VERSION
+
+    go_mod = (Path(__file__).resolve().parents[1] / "tools" / "karpenter-kwok" / "go.mod").read_text()
+    required = re.findall(r"^(?:require)?\s*sigs\.k8s\.io/karpenter (v\S+)", go_mod, re.MULTILINE)
+    assert required == [f"v{KARPENTER_VERSION}"], (
+        f"tools/karpenter-kwok/go.mod requires {required}, Karpenter is {KARPENTER_VERSION}: require the core version "
+        "that release's go.mod requires (see the comment there)")

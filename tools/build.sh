@@ -18,15 +18,15 @@ cache="${KUBE_APISERVER_CACHE:-$root/.cache}"
 BINARIES=(
   "kube-apiserver|kube-apiserver|.|k8s.io/kubernetes|530"
   "etcd|kube-apiserver|./etcd|k8s.io/kubernetes|30"
-  "kube-scheduler|kube-apiserver|k8s.io/kubernetes/cmd/kube-scheduler|k8s.io/kubernetes|40"
-  "kube-controller-manager|kube-apiserver|k8s.io/kubernetes/cmd/kube-controller-manager|k8s.io/kubernetes|90"
-  "kwok|kwok|sigs.k8s.io/kwok/cmd/kwok|sigs.k8s.io/kwok|190"
+  "kube-scheduler|kube-apiserver|k8s.io/kubernetes/cmd/kube-scheduler|k8s.io/kubernetes|35"
+  "kube-controller-manager|kube-apiserver|k8s.io/kubernetes/cmd/kube-controller-manager|k8s.io/kubernetes|75"
+  "kwok|kwok|sigs.k8s.io/kwok/cmd/kwok|sigs.k8s.io/kwok|160"
   "kueue|kueue|sigs.k8s.io/kueue/cmd/kueue|sigs.k8s.io/kueue|450"
-  "mpi-operator|mpi-operator|github.com/kubeflow/mpi-operator/cmd/mpi-operator|github.com/kubeflow/mpi-operator|230"
-  "jobset|jobset|sigs.k8s.io/jobset|sigs.k8s.io/jobset|160"
-  "trainer-controller-manager|trainer|github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager|github.com/kubeflow/trainer/v2|150"
-  "training-operator|training-operator|github.com/kubeflow/training-operator/cmd/training-operator.v1|github.com/kubeflow/training-operator|150"
-  "karpenter-kwok|karpenter-kwok|sigs.k8s.io/karpenter/kwok|sigs.k8s.io/karpenter|200"
+  "mpi-operator|mpi-operator|github.com/kubeflow/mpi-operator/cmd/mpi-operator|github.com/kubeflow/mpi-operator|250"
+  "jobset|jobset|sigs.k8s.io/jobset|sigs.k8s.io/jobset|175"
+  "trainer-controller-manager|trainer|github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager|github.com/kubeflow/trainer/v2|170"
+  "training-operator|training-operator|github.com/kubeflow/training-operator/cmd/training-operator.v1|github.com/kubeflow/training-operator|180"
+  "karpenter-kwok|karpenter-kwok|sigs.k8s.io/karpenter/kwok|sigs.k8s.io/karpenter|210"
 )
 
 # Go: the one on PATH (1.21 or later fetches the toolchain a go.mod asks for by itself); without one, the Go

@@ -25,7 +25,9 @@ from k8s.dist import ADMIT_INTERVAL_S, ADMIT_TRIES, AFTER_CRDS_DIR, APPLY_SCRIPT
 
 LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 StepKind = Literal["apply", "apply-until-admitted", "helm", "wait-established", "rollout-status"]
-SCRIPT_FUNCTIONS: dict[str, StepKind] = {"wait_established": "wait-established", "apply_until_admitted": "apply-until-admitted"}
+SCRIPT_FUNCTIONS: dict[str, StepKind] = {
+    "wait_established": "wait-established", "apply_until_admitted": "apply-until-admitted",
+}
 """Shell functions ``apply.sh`` defines (k8s/dist.py ``WAIT_ESTABLISHED``, ``APPLY_UNTIL_ADMITTED``) -> the step."""
 
 
@@ -45,8 +47,8 @@ class ApplyError(RuntimeError):
 
 
 def script_steps(script: str) -> list[Step]:
-    """The steps of ``apply.sh`` in order; ``set``, ``cd``, ``command -v`` and function bodies are left out, and a command
-    this module does not know is an error."""
+    """The steps of ``apply.sh`` in order; ``set``, ``cd``, ``command -v`` and function bodies are left out, and a
+    command this module does not know is an error."""
     steps: list[Step] = []
     in_function = False
     for line in script.splitlines():
@@ -82,7 +84,8 @@ def documents(path: Path, dist: Path) -> list[tuple[str, dict[str, Any]]]:
     files = [path] if path.is_file() else sorted(
         p for p in path.iterdir() if p.is_file() and p.suffix in {".yaml", ".yml", ".json"}
     )
-    return [(f.relative_to(dist).as_posix(), o) for f in files for o in yaml.load_all(f.read_text(), Loader=LOADER) if o]
+    return [(f.relative_to(dist).as_posix(), o)
+            for f in files for o in yaml.load_all(f.read_text(), Loader=LOADER) if o]
 
 
 def dist_objects(dist: Path) -> list[dict[str, Any]]:

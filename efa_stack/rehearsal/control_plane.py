@@ -142,7 +142,8 @@ def start_api_server(processes: Processes, bins: Mapping[Binary, Path], state: P
         f"--service-account-signing-key-file={sa_key}", f"--service-cluster-ip-range={SERVICE_CIDR}",
         # as on EKS: privileged containers are allowed (the device plugins run privileged)
         "--allow-privileged=true", "--profiling=false", f"--cert-dir={pki / 'apiserver'}",
-        *([] if admission_webhooks else ["--disable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook"]),
+        *([] if admission_webhooks else
+          ["--disable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook"]),
     ], state / "logs" / "kube-apiserver.log")
     api = Api(f"https://127.0.0.1:{api_port}", ssl.create_default_context(cafile=str(ca_file)), token)
     apiserver.wait_ready(lambda: api.request("GET", "/readyz").status == 200, START_TIMEOUT)

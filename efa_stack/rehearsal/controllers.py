@@ -118,7 +118,8 @@ class Context:
                 ("Secret", v["secret"]["secretName"]) if "secret" in v else None)
             if ref is None:
                 continue
-            got = self.api.get({"apiVersion": "v1", "kind": ref[0], "metadata": {"name": ref[1], "namespace": namespace}})
+            meta = {"name": ref[1], "namespace": namespace}
+            got = self.api.get({"apiVersion": "v1", "kind": ref[0], "metadata": meta})
             if got.status != 200:
                 raise ApiError(f"{ref[0]} {namespace}/{ref[1]} that the controller mounts: {got.message()}")
             out[ref] = got.body
@@ -160,7 +161,8 @@ def machine_lock(name: str, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"{path}: another rehearsal on this machine held it for {timeout:.0f}s") from None
+                    raise TimeoutError(f"{path}: another rehearsal on this machine held it for {timeout:.0f}s"
+                                       ) from None
                 time.sleep(1)
         try:
             yield
@@ -179,7 +181,8 @@ def _port_free(port: int) -> bool:
 
 class LocalController:
     """One controller: which binary, under which ServiceAccount, from which rendered Deployment, serving which
-    Services' webhooks. Subclasses say how it starts (:meth:`launch`) and when it is ready (:meth:`ready`)."""
+    Services' webhooks. Subclasses say how it starts (:meth:`LocalController.launch`) and when it is ready
+    (:meth:`LocalController.ready`)."""
 
     name: str
     binary: Binary
@@ -189,7 +192,7 @@ class LocalController:
     container: str = ""
     image_binary: tuple[str, ...] = ()
     services: tuple[str, ...] = ()
-    """The Services (in :attr:`namespace`) whose webhooks this process serves."""
+    """The Services (in :attr:`LocalController.namespace`) whose webhooks this process serves."""
     port_names: tuple[str, ...] = ("webhook", "health", "metrics")
     locks: tuple[str, ...] = ()
     """Machine-wide resources (:func:`machine_lock`) held while the process runs."""
@@ -209,7 +212,8 @@ class LocalController:
         """The Secret the rendered Deployment mounts at ``mount_path``."""
         assert self.deployment is not None, self.name
         spec = ctx.rendered("Deployment", self.namespace, self.deployment)["spec"]["template"]["spec"]
-        volume = next(m["name"] for c in spec["containers"] for m in c.get("volumeMounts", []) if m["mountPath"] == mount_path)
+        volume = next(m["name"] for c in spec["containers"] for m in c.get("volumeMounts", [])
+                      if m["mountPath"] == mount_path)
         return str(next(v["secret"]["secretName"] for v in spec["volumes"] if v["name"] == volume))
 
     def fill_cert_secret(self, ctx: Context, name: str) -> None:
@@ -255,7 +259,8 @@ class MpiOperator(LocalController):
             raise RuntimeError(f"port {self.HEALTH_PORT} is taken on this machine: the MPI operator serves its health "
                                "check there (not configurable at v0.8.2); stop what listens there")
         c = self.rendered_container(ctx)
-        return Launch(list(c.args), c.env, ["kubeconfig from KUBECONFIG (a ServiceAccount token) instead of in-cluster"])
+        return Launch(list(c.args), c.env,
+                      ["kubeconfig from KUBECONFIG (a ServiceAccount token) instead of in-cluster"])
 
     def ready(self, ctx: Context) -> bool:
         lease = ctx.api.get({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -278,10 +283,11 @@ class Kueue(LocalController):
       does reads that API.
 
     Its internal certificate management stays on, as rendered: the rehearsal fills the rendered (empty) Secret the
-    Deployment mounts (``kueue-webhook-server-cert``) with its CA and serving certificate, valid for ``kueue-webhook-service.kueue-system.svc``
-    too, so Kueue's cert-controller finds them valid, keeps them and injects the CA into the webhook configurations
-    and the CRDs' conversion webhooks itself (pkg/util/cert/cert.go ``BootstrapCerts``; the RBAC for that is the one
-    efa-stack renders). The kubelet's part, writing the Secret into the mounted folder, is done before the start.
+    Deployment mounts (``kueue-webhook-server-cert``) with its CA and serving certificate, valid for
+    ``kueue-webhook-service.kueue-system.svc`` too, so Kueue's cert-controller finds them valid, keeps them and
+    injects the CA into the webhook configurations and the CRDs' conversion webhooks itself (pkg/util/cert/cert.go
+    ``BootstrapCerts``; the RBAC for that is the one efa-stack renders). The kubelet's part, writing the Secret into
+    the mounted folder, is done before the start.
     """
 
     name = "kueue"
@@ -373,7 +379,8 @@ class Running:
 @dataclass
 class LocalControllers:
     """The controllers of one rehearsal: their ports, chosen up front so that the webhook configurations can be
-    rewritten before they are applied (:meth:`rewrite`), and the processes once started (:meth:`start`)."""
+    rewritten before they are applied (:meth:`LocalControllers.rewrite`), and the processes once started
+    (:meth:`LocalControllers.start`)."""
 
     plane: ControlPlane
     bins: Mapping[Binary, Path]
@@ -384,7 +391,8 @@ class LocalControllers:
     held: ExitStack = field(default_factory=ExitStack)
 
     @classmethod
-    def create(cls, plane: ControlPlane, bins: Mapping[Binary, Path], controllers: list[LocalController]) -> LocalControllers:
+    def create(cls, plane: ControlPlane, bins: Mapping[Binary, Path],
+               controllers: list[LocalController]) -> LocalControllers:
         names = tuple(n for c in controllers for n in c.service_names())
         out = cls(plane, bins, controllers, WebhookServing.create(names))
         for c in controllers:
@@ -456,5 +464,6 @@ class LocalControllers:
 
 def controllers_for(objects: list[dict[str, Any]]) -> list[LocalController]:
     """The local controllers whose Deployments ``objects`` render."""
-    deployments = {(o["metadata"].get("namespace"), o["metadata"]["name"]) for o in objects if o["kind"] == "Deployment"}
+    deployments = {(o["metadata"].get("namespace"), o["metadata"]["name"])
+                   for o in objects if o["kind"] == "Deployment"}
     return [cls() for cls in CONTROLLERS.values() if (cls.namespace, cls.deployment) in deployments]

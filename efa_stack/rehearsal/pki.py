@@ -78,7 +78,7 @@ def _builder(subject: str, public_key: Any, days: int) -> Any:
 
 @dataclass(frozen=True)
 class Authority:
-    """A self-signed certificate authority; :meth:`issue` signs serving certificates with it."""
+    """A self-signed certificate authority; :meth:`Authority.issue` signs serving certificates with it."""
 
     name: str
     pair: KeyPair

@@ -113,8 +113,8 @@ class Process:
 
 @dataclass
 class Processes:
-    """The processes of one control plane: :meth:`start` adds one, leaving the ``with`` block stops them all, the last
-    started first."""
+    """The processes of one control plane: :meth:`Processes.start` adds one, leaving the ``with`` block stops them
+    all, the last started first."""
 
     started: list[Process] = field(default_factory=list)
 

@@ -117,7 +117,8 @@ JOBSET_PREFIX = "jobset-"
 def trainer_objects(namespace: str = contract.TRAINER_NAMESPACE) -> list[dict[str, Any]]:
     """The Trainer's CRDs, RBAC and webhook configurations (module docstring)."""
     base = module_dir("trainer-controller-manager") / "manifests" / "base"
-    crds = [d for f in sorted((base / "crds").glob("*.yaml")) for d in _load(f) if d["kind"] == "CustomResourceDefinition"]
+    crds = [d for f in sorted((base / "crds").glob("*.yaml")) for d in _load(f)
+            if d["kind"] == "CustomResourceDefinition"]
     (role,) = _load(base / "rbac" / "role.yaml")
     webhooks = _webhooks([base / "webhook" / "manifests.yaml"],
                          {"MutatingWebhookConfiguration": base / "webhook" / "patch_mutating.yaml",
@@ -161,8 +162,9 @@ class TrainerController(LocalController):
     controller_manager_config.yaml, what the chart's ConfigMap renders with its defaults), patched: free ports of
     127.0.0.1 for health, metrics and webhooks; ``leaderElection.resourceNamespace`` (in a pod, controller-runtime
     reads it from the ServiceAccount mount); ``certManagement.enable: false``, because its certificate rotator watches
-    the fixed ``/tmp/k8s-webhook-server/serving-certs`` (kubeflow/trainer@v2.3.0 pkg/util/cert/cert.go ``certDir``) while
-    its webhook server reads controller-runtime's default under ``$TMPDIR``, where the rehearsal's certificate is."""
+    the fixed ``/tmp/k8s-webhook-server/serving-certs`` (kubeflow/trainer@v2.3.0 pkg/util/cert/cert.go ``certDir``)
+    while its webhook server reads controller-runtime's default under ``$TMPDIR``, where the rehearsal's certificate
+    is."""
 
     name = "kubeflow-trainer"
     binary: Binary = "trainer-controller-manager"

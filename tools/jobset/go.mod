@@ -1,5 +1,5 @@
 // JobSet's controller at the version the Kubeflow Trainer v2.3.0 chart deploys (charts/kubeflow-trainer/Chart.yaml dependency jobset 0.12.0).
-// Built by tools/rehearsal/build.sh into .cache/; the exact version is required here because the module
+// Built by tools/build.sh into .cache/; the exact version is required here because the module
 // proxy lists no versions of some of these modules, so `go install module@version` cannot resolve them.
 module efa-stack/tools/jobset
 

@@ -10,7 +10,7 @@ go 1.25.0
 // as k8s.io/kubernetes builds its binaries
 godebug default=go1.25
 
-// kube-scheduler and kube-controller-manager for the rehearsal control plane (tools/rehearsal/build.sh)
+// kube-scheduler and kube-controller-manager for the rehearsal control plane (tools/build.sh)
 tool (
 	k8s.io/kubernetes/cmd/kube-controller-manager
 	k8s.io/kubernetes/cmd/kube-scheduler

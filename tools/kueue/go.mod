@@ -1,5 +1,5 @@
 // Kueue's controller manager at the version efa-stack installs (k8s/kueue.py).
-// Built by tools/rehearsal/build.sh into .cache/; the exact version is required here because the module
+// Built by tools/build.sh into .cache/; the exact version is required here because the module
 // proxy lists no versions of some of these modules, so `go install module@version` cannot resolve them.
 module efa-stack/tools/kueue
 

@@ -1,5 +1,5 @@
 // kwok: the fake kubelet of the rehearsal's nodes and pods (sigs.k8s.io/kwok/cmd/kwok).
-// Built by tools/rehearsal/build.sh into .cache/; the exact version is required here because the module
+// Built by tools/build.sh into .cache/; the exact version is required here because the module
 // proxy lists no versions of some of these modules, so `go install module@version` cannot resolve them.
 module efa-stack/tools/kwok
 

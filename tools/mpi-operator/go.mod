@@ -1,5 +1,5 @@
 // The MPI operator at the version efa-stack installs (k8s/images.py MPI_OPERATOR_VERSION).
-// Built by tools/rehearsal/build.sh into .cache/; the exact version is required here because the module
+// Built by tools/build.sh into .cache/; the exact version is required here because the module
 // proxy lists no versions of some of these modules, so `go install module@version` cannot resolve them.
 module efa-stack/tools/mpi-operator
 
