@@ -208,3 +208,20 @@ def test_karpenter_cores_kwok_provider_is_pinned_with_the_karpenter_release():
     assert required == [f"v{KARPENTER_VERSION}"], (
         f"tools/karpenter-kwok/go.mod requires {required}, Karpenter is {KARPENTER_VERSION}: require the core version "
         "that release's go.mod requires (see the comment there)")
+
+
+def test_build_sh_is_shellcheck_clean():
+    import shutil
+
+    root = Path(__file__).resolve().parents[1]
+    shellcheck = shutil.which("shellcheck") or str(root / ".venv" / "bin" / "shellcheck")
+    proc = subprocess.run([shellcheck, str(root / "tools" / "build.sh")], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_build_sh_names_the_binaries_it_knows():
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([str(root / "tools" / "build.sh"), "no-such-binary"], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 2 and "no binary no-such-binary" in proc.stderr and "kueue" in proc.stderr, proc.stderr
