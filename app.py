@@ -48,28 +48,31 @@ def main(app: App | None = None) -> None:
     zones = _subnet_zones(context(contract.SUBNET_ZONES_CONTEXT))
     try:
         plan = plan_from_file(spec_path or DEFAULT_SPEC, subnet_zones=zones)
-    except SpecError as exc:
-        print(exc.render(), file=sys.stderr)
-        sys.exit(1)
-    except UserError as exc:  # a bad EFA_STACK_TODAY
-        print(f"error: {exc.message}" + (f"\nFix: {exc.fix}" if exc.fix else ""), file=sys.stderr)
-        sys.exit(exc.exit_code)
+    except (SpecError, UserError) as exc:  # UserError: a bad EFA_STACK_TODAY
+        from rich.console import Console
+
+        from efa_stack.console import print_error
+
+        sys.exit(print_error(exc, json_out=False, console=Console(stderr=True)))  # as every command does: exit 2
     import cdk8s
     from aws_cdk import App
 
     from k8s.charts import build_charts
     from k8s.dist import APPLY_SCRIPT, dist_dir, write_dist
+    from k8s.rollout import plan_rollout
     from stacks.compose import build
 
     app = app or App()
     if app.node.try_get_context("spec") not in (None, spec_path):  # context the CLI kept elsewhere
         return main(app)
-    # The cdk8s charts are built once: the cluster stack applies them and dist/ gets the same objects.
+    # The cdk8s charts and their rollout are made once: the cluster stack applies them, dist/ gets the same objects
+    # and apply.sh the same order.
     charts = build_charts(plan, cdk8s.App())
-    build(app, plan, account=os.environ.get("CDK_DEFAULT_ACCOUNT"), charts=charts)
+    rollout = plan_rollout(plan, charts)
+    build(app, plan, account=os.environ.get("CDK_DEFAULT_ACCOUNT"), charts=charts, rollout=rollout)
     assembly = app.synth()
     out = dist_dir(plan, Path(app.node.try_get_context("dist") or "dist"))
-    written = write_dist(plan, out, charts)
+    written = write_dist(plan, out, charts, rollout)
     print(plan.summary(), file=sys.stderr)
     print(f"templates: {assembly.directory}", file=sys.stderr)
     print(f"manifests: {out}/ ({len(written)} files; apply with {out / APPLY_SCRIPT})", file=sys.stderr)

@@ -2,7 +2,8 @@
 
 Encrypted, retained on delete and on replacement (with its security group), logical ids pinned, Lustre
 traffic only with itself and the client groups, and the S3 link the deployment type supports (see
-:mod:`efa_stack.planning.storage`). Each default and its source: docs/design/storage.md.
+:mod:`efa_stack.planning.storage`). Optionally EFA-enabled, in the EFA security group of the EFA nodes
+(:mod:`efa_stack.planning.lustre_efa`). Each default and its source: docs/design/storage.md, docs/design/fsx-efa.md.
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from constructs import Construct
 
+from aws_constructs.network import EfaSecurityGroup
+from efa_stack.planning import lustre_efa
 from efa_stack.planning.storage import (
     CAPACITY_STEP_GIB,
     DEPLOYMENT_TYPES,
     LUSTRE_VERSION,
     THROUGHPUTS,
+    MetadataPlan,
     S3LinkPlan,
     capacity_allowed,
 )
@@ -138,12 +142,20 @@ class LustreFileSystemProps:
     """The bucket link (:class:`efa_stack.planning.storage.S3LinkPlan`); none when None."""
     lustre_version: str = LUSTRE_VERSION
     """The Lustre version of the file system."""
+    metadata: MetadataPlan | None = None
+    """PERSISTENT_2's ``MetadataConfiguration`` (:class:`efa_stack.planning.storage.MetadataPlan`); FSx's default
+    when None."""
+    efa_enabled: bool = False
+    """An EFA-enabled file system (``LustreConfiguration.EfaEnabled``; set at creation only): needs PERSISTENT_2,
+    ``metadata``, capacity in the tier's EFA steps and the constructor's ``efa_security_group``."""
 
 
 class LustreFileSystem(Construct):
     """An FSx for Lustre file system in ``subnet`` (one availability zone), retained on stack deletion and
     replacement; ``client_security_group_ids`` are the groups of the instances that mount it (the EKS cluster
-    security group is on every node interface)."""
+    security group is on every node interface). An EFA-enabled one is in ``efa_security_group`` too (the EFA nodes'
+    group, all traffic with its own members: FSx for Lustre User Guide, "EFA-enabled security groups"), is created
+    after that group's rules and retains the group with itself."""
 
     def __init__(
         self,
@@ -154,6 +166,7 @@ class LustreFileSystem(Construct):
         vpc: ec2.IVpc,
         subnet: ec2.ISubnet,
         client_security_group_ids: Sequence[str],
+        efa_security_group: EfaSecurityGroup | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.props = props
@@ -161,11 +174,17 @@ class LustreFileSystem(Construct):
         per_unit_storage_throughput, data_compression = props.per_unit_storage_throughput, props.data_compression
         s3, lustre_version = props.s3, props.lustre_version
         self._validate(deployment_type, storage_capacity_gib, per_unit_storage_throughput, data_compression, s3)
+        self._validate_efa(props, efa_security_group)
         self.deployment_type = deployment_type
         self.security_group = LustreSecurityGroup(
             self, "SecurityGroup", vpc=vpc, client_security_group_ids=client_security_group_ids
         )
+        groups = [self.security_group.security_group_id]
+        efa = efa_security_group if props.efa_enabled else None
+        if efa is not None:
+            groups.append(efa.security_group_id)
         legacy = s3 if s3 is not None and s3.kind == "import-path" else None
+        md = props.metadata
         self.file_system = fsx.CfnFileSystem(
             self,
             "Resource",
@@ -174,20 +193,28 @@ class LustreFileSystem(Construct):
             storage_type="SSD",
             storage_capacity=storage_capacity_gib,
             subnet_ids=[subnet.subnet_id],
-            security_group_ids=[self.security_group.security_group_id],
+            security_group_ids=groups,
             lustre_configuration=fsx.CfnFileSystem.LustreConfigurationProperty(
                 deployment_type=deployment_type,
                 per_unit_storage_throughput=per_unit_storage_throughput,
                 data_compression_type=data_compression,
                 import_path=legacy.data_repository_path if legacy is not None else None,
                 auto_import_policy=legacy.auto_import_policy if legacy is not None else None,
+                metadata_configuration=fsx.CfnFileSystem.MetadataConfigurationProperty(mode=md.mode, iops=md.iops)
+                if md is not None else None,
+                efa_enabled=True if props.efa_enabled else None,
             ),
         )
         # FSx checks at creation that the file system's groups let it reach itself on 988 and 1018-1023
-        # (InvalidNetworkSettings otherwise). CloudFormation creates resources in parallel, so the file
-        # system waits for every rule of its group, standalone or not (aws/aws-parallelcluster#6181).
-        for rule in self.security_group.rules:
+        # (InvalidNetworkSettings otherwise), and an EFA-enabled one that they allow all traffic with themselves
+        # ("Insufficient security group permissions to create an EFA-enabled file system": FSx for Lustre User Guide,
+        # "Creating an FSx for Lustre file system fails"). CloudFormation creates resources in parallel, so the file
+        # system waits for every rule of its groups, standalone or not (aws/aws-parallelcluster#6181).
+        for rule in (*self.security_group.rules, *(efa.rules if efa is not None else ())):
             self.file_system.node.add_dependency(rule)
+        if efa is not None:
+            # The retained file system's interfaces keep the EFA group: EC2 would refuse to delete it.
+            efa.retain()
         # Retain on delete and on replacement: the file system holds the training data.
         self.file_system.apply_removal_policy(RemovalPolicy.RETAIN)
         self.file_system.override_logical_id(FILE_SYSTEM_LOGICAL_ID)
@@ -257,6 +284,33 @@ class LustreFileSystem(Construct):
                     f"LustreFileSystem: automatic export needs a data repository association; {deployment_type} "
                     f"links through ImportPath (remove auto_export)"
                 )
+
+    @staticmethod
+    def _validate_efa(props: LustreFileSystemProps, efa_security_group: EfaSecurityGroup | None) -> None:
+        md = props.metadata
+        if md is not None:
+            if props.deployment_type != lustre_efa.EFA_DEPLOYMENT_TYPE:
+                raise ValueError(f"LustreFileSystem: metadata is for PERSISTENT_2 only, not {props.deployment_type}")
+            if md.mode not in lustre_efa.METADATA_MODES:
+                raise ValueError(f"LustreFileSystem: metadata mode {md.mode!r}; use AUTOMATIC or USER_PROVISIONED")
+            if (md.mode == "USER_PROVISIONED") != (md.iops is not None):
+                raise ValueError("LustreFileSystem: metadata iops are given with USER_PROVISIONED mode, and only then")
+            if md.iops is not None and not Token.is_unresolved(md.iops) and not lustre_efa.metadata_iops_allowed(md.iops):
+                raise ValueError(f"LustreFileSystem: metadata iops {md.iops}; use 1500, 3000, 6000, 12000 or a "
+                                 "multiple of 12000 up to 192000")
+        if not props.efa_enabled:
+            return
+        if props.deployment_type != lustre_efa.EFA_DEPLOYMENT_TYPE or md is None:
+            raise ValueError("LustreFileSystem: an EFA-enabled file system is PERSISTENT_2 with metadata (a metadata "
+                             f"configuration), got {props.deployment_type} and metadata={md}")
+        if efa_security_group is None:
+            raise ValueError("LustreFileSystem: an EFA-enabled file system needs efa_security_group (all traffic "
+                             "with its members, the EFA nodes)")
+        gib, tier = props.storage_capacity_gib, props.per_unit_storage_throughput
+        step = lustre_efa.capacity_steps().get(tier) if tier is not None and not Token.is_unresolved(tier) else None
+        if step is not None and not Token.is_unresolved(gib) and gib % step:
+            raise ValueError(f"LustreFileSystem: storage_capacity_gib {gib} is not allowed for an EFA-enabled file "
+                             f"system at {tier} MB/s/TiB; use a multiple of {step}")
 
     # --- attributes (CloudFormation tokens) -----------------------------------------------------
 

@@ -30,7 +30,6 @@ from constructs import Construct
 from aws_constructs.pod_identity import pod_identity_role
 from aws_constructs.security import acknowledge, managed_policy
 from efa_stack import contract
-from efa_stack.planning.karpenter import CONTROLLER_REPLICAS, chart_values
 
 INTERRUPTION_EVENTS: tuple[tuple[str, str, str], ...] = (
     ("ScheduledChangeRule", "aws.health", "AWS Health Event"),
@@ -64,24 +63,12 @@ class KarpenterControllerProps:
     release: str = contract.KARPENTER_RELEASE
     node_policies: Sequence[str] = ()
     """AWS managed policies of the nodes' role (the cluster's node policies)."""
-    feature_gates: Mapping[str, bool] = field(default_factory=dict)
-    """``settings.featureGates`` of the chart (charts/karpenter/values.yaml at the tag)."""
-    node_selector: Mapping[str, str] = field(default_factory=dict)
-    """Where the controller runs (the system node group); the chart's own affinity keeps it off Karpenter's nodes."""
-    replicas: int = CONTROLLER_REPLICAS
-    """Controller replicas (the chart's default 2, with required anti-affinity per hostname)."""
+    chart_values: Mapping[str, Any] = field(default_factory=dict)
+    """The chart's values (:meth:`efa_stack.planning.karpenter.KarpenterPlan.values`, the document ``apply.sh``
+    passes too); the chart's defaults when empty."""
     placement_groups: Sequence[str] = ()
     """Names of the cluster placement groups to create for the pools (the EC2NodeClasses select them by name);
     none by default."""
-
-    def values(self) -> dict[str, Any]:
-        """The chart values (:func:`efa_stack.planning.karpenter.chart_values`, the document ``apply.sh`` passes
-        too)."""
-        return chart_values(
-            cluster_name=self.cluster_name, interruption_queue_name=self.interruption_queue_name,
-            service_account=self.service_account, feature_gates=self.feature_gates, replicas=self.replicas,
-            node_selector=self.node_selector,
-        )
 
 
 def controller_statements(cluster: str, partition: str, region: str, account: str, node_role_arn: str,
@@ -292,7 +279,7 @@ class KarpenterController(Construct):
         )
         self.chart = cluster.add_helm_chart(
             "Karpenter", chart=CHART_NAME, repository=props.chart_repository, version=props.version,
-            release=props.release, namespace=props.namespace, values=props.values(),
+            release=props.release, namespace=props.namespace, values=dict(props.chart_values) or None,
             # The CRDs are applied by the cluster stack's karpenter-crd manifest (also in dist/), kept when the
             # release goes: deleting them would delete every NodePool and NodeClaim. aws-cdk-lib 2.275's handler
             # does not pass skip_crds on to helm, so the release follows that manifest's CRD waits (Helm leaves

@@ -18,6 +18,7 @@ from constructs import Construct
 from aws_constructs.user_data import node_user_data
 from efa_stack import contract
 from efa_stack.planning.layout import Interface
+from efa_stack.planning.node_groups import LustreEfaClient
 
 ROOT_DEVICE = "/dev/xvda"  # root device of the EKS-optimized AL2023 AMIs
 
@@ -50,6 +51,8 @@ class LaunchTemplateProps:
     """MiB of 2 MiB hugepages each node reserves at boot (user data); 0 reserves none."""
     lustre_client: bool = False
     """Install the Lustre client at boot (for FSx for Lustre volumes)."""
+    lustre_efa: LustreEfaClient | None = None
+    """With ``lustre_client``: run AWS's EFA client setup at boot, for an EFA-enabled file system; none when None."""
     kubelet_config: Mapping[str, str] = field(default_factory=dict)
     """``KubeletConfiguration`` keys for the nodes' nodeadm ``NodeConfig`` (e.g. ``cpuManagerPolicy: static``);
     empty: the AMI's kubelet defaults. Changing them changes the launch template and replaces the nodes."""
@@ -129,7 +132,7 @@ class EfaLaunchTemplate(Construct):
         self.user_data = node_user_data(
             props.hugepages_2mi_mib, props.lustre_client, props.kubelet_config,
             pre_bootstrap_commands=props.pre_bootstrap_commands, extra_node_config=props.node_config,
-            cluster_node_config=props.cluster_node_config,
+            cluster_node_config=props.cluster_node_config, lustre_efa=props.lustre_efa,
         )
         if props.image_id and not props.cluster_node_config:
             raise ValueError("a custom AMI (image_id) needs cluster_node_config: EKS adds no bootstrap for it")

@@ -209,6 +209,22 @@ class EfaSecurityGroup(Construct):
     def security_group_id(self) -> str:
         return self.security_group.security_group_id
 
+    @property
+    def rules(self) -> list[ec2.CfnSecurityGroupIngress | ec2.CfnSecurityGroupEgress]:
+        """The self-referencing rules, which CDK renders as resources of their own."""
+        return [
+            c for c in self.security_group.node.children
+            if isinstance(c, (ec2.CfnSecurityGroupIngress, ec2.CfnSecurityGroupEgress))
+        ]
+
+    def retain(self) -> None:
+        """Keep the group and its rules when the stack is deleted or they are replaced: for a retained resource that
+        uses the group (an EFA-enabled file system's interfaces), whose group EC2 refuses to delete."""
+        cfn = self.security_group.node.default_child
+        assert isinstance(cfn, ec2.CfnSecurityGroup)
+        for resource in (cfn, *self.rules):
+            resource.apply_removal_policy(RemovalPolicy.RETAIN)
+
 
 @dataclass(frozen=True)
 class ExistingVpcProps:

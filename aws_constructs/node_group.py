@@ -2,7 +2,7 @@
 
 :class:`ManagedNodeGroupProps` says everything the construct needs, so it composes into any CDK app;
 efa-stack's cluster stack maps each :class:`efa_stack.planning.node_groups.NodeGroupPlan` to props
-(:func:`stacks.cluster_stack.node_group_props`). What an EFA node group gets:
+(:func:`stacks.node_groups.node_group_props`). What an EFA node group gets:
 docs/design/efa-interfaces.md.
 """
 
@@ -58,6 +58,12 @@ class ManagedNodeGroupProps:
     node_repair: Mapping[str, Any] | None = None
     """CloudFormation ``AWS::EKS::Nodegroup NodeRepairConfig`` (``{"Enabled": True, ...limits}``); None: no
     repair (EKS's default). Repair acts on the conditions of the ``eks-node-monitoring-agent`` add-on."""
+    max_unavailable: int | None = None
+    """Nodes a version update replaces at once (1 to 100, at most ``max_size``); with ``max_unavailable_percentage``
+    None too: EKS's default, one node at a time, new nodes launched before old ones are drained (EKS User Guide,
+    managed-node-update-behavior)."""
+    max_unavailable_percentage: int | None = None
+    """Percentage of the nodes a version update replaces at once (1 to 100); not with ``max_unavailable``."""
 
 
 _CAPACITY = {
@@ -136,6 +142,8 @@ class ManagedNodeGroup(Construct):
             tags=tags,
             node_role=node_role,
             enable_node_auto_repair=True if plan.node_repair else None,
+            max_unavailable=plan.max_unavailable,
+            max_unavailable_percentage=plan.max_unavailable_percentage,
         )
         if plan.instance_types:
             # As CloudFormation AWS::EKS::Nodegroup InstanceTypes: aws_eks_v2.Nodegroup's own instance type check

@@ -26,7 +26,7 @@ class TrainingImageProps:
     platform: str = "linux/amd64"
     """``linux/amd64`` or ``linux/arm64``: the architecture of the nodes that run the image."""
     build_args: Mapping[str, str] = field(default_factory=dict)
-    """``--build-arg`` values (the pinned versions; see efa_stack/spec/image_compat.py)."""
+    """``--build-arg`` values (the versions from the table of EFA software: efa_stack/planning/image_compat.py)."""
 
 
 class EfaTrainingImage(Construct):

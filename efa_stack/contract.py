@@ -162,7 +162,9 @@ QUARANTINE_TAINT_KEY: Final = LABEL_PREFIX + "quarantine"
 # Label on the pods and MPIJobs acceptance creates (value: the node group), so they can be listed and cleaned up.
 LABEL_ACCEPTANCE: Final = LABEL_PREFIX + "acceptance"
 # The checks, in the order they run; names in the verdict, the --json document and the taint reasons.
-AcceptanceCheck = Literal["gpu-count", "dcgm", "efa-devices", "efa-pingpong", "nccl-single", "nccl-pair"]
+AcceptanceCheck = Literal[
+    "gpu-count", "dcgm", "software", "efa-devices", "efa-pingpong", "lustre-efa", "nccl-single", "nccl-pair",
+]
 ACCEPTANCE_CHECKS: Final = get_args(AcceptanceCheck)
 
 # Kueue (kubernetes-sigs/kueue@v0.19.2; k8s/kueue.py): API group and version of its objects, the job label that

@@ -1,17 +1,16 @@
 """The one error type a command reports to its user: what went wrong, how to fix it, the exit code.
 
 Every command (preflight, catalog refresh, nccl-report, verify and its acceptance mode) raises
-:class:`efa_stack.errors.UserError` for input it cannot use or a service it cannot ask; the command line prints it with
-:func:`efa_stack.errors.print_error`, as one console line or as the ``--json`` error document.
+:class:`efa_stack.errors.UserError` for input it cannot use or a service it cannot ask; every command prints it with
+:func:`efa_stack.console.print_error`, as one console line or as the ``--json`` error document.
 Spec problems keep their own type, :class:`efa_stack.spec.errors.SpecError`, printed by the same function.
 
-This module imports nothing from the package (rich only when printing), so every layer may use it.
+This module imports nothing, so every layer may use it.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 EXIT_OK = 0
@@ -47,35 +46,3 @@ class UserError(Exception):
     def to_json(self) -> dict[str, Any]:
         """The error fields of a ``--json`` error document (``ok`` is false; the command adds its context)."""
         return {"ok": False, "error": self.message, "fix": self.fix}
-
-
-
-def print_error(
-    exc: UserError,
-    *,
-    json_out: bool,
-    console: Any,
-    echo: Callable[[str], None] | None = None,
-    context: Mapping[str, Any] | None = None,
-    document: Mapping[str, Any] | None = None,
-) -> int:
-    """Print ``exc`` for its user and return its exit code: the one way every command reports a UserError.
-
-    With ``json_out`` the ``--json`` error document goes to ``echo`` (default: ``console``'s file):
-    ``document`` when the command has its own shape (nccl-report's report), else ``context`` (e.g. the
-    cluster's name) followed by :meth:`efa_stack.errors.UserError.to_json`. Otherwise ``console`` gets one
-    ``error: MESSAGE`` line and ``Fix: FIX`` when there is a fix.
-    """
-    if json_out:
-        doc = dict(document) if document is not None else {**(context or {}), **exc.to_json()}
-        text = json.dumps(doc, indent=2, default=str)
-        if echo is not None:
-            echo(text)
-        else:
-            console.file.write(text + "\n")
-            console.file.flush()
-    else:
-        from rich.markup import escape
-
-        console.print(f"[bold red]error[/]: {escape(exc.render())}", highlight=False)
-    return exc.exit_code

@@ -19,6 +19,7 @@ from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
 from efa_stack import contract
+from efa_stack.planning import lustre_efa
 from efa_stack.planning.nccl import MEMORY_PER_GPU_MIB, SHM_PER_GPU_MIB, NcclJobPlan
 from efa_stack.planning.node_groups import NodeGroupPlan, Taint
 from k8s.nccl_tests import ImageLayout, NcclTestsJob, NcclTestsJobProps, pin_to_nodes
@@ -30,8 +31,11 @@ DEFAULT_LIB_ARCH = "x86_64-linux-gnu"
 CHECK_SCRIPT = Path(__file__).parent / "scripts" / "acceptance_check.sh"
 RESULTS_DIR = "/results"
 DCGM_RESULT = f"{RESULTS_DIR}/dcgm.txt"
+LUSTRE_RESULT = f"{RESULTS_DIR}/lustre.txt"
 CHECK_CONTAINER = "check"
 DCGM_CONTAINER = "dcgm"
+LUSTRE_CONTAINER = "lustre"
+LUSTRE_VOLUME = "fsx"
 DCGM_MEMORY_MIB = 2048
 PAIR_MAX_BYTES = "4G"
 PAIR_BACKOFF_LIMIT = 0
@@ -76,9 +80,21 @@ def node_resources(group: NodeGroupPlan, job: NcclJobPlan | None, *, efa: bool) 
     return res
 
 
+@dataclass(frozen=True)
+class LustreProbe:
+    """The LNet check of a node whose Lustre should ride EFA: the FSx claim to write to (in the pod's namespace) and
+    where to mount it; the write's size and bound come from :mod:`efa_stack.planning.lustre_efa`."""
+
+    claim_name: str
+    mount_path: str
+    write_mib: int = lustre_efa.PROBE_WRITE_MIB
+    unit: str = lustre_efa.CLIENT_UNIT
+    timeout_seconds: int = lustre_efa.PROBE_TIMEOUT_SECONDS
+
+
 def check_pod(
     group: NodeGroupPlan, node: str, *, namespace: str, image: str, job: NcclJobPlan | None,
-    dcgm_level: int, efa: bool, dcgm_image: str,
+    dcgm_level: int, efa: bool, dcgm_image: str, lustre: LustreProbe | None = None,
 ) -> dict[str, Any]:
     """The check pod of ``node``: a DCGM init container, then the checks in the NCCL-tests image.
 
@@ -99,10 +115,14 @@ def check_pod(
     dcgmi diag upstream run it privileged (NVIDIA/gpu-operator@v26.7.0 assets/state-dcgm/0400_dcgm.yml,
     GoogleCloudPlatform/cluster-health-scanner deploy/helm/health_checks/gpu_healthcheck). ``SYS_ADMIN``
     alone is documented only for dcgm-exporter's profiling (DCP) metrics, not for diagnostics.
+
+    With ``lustre`` (an EFA-enabled file system), a second init container reads the host's LNet and writes to the
+    claim (:func:`lustre_container`).
     """
     return render_check_pod(AcceptanceCheckPodProps(
         group=group, node=node, name=pod_name(node), namespace=namespace, image=image, dcgm_image=dcgm_image,
         script=CHECK_SCRIPT.read_text(), dcgm_level=dcgm_level, job=job, efa=efa, labels=labels_of(group),
+        lustre=lustre,
     ))
 
 
@@ -134,7 +154,7 @@ class AcceptanceCheckPodProps:
     """group / job: the plan of the node group (job None: no NCCL job for it). node: the node to check.
     name / namespace: the pod's. image: the NCCL-tests image (the checks); dcgm_image: the DCGM image.
     script: ``check.sh``'s text. dcgm_level: ``dcgmi diag -r`` level. efa: check the EFA devices.
-    labels: extra labels on the pod.
+    labels: extra labels on the pod. lustre: the LNet check of an EFA-enabled file system; none when None.
     """
 
     group: NodeGroupPlan
@@ -149,10 +169,34 @@ class AcceptanceCheckPodProps:
     efa: bool = True
     layout: ImageLayout = field(default_factory=ImageLayout)
     labels: dict[str, str] = field(default_factory=dict, hash=False)
+    lustre: LustreProbe | None = None
+
+
+def lustre_container(props: AcceptanceCheckPodProps, lustre: LustreProbe, results: k8s_l1.VolumeMount) -> k8s_l1.Container:
+    """The init container of the LNet check: ``check.sh lustre`` (the script says what it runs).
+
+    LNet and the EFA client's systemd unit are the host's, so the container runs ``lnetctl`` and ``systemctl`` in the
+    host's mount and network namespaces with ``nsenter -t 1`` (util-linux nsenter(1): run a program in the namespaces
+    of a target process; PID 1 is the host's init because the pod shares the host's PID namespace, and entering
+    another process's namespaces needs the privileges of a privileged container). It requests no GPU or EFA device:
+    the write goes through the kernel's Lustre client, which picks its own network interfaces.
+    """
+    return k8s_l1.Container(
+        name=LUSTRE_CONTAINER,
+        image=props.image,
+        command=["/bin/bash", "-c", props.script, "check.sh", "lustre", lustre.mount_path, str(lustre.write_mib),
+                 lustre.unit, str(lustre.timeout_seconds), LUSTRE_RESULT],
+        security_context=k8s_l1.SecurityContext(privileged=True, run_as_user=0),
+        volume_mounts=[results, k8s_l1.VolumeMount(name=LUSTRE_VOLUME, mount_path=lustre.mount_path)],
+    )
 
 
 class AcceptanceCheckPod(Construct):
-    """The check pod of one node (see the module docstring). ``self.pod``: the ``KubePod``."""
+    """The check pod of one node (see the module docstring). ``self.pod``: the ``KubePod``.
+
+    With ``props.lustre`` it also mounts the FSx claim in a second init container and shares the host's PID namespace
+    (:func:`lustre_container`); the check container prints that container's sections after its EFA checks.
+    """
 
     def __init__(self, scope: Construct, id: str, props: AcceptanceCheckPodProps) -> None:
         super().__init__(scope, id)
@@ -170,12 +214,19 @@ class AcceptanceCheckPod(Construct):
         results = k8s_l1.VolumeMount(name="results", mount_path=RESULTS_DIR)
         shm = job.worker.memory.shm_mib if job else 1024 * group.gpus_per_node
         efa_expected = group.efa_devices_per_node if props.efa else 0
+        lustre = props.lustre
+        extra_init = [lustre_container(props, lustre, results)] if lustre is not None else []
+        extra_volumes = [k8s_l1.Volume(
+            name=LUSTRE_VOLUME,
+            persistent_volume_claim=k8s_l1.PersistentVolumeClaimVolumeSource(claim_name=lustre.claim_name),
+        )] if lustre is not None else []
         self.pod = k8s_l1.KubePod(
             self,
             "Pod",
             metadata=k8s_l1.ObjectMeta(name=props.name, namespace=props.namespace, labels=dict(props.labels)),
             spec=k8s_l1.PodSpec(
                 restart_policy="Never",
+                host_pid=True if lustre is not None else None,
                 affinity=k8s_l1.Affinity(node_affinity=pin_to_nodes((props.node,))),
                 tolerations=tolerations(acceptance_taints(group)),
                 init_containers=[
@@ -188,14 +239,15 @@ class AcceptanceCheckPod(Construct):
                         resources=k8s_l1.ResourceRequirements(requests=gpu_res, limits=dict(gpu_res)),
                         security_context=k8s_l1.SecurityContext(privileged=True, run_as_user=0),
                         volume_mounts=[results],
-                    )
+                    ),
+                    *extra_init,
                 ],
                 containers=[
                     k8s_l1.Container(
                         name=CHECK_CONTAINER,
                         image=props.image,
                         command=["/bin/bash", "-c", props.script, "check.sh", "node", str(group.gpus_per_node),
-                                 str(efa_expected), DCGM_RESULT],
+                                 str(efa_expected), DCGM_RESULT, *([LUSTRE_RESULT] if lustre is not None else [])],
                         env=env,
                         resources=k8s_l1.ResourceRequirements(requests=limits, limits=dict(limits)),
                         volume_mounts=[results, k8s_l1.VolumeMount(name="dshm", mount_path="/dev/shm")],
@@ -206,6 +258,7 @@ class AcceptanceCheckPod(Construct):
                     k8s_l1.Volume(
                         name="dshm", empty_dir=k8s_l1.EmptyDirVolumeSource(medium="Memory", size_limit=mebibytes(shm))
                     ),
+                    *extra_volumes,
                 ],
             ),
         )

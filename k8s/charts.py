@@ -1,9 +1,9 @@
-"""The cdk8s charts for a cluster plan, in the order they must be applied.
+"""The cdk8s charts for a cluster plan, in apply order.
 
-:func:`build_charts` returns the charts the cluster needs (10 device plugins ... 50 training jobs); each
-later chart depends on the earlier ones it needs, and Kubeflow Trainer's Helm chart takes position
-:data:`HELM_ORDER`. Chart ids are a contract: renaming one replaces its manifest. The table and the
-ordering rules: docs/design/kubernetes-side.md.
+:func:`build_charts` returns the charts the cluster needs (10 device plugins ... 50 training jobs), each declaring
+the earlier charts it needs applied first (cdk8s ``add_dependency``); the ids, the positions and what the rollout
+waits for around each chart are the component table's (:mod:`k8s.components`), and :mod:`k8s.rollout` turns both
+into the step graph ``cdk deploy``, ``apply.sh`` and the rehearsal follow. docs/design/kubernetes-side.md.
 """
 
 from __future__ import annotations
@@ -17,6 +17,25 @@ from efa_stack import contract
 from efa_stack.planning.node_groups import taints_of
 from efa_stack.planning.plan import ClusterPlan
 from efa_stack.planning.training import TrainingJobPlan
+from k8s.components import (
+    CHART_ORDER,
+    EFA_DEVICE_PLUGIN,
+    KARPENTER_CRD,
+    KARPENTER_POOLS,
+    KUEUE,
+    KUEUE_CRD,
+    KUEUE_QUEUES,
+    KUEUE_WORKLOAD_CRD,
+    MPI_OPERATOR,
+    MPI_OPERATOR_CRD,
+    NCCL_TESTS,
+    NEURON_DEVICE_PLUGIN,
+    NVIDIA_DEVICE_PLUGIN,
+    TRAINING_JOBS,
+    TRAINING_OPERATOR,
+    TRAINING_OPERATOR_CRD,
+    TRAINING_RUNTIMES,
+)
 from k8s.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginProps
 from k8s.karpenter import KarpenterCrds, KarpenterPools
 from k8s.kueue import KueueController, KueueCrds, KueueQueues
@@ -26,48 +45,6 @@ from k8s.neuron_device_plugin import NeuronDevicePlugin, NeuronDevicePluginProps
 from k8s.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginProps
 from k8s.training_jobs import EfaTrainingRuntime, TrainingJob, TrainingJobProps, TrainingRuntimeProps, runtimes_of
 from k8s.training_operators import PyTorchJobCrd, TrainingOperator, TrainingOperatorProps
-
-EFA_DEVICE_PLUGIN = "efa-device-plugin"
-NVIDIA_DEVICE_PLUGIN = "nvidia-device-plugin"
-NEURON_DEVICE_PLUGIN = "neuron-device-plugin"
-MPI_OPERATOR_CRD = "mpi-operator-crd"
-MPI_OPERATOR = "mpi-operator"
-NCCL_TESTS = "nccl-tests"
-TRAINING_OPERATOR_CRD = "training-operator-crd"
-TRAINING_OPERATOR = "training-operator"
-KUBEFLOW_TRAINER = "kubeflow-trainer"
-TRAINING_RUNTIMES = "training-runtimes"
-TRAINING_JOBS = "training-jobs"
-KUEUE_CRD = "kueue-crd"
-KUEUE_WORKLOAD_CRD = "kueue-workload-crd"
-KUEUE = "kueue"
-KUEUE_QUEUES = "kueue-queues"
-KARPENTER_CRD = "karpenter-crd"
-KARPENTER = "karpenter"
-KARPENTER_POOLS = "karpenter-pools"
-
-CHART_ORDER: dict[str, int] = {
-    EFA_DEVICE_PLUGIN: 10,
-    NVIDIA_DEVICE_PLUGIN: 11,
-    NEURON_DEVICE_PLUGIN: 12,
-    MPI_OPERATOR_CRD: 20,
-    TRAINING_OPERATOR_CRD: 22,
-    KUEUE_CRD: 24,
-    KUEUE_WORKLOAD_CRD: 25,
-    KARPENTER_CRD: 26,
-    MPI_OPERATOR: 30,
-    TRAINING_OPERATOR: 32,
-    KUEUE: 34,
-    KARPENTER_POOLS: 36,
-    KUEUE_QUEUES: 38,
-    NCCL_TESTS: 40,
-    TRAINING_RUNTIMES: 45,
-    TRAINING_JOBS: 50,
-}
-"""Every chart id with its position; the order is the apply order."""
-
-HELM_ORDER: dict[str, int] = {KUBEFLOW_TRAINER: 31, KARPENTER: 33}
-"""Helm releases the cluster stack installs between the charts, by the same positions (not in ``dist/``)."""
 
 HOST_ACCESS_WORKLOADS: tuple[str, ...] = (
     contract.EFA_DEVICE_PLUGIN_NAME,
@@ -129,16 +106,15 @@ def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
     if job is not None:
         chart = charts[NCCL_TESTS] = _chart(app, NCCL_TESTS)
         storage = plan.storage
-        queue = plan.kueue.binding(job.node_group) if plan.kueue else None
         NcclTestsJob(chart, "NcclTests", NcclTestsJobProps(
             job=job,
-            queue=queue,
-            worker_wait_seconds=worker_wait_seconds(plan, job.node_group, queued=queue is not None),
-            do_not_disrupt=_on_pool(plan, job.node_group),
+            queue=job.queue,
+            worker_wait_seconds=job.worker_wait_seconds,
+            do_not_disrupt=job.do_not_disrupt,
             storage_claim=storage.claim_name if storage else None,
             storage_mount_path=storage.mount_path if storage else contract.FSX_MOUNT_PATH,
         ))
-        for needed in (MPI_OPERATOR_CRD, MPI_OPERATOR, NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE_QUEUES):
+        for needed in (MPI_OPERATOR, NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE_QUEUES):
             if needed in charts and not (needed == EFA_DEVICE_PLUGIN and job.worker.fabric != "efa"):
                 chart.add_dependency(charts[needed])
 
@@ -160,35 +136,11 @@ def _kueue_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.Cha
     controller.add_dependency(crds, workload)
     queues = charts[KUEUE_QUEUES] = _chart(app, KUEUE_QUEUES)
     KueueQueues(queues, "KueueQueues", plan.kueue)
-    queues.add_dependency(controller)
-
-
-def worker_wait_seconds(plan: ClusterPlan, node_group: str, *, queued: bool) -> int:
-    """How long the NCCL-tests launcher waits for its workers (:attr:`NcclTestsJobProps.worker_wait_seconds`):
-    the default image-pull allowance, or longer where the workers' nodes may not exist yet when the launcher
-    starts. On a Karpenter pool a node may take Karpenter's registration timeout and the device plugins' start
-    before the image pull begins (:func:`efa_stack.planning.scheduling.pods_ready_seconds`); a queued job's
-    launcher starts with its workers at admission, and Kueue itself gives the pods ``waitForPodsReady.timeout``
-    before it evicts the job, so the launcher waits as long (a shorter wait would fail a job Kueue still holds)."""
-    from efa_stack.planning.scheduling import KARPENTER_REGISTRATION_SECONDS, NODE_START_SECONDS
-
-    base = NcclTestsJobProps.worker_wait_seconds
-    waits = [base]
-    if _on_pool(plan, node_group):
-        waits.append(base + KARPENTER_REGISTRATION_SECONDS + NODE_START_SECONDS)
-    if queued and plan.kueue is not None:
-        waits.append(plan.kueue.wait.timeout_seconds)
-    return max(waits)
-
-
-def _on_pool(plan: ClusterPlan, node_group: str) -> bool:
-    """Whether ``node_group`` is a Karpenter pool (its jobs' workers get ``karpenter.sh/do-not-disrupt``)."""
-    return plan.karpenter is not None and plan.karpenter.pool(node_group) is not None
 
 
 def _karpenter_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.Chart]) -> None:
     """``karpenter-crd`` (26) and ``karpenter-pools`` (36: EC2NodeClass, NodePool, NodeOverlay per pool), when the
-    spec lists Karpenter pools (k8s/karpenter.py). The controller is a Helm release at :data:`HELM_ORDER`."""
+    spec lists Karpenter pools (k8s/karpenter.py). The controller is a Helm release at :data:`k8s.components.HELM_ORDER`."""
     karpenter = plan.karpenter
     if karpenter is None:
         return
@@ -200,45 +152,34 @@ def _karpenter_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s
         zones = {p.group.availability_zone for p in karpenter.pools}
         subnets = {z: plan.existing_vpc.private_subnet_ids(z) for z in zones}
     KarpenterPools(pools, "KarpenterPools", karpenter, karpenter.node_role_name, subnets)
-    pools.add_dependency(crds)
-
-
-_TRAINING_PREREQUISITES = (TRAINING_OPERATOR_CRD, TRAINING_OPERATOR)
-"""Chart ids (when rendered) that install the training APIs and operators the training charts need; Kubeflow
-Trainer v2 comes from Helm at :data:`HELM_ORDER`, before every chart above it in the cluster stack's chain."""
 
 
 def _training_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.Chart]) -> None:
-    """``training-runtimes`` (45) and ``training-jobs`` (50), when the spec has training jobs."""
+    """``training-runtimes`` (45) and ``training-jobs`` (50), when the spec has training jobs. The training APIs and
+    their controllers (Kubeflow Trainer's Helm release, the Training Operator's charts) come before them by the
+    rollout's rules (their kinds' CRDs, the controllers that admit them: k8s/rollout.py)."""
     jobs = plan.training_jobs
     if not jobs:
         return
-    needed = [c for c in (*_TRAINING_PREREQUISITES, NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE_QUEUES) if c in charts]
+    needed = [c for c in (NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE_QUEUES) if c in charts]
     runtimes = runtimes_of(jobs)
     if runtimes:
         chart = charts[TRAINING_RUNTIMES] = _chart(app, TRAINING_RUNTIMES)
         for name, (worker, image) in runtimes.items():
+            first = next(j for j in jobs if j.runtime_name == name)  # the runtime's jobs share its node group
             EfaTrainingRuntime(chart, name, TrainingRuntimeProps(
-                name=name, worker=worker, image=image,
-                queue=plan.kueue.binding(worker.sizing.node_group) if plan.kueue else None,
-                do_not_disrupt=_on_pool(plan, worker.sizing.node_group),
+                name=name, worker=worker, image=image, queue=first.queue, do_not_disrupt=first.do_not_disrupt,
             ))
-        # A runtime is not a queued object (Kueue admits the jobs, not their templates): it waits for the Trainer
-        # and the device plugins, not for the queues.
+        # A runtime is not a queued object (Kueue admits the jobs, not their templates): it follows the device
+        # plugins, not the queues.
         for c in needed:
             if c != KUEUE_QUEUES:
                 chart.add_dependency(charts[c])
     chart = charts[TRAINING_JOBS] = _chart(app, TRAINING_JOBS)
     for job in jobs:
         TrainingJob(chart, training_job_id(job, plan.training_jobs), TrainingJobProps(
-            job=job, queue=plan.kueue.binding(job.node_group) if plan.kueue else None,
-            do_not_disrupt=_on_pool(plan, job.node_group),
+            job=job, queue=job.queue, do_not_disrupt=job.do_not_disrupt,
         ))
     for c in (*needed, TRAINING_RUNTIMES):
         if c in charts:
             chart.add_dependency(charts[c])
-
-
-def chart_file_name(chart_id: str) -> str:
-    """``40-nccl-tests.yaml``: the apply-order prefix keeps ``kubectl apply -f dir/`` in order."""
-    return f"{CHART_ORDER[chart_id]:02d}-{chart_id}.yaml"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,20 @@ import yaml
 
 from efa_stack import contract
 from efa_stack.planning.plan import ClusterPlan
-from k8s.charts import build_charts, chart_file_name
-from k8s.objects import SAFE_LOADER
+from k8s.charts import build_charts
+from k8s.components import KARPENTER, KUBEFLOW_TRAINER, chart_file_name
+from k8s.rollout import (
+    ApplyChart,
+    HelmRelease,
+    InstallRelease,
+    Rollout,
+    Step,
+    WaitAvailable,
+    WaitEstablished,
+    WaitValue,
+    default_rank,
+    plan_rollout,
+)
 
 DIST_ROOT = Path("dist")
 AFTER_CRDS_DIR = "after-crds"
@@ -55,6 +67,22 @@ wait_established() {{
       exit 1
     fi
     sleep {CRD_WAIT_INTERVAL_S}
+  done
+}}"""
+
+WAIT_FOR_VALUE_TRIES = 60
+WAIT_FOR_VALUE = f"""\
+# wait_for_value TYPE NAME JSONPATH: poll until the JSONPath of the object yields a value (a webhook's CA once its
+# controller has written it). Gives up after EFA_STACK_VALUE_WAIT_TRIES polls, 5 s apart.
+wait_for_value() {{
+  tries="${{EFA_STACK_VALUE_WAIT_TRIES:-{WAIT_FOR_VALUE_TRIES}}}"
+  until [ -n "$(kubectl get "$1" "$2" -o "jsonpath=$3" 2>/dev/null || true)" ]; do
+    tries=$((tries - 1))
+    if [ "$tries" -le 0 ]; then
+      echo "efa-stack: $1 $2 has no $3 yet; nothing after it was applied" >&2
+      exit 1
+    fi
+    sleep 5
   done
 }}"""
 
@@ -137,215 +165,156 @@ def render_dist(plan: ClusterPlan, charts: Sequence[cdk8s.Chart] | None = None) 
     ``charts`` are the ones :func:`k8s.charts.build_charts` made for ``plan`` (the same objects the
     cluster stack applies); without them they are built here.
     """
-    return {name: text for name, (_, text) in _rendered(plan, charts).items()}
+    rollout = _rollout(plan, charts, None)
+    return {chart_file_name(chart_id): render_objects(plan, chart_id, list(objects))
+            for chart_id, objects in rollout.objects.items()}
 
 
-def _rendered(plan: ClusterPlan, charts: Sequence[cdk8s.Chart] | None) -> dict[str, tuple[list[Any], str]]:
-    """File name -> (objects, YAML text) per chart: each chart's objects cross from jsii once."""
-    if charts is None:
-        charts = build_charts(plan, cdk8s.App())
-    out: dict[str, tuple[list[Any], str]] = {}
-    for chart in charts:
-        chart_id = chart.node.id
-        objects = chart.to_json()
-        out[chart_file_name(chart_id)] = (objects, render_objects(plan, chart_id, objects))
-    return out
+def _rollout(plan: ClusterPlan, charts: Sequence[cdk8s.Chart] | None, rollout: Rollout | None) -> Rollout:
+    if rollout is not None:
+        return rollout
+    return plan_rollout(plan, charts if charts is not None else build_charts(plan, cdk8s.App()))
 
 
-def _group_kind(obj: dict[str, Any]) -> tuple[str, str]:
-    api_version = str(obj.get("apiVersion", ""))
-    group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
-    return group, str(obj.get("kind", ""))
+def release_values_file(release: HelmRelease) -> str:
+    """``helm/<release>-values.yaml``: the values ``apply.sh`` passes to a release."""
+    return f"{HELM_DIR}/{release.name}-values.yaml"
 
 
-def crd_kinds(texts: dict[str, str]) -> dict[tuple[str, str], str]:
-    """(API group, kind) -> CRD name, for every CustomResourceDefinition in ``texts``."""
-    return _crd_kinds(obj for text in texts.values() for obj in yaml.load_all(text, Loader=SAFE_LOADER))
+def helm_command(release: HelmRelease) -> str:
+    """``apply.sh``'s line for a release: ``helm upgrade --install`` with the chart, version, release, namespace and
+    values ``cdk deploy`` uses, and ``--wait``: it returns once the release's controller is available, which the
+    steps after the release's availability wait need. The charts are ``oci://`` references, which Helm reads without
+    extra settings from v3.8.0 (helm.sh, "Use OCI-based registries": "Beginning in Helm v3.8.0, OCI support is enabled
+    by default"), hence the version the script asks for. ``--skip-crds`` where the release's CRDs are a chart of the
+    rollout (kept when the release goes)."""
+    return (f"helm upgrade --install {release.name} {release.repository} --version {release.version} "
+            f"--namespace {release.namespace} --create-namespace" + (" --skip-crds" if release.skip_crds else "")
+            + f" --wait --timeout {HELM_TIMEOUT} --values {release_values_file(release)}")
 
 
-def _crd_kinds(objects: Iterable[Any]) -> dict[tuple[str, str], str]:
-    out: dict[tuple[str, str], str] = {}
-    for obj in objects:
-        if obj and obj.get("kind") == "CustomResourceDefinition":
-            out[(obj["spec"]["group"], obj["spec"]["names"]["kind"])] = obj["metadata"]["name"]
-    return out
-
-
-def needs_crds(text: str, kinds: dict[tuple[str, str], str]) -> list[str]:
-    """Names of the CRDs (from ``kinds``) whose kinds the objects in ``text`` use."""
-    return _needs_crds(yaml.load_all(text, Loader=SAFE_LOADER), kinds)
-
-
-def _needs_crds(objects: Iterable[Any], kinds: dict[tuple[str, str], str]) -> list[str]:
-    names = {kinds[gk] for obj in objects if obj and (gk := _group_kind(obj)) in kinds}
-    return sorted(names)
-
-
-def helm_crd_kinds(plan: ClusterPlan) -> dict[tuple[str, str], str]:
-    """(API group, kind) -> CRD name for the kinds whose CRDs a Helm release of ``apply.sh`` installs."""
-    if not plan.training_operators.trainer:
-        return {}
-    return {
-        (contract.TRAINER_GROUP, contract.TRAINJOB_KIND): contract.TRAINJOB_CRD_NAME,
-        (contract.TRAINER_GROUP, contract.CLUSTER_TRAINING_RUNTIME_KIND): contract.CLUSTER_TRAINING_RUNTIME_CRD_NAME,
-        (contract.TRAINER_GROUP, contract.TRAINING_RUNTIME_KIND): contract.TRAINING_RUNTIME_CRD_NAME,
-    }
-
-
-def karpenter_helm_commands(plan: ClusterPlan) -> list[str]:
-    """The ``helm`` command line of ``apply.sh`` that installs Karpenter's controller when the plan has pools: the
-    chart, version, release and namespace of the cluster stack's release, ``--skip-crds`` (the CRDs are
-    ``26-karpenter-crd.yaml`` of the first step, kept when the release goes) and :data:`KARPENTER_VALUES`. It runs
-    once the CRDs are Established and before ``after-crds/`` applies the EC2NodeClasses and NodePools: the
-    controller's finalizers guard every pool object it sees (docs/design/karpenter.md). The AWS side it needs (the
-    controller's role and its Pod Identity association, the interruption queue, the nodes' role) is the cluster
-    stack's; the names the values hold are the plan's."""
-    k = plan.karpenter
-    if k is None:
-        return []
-    return [
-        (f"helm upgrade --install {contract.KARPENTER_RELEASE} {k.chart} --version {k.version} "
-         f"--namespace {k.namespace} --create-namespace --skip-crds --wait --timeout {HELM_TIMEOUT} "
-         f"--values {KARPENTER_VALUES}")
-    ]
-
-
-def karpenter_values(plan: ClusterPlan) -> dict[str, Any]:
-    """The Karpenter release's values: what the cluster stack passes (:meth:`KarpenterPlan.values
-    <efa_stack.planning.karpenter.KarpenterPlan.values>` with the system node group's selector and replicas)."""
-    from efa_stack.planning.karpenter import controller_replicas
-    from k8s.scheduling import system_node_selector
-
-    assert plan.karpenter is not None
-    return plan.karpenter.values(
-        replicas=controller_replicas(plan.system.min_size), node_selector=system_node_selector(),
-    )
-
-
-def helm_commands(plan: ClusterPlan) -> list[str]:
-    """The ``helm`` command lines of ``apply.sh`` before its CRD waits: Kubeflow Trainer v2 when the plan installs
-    it, with the chart, version, release, namespace and values the cluster stack uses (``--wait``: its webhooks
-    answer before the runtimes and jobs are applied). The chart is an ``oci://`` reference, which Helm reads
-    without extra settings from v3.8.0 (helm.sh, "Use OCI-based registries": "Beginning in Helm v3.8.0,
-    OCI support is enabled by default"), hence the version the script asks for. Karpenter's release comes after
-    the waits (:func:`karpenter_helm_commands`)."""
-    if not plan.training_operators.trainer:
-        return []
-    from k8s.training_operators import TrainerHelmProps
-
-    props = TrainerHelmProps()
-    return [
-        (f"helm upgrade --install {contract.TRAINER_RELEASE} {props.repository} --version {props.version} "
-        f"--namespace {contract.TRAINER_NAMESPACE} --create-namespace --wait --timeout {HELM_TIMEOUT} "
-        f"--values {TRAINER_VALUES}")
-    ]
-
-
-def helm_files(plan: ClusterPlan) -> dict[str, str]:
+def helm_files(rollout: Rollout) -> dict[str, str]:
     """Relative path -> text of the Helm values files ``apply.sh`` passes."""
     out: dict[str, str] = {}
-    if plan.training_operators.trainer:
-        from k8s.training_operators import TrainerHelmProps
-
-        header = f"# efa-stack: values of Helm release {contract.TRAINER_RELEASE} (Kubeflow Trainer v2); do not edit.\n"
-        out[TRAINER_VALUES] = header + yaml.dump(TrainerHelmProps().values(), Dumper=_Dumper, sort_keys=False)
-    if plan.karpenter is not None:
-        header = f"# efa-stack: values of Helm release {contract.KARPENTER_RELEASE} (Karpenter); do not edit.\n"
-        out[KARPENTER_VALUES] = header + yaml.dump(karpenter_values(plan), Dumper=_Dumper, sort_keys=False)
+    for step in rollout.of_type(InstallRelease):
+        release = step.release
+        assert release is not None
+        header = f"# efa-stack: values of Helm release {release.name} ({_RELEASE_TITLES[step.component]}); do not edit.\n"
+        out[release_values_file(release)] = header + yaml.dump(dict(release.values), Dumper=_Dumper, sort_keys=False)
     return out
 
 
-def needs_runtimes(objects: Iterable[Any]) -> bool:
-    """Whether ``objects`` hold a TrainJob: the Trainer admits one only once its runtime exists."""
-    return any(obj and _group_kind(obj) == (contract.TRAINER_GROUP, contract.TRAINJOB_KIND) for obj in objects)
+_RELEASE_TITLES = {KUBEFLOW_TRAINER: "Kubeflow Trainer v2", KARPENTER: "Karpenter"}
 
 
-def apply_script(plan: ClusterPlan, waits: list[str], second_step: bool | Sequence[str],
-                 admitted_last: Sequence[str] = ()) -> str:
-    """``apply.sh``: the first step, Helm, the CRD waits, then the objects of CRD kinds.
+def first_step(rollout: Rollout) -> list[str]:
+    """The charts ``kubectl apply -f .`` applies at once: those that follow only other charts' applies (no wait,
+    no release); the others go into ``after-crds/``."""
+    return [s.chart for s in rollout.of_type(ApplyChart)
+            if all(isinstance(rollout[a], ApplyChart) for a in rollout.ancestors(s.id))]
 
-    ``second_step``: the ``after-crds/`` files (or just whether there are any). ``admitted_last``: those
-    of them that hold TrainJobs: when there are any, the second step applies its files one by one, the
-    runtimes first and the TrainJobs last through ``apply_until_admitted`` (kubeflow/trainer@v2.3.0
-    pkg/runtime/core/clustertrainingruntime.go ``ValidateObjects`` refuses a TrainJob whose runtime its
-    cached client cannot get: "specified clusterTrainingRuntime must be created before the TrainJob is
-    created"). CRDs are waited for with ``wait_established`` (see :data:`WAIT_ESTABLISHED`)."""
-    helm = helm_commands(plan)
-    karpenter = karpenter_helm_commands(plan)
+
+def chart_path(chart_id: str, first: Sequence[str]) -> str:
+    """Where chart ``chart_id`` goes in ``dist/<cluster>/``."""
+    name = chart_file_name(chart_id)
+    return name if chart_id in first else f"{AFTER_CRDS_DIR}/{name}"
+
+
+def script_order(rollout: Rollout) -> list[Step]:
+    """The order ``apply.sh`` takes the steps in: the first step's charts, then :meth:`Rollout.order`."""
+    first = set(first_step(rollout))
+    return rollout.order(key=lambda s: (-1, "") if isinstance(s, ApplyChart) and s.chart in first else default_rank(s))
+
+
+def apply_script(plan: ClusterPlan, rollout: Rollout) -> str:
+    """``apply.sh``: the rollout's steps as shell commands, in :func:`script_order` (which realises every edge).
+
+    The first step's charts are one ``kubectl apply -f .``; a release is ``helm upgrade --install --wait`` (which
+    also realises the wait for its controller); a CRD wait is ``wait_established`` (see :data:`WAIT_ESTABLISHED`); a
+    controller's wait ``kubectl rollout status``; a webhook's CA ``wait_for_value``; the other charts one
+    ``kubectl apply -f after-crds/`` when nothing comes between them, else one ``kubectl apply`` each, those whose
+    objects a webhook may refuse for a while (TrainJobs: kubeflow/trainer@v2.3.0
+    pkg/runtime/core/clustertrainingruntime.go ``ValidateObjects`` refuses a TrainJob whose runtime its cached client
+    cannot get, "specified clusterTrainingRuntime must be created before the TrainJob is created") through
+    ``apply_until_admitted``."""
+    first = first_step(rollout)
+    order = [s for s in script_order(rollout) if not (isinstance(s, ApplyChart) and s.chart in first)]
+    released = {s.component for s in rollout.of_type(InstallRelease)}
+    commands: list[str] = []
+    rest = [s for s in order if isinstance(s, ApplyChart)]
+    tail_only_applies = all(isinstance(s, ApplyChart) for s in order[len(order) - len(rest):])
+    if rest and tail_only_applies and not any(s.retry_admission for s in rest):
+        order = order[: len(order) - len(rest)]
+        last = [f"kubectl apply -f {AFTER_CRDS_DIR}/"]
+    else:
+        last = []
+    for step in order:
+        if isinstance(step, InstallRelease):
+            assert step.release is not None
+            commands.append(helm_command(step.release))
+        elif isinstance(step, WaitEstablished):
+            commands.append(f"wait_established {step.crd}")
+        elif isinstance(step, WaitAvailable) and step.component not in released:
+            commands.append(f"kubectl rollout status deployment/{step.deployment} -n {step.namespace} "
+                            f"--timeout={ROLLOUT_TIMEOUT}")
+        elif isinstance(step, WaitValue):
+            commands.append(f"wait_for_value {step.object_type} {step.name} '{{{step.json_path}}}'")
+        elif isinstance(step, ApplyChart):
+            verb = "apply_until_admitted" if step.retry_admission else "kubectl apply -f"
+            commands.append(f"{verb} {chart_path(step.chart, first)}")
+    commands += last
+    return _script(plan, rollout, commands)
+
+
+def _script(plan: ClusterPlan, rollout: Rollout, commands: list[str]) -> str:
+    """The script around ``commands``: header, the functions they call, ``kubectl apply -f .``."""
+    releases = [s.component for s in rollout.of_type(InstallRelease)]
     lines = [
         "#!/bin/sh",
         f"# efa-stack: apply the Kubernetes objects of cluster {plan.name}; generated by k8s/dist.py, do not edit.",
         "# Objects whose kind a CRD here defines are in after-crds/, applied once the CRD is established:",
         "# kubectl cannot map a kind whose CRD the same invocation creates.",
     ]
-    if helm:
+    if KUBEFLOW_TRAINER in releases:
         lines.append("# Kubeflow Trainer's CRDs come with its Helm release; the objects of those kinds wait for them too.")
-    lines += [
-        "set -eu",
-        'cd "$(dirname "$0")"',
-    ]
-    if helm or karpenter:
-        charts = [n for n, on in (("Kubeflow Trainer", helm), ("Karpenter", karpenter)) if on]
+    lines += ["set -eu", 'cd "$(dirname "$0")"']
+    if releases:
+        charts = [_HELM_NAMES[c] for c in releases]
         what = f"{charts[0]} (an oci:// chart)" if len(charts) == 1 else f"{' and '.join(charts)} (oci:// charts)"
         lines.append(
             'command -v helm >/dev/null 2>&1 || { echo "efa-stack: helm 3.8 or later is needed to install '
             f'{what}; nothing was applied" >&2; exit 1; }}'
         )
-    if waits:
+    if any(c.startswith("wait_established ") for c in commands):
         lines.append(WAIT_ESTABLISHED)
-    if admitted_last:
+    if any(c.startswith("wait_for_value ") for c in commands):
+        lines.append(WAIT_FOR_VALUE)
+    if any(c.startswith("apply_until_admitted ") for c in commands):
         lines.append(APPLY_UNTIL_ADMITTED)
     lines.append("kubectl apply -f .")
-    lines += helm
-    lines += [f"wait_established {name}" for name in waits]
-    lines += karpenter
-    if second_step and plan.training_operators.pytorch_job_v1:
-        # Training Operator v1's PyTorchJob webhook fails closed: PyTorchJobs wait for a serving controller.
-        lines.append(
-            f"kubectl rollout status deployment/{contract.TRAINING_OPERATOR_NAME} "
-            f"-n {contract.TRAINING_OPERATOR_NAMESPACE} --timeout={ROLLOUT_TIMEOUT}"
-        )
-    if second_step and plan.kueue is not None:
-        # Kueue's webhooks (its queues, MPIJobs, Jobs, TrainJobs) fail closed: wait for a serving controller.
-        lines.append(
-            f"kubectl rollout status deployment/{contract.KUEUE_CONTROLLER} "
-            f"-n {contract.KUEUE_NAMESPACE} --timeout={ROLLOUT_TIMEOUT}"
-        )
-    if second_step and admitted_last:
-        assert not isinstance(second_step, bool), "admitted_last needs the after-crds/ file names"
-        lines += [f"kubectl apply -f {f}" for f in second_step if f not in admitted_last]
-        lines += [f"apply_until_admitted {f}" for f in second_step if f in admitted_last]
-    elif second_step:
-        lines.append(f"kubectl apply -f {AFTER_CRDS_DIR}/")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + commands) + "\n"
 
 
-def dist_files(plan: ClusterPlan, charts: Sequence[cdk8s.Chart] | None = None) -> dict[str, str]:
-    """Relative path -> text of everything :func:`write_dist` writes, manifests in apply order, then
-    Helm values and ``apply.sh``. Charts that use a kind defined by a CRD of the output (or of a Helm
-    release ``apply.sh`` installs) go under ``after-crds/``. ``charts`` as for :func:`render_dist`."""
-    rendered = _rendered(plan, charts)  # the objects as rendered: no need to parse the YAML back
-    kinds = {**_crd_kinds(obj for objects, _ in rendered.values() for obj in objects), **helm_crd_kinds(plan)}
-    first: dict[str, str] = {}
-    second: dict[str, str] = {}
-    admitted_last: list[str] = []
-    waits: set[str] = set()
-    for name, (objects, text) in rendered.items():
-        needed = _needs_crds(objects, kinds)
-        if needed:
-            second[f"{AFTER_CRDS_DIR}/{name}"] = text
-            waits.update(needed)
-            if needs_runtimes(objects):
-                admitted_last.append(f"{AFTER_CRDS_DIR}/{name}")
-        else:
-            first[name] = text
-    script = apply_script(plan, sorted(waits), list(second), admitted_last)
-    return {**first, **second, **helm_files(plan), APPLY_SCRIPT: script}
+_HELM_NAMES = {KUBEFLOW_TRAINER: "Kubeflow Trainer", KARPENTER: "Karpenter"}
 
 
-def write_dist(plan: ClusterPlan, outdir: Path, charts: Sequence[cdk8s.Chart] | None = None) -> list[Path]:
+def dist_files(plan: ClusterPlan, charts: Sequence[cdk8s.Chart] | None = None,
+               rollout: Rollout | None = None) -> dict[str, str]:
+    """Relative path -> text of everything :func:`write_dist` writes: the manifests in apply order (the first step's
+    at the top, the others under ``after-crds/``: :func:`first_step`), then the Helm values and ``apply.sh``.
+    ``charts`` as for :func:`render_dist`; ``rollout`` their rollout (made here when absent)."""
+    rollout = _rollout(plan, charts, rollout)
+    first = first_step(rollout)
+    manifests = {chart_path(chart_id, first): render_objects(plan, chart_id, list(objects))
+                 for chart_id, objects in rollout.objects.items()}
+    ordered = {k: v for k, v in manifests.items() if "/" not in k} | {k: v for k, v in manifests.items() if "/" in k}
+    return {**ordered, **helm_files(rollout), APPLY_SCRIPT: apply_script(plan, rollout)}
+
+
+def write_dist(plan: ClusterPlan, outdir: Path, charts: Sequence[cdk8s.Chart] | None = None,
+               rollout: Rollout | None = None) -> list[Path]:
     """Write the manifests (and ``apply.sh``) into ``outdir``; return the manifest paths in apply order.
-    ``charts`` as for :func:`render_dist` (app.py passes the charts the cluster stack applies).
+    ``charts`` and ``rollout`` as for :func:`dist_files` (app.py passes the ones the cluster stack applies).
 
     Chart files from an earlier run that this plan no longer produces (``NN-name.yaml`` in
     ``outdir`` or ``outdir/after-crds``, Helm values in ``outdir/helm``) are removed, so a dropped or moved
@@ -353,7 +322,7 @@ def write_dist(plan: ClusterPlan, outdir: Path, charts: Sequence[cdk8s.Chart] | 
     other files are left alone.
     """
     outdir = Path(outdir)
-    files = dist_files(plan, charts)
+    files = dist_files(plan, charts, rollout)
     for folder in (outdir, outdir / AFTER_CRDS_DIR, outdir / HELM_DIR):
         if not folder.is_dir():
             continue

@@ -20,6 +20,7 @@ from efa_stack.planning.karpenter import (
     BUDGETS,
     CONSOLIDATION_POLICY,
     EXPIRE_AFTER,
+    TERMINATION_GRACE_PERIOD,
     KarpenterPlan,
     KarpenterPoolPlan,
 )
@@ -106,7 +107,8 @@ def node_class_spec(pool: KarpenterPoolPlan, plan: KarpenterPlan, node_role: str
     # (:attr:`efa_stack.planning.karpenter.KarpenterPoolPlan.max_pods`); absent otherwise, Karpenter's own.
     if pool.max_pods is not None:
         spec["kubelet"] = {"maxPods": pool.max_pods}
-    user_data = node_user_data(g.hugepages_2mi_mib, g.lustre_client, g.kubelet.as_kubelet_config())
+    user_data = node_user_data(g.hugepages_2mi_mib, g.lustre_client, g.kubelet.as_kubelet_config(),
+                               lustre_efa=g.lustre_efa)
     if user_data:
         spec["userData"] = user_data
     return spec
@@ -125,6 +127,10 @@ def node_pool_spec(pool: KarpenterPoolPlan) -> dict[str, Any]:
         "nodeClassRef": {"group": contract.KARPENTER_AWS_GROUP, "kind": "EC2NodeClass", "name": g.name},
         "requirements": requirements,
         "expireAfter": EXPIRE_AFTER,
+        # bounds every drain of a pool node, so that a stack deletion finishes within the kubectl handler's
+        # timeout (efa_stack.planning.karpenter.TERMINATION_GRACE_PERIOD_SECONDS: why the value, and why busy
+        # nodes are still never disrupted)
+        "terminationGracePeriod": TERMINATION_GRACE_PERIOD,
     }
     if g.taints:
         template_spec["taints"] = [

@@ -14,7 +14,7 @@ from cdk8s_plus_33 import k8s as k8s_l1
 from constructs import Construct
 
 from efa_stack import contract
-from efa_stack.planning.nccl import NcclJobPlan
+from efa_stack.planning.nccl import WORKER_WAIT_SECONDS, NcclJobPlan
 from efa_stack.planning.node_groups import Taint
 from efa_stack.planning.scheduling import QueueBinding
 from k8s.efa_guard import fail_closed_env, guard_init_container
@@ -114,10 +114,11 @@ class NcclTestsJobProps:
     storage_claim: str | None = None
     """A ReadWriteMany claim (the FSx for Lustre volume of the spec's ``storage``) to mount in workers."""
     storage_mount_path: str = contract.FSX_MOUNT_PATH
-    worker_wait_seconds: int = 900
+    worker_wait_seconds: int = WORKER_WAIT_SECONDS
     """How long the launcher waits for every worker to resolve and accept ssh before mpirun (the
     workers pull a multi-GB image on first start); past it the launcher fails with a clear message. The plan's
-    job waits longer when its workers' nodes may still be launching (:func:`k8s.charts.worker_wait_seconds`)."""
+    job says how long its launcher waits (:attr:`efa_stack.planning.nccl.NcclJobPlan.worker_wait_seconds`: longer when
+    its workers' nodes may still be launching)."""
     worker_wait_interval_seconds: int = 5
     queue: QueueBinding | None = None
     """Queue the job through Kueue (:meth:`efa_stack.planning.scheduling.KueuePlan.binding`): the queue label on

@@ -4,42 +4,36 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from aws_cdk import Annotations, CfnOutput, CfnTag, Duration, RemovalPolicy, Stack, Tags
+from aws_cdk import Annotations, CfnOutput, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from aws_constructs.launch_template import LaunchTemplateProps
-from aws_constructs.node_group import ManagedNodeGroup, ManagedNodeGroupProps
+from aws_constructs.node_group import ManagedNodeGroup
 from aws_constructs.pod_identity import associate_with_addon, pod_identity_role
 from aws_constructs.security import acknowledge, managed_policy
 from aws_constructs.training_image import EfaTrainingImage, TrainingImageProps
 from efa_stack import contract, names
-from efa_stack.planning.addons import CLOUDWATCH_OBSERVABILITY, POD_IDENTITY_AGENT, VPC_CNI, AddonPlan
-from efa_stack.planning.node_groups import NodeGroupPlan
+from efa_stack.planning.addons import CLOUDWATCH_OBSERVABILITY, POD_IDENTITY_AGENT, VPC_CNI
 from efa_stack.planning.plan import ClusterPlan
 from efa_stack.spec.models import KUBERNETES_VERSIONS
+from stacks.addons import apply_addon_settings, pod_identities, user_addons
+from stacks.kubernetes import CRD_ESTABLISHED_JSONPATH, RolloutConstructs, steps_of, wait_until_established
 from stacks.network_stack import ClusterNetwork
-
-CRD_ESTABLISHED_JSONPATH = '.status.conditions[?(@.reason=="InitialNamesAccepted")].status'
-"""Yields "True" once the CRD is Established and nothing before. The kubectl handler returns as soon as its
-JSONPath yields anything (aws-cdk-lib 2.275 custom-resource-handlers aws-eks-v2/kubectl-handler/get
-``wait_for_output``), so ``[?(@.type=="Established")].status`` would return on "False" too, and client-go's
-JSONPath filters take one comparison (no ``&&``). The reason ``InitialNamesAccepted`` is set only with
-status True: k8s.io/apiextensions-apiserver pkg/controller/establish/establishing_controller.go
-(``Established``, ``ConditionTrue``, "InitialNamesAccepted"); the naming controller writes the condition
-as False with reason "Installing" or "NotAccepted" before that and keeps it once True."""
+from stacks.node_groups import NODE_ROLE_POLICIES, node_group_props, node_role_of
 
 if TYPE_CHECKING:
     import cdk8s
 
     from aws_constructs.karpenter import KarpenterController
+    from k8s.rollout import Rollout
+
+__all__ = ["CRD_ESTABLISHED_JSONPATH", "ClusterStack"]
 
 def kubectl_layer_module(kubernetes_version: str) -> tuple[str, str]:
     """The module and class of the kubectl Lambda layer for ``kubernetes_version``: the kubectl in the provider's
@@ -67,36 +61,6 @@ CONTROL_PLANE_TIERS = {
     "tier-8xl": eks.ControlPlaneScalingTier.TIER_8_XL,
 }
 
-# What nodes themselves need: join the cluster and pull images. The VPC CNI's permissions go to its
-# own service account through EKS Pod Identity, not to the node role; SSM lets operators reach nodes
-# without SSH keys or open ports.
-NODE_ROLE_POLICIES = (
-    "AmazonEKSWorkerNodePolicy",
-    "AmazonEC2ContainerRegistryPullOnly",
-    "AmazonSSMManagedInstanceCore",
-)
-
-def addon_construct_id(name: str) -> str:
-    """The construct id of an add-on the spec adds (``coredns`` -> ``AddonCoredns``): stable per name."""
-    return "Addon" + "".join(part.capitalize() for part in re.split(r"[-_]", name))
-
-
-def apply_addon_settings(addon: eks.Addon, plan: AddonPlan, *, version: bool = True) -> None:
-    """The plan's version, configurationValues, resolveConflicts, IRSA role and tags on ``addon``'s CfnAddon."""
-    cfn = addon.node.default_child
-    assert isinstance(cfn, eks.CfnAddon)
-    if version and plan.version:
-        cfn.addon_version = plan.version
-    if plan.configuration_values:
-        cfn.configuration_values = plan.configuration_values
-    if plan.resolve_conflicts:
-        cfn.resolve_conflicts = plan.resolve_conflicts
-    if plan.service_account_role_arn:
-        cfn.service_account_role_arn = plan.service_account_role_arn
-    for key, value in sorted(plan.tags.items()):
-        Tags.of(addon).add(key, value)
-
-
 CONTROL_PLANE_LOGS = {
     "api": eks.ClusterLoggingTypes.API,
     "audit": eks.ClusterLoggingTypes.AUDIT,
@@ -104,48 +68,6 @@ CONTROL_PLANE_LOGS = {
     "controllerManager": eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
     "scheduler": eks.ClusterLoggingTypes.SCHEDULER,
 }
-
-
-def node_group_props(
-    ng: NodeGroupPlan, cluster_node_config: str | None = None, max_pods: int | None = None,
-) -> ManagedNodeGroupProps:
-    """The plan of one node group as the props of :class:`aws_constructs.node_group.ManagedNodeGroup`
-    (``cluster_node_config``: the cluster's details for nodes of a custom AMI; ``max_pods``: the kubelet maxPods of
-    VPC CNI custom networking, :meth:`efa_stack.planning.addressing.AddressPlan.max_pods`)."""
-    return ManagedNodeGroupProps(
-        launch_template=LaunchTemplateProps(
-            instance_type=None if ng.instance_types else ng.instance_type,
-            interfaces=ng.interfaces,
-            volume_size_gib=ng.volume_size_gib,
-            volume_type=ng.volume_type,
-            volume_iops=ng.volume_iops,
-            volume_throughput=ng.volume_throughput,
-            placement_group_name=ng.placement_group_name,
-            capacity=ng.capacity,
-            reservation_id=ng.reservation_id,
-            hugepages_2mi_mib=ng.hugepages_2mi_mib,
-            lustre_client=ng.lustre_client,
-            kubelet_config={**ng.kubelet.as_kubelet_config(), **({"maxPods": str(max_pods)} if max_pods else {})},
-            instance_name=ng.instance_name,
-            key_name=ng.key_name,
-            pre_bootstrap_commands=ng.pre_bootstrap_commands,
-            node_config=ng.node_config,
-            image_id=ng.ami_id,
-            cluster_node_config=cluster_node_config if ng.ami_id else None,
-        ),
-        name=ng.name,
-        ami_type=ng.ami_type,
-        min_size=ng.min_size,
-        desired_size=ng.desired_size,
-        max_size=ng.max_size,
-        placement_group=ng.placement_group,
-        labels=ng.labels,
-        taints=ng.taints,
-        tags=ng.tags,
-        node_repair=ng.node_repair_cfn(),
-        instance_types=ng.instance_types,
-        spot=ng.spot,
-    )
 
 
 def endpoint_access(plan: ClusterPlan) -> eks.EndpointAccess:
@@ -157,6 +79,15 @@ def endpoint_access(plan: ClusterPlan) -> eks.EndpointAccess:
 
 
 class ClusterStack(Stack):
+    """One cluster's stack, ``<name>-cluster``: the network (:class:`stacks.network_stack.ClusterNetwork`), the EKS
+    cluster with its add-ons, access entries and managed node groups, Karpenter's controller for the pools, the
+    observability, the training image, and the Kubernetes rollout (:mod:`stacks.kubernetes`). The storage is a part
+    of it too (:class:`stacks.storage_stack.ClusterStorage`, added by :func:`stacks.compose.build`).
+
+    Attributes: ``network``, ``cluster``, ``vpc_cni``, ``node_role``, ``addons`` (by add-on name), ``node_groups``
+    (by EKS node group name), ``karpenter`` (or None), ``kubernetes`` (the rollout's constructs by step id),
+    ``manifests`` (the charts' manifests in apply order), ``training_image`` (or None)."""
+
     def __init__(
         self,
         scope: Construct,
@@ -164,83 +95,16 @@ class ClusterStack(Stack):
         *,
         plan: ClusterPlan,
         charts: Sequence[cdk8s.Chart] | None = None,
+        rollout: Rollout | None = None,
         **kwargs: Any,
     ) -> None:
+        """``charts`` and ``rollout``: the plan's charts (:func:`k8s.charts.build_charts`) and their rollout
+        (:func:`k8s.rollout.plan_rollout`), which app.py also writes to ``dist/``; made here when absent."""
         super().__init__(scope, id, **kwargs)
         self.plan = plan
-        self.network = network = ClusterNetwork(self, "Network", plan=plan)
-        if plan.kubernetes_version not in KUBERNETES_VERSIONS:
-            raise ValueError(
-                f"no kubectl layer for Kubernetes {plan.kubernetes_version}; "
-                f"supported: {', '.join(KUBERNETES_VERSIONS)}"
-            )
-        self.secrets_key = kms.Key(
-            self, "SecretsKey", enable_key_rotation=True, description=f"EKS secrets envelope encryption for {plan.name}"
-        )
-        self.cluster = eks.Cluster(
-            self,
-            "Cluster",
-            cluster_name=names.eks_cluster_name(plan.name),
-            version=eks.KubernetesVersion.of(plan.kubernetes_version),
-            vpc=self._vpc_for_cluster(),
-            vpc_subnets=[ec2.SubnetSelection(subnets=network.private_subnets)],
-            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
-            default_capacity=0,
-            kubectl_provider_options=eks.KubectlProviderOptions(
-                kubectl_layer=kubectl_layer(self, "KubectlLayer", plan.kubernetes_version),
-                # with a private-only endpoint the kubectl Lambda must run inside the VPC
-                private_subnets=network.private_subnets if not plan.endpoint_public else None,
-            ),
-            secrets_encryption_key=self.secrets_key,
-            cluster_logging=[CONTROL_PLANE_LOGS[t] for t in plan.log_types] or None,
-            endpoint_access=endpoint_access(plan),
-            bootstrap_cluster_creator_admin_permissions=plan.bootstrap_admin,
-            control_plane_scaling_tier=CONTROL_PLANE_TIERS[plan.control_plane_tier] if plan.control_plane_tier
-            else None,
-            tags=dict(plan.tags) or None,
-        )
-        # Pinned logical ids: a new id would replace the cluster (and with it every workload on it).
-        self.secrets_key.node.default_child.override_logical_id("ClusterSecretsKey")
-        self.cluster.node.default_child.override_logical_id("EksCluster")
-        if self.cluster.kubectl_provider is not None:  # its functions run in the VPC (see _vpc_for_cluster)
-            self.cluster.kubectl_provider.node.add_dependency(network)
-        # Given subnets it did not create (the VPC view, or an existing VPC's), aws-eks-v2 does not tag them for
-        # internal load balancers and says so: the network construct tags its own private subnets itself
-        # (aws_constructs/network.py); an existing VPC's subnets are the user's to tag, which only a Service of
-        # type LoadBalancer needs (efa-stack runs none; docs/spec.md, existing VPC).
-        Annotations.of(self.cluster).acknowledge_warning(
-            "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
-            "EfaVpc tags its private subnets kubernetes.io/role/internal-elb=1; an existing VPC's are the user's",
-        )
-        if plan.log_retention_days is not None and plan.log_types:
-            # EKS writes to /aws/eks/<cluster>/cluster and creates the group if it is missing; created first
-            # here, it carries eksctl's cloudWatch.clusterLogging.logRetentionInDays.
-            from aws_cdk import aws_logs as logs
-
-            log_group = logs.CfnLogGroup(
-                self, "ControlPlaneLogGroup", log_group_name=f"/aws/eks/{names.eks_cluster_name(plan.name)}/cluster",
-                retention_in_days=plan.log_retention_days,
-            )
-            self.cluster.node.add_dependency(log_group)
-        self.vpc_cni_role = pod_identity_role(
-            self,
-            "VpcCniRole",
-            description="VPC CNI (aws-node) through EKS Pod Identity",
-            managed_policies=["AmazonEKS_CNI_Policy"],
-        )
-        cni = plan.addon(VPC_CNI)
-        if cni is None or cni.version is None:  # the plan always pins efa-stack's own VPC CNI build
-            raise ValueError(f"the plan of {plan.name} has no pinned {VPC_CNI} add-on")
-        self.vpc_cni = eks.Addon(
-            self, "VpcCni", cluster=self.cluster, addon_name=VPC_CNI,
-            addon_version=cni.version, preserve_on_delete=False,
-        )
-        # EKS installs a self-managed aws-node with every cluster; the add-on takes it over (see the data file).
-        vpc_cni_cfn = self.vpc_cni.node.default_child
-        assert isinstance(vpc_cni_cfn, eks.CfnAddon)
-        vpc_cni_cfn.resolve_conflicts = cni.resolve_conflicts
-        apply_addon_settings(self.vpc_cni, cni, version=False)
-        associate_with_addon(self.vpc_cni, self.vpc_cni_role, "aws-node")
+        self.network = ClusterNetwork(self, "Network", plan=plan)
+        self.cluster = self._control_plane(plan)
+        self.vpc_cni_role, self.vpc_cni = self._vpc_cni(plan)
         self.eni_configs = self._eni_configs(plan)
         self.node_role = iam.Role(
             self,
@@ -255,13 +119,110 @@ class ClusterStack(Stack):
         agent = plan.addon(POD_IDENTITY_AGENT)
         if agent is not None:
             apply_addon_settings(self.pod_identity_agent, agent)
-        self.addons = self._user_addons(plan)
+        self.addons = user_addons(self, self.cluster, plan)
         self.oidc_provider: eks.OidcProviderNative | None = None
         if plan.with_oidc:  # eksctl's iam.withOIDC: an IAM OIDC provider for IRSA
             self.oidc_provider = eks.OidcProviderNative(
                 self, "OidcProvider", url=self.cluster.cluster_open_id_connect_issuer_url
             )
-        self._pod_identities(plan)
+        pod_identities(self, self.cluster, self.pod_identity_agent, plan)
+        self._access_entries(plan)
+        self.node_groups = self._node_groups(plan)
+        """Every EKS managed node group by its EKS name (the parts of a split spec group each under its own)."""
+        self.kubernetes = self._rollout_constructs(charts, rollout)
+        self.karpenter = self._karpenter(plan)
+        self._observability(plan)
+        # The nodes pull it with NODE_ROLE_POLICIES' AmazonEC2ContainerRegistryPullOnly.
+        self.training_image: EfaTrainingImage | None = None
+        if plan.training_image is not None:
+            self.training_image = EfaTrainingImage(self, "TrainingImage", TrainingImageProps(
+                directory=str(plan.training_image.directory), platform=plan.training_image.platform,
+                build_args=plan.training_image.build_args,
+            ))
+        self.manifests = self._apply_rollout()
+
+    def _control_plane(self, plan: ClusterPlan) -> eks.Cluster:
+        """The EKS cluster (native CloudFormation, no Auto Mode) with its secrets key, kubectl provider and logs."""
+        if plan.kubernetes_version not in KUBERNETES_VERSIONS:
+            raise ValueError(
+                f"no kubectl layer for Kubernetes {plan.kubernetes_version}; "
+                f"supported: {', '.join(KUBERNETES_VERSIONS)}"
+            )
+        self.secrets_key = kms.Key(
+            self, "SecretsKey", enable_key_rotation=True, description=f"EKS secrets envelope encryption for {plan.name}"
+        )
+        cluster = eks.Cluster(
+            self,
+            "Cluster",
+            cluster_name=names.eks_cluster_name(plan.name),
+            version=eks.KubernetesVersion.of(plan.kubernetes_version),
+            vpc=self._vpc_for_cluster(),
+            vpc_subnets=[ec2.SubnetSelection(subnets=self.network.private_subnets)],
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+            default_capacity=0,
+            kubectl_provider_options=eks.KubectlProviderOptions(
+                kubectl_layer=kubectl_layer(self, "KubectlLayer", plan.kubernetes_version),
+                # with a private-only endpoint the kubectl Lambda must run inside the VPC
+                private_subnets=self.network.private_subnets if not plan.endpoint_public else None,
+            ),
+            secrets_encryption_key=self.secrets_key,
+            cluster_logging=[CONTROL_PLANE_LOGS[t] for t in plan.log_types] or None,
+            endpoint_access=endpoint_access(plan),
+            bootstrap_cluster_creator_admin_permissions=plan.bootstrap_admin,
+            control_plane_scaling_tier=CONTROL_PLANE_TIERS[plan.control_plane_tier] if plan.control_plane_tier
+            else None,
+            tags=dict(plan.tags) or None,
+        )
+        # Pinned logical ids: a new id would replace the cluster (and with it every workload on it).
+        self.secrets_key.node.default_child.override_logical_id("ClusterSecretsKey")
+        cluster.node.default_child.override_logical_id("EksCluster")
+        if cluster.kubectl_provider is not None:  # its functions run in the VPC (see _vpc_for_cluster)
+            cluster.kubectl_provider.node.add_dependency(self.network)
+        # Given subnets it did not create (the VPC view, or an existing VPC's), aws-eks-v2 does not tag them for
+        # internal load balancers and says so: the network construct tags its own private subnets itself
+        # (aws_constructs/network.py); an existing VPC's subnets are the user's to tag, which only a Service of
+        # type LoadBalancer needs (efa-stack runs none; docs/spec.md, existing VPC).
+        Annotations.of(cluster).acknowledge_warning(
+            "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
+            "EfaVpc tags its private subnets kubernetes.io/role/internal-elb=1; an existing VPC's are the user's",
+        )
+        if plan.log_retention_days is not None and plan.log_types:
+            # EKS writes to /aws/eks/<cluster>/cluster and creates the group if it is missing; created first
+            # here, it carries eksctl's cloudWatch.clusterLogging.logRetentionInDays.
+            from aws_cdk import aws_logs as logs
+
+            log_group = logs.CfnLogGroup(
+                self, "ControlPlaneLogGroup", log_group_name=f"/aws/eks/{names.eks_cluster_name(plan.name)}/cluster",
+                retention_in_days=plan.log_retention_days,
+            )
+            cluster.node.add_dependency(log_group)
+        return cluster
+
+    def _vpc_cni(self, plan: ClusterPlan) -> tuple[iam.Role, eks.Addon]:
+        """The VPC CNI add-on at efa-stack's pinned build, with its role through EKS Pod Identity."""
+        role = pod_identity_role(
+            self,
+            "VpcCniRole",
+            description="VPC CNI (aws-node) through EKS Pod Identity",
+            managed_policies=["AmazonEKS_CNI_Policy"],
+        )
+        cni = plan.addon(VPC_CNI)
+        if cni is None or cni.version is None:  # the plan always pins efa-stack's own VPC CNI build
+            raise ValueError(f"the plan of {plan.name} has no pinned {VPC_CNI} add-on")
+        vpc_cni = eks.Addon(
+            self, "VpcCni", cluster=self.cluster, addon_name=VPC_CNI,
+            addon_version=cni.version, preserve_on_delete=False,
+        )
+        # EKS installs a self-managed aws-node with every cluster; the add-on takes it over (see the data file).
+        vpc_cni_cfn = vpc_cni.node.default_child
+        assert isinstance(vpc_cni_cfn, eks.CfnAddon)
+        vpc_cni_cfn.resolve_conflicts = cni.resolve_conflicts
+        apply_addon_settings(vpc_cni, cni, version=False)
+        associate_with_addon(vpc_cni, role, "aws-node")
+        return role, vpc_cni
+
+    def _access_entries(self, plan: ClusterPlan) -> None:
+        """eksctl's ``accessConfig``: the authentication mode and an access entry per principal."""
         if plan.authentication_mode != "API":  # aws_eks_v2 writes API; eksctl's API_AND_CONFIG_MAP, as written
             cluster_cfn = self.cluster.node.default_child
             assert isinstance(cluster_cfn, eks.CfnCluster)
@@ -292,23 +253,25 @@ class ClusterStack(Stack):
             if username:
                 entry_cfn.add_property_override("Username", username)
 
+    def _node_groups(self, plan: ClusterPlan) -> dict[str, ManagedNodeGroup]:
+        """A managed node group per part of every node group of the plan (:mod:`stacks.node_groups`), after what
+        its nodes need when they join: the VPC CNI, the Pod Identity agent, the network, the ENIConfigs."""
         cluster_sg = self.cluster.cluster_security_group_id
-        self.node_groups: dict[str, ManagedNodeGroup] = {}
-        """Every EKS managed node group by its EKS name (the parts of a split spec group each under its own)."""
+        node_groups: dict[str, ManagedNodeGroup] = {}
         for ng in plan.all_node_groups:
-            subnets = [network.subnet(i) for i in ng.subnet_ids] if ng.subnet_ids else (
-                [network.private_subnet(ng.availability_zone)]
+            subnets = [self.network.subnet(i) for i in ng.subnet_ids] if ng.subnet_ids else (
+                [self.network.private_subnet(ng.availability_zone)]
                 if ng.efa_enabled
-                else [network.private_subnet(az) for az in ng.availability_zones]
+                else [self.network.private_subnet(az) for az in ng.availability_zones]
             )
-            groups = [cluster_sg, network.efa_security_group.security_group_id] if ng.efa_enabled else [cluster_sg]
+            groups = [cluster_sg, self.network.efa_security_group.security_group_id] if ng.efa_enabled else [cluster_sg]
             # maxPods of custom networking only where nothing overrides it: on an EKS AMI the managed node group
             # appends its own NodeConfig after the launch template's and "Managed node groups automatically
             # calculates the maximum pods value" for custom networking (EKS User Guide, cni-custom-network-tutorial);
             # with a custom AMI EKS adds no user data, and the EKS guide asks for the figure in the NodeConfig.
             max_pods = plan.addresses.max_pods(ng.name) if plan.addresses is not None and ng.ami_id else None
             props = node_group_props(ng, self._cluster_node_config() if ng.ami_id else None, max_pods)
-            node_role = self._node_role_of(ng)
+            node_role = node_role_of(self, ng, self.node_role, plan.name)
             parts = ng.parts
             shared_group = None
             if len(parts) > 1 and ng.placement_group:
@@ -340,24 +303,15 @@ class ClusterStack(Stack):
                 # role through EKS Pod Identity, so the agent must run before the nodes need it.
                 node_group.nodegroup.node.add_dependency(self.vpc_cni)
                 # Nodes bootstrap over the NAT gateways' routes and the VPC endpoints (see _vpc_for_cluster).
-                node_group.nodegroup.node.add_dependency(network)
+                node_group.nodegroup.node.add_dependency(self.network)
                 node_group.nodegroup.node.add_dependency(self.pod_identity_agent)
                 if self.eni_configs is not None:  # custom networking: pods' ENIs go where the ENIConfig says
                     node_group.nodegroup.node.add_dependency(self.eni_configs)
                 for addon_plan in plan.addons:
                     if addon_plan.node_dependency and addon_plan.name in self.addons:
                         node_group.nodegroup.node.add_dependency(self.addons[addon_plan.name])
-                self.node_groups[part.name] = node_group
-        self.karpenter = self._karpenter(plan)
-        self._observability(plan)
-        # The nodes pull it with NODE_ROLE_POLICIES' AmazonEC2ContainerRegistryPullOnly.
-        self.training_image: EfaTrainingImage | None = None
-        if plan.training_image is not None:
-            self.training_image = EfaTrainingImage(self, "TrainingImage", TrainingImageProps(
-                directory=str(plan.training_image.directory), platform=plan.training_image.platform,
-                build_args=plan.training_image.build_args,
-            ))
-        self.manifests = self.add_kubernetes_charts(charts)
+                node_groups[part.name] = node_group
+        return node_groups
 
     def _vpc_for_cluster(self) -> ec2.IVpc:
         """The VPC the EKS cluster resource is given: for a VPC of the stack's own, a view of it by id.
@@ -388,31 +342,31 @@ class ClusterStack(Stack):
         if karpenter is None:
             return None
         from aws_constructs.karpenter import KarpenterController, KarpenterControllerProps
-        from efa_stack.planning.karpenter import controller_replicas
-        from k8s.scheduling import system_node_selector
+        from k8s.components import KARPENTER
+        from k8s.rollout import InstallRelease, release_id
 
         Tags.of(self.network.efa_security_group).add(contract.KARPENTER_DISCOVERY_TAG, karpenter.cluster)
         if plan.existing_vpc is None:
             for subnet in self.network.private_subnets:
                 Tags.of(subnet).add(contract.KARPENTER_DISCOVERY_TAG, karpenter.cluster)
+        release = self.kubernetes.rollout[release_id(KARPENTER)]
+        assert isinstance(release, InstallRelease) and release.release is not None
         controller = KarpenterController(self, "Karpenter", KarpenterControllerProps(
             cluster_name=karpenter.cluster, version=karpenter.version, chart_repository=karpenter.chart,
             node_role_name=karpenter.node_role_name, interruption_queue_name=karpenter.interruption_queue_name,
             namespace=karpenter.namespace, service_account=karpenter.service_account, release=contract.KARPENTER_RELEASE,
-            node_policies=NODE_ROLE_POLICIES, feature_gates=karpenter.feature_gates,
-            node_selector=system_node_selector(), replicas=controller_replicas(plan.system.min_size),
+            node_policies=NODE_ROLE_POLICIES, chart_values=release.release.values,
             placement_groups=karpenter.new_placement_groups,
         ), cluster=self.cluster)
         controller.association.node.add_dependency(self.pod_identity_agent)
         # Its nodes join through the CNI.
         controller.chart.node.add_dependency(self.vpc_cni)
         # The release is applied alongside the nodes (no helm --wait: the chart at v1.14.1 has no webhook); the
-        # deploy still fails when the controller cannot start on the system nodes. The pools follow this wait (see
-        # _manifests): on deletion it keeps the system node group, where the controller that clears the pools'
-        # finalizers runs, until the pools are gone.
-        self.karpenter_available = self._wait_for_controller(
-            "KarpenterAvailable", controller.chart, contract.KARPENTER_DEPLOYMENT, contract.KARPENTER_NAMESPACE
-        )
+        # deploy still fails when the controller cannot start on the system nodes. The pools follow the wait for its
+        # replica (the rollout's KARPENTER entry): on deletion it keeps the system node group, where the controller
+        # that clears the pools' finalizers runs, until the pools are gone.
+        self.kubernetes.constructs[release.id] = [controller.chart]
+        self.kubernetes.make(steps_of(self.kubernetes.rollout, KARPENTER))
         return controller
 
     def _eni_configs(self, plan: ClusterPlan) -> eks.KubernetesManifest | None:
@@ -434,8 +388,9 @@ class ClusterStack(Stack):
             security_groups=[self.cluster.cluster_security_group_id],
         ))
         manifest = self.cluster.add_cdk8s_chart("EniConfigs", chart)
-        manifest.node.add_dependency(
-            self._wait_until_established(self.vpc_cni, contract.ENICONFIG_CRD_NAME, "EniConfigCrdEstablished"))
+        established = wait_until_established(self, self.cluster, "EniConfigCrdEstablished", contract.ENICONFIG_CRD_NAME)
+        established.node.add_dependency(self.vpc_cni)
+        manifest.node.add_dependency(established)
         return manifest
 
     def _cluster_node_config(self) -> str:
@@ -450,85 +405,6 @@ class ClusterStack(Stack):
             self.cluster.cluster_name, self.cluster.cluster_endpoint, self.cluster.cluster_certificate_authority_data,
             Fn.get_att(cfn.logical_id, "KubernetesNetworkConfig.ServiceIpv4Cidr").to_string(),
         )
-
-    def _pod_identities(self, plan: ClusterPlan) -> None:
-        """eksctl ``iam.podIdentityAssociations``: an ``AWS::EKS::PodIdentityAssociation`` per service account,
-        with the existing role or a new one with the listed managed policies."""
-        for i, pia in enumerate(plan.pod_identities):
-            role: iam.IRole
-            if pia.role_arn:
-                role = iam.Role.from_role_arn(self, f"PodIdentityRole{i}", pia.role_arn, mutable=False)
-            else:
-                new_role = pod_identity_role(
-                    self, f"PodIdentityRole{i}",
-                    description=f"{pia.namespace}/{pia.service_account} through EKS Pod Identity",
-                )
-                if pia.role_name:
-                    role_cfn = new_role.node.default_child
-                    assert isinstance(role_cfn, iam.CfnRole)
-                    role_cfn.role_name = pia.role_name
-                for arn in pia.policy_arns:
-                    new_role.add_managed_policy(iam.ManagedPolicy.from_managed_policy_arn(new_role, arn, arn))
-                    acknowledge(
-                        new_role, "AwsSolutions-IAM4",
-                        "A managed policy the spec's iam.podIdentityAssociations name for this service account.",
-                        f"Policy::{arn}",
-                    )
-                role = new_role
-            association = eks.CfnPodIdentityAssociation(
-                self, f"PodIdentityAssociation{i}", cluster_name=self.cluster.cluster_name,
-                namespace=pia.namespace, service_account=pia.service_account, role_arn=role.role_arn,
-                target_role_arn=pia.target_role_arn, disable_session_tags=pia.disable_session_tags,
-                tags=[CfnTag(key=k, value=v) for k, v in pia.tags] or None,
-            )
-            association.node.add_dependency(self.pod_identity_agent)
-
-    def _node_role_of(self, ng: NodeGroupPlan) -> iam.IRole:
-        """The shared node role, an existing role (eksctl ``iam.instanceRoleARN``), or the node group's own role
-        with efa-stack's node policies plus what eksctl's ``iam.withAddonPolicies``/``attachPolicyARNs`` add."""
-        if ng.node_role_arn:
-            return iam.Role.from_role_arn(self, f"NodeRole-{ng.name}", ng.node_role_arn, mutable=False)
-        if not ng.node_managed_policies and not ng.node_inline_policies and not ng.node_role_name:
-            return self.node_role
-        from efa_stack.planning.node_extras import ADDON_INLINE_POLICIES, SERVICE_LINKED_ROLES
-
-        role = iam.Role(
-            self, f"NodeRole-{ng.name}", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-            description=f"EKS nodes of {self.plan.name} node group {ng.name}", role_name=ng.node_role_name,
-        )
-        for name in (*NODE_ROLE_POLICIES, *ng.node_managed_policies):
-            if name.startswith("arn:"):
-                role.add_managed_policy(iam.ManagedPolicy.from_managed_policy_arn(role, f"Policy{name}", name))
-                finding = f"Policy::{name}"
-            else:
-                role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name(name))
-                finding = managed_policy(name)
-            acknowledge(
-                role, "AwsSolutions-IAM4",
-                f"{name}: an EKS node policy or one the spec's iam (eksctl withAddonPolicies/attachPolicyARNs) "
-                "puts on this node group's role.", finding,
-            )
-        for addon in ng.node_inline_policies:
-            for i, actions in enumerate(ADDON_INLINE_POLICIES[addon]):
-                linked = addon == "fsx" and i == 1
-                role.add_to_policy(iam.PolicyStatement(
-                    actions=list(actions),
-                    resources=[f"arn:{self.partition}:{SERVICE_LINKED_ROLES}" if linked else "*"],
-                ))
-        findings = sorted({
-            f for addon in ng.node_inline_policies for i, actions in enumerate(ADDON_INLINE_POLICIES[addon])
-            for f in (
-                "Resource::" + (f"arn:<AWS::Partition>:{SERVICE_LINKED_ROLES}" if addon == "fsx" and i == 1 else "*"),
-                *(f"Action::{a}" for a in actions if a.endswith("*")),
-            )
-        })
-        for finding in findings:
-            acknowledge(
-                role.node.find_child("DefaultPolicy"), "AwsSolutions-IAM5",
-                f"eksctl's iam.withAddonPolicies ({', '.join(ng.node_inline_policies)}) grant these actions as "
-                "eksctl does; the spec asks for them by name.", finding,
-            )
-        return role
 
     def _observability(self, plan: ClusterPlan) -> None:
         """Container Insights after the nodes (its operator and DaemonSets need a node to become active), and
@@ -556,179 +432,54 @@ class ClusterStack(Stack):
             f"#dashboards/dashboard/{name}",
         )
 
-    def _user_addons(self, plan: ClusterPlan) -> dict[str, eks.Addon]:
-        """An ``AWS::EKS::Addon`` for every add-on of the plan the cluster stack creates and nothing else
-        does (the VPC CNI and the Pod Identity agent above; the FSx CSI driver comes with storage)."""
-        made: dict[str, eks.Addon] = {}
-        for addon in plan.addons:
-            if addon.created_by != "cluster" or addon.name in (VPC_CNI, POD_IDENTITY_AGENT):
-                continue
-            construct = eks.Addon(
-                self, addon_construct_id(addon.name), cluster=self.cluster, addon_name=addon.name,
-                addon_version=addon.version, preserve_on_delete=False,
-            )
-            apply_addon_settings(construct, addon, version=False)
-            associations: list[dict[str, Any]] = []
-            for i, identity in enumerate(addon.pod_identities):
-                role: iam.IRole
-                if identity.role_arn:
-                    role = iam.Role.from_role_arn(self, f"{construct.node.id}Role{i}", identity.role_arn, mutable=False)
-                elif identity.aws_managed_policies:  # efa-stack's own add-on: AWS managed policies by name
-                    role = pod_identity_role(
-                        construct, f"Role{i}", managed_policies=identity.aws_managed_policies,
-                        description=f"{addon.name} ({identity.namespace}/{identity.service_account}) through EKS "
-                        "Pod Identity",
-                    )
-                    for name in identity.aws_managed_policies:
-                        acknowledge(
-                            role, "AwsSolutions-IAM4",
-                            f"{name} is the AWS-maintained policy the {addon.name} add-on documents for its role.",
-                            managed_policy(name),
-                        )
-                    for arn in identity.policy_arns:  # the spec's attachPolicyARNs of the add-on, on the same role
-                        role.add_managed_policy(iam.ManagedPolicy.from_managed_policy_arn(role, arn, arn))
-                        acknowledge(
-                            role, "AwsSolutions-IAM4",
-                            "A managed policy the spec's addons[].attachPolicyARNs name for this add-on.",
-                            f"Policy::{arn}",
-                        )
-                else:
-                    role = pod_identity_role(
-                        construct, f"Role{i}",
-                        description=f"{addon.name} ({identity.namespace}/{identity.service_account}) through EKS "
-                        "Pod Identity",
-                    )
-                    for arn in identity.policy_arns:
-                        role.add_managed_policy(iam.ManagedPolicy.from_managed_policy_arn(role, arn, arn))
-                        acknowledge(
-                            role, "AwsSolutions-IAM4",
-                            "A managed policy the spec's addons[] (podIdentityAssociations or attachPolicyARNs) "
-                            "name for this add-on.",
-                            f"Policy::{arn}",
-                        )
-                associations.append({"RoleArn": role.role_arn, "ServiceAccount": identity.service_account})
-            if associations:
-                # CloudFormation AWS::EKS::Addon PodIdentityAssociations: [{RoleArn, ServiceAccount}], in the
-                # add-on's namespace.
-                cfn = construct.node.default_child
-                assert isinstance(cfn, eks.CfnAddon)
-                cfn.add_property_override("PodIdentityAssociations", associations)
-            made[addon.name] = construct
-        return made
-
-    def add_kubernetes_charts(self, charts: Sequence[cdk8s.Chart] | None = None) -> list[eks.KubernetesManifest]:
-        """Apply the cdk8s charts of :func:`k8s.charts.build_charts`, each as soon as what it needs exists.
-
-        ``charts`` are the plan's charts built once by the caller (app.py also writes them to ``dist/``);
-        without them they are built here. A chart waits only for the charts it declares (cdk8s
-        ``add_dependency``, see :mod:`k8s.charts`), and for a chart that holds a CRD, for the wait until that
-        CRD is Established (objects of its kind cannot be applied before); the Kubeflow Trainer Helm release
-        (when the plan installs it) is waited for by the charts whose kinds it defines (the runtimes and
-        the jobs). Nothing waits for a node group to be *applied* (``kubectl apply`` of a DaemonSet or a
-        Deployment returns before any pod runs), except what waits for pods to be ready: the Trainer's
-        ``helm --wait`` and the Training Operator's availability wait, after the system node group they
-        run on. The CRDs, operators and device plugins are therefore applied while the nodes launch
-        (docs/design/deploy-model.md).
-        """
+    def _rollout_constructs(self, charts: Sequence[cdk8s.Chart] | None, rollout: Rollout | None) -> RolloutConstructs:
+        """The translation of the plan's rollout (:mod:`stacks.kubernetes`), its steps made by ``_apply_rollout``
+        (Karpenter's by ``_karpenter``, which makes its release with the AWS side it needs)."""
         if charts is None:
             import cdk8s
 
             from k8s.charts import build_charts
 
             charts = build_charts(self.plan, cdk8s.App())
-        from k8s.charts import (
-            CHART_ORDER,
-            HELM_ORDER,
-            KARPENTER_CRD,
-            KARPENTER_POOLS,
-            KUBEFLOW_TRAINER,
-            KUEUE,
-            KUEUE_CRD,
-            KUEUE_WORKLOAD_CRD,
-            MPI_OPERATOR_CRD,
-            TRAINING_JOBS,
-            TRAINING_OPERATOR,
-            TRAINING_OPERATOR_CRD,
-            TRAINING_RUNTIMES,
-        )
+        if rollout is None:
+            from k8s.rollout import plan_rollout
 
-        # Kueue's kinds the queues chart applies (and the Workloads Kueue writes for queued jobs), per CRD chart.
-        kueue_crds = {
-            KUEUE_CRD: tuple(f"{p}.{contract.KUEUE_GROUP}" for p in (
-                "topologies", "resourceflavors", "clusterqueues", "localqueues")),
-            KUEUE_WORKLOAD_CRD: (f"workloads.{contract.KUEUE_GROUP}",),
-        }
-        # chart id -> (construct id of the wait, CRD name); the MPIJob wait keeps its original id.
-        crd_waits = {
-            MPI_OPERATOR_CRD: ("CrdEstablished", contract.MPIJOB_CRD_NAME),
-            TRAINING_OPERATOR_CRD: ("PyTorchJobCrdEstablished", contract.PYTORCHJOB_CRD_NAME),
-        }
-        manifests: list[eks.KubernetesManifest] = []
-        self.crd_established: eks.KubernetesObjectValue | None = None
-        self.crd_waits: dict[str, eks.KubernetesObjectValue] = {}
-        self.trainer: eks.HelmChart | None = None
-        # What a chart that declares another chart as a need waits for: its manifest, or the wait after it.
-        ready: dict[str, list[Construct]] = {}
-        trainer_ready: list[Construct] | None = None
-        if self.plan.training_operators.trainer:
-            trainer_ready = self._install_trainer()
-        for chart in charts:
-            chart_id = chart.node.id
-            # The PyTorchJob and Karpenter CRDs outlive their last objects (deleting a CRD deletes every object of
-            # its kind, NodePools and NodeClaims with the nodes they hold).
-            if chart_id in (TRAINING_OPERATOR_CRD, KARPENTER_CRD):
-                manifest = self._retained_manifest(chart)
-            else:
-                manifest = self.cluster.add_cdk8s_chart(chart_id, chart)
-            for need in chart.node.dependencies:
-                manifest.node.add_dependency(*ready[need.node.id])
-            if trainer_ready is not None and chart_id in (TRAINING_RUNTIMES, TRAINING_JOBS) and (
-                CHART_ORDER[chart_id] > HELM_ORDER[KUBEFLOW_TRAINER]
-            ):
-                manifest.node.add_dependency(*trainer_ready)
-            manifests.append(manifest)
-            ready[chart_id] = [manifest]
-            if chart_id in crd_waits:
-                wait_id, crd_name = crd_waits[chart_id]
-                self.crd_waits[crd_name] = self._wait_until_established(manifest, crd_name, wait_id)
-                ready[chart_id] = [self.crd_waits[crd_name]]
-                if chart_id == MPI_OPERATOR_CRD:
-                    self.crd_established = self.crd_waits[crd_name]
-            if chart_id == TRAINING_OPERATOR:
-                ready[chart_id] = [self._wait_for_training_operator(manifest)]
-            if chart_id in kueue_crds:  # the kinds the queues chart and Kueue's own workloads use, Established
-                ready[chart_id] = self._wait_all_established(manifest, kueue_crds[chart_id], "KueueCrdEstablished")
-            if chart_id == KUEUE:
-                ready[chart_id] = self._wait_for_kueue(manifest)
-            if chart_id == KARPENTER_CRD:
-                from k8s.karpenter import POOL_KIND_CRDS
+            rollout = plan_rollout(self.plan, charts)
+        return RolloutConstructs(self, self.cluster, rollout, {c.node.id: c for c in charts},
+                                 self._system_node_groups())
 
-                # each kind of the pools chart, Established
-                ready[chart_id] = self._wait_all_established(manifest, POOL_KIND_CRDS, "KarpenterCrdEstablished")
-                # The release is installed after them: aws-cdk-lib 2.275's kubectl handler reads SkipCrds but never
-                # passes --skip-crds to helm (custom-resource-handlers aws-eks-v2/kubectl-handler/helm/__init__.py,
-                # helm_handler), so Helm installs the chart's crds/ unless they exist, and skips those that do
-                # (helm.sh, "Custom Resource Definitions": CRDs in crds/ are installed only if not present).
-                karpenter = getattr(self, "karpenter", None)
-                if karpenter is not None:
-                    karpenter.chart.node.add_dependency(*ready[chart_id])
-            controller = getattr(self, "karpenter", None)
-            if chart_id == KARPENTER_POOLS and controller is not None:
-                # the EC2NodeClasses name the nodes' role, which must exist before Karpenter resolves them
-                manifest.node.add_dependency(controller.node_role)
-                # ... and on deletion the controller must outlive them: an EC2NodeClass and its NodeClaims carry
-                # finalizers only the controller clears, terminating the nodes (karpenter-provider-aws@v1.14.1
-                # pkg/controllers/nodeclass/controller.go; website v1.14 concepts/disruption.md, "Termination
-                # Controller"); the kubectl handler's delete waits for them. The controller runs on the system node
-                # group, which nothing else keeps until the pools are deleted: they follow the wait for its replica,
-                # which follows the release and the system node group.
-                manifest.node.add_dependency(controller.chart, self.karpenter_available)
-            eni_configs = getattr(self, "eni_configs", None)
-            if chart_id == KARPENTER_POOLS and eni_configs is not None:
-                # custom networking: a pool's node, like a node group's, must find its zone's ENIConfig when ipamd
-                # starts (see _eni_configs)
-                manifest.node.add_dependency(eni_configs)
-        return manifests
+    def _apply_rollout(self) -> list[eks.KubernetesManifest]:
+        """Every step of the rollout as a construct and every edge as a dependency; returns the manifests.
+
+        Releases (and the waits for their CRDs and controllers) are made before the charts' manifests, each chart's
+        waits after its manifest. Nothing waits for a node group to be *applied* (``kubectl apply`` of a DaemonSet or a
+        Deployment returns before any pod runs), except the waits for a controller's available replica, which follow
+        the system node group: the CRDs, operators and device plugins are applied while the nodes launch
+        (docs/design/deploy-model.md)."""
+        from k8s.rollout import ApplyChart, InstallRelease
+
+        k = self.kubernetes
+        for release in k.rollout.of_type(InstallRelease):
+            k.make(steps_of(k.rollout, release.component))
+        k.make(k.rollout.steps)
+        k.link()
+        self._rollout_extras()
+        return [m for s in k.rollout.of_type(ApplyChart) if isinstance(m := k[s.id], eks.KubernetesManifest)]
+
+    def _rollout_extras(self) -> None:
+        """What the rollout's steps need of the AWS side: the pools' EC2NodeClasses name the nodes' role, which must
+        exist before Karpenter resolves them, and with custom networking a pool's node, like a node group's, must
+        find its zone's ENIConfig when ipamd starts (see _eni_configs)."""
+        from k8s.components import KARPENTER_POOLS
+        from k8s.rollout import apply_id
+
+        pools = apply_id(KARPENTER_POOLS)
+        if pools not in self.kubernetes.rollout:
+            return
+        if self.karpenter is not None:
+            self.kubernetes[pools].node.add_dependency(self.karpenter.node_role)
+        if self.eni_configs is not None:
+            self.kubernetes[pools].node.add_dependency(self.eni_configs)
 
     def _system_node_groups(self) -> list[Construct]:
         """The node groups the controllers run on (:func:`k8s.scheduling.system_node_selector`: the system node
@@ -736,148 +487,6 @@ class ClusterStack(Stack):
         system = [self.node_groups[ng.name].nodegroup for ng in self.plan.all_node_groups
                   if ng.role == contract.SYSTEM_NODE_GROUP and ng.name in self.node_groups]
         return system or [group.nodegroup for group in self.node_groups.values()]
-
-    def _retained_manifest(self, chart: cdk8s.Chart) -> eks.KubernetesManifest:
-        """A chart whose objects outlive it: ``add_cdk8s_chart``'s manifest (same scope and id, so the same
-        logical id) that CloudFormation keeps when the chart leaves the template (``RemovalPolicy.RETAIN``:
-        no Delete event, so the kubectl handler never runs ``kubectl delete``), and that is applied over
-        the kept objects when the chart comes back (``overwrite``: ``kubectl apply``, not ``kubectl create``,
-        on Create; aws-cdk-lib 2.275 aws-eks-v2 KubernetesManifestProps.overwrite). docs/design/training.md."""
-        return eks.KubernetesManifest(
-            self.cluster, chart.node.id, cluster=self.cluster, manifest=chart.to_json(),
-            overwrite=True, removal_policy=RemovalPolicy.RETAIN,
-        )
-
-    def _install_trainer(self) -> list[Construct]:
-        """Kubeflow Trainer v2 from its upstream Helm chart (see :mod:`k8s.training_operators`); returns what the
-        manifests of its kinds wait for: its TrainJob CRD Established and its manager serving its webhooks.
-
-        The release is installed as soon as the API server takes it, alongside the nodes (``helm`` without
-        ``--wait``: nothing it creates needs a node to be created), and the manager's availability is waited for
-        after the system node group it runs on (``_wait_for_controller``): the manager's readiness check
-        passes only once its certificate rotator is ready and its webhook server has started
-        (kubeflow/trainer@v2.3.0 cmd/trainer-controller-manager/main.go ``setupProbeEndpoints``), and the rotator
-        is ready only once it has written the CA into every webhook configuration it manages
-        (open-policy-agent/cert-controller v0.16.0, the build trainer v2.3.0's go.mod pins, pkg/rotator/rotator.go
-        ``ensureReady``: ``IsReady`` is closed after ``wasCAInjected``). A ClusterTrainingRuntime or a TrainJob is
-        admitted from then on."""
-        from k8s.training_operators import TRAINER_CHART, TrainerHelmProps
-
-        props = TrainerHelmProps()
-        self.trainer = self.cluster.add_helm_chart(
-            "KubeflowTrainer",
-            chart=TRAINER_CHART,
-            repository=props.repository,
-            version=props.version,
-            release=contract.TRAINER_RELEASE,
-            namespace=contract.TRAINER_NAMESPACE,
-            create_namespace=True,
-            values=props.values(),
-            # No helm --wait: the manager's pods need the system nodes, which are still launching; the waits
-            # below follow the release instead.
-            wait=False,
-            # The chart ships its CRDs as templates (kubeflow/trainer@v2.3.0 charts/kubeflow-trainer/templates/crd/),
-            # which `helm uninstall` deletes with every TrainJob: the release stays when the last TrainJob
-            # leaves the spec (docs/design/training.md, "Keeping the CRDs").
-            removal_policy=RemovalPolicy.RETAIN,
-        )
-        crd = self.crd_waits[contract.TRAINJOB_CRD_NAME] = self._wait_until_established(
-            self.trainer, contract.TRAINJOB_CRD_NAME, "TrainJobCrdEstablished"
-        )
-        available = self._wait_for_controller(
-            "TrainerAvailable", self.trainer, contract.TRAINER_DEPLOYMENT, contract.TRAINER_NAMESPACE
-        )
-        return [crd, available]
-
-    def _wait_for_controller(
-        self, id: str, controller: Construct, deployment: str, namespace: str
-    ) -> eks.KubernetesObjectValue:
-        """Waits, after ``controller`` is applied and after the system node group its pods run on, until the
-        Deployment ``deployment`` has an available replica (``.status.availableReplicas`` appears only then)."""
-        available = self._wait_for_value(
-            id, controller, "deployment", deployment, ".status.availableReplicas", minutes=10, namespace=namespace,
-        )
-        for group in self._system_node_groups():  # a replica becomes available only on a node
-            available.node.add_dependency(group)
-        return available
-
-    def _wait_for_training_operator(self, operator: Construct) -> eks.KubernetesObjectValue:
-        """Waits until Training Operator v1 can admit a PyTorchJob; returns the last wait.
-
-        Its ValidatingWebhookConfiguration has ``failurePolicy: Fail`` (upstream's), so the API server rejects
-        every PyTorchJob until the controller serves the webhook: first the Deployment has an available
-        replica (``.status.availableReplicas`` appears only then), then the controller's cert-controller has
-        written the CA into the webhook configuration (``caBundle``, see :mod:`k8s.training_operators`).
-        The kubectl handler polls each JSONPath until it yields a value, up to the timeout, and returns the
-        value as the custom resource's data: CloudFormation caps a custom resource response at 4,096 bytes
-        (CloudFormation User Guide, "Custom resources" response objects), and the CA bundle, the base64 PEM
-        of the rotator's self-signed CA (open-policy-agent/cert-controller@0320677 pkg/rotator/rotator.go
-        ``CreateCACert``: an RSA 2048 key; ``injectCertToWebhook`` writes it to every webhook's
-        ``clientConfig.caBundle``), is about 1.6 KB.
-        """
-        from k8s.training_operators import WEBHOOK_CONFIGURATION
-
-        available = self._wait_for_controller(
-            "TrainingOperatorAvailable", operator, contract.TRAINING_OPERATOR_NAME, contract.TRAINING_OPERATOR_NAMESPACE,
-        )
-        return self._wait_for_value(
-            "TrainingOperatorWebhookCa", available, "validatingwebhookconfiguration", WEBHOOK_CONFIGURATION,
-            ".webhooks[0].clientConfig.caBundle",
-        )
-
-    def _wait_all_established(self, crds: Construct, names: Sequence[str], prefix: str) -> list[Construct]:
-        """One wait per CRD of ``names`` (all after the manifest ``crds``, side by side) until it is Established."""
-        waits: list[Construct] = []
-        for name in names:
-            self.crd_waits[name] = self._wait_until_established(crds, name, prefix + name.split(".")[0].capitalize())
-            waits.append(self.crd_waits[name])
-        return waits
-
-    def _wait_for_kueue(self, controller: Construct) -> list[Construct]:
-        """Waits until Kueue admits its own objects and the queued jobs; returns the wait to follow.
-
-        Kueue's webhooks fail closed (``failurePolicy: Fail`` in the v0.19.2 release build, k8s/crds/kueue/
-        controller.yaml): every ClusterQueue, LocalQueue, ResourceFlavor and Topology, and every queued MPIJob,
-        TrainJob or PyTorchJob, is refused until the controller serves them. An available replica is enough: its
-        readiness check passes only once the certificate rotator is ready and the webhook server has started
-        (kubernetes-sigs/kueue@c3785e5 (v0.19.2) cmd/kueue/main.go ``setupProbeEndpoints``), and the rotator is
-        ready only after it has written the CA into both webhook configurations it manages (pkg/util/cert/cert.go
-        ``ManageCerts``: ``kueue-validating-webhook-configuration`` and ``kueue-mutating-webhook-configuration``;
-        open-policy-agent/cert-controller v0.16.0, the build kueue's go.mod pins, pkg/rotator/rotator.go
-        ``ensureReady`` closes ``IsReady`` after ``wasCAInjected``).
-        """
-        return [self._wait_for_controller("KueueAvailable", controller, contract.KUEUE_CONTROLLER, contract.KUEUE_NAMESPACE)]
-
-    def _wait_for_value(
-        self, id: str, after: Construct, object_type: str, name: str, json_path: str, *, minutes: int = 5,
-        namespace: str | None = None,
-    ) -> eks.KubernetesObjectValue:
-        """A resource, created after ``after``, that completes once ``json_path`` of the object yields a value."""
-        wait = eks.KubernetesObjectValue(
-            self, id,
-            cluster=self.cluster,
-            object_type=object_type,
-            object_name=name,
-            json_path=json_path,
-            timeout=Duration.minutes(minutes),
-            **({"object_namespace": namespace} if namespace else {}),
-        )
-        wait.node.add_dependency(after)
-        return wait
-
-    def _wait_until_established(
-        self, crd: Construct, name: str, id: str = "CrdEstablished"
-    ) -> eks.KubernetesObjectValue:
-        """A resource that completes once the CRD ``name`` is Established, for the manifests that use its kind.
-
-        The API server serves a new kind only after the CRD's ``Established`` condition is True
-        (kubernetes.io, "Extend the Kubernetes API with CustomResourceDefinitions"); before that,
-        ``kubectl apply`` of an object of that kind fails with "no matches for kind". The kubectl
-        handler's ``get`` polls ``kubectl get`` every 10 s until the JSONPath yields a value, up to the
-        timeout (aws-cdk-lib 2.275 custom-resource-handlers aws-eks-v2/kubectl-handler/get): hence
-        :data:`CRD_ESTABLISHED_JSONPATH`, which yields nothing until the condition is True.
-        """
-        return self._wait_for_value(id, crd, "customresourcedefinition", name, CRD_ESTABLISHED_JSONPATH)
 
     def _acknowledge_findings(self) -> None:
         for name in NODE_ROLE_POLICIES:

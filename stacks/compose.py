@@ -22,15 +22,20 @@ from stacks.storage_stack import ClusterStorage
 if TYPE_CHECKING:
     import cdk8s
 
+    from k8s.rollout import Rollout
+
 
 @dataclass
 class ClusterStacks:
+    """What :func:`build` added to the app: the cluster stack and, with a ``storage`` section, its storage."""
+
     cluster: ClusterStack
     storage: ClusterStorage | None = None
     """The storage construct in the cluster stack (with a ``storage`` section)."""
 
     @property
     def network(self) -> ClusterNetwork:
+        """The VPC and the EFA security group in the cluster stack."""
         return self.cluster.network
 
     @property
@@ -46,11 +51,13 @@ def build(
     account: str | None = None,
     nag: bool = True,
     charts: Sequence[cdk8s.Chart] | None = None,
+    rollout: Rollout | None = None,
 ) -> ClusterStacks:
     """Add the stacks for ``plan`` to ``app``. The region comes from the spec; synth needs no account.
 
-    ``charts`` are the cdk8s charts of :func:`k8s.charts.build_charts` for ``plan``; pass the ones you
-    also write to ``dist/`` so that both come from the same objects (built here when absent).
+    ``charts`` are the cdk8s charts of :func:`k8s.charts.build_charts` for ``plan`` and ``rollout`` their rollout
+    (:func:`k8s.rollout.plan_rollout`); pass the ones you also write to ``dist/`` so that both come from the same
+    objects and the same order (made here when absent).
 
     With ``nag`` (the default) the cdk-nag AwsSolutions pack and the project's EfaStack pack
     (efa_stack/checks/nag_pack.py) check every synth: an unacknowledged finding fails the synth
@@ -60,7 +67,7 @@ def build(
         Validations.of(app).add_plugins(AwsSolutionsChecks(app), EfaStackChecks(app))
     env = Environment(account=account, region=plan.region)
     cluster = ClusterStack(
-        app, names.stack_name(plan.name, "cluster"), plan=plan, charts=charts, env=env,
+        app, names.stack_name(plan.name, "cluster"), plan=plan, charts=charts, rollout=rollout, env=env,
         description=f"efa-stack {plan.name}: VPC and EFA security group, EKS cluster, add-ons, node groups and charts"
         + (", FSx for Lustre (retained on delete) with its CSI driver and volume" if plan.storage is not None else ""),
     )

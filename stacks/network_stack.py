@@ -16,6 +16,13 @@ from efa_stack.planning.plan import ClusterPlan
 
 
 class ClusterNetwork(Construct):
+    """The plan's VPC (new, with subnets sized for every address, or the spec's existing one) and EFA security group.
+
+    A new VPC is :class:`aws_constructs.network.EfaVpc` with the plan's subnet masks, NAT gateways, interface
+    endpoints and, with ``vpc.podCIDR``, the pod subnets of VPC CNI custom networking; an existing VPC (eksctl
+    ``vpc.id``/``vpc.subnets``) is :class:`aws_constructs.network.ExistingVpc` and nothing is created but the group.
+    """
+
     def __init__(self, scope: Construct, id: str, *, plan: ClusterPlan) -> None:
         super().__init__(scope, id)
         self.plan = plan
@@ -47,13 +54,16 @@ class ClusterNetwork(Construct):
 
     @property
     def vpc(self) -> ec2.IVpc:
+        """The cluster's VPC, new or existing."""
         return self.network.vpc
 
     @property
     def efa_security_group(self) -> ec2.ISecurityGroup:
+        """The group every EFA interface is in: all traffic to and from itself."""
         return self.efa.security_group
 
     def private_subnet(self, availability_zone: str) -> ec2.ISubnet:
+        """The private subnet in ``availability_zone`` (an EFA node group's, the file system's)."""
         return self.network.private_subnet(availability_zone)
 
     @property

@@ -22,7 +22,8 @@ from aws_constructs.security import acknowledge
 from efa_stack.planning.plan import ClusterPlan
 from efa_stack.planning.storage import StoragePlan
 from k8s.storage import StaticVolumeProps, StorageClassProps, storage_manifests
-from stacks.cluster_stack import ClusterStack, apply_addon_settings
+from stacks.addons import apply_addon_settings
+from stacks.cluster_stack import ClusterStack
 from stacks.network_stack import ClusterNetwork
 
 FSX_CSI_ADDON = "aws-fsx-csi-driver"
@@ -42,6 +43,9 @@ FSX_CSI_CONFIGURATION: dict[str, Any] | None = None
 
 
 class ClusterStorage(Construct):
+    """The plan's FSx for Lustre file system in its zone's private subnet, the FSx CSI driver add-on with its Pod
+    Identity role, and the static volume, claim and optional StorageClass the jobs mount (module docstring)."""
+
     def __init__(
         self,
         scope: Construct,
@@ -67,10 +71,13 @@ class ClusterStorage(Construct):
                 data_compression=storage.data_compression,
                 s3=storage.s3,
                 lustre_version=storage.lustre_version,
+                metadata=storage.metadata,
+                efa_enabled=storage.efa,
             ),
             vpc=network.vpc,
             subnet=subnet,
             client_security_group_ids=[cluster_sg],
+            efa_security_group=network.efa if storage.efa else None,
         )
         self.csi_role = self._csi_role()
         self.csi_driver = eks.Addon(
@@ -134,6 +141,7 @@ class ClusterStorage(Construct):
 
     @property
     def claim_name(self) -> str:
+        """The PersistentVolumeClaim jobs mount (``efa_stack.contract.FSX_CLAIM_NAME``)."""
         return self.storage.claim_name
 
     def _nag_arn(self, arn: str) -> str:

@@ -292,6 +292,7 @@ class Built:
     plan: Any
     charts: list[Any]
     manifests: dict[str, list[dict[str, Any]]]  # chart id -> objects, in order
+    _rollout: Any = None
 
     @property
     def chart_ids(self) -> list[str]:
@@ -309,6 +310,15 @@ class Built:
 
     def mpijob(self) -> dict[str, Any]:
         return self.find("MPIJob")
+
+    @property
+    def rollout(self) -> Any:
+        """The charts' rollout (:func:`k8s.rollout.plan_rollout`), made once."""
+        if self._rollout is None:
+            from k8s.rollout import plan_rollout
+
+            self._rollout = plan_rollout(self.plan, self.charts)
+        return self._rollout
 
 
 def _build(plan: Any) -> Built:

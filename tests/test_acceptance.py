@@ -10,6 +10,9 @@ from __future__ import annotations
 import inspect
 import io
 import json
+import os
+import stat
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +23,7 @@ from rich.console import Console
 from efa_stack import contract
 from efa_stack.acceptance import checks, judge
 from efa_stack.acceptance.model import Evidence, PairResult
-from efa_stack.acceptance.run import run_acceptance
+from efa_stack.acceptance.run import AcceptanceOptions, run_acceptance
 from efa_stack.errors import UserError
 from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec.models import KUBERNETES_VERSIONS
@@ -114,7 +117,8 @@ class FakeCustom:
 def _run(logs: dict[str, str], slow: set[str] = frozenset(), **kw: Any) -> tuple[Any, FakeCore, FakeCustom]:  # type: ignore[assignment]
     core = FakeCore(logs)
     custom = FakeCustom(core, set(slow))
-    report = run_acceptance(PLAN, core, custom, node_group="p5", clock=lambda: 0.0, sleep=lambda s: None, **kw)
+    report = run_acceptance(PLAN, core, custom, AcceptanceOptions(node_group="p5", clock=lambda: 0.0,
+                                                                  sleep=lambda s: None, **kw))
     return report, core, custom
 
 
@@ -193,7 +197,7 @@ def test_every_rendered_check_pod_and_pair_job_is_valid_kubernetes() -> None:
     import jsonschema
     import kubernetes_validate
 
-    from tests.test_k8s_support import crd_schema
+    from tests.support import crd_schema
 
     _, core, custom = _run(_healthy(), slow={NODES[1]})
     for pod in core.created:
@@ -270,11 +274,75 @@ def test_ambiguous_nodes_fail_acceptance_but_are_not_quarantined() -> None:
     # GIVEN two nodes whose only pair is slow WHEN acceptance runs with --quarantine
     core = FakeCore({n: _text("node_pass.log") for n in NODES[:2]})
     core.node_list.items = core.node_list.items[:2]
-    report = run_acceptance(PLAN, core, FakeCustom(core, {NODES[0]}), node_group="p5", quarantine=True,
-                            clock=lambda: 0.0, sleep=lambda s: None)
+    report = run_acceptance(PLAN, core, FakeCustom(core, {NODES[0]}), AcceptanceOptions(
+        node_group="p5", quarantine=True, clock=lambda: 0.0, sleep=lambda s: None))
     # THEN the report is not OK, both are ambiguous, nothing is tainted, and a note says why
     assert not report.ok and [v.status for v in report.nodes] == ["ambiguous", "ambiguous"]
     assert core.patches == [] and any(n.startswith("pair tests (ambiguous)") for n in report.notes)
+
+
+# --- what the node runs, against the table of EFA software ----------------------------------------------
+
+
+def test_node_software_is_read_from_its_sections_and_passes_on_p5() -> None:
+    sections = checks.parse_sections(_text("node_pass.log"))
+    assert checks.node_software(sections) == {
+        "nvidiaDriver": "580.159.03", "efaDriver": "3.1.0", "libfabric": "2.4.0amzn5.0"}
+    e = checks.judge_software(sections, "p5.48xlarge")
+    assert e.status == "pass"
+    assert e.measured == "NVIDIA driver 580.159.03, EFA driver 3.1.0, libfabric 2.4.0amzn5.0"
+
+
+def test_fails_p6e_node_on_an_r595_driver_with_the_rows_fix_and_source() -> None:
+    # GIVEN a node whose nvidia-smi reports 595.91.07 WHEN judged as a p6e-gb200 node THEN the R595 row fails it
+    sections = checks.parse_sections(_text("node_r595_driver.log"))
+    e = checks.judge_software(sections, "p6e-gb200.36xlarge")
+    assert e.status == "failed" and "NVIDIA driver 595.91.07" in e.measured
+    assert "nvidia-r595-p6e-efa" in e.detail and "NVIDIA/aicr#2383" in e.detail and "R580" in e.detail
+    # the row is about P6e: the same driver on p5 passes
+    assert checks.judge_software(sections, "p5.48xlarge").status == "pass"
+
+
+def test_software_is_skipped_when_the_node_log_has_no_versions() -> None:
+    sections = {k: v for k, v in checks.parse_sections(_text("node_pass.log")).items()
+                if k not in ("nvidia-driver", "efa-driver", "libfabric")}
+    e = checks.judge_software(sections, "p5.48xlarge")
+    assert e.status == "skipped" and "not read" in e.measured
+
+
+def test_a_failed_or_garbled_version_section_is_not_read() -> None:
+    log = ("=== efa-stack-check BEGIN nvidia-driver ===\nNVIDIA-SMI has failed\n"
+           "=== efa-stack-check END nvidia-driver rc=9 ===\n"
+           "=== efa-stack-check BEGIN efa-driver ===\ncat: /sys/module/efa/version: No such file or directory\n"
+           "=== efa-stack-check END efa-driver rc=1 ===\n"
+           "=== efa-stack-check BEGIN libfabric ===\n/opt/amazon/efa/bin/fi_info: 2.4.0amzn3.0\nlibfabric api: 2.4\n"
+           "=== efa-stack-check END libfabric rc=0 ===\n")
+    assert checks.node_software(checks.parse_sections(log)) == {
+        "nvidiaDriver": None, "efaDriver": None, "libfabric": None}
+
+
+def test_check_script_prints_the_three_version_sections(tmp_path: Path) -> None:
+    # GIVEN fakes of the node mode's tools: nvidia-smi answering the driver query, fi_info --version, and a module dir
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fakes = {
+        "nvidia-smi": 'case "$*" in *driver_version*) printf "580.159.03\\n580.159.03\\n";; esac\n',
+        "fi_info": 'case "$*" in --version) printf "fi_info: 2.4.0amzn5.0\\nlibfabric: 2.4.0amzn5.0\\nlibfabric api: 2.4\\n";; esac\n',
+        "all_reduce_perf": "exit 0\n", "fi_pingpong": "exit 0\n", "sleep": "exit 0\n", "timeout": "exit 0\n",
+    }
+    for name, body in fakes.items():
+        path = bin_dir / name
+        path.write_text("#!/bin/sh\n" + body)
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    module = tmp_path / "efa"
+    module.mkdir()
+    (module / "version").write_text("3.1.0g\n")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "EFA_MODULE_DIR": str(module)}
+    out = subprocess.run(["bash", str(manifests.CHECK_SCRIPT), "node", "8", "32", str(tmp_path / "none")],
+                         env=env, check=True, capture_output=True, text=True, timeout=60).stdout
+    # THEN the sections read back into the facts the table's rows are written in
+    assert checks.node_software(checks.parse_sections(out)) == {
+        "nvidiaDriver": "580.159.03", "efaDriver": "3.1.0", "libfabric": "2.4.0amzn5.0"}
 
 
 # --- whole runs --------------------------------------------------------------------------------------
@@ -322,6 +390,18 @@ def test_fails_node_with_a_missing_efa_device() -> None:
     assert any(e.line().startswith("efa-devices: failed: measured 31 EFA RDM domains") for e in v.evidence)
 
 
+def test_fails_node_whose_driver_hits_a_known_bad_row_for_its_instance_type(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.test_node_software import synthetic_r595_on_p5
+
+    synthetic_r595_on_p5(monkeypatch)  # SYNTHETIC: a copy of the R595 row that names p5.48xlarge
+    report, _, _ = _run(_healthy() | {NODES[3]: _text("node_r595_driver.log")})
+    v = _verdict(report, NODES[3])
+    assert v.status == "failed" and v.reason() == "software-failed"
+    (e,) = [e for e in v.evidence if e.check == "software"]
+    assert "NVIDIA driver 595.91.07" in e.measured and "synthetic row of tests/test_node_software.py" in e.detail
+    assert all(_verdict(report, n).status == "pass" for n in NODES[:3])
+
+
 def test_quarantine_cordons_and_taints_keeping_the_nodes_own_taints() -> None:
     report, core, _ = _run(_healthy() | {NODES[2]: _text("node_dcgm_failed.log")}, slow=set(), quarantine=True)
     assert core.patches == [(NODES[2], {"spec": {"unschedulable": True, "taints": [
@@ -339,8 +419,8 @@ def test_no_quarantine_without_the_flag() -> None:
 def test_pod_that_never_ran_fails_with_the_timeout_fix() -> None:
     core = FakeCore(_healthy())
     core.phase = "Pending"
-    report = run_acceptance(PLAN, core, FakeCustom(core, set()), node_group="p5", timeout=0, clock=lambda: 0.0,
-                            sleep=lambda s: None)
+    report = run_acceptance(PLAN, core, FakeCustom(core, set()), AcceptanceOptions(
+        node_group="p5", timeout=0, clock=lambda: 0.0, sleep=lambda s: None))
     assert all(v.status == "failed" for v in report.nodes)
     assert "raise --timeout" in report.nodes[0].evidence[0].detail
 
@@ -356,7 +436,7 @@ def test_pod_that_never_ran_fails_with_the_timeout_fix() -> None:
 def test_fails_bad_input_with_field_and_fix(kw: dict[str, Any], message: str, fix: str) -> None:
     core = FakeCore(_healthy())
     with pytest.raises(UserError) as exc:
-        run_acceptance(PLAN, core, FakeCustom(core, set()), **({"node_group": "p5"} | kw))
+        run_acceptance(PLAN, core, FakeCustom(core, set()), AcceptanceOptions(**({"node_group": "p5"} | kw)))
     assert message in exc.value.message and fix in exc.value.fix
 
 
@@ -364,7 +444,7 @@ def test_fails_when_no_nodes_are_found() -> None:
     core = FakeCore(_healthy(), nodes="nodes_p5x4.json")
     core.node_list.items = []
     with pytest.raises(UserError, match="no nodes found for node group 'p5'"):
-        run_acceptance(PLAN, core, FakeCustom(core, set()), node_group="p5")
+        run_acceptance(PLAN, core, FakeCustom(core, set()), AcceptanceOptions(node_group="p5"))
 
 
 def test_command_prints_json_document_and_exit_code() -> None:
@@ -406,17 +486,16 @@ def test_quarantine_on_a_topology_queued_group_says_when_kueue_replaces_the_node
     plan = plan_from_file(ROOT / "clusters" / "tas-p5.yaml")
     assert plan.kueue is not None and plan.kueue.binding("p5").worker_annotations
     core = FakeCore(_healthy() | {NODES[2]: _text("node_dcgm_failed.log")})
-    report = run_acceptance(plan, core, FakeCustom(core, set()), node_group="p5", quarantine=True,
-                            clock=lambda: 0.0, sleep=lambda s: None)
+    report = run_acceptance(plan, core, FakeCustom(core, set()), AcceptanceOptions(
+        node_group="p5", quarantine=True, clock=lambda: 0.0, sleep=lambda s: None))
     assert [n for n, _ in core.patches] == [NODES[2]]
     assert KUEUE_REPLACEMENT_NOTE in report.notes
     # without Kueue, or with nothing quarantined, the note is not given
     assert KUEUE_REPLACEMENT_NOTE not in _run(_healthy() | {NODES[2]: _text("node_dcgm_failed.log")},
                                               quarantine=True)[0].notes
     clean = FakeCore(_healthy())
-    assert KUEUE_REPLACEMENT_NOTE not in run_acceptance(plan, clean, FakeCustom(clean, set()), node_group="p5",
-                                                        quarantine=True, clock=lambda: 0.0,
-                                                        sleep=lambda s: None).notes
+    assert KUEUE_REPLACEMENT_NOTE not in run_acceptance(plan, clean, FakeCustom(clean, set()), AcceptanceOptions(
+        node_group="p5", quarantine=True, clock=lambda: 0.0, sleep=lambda s: None)).notes
 
 
 def test_no_queued_pod_tolerates_the_quarantine_taint() -> None:

@@ -23,6 +23,7 @@ import copy
 import functools
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import time
@@ -34,17 +35,16 @@ from typing import Any
 import pytest
 import yaml
 
-from efa_stack.rehearsal.apply import ApplyError, dist_objects, documents, script_steps, wait_established
 from efa_stack.rehearsal.client import FIELD_MANAGER, Api
 from efa_stack.rehearsal.control_plane import start_api_server
 from efa_stack.rehearsal.processes import Processes
+from efa_stack.rehearsal.rollout import RolloutError, wait_established
 from tests.support import CLUSTERS, LOADER, ROOT
 
 pytestmark = pytest.mark.xdist_group("apiserver")
 
 BUILD_SCRIPT = ROOT / "tools" / "kube-apiserver" / "build.sh"
 UPSTREAM = Path(__file__).resolve().parent / "fixtures" / "upstream"
-
 
 BUILD_TIMEOUT = 3600
 """Seconds for build.sh: the first build compiles kube-apiserver from source (minutes; see docs/development.md)."""
@@ -98,6 +98,16 @@ def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
 # --- apply.sh against the server -----------------------------------------------------------------------
 
 
+def _objects_in(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(file, object) for what ``kubectl apply -f PATH`` reads: the file, or the .yaml/.yml/.json files
+    directly in the folder, in name order; files named relative to dist/<cluster>/."""
+    files = [path] if path.is_file() else sorted(
+        p for p in path.iterdir() if p.is_file() and p.suffix in {".yaml", ".yml", ".json"}
+    )
+    dist = path.parent if path.is_file() or path.name == "after-crds" else path
+    return [(f.relative_to(dist).as_posix(), o) for f in files for o in _documents(f.read_text()) if o]
+
+
 def _documents(text: str) -> list[Any]:
     """The YAML documents of ``text``, parsed by libyaml where PyYAML has it (the same objects, many times faster
     than PyYAML's own parser on the large CRDs)."""
@@ -125,7 +135,7 @@ def _wait_established(api: Api, name: str) -> str | None:
     """None once CRD ``name`` is Established, else why not (after :data:`WAIT_TIMEOUT`)."""
     try:
         wait_established(api, name, WAIT_TIMEOUT)
-    except ApplyError as err:
+    except RolloutError as err:
         return str(err)
     return None
 
@@ -155,29 +165,63 @@ class Run:
         self.applied.append((source, obj))
 
 
+APPLY_FUNCTIONS = {"wait_established": "wait", "apply_until_admitted": "apply"}
+"""Shell functions apply.sh defines -> what they do: wait until a CRD is Established; kubectl apply a file
+(again while admission refuses it: no webhook runs here, so once)."""
+
+
+def apply_steps(script: str) -> list[list[str]]:
+    """The top-level command lines of ``apply.sh`` as words; comments and function bodies left out."""
+    steps = []
+    in_function = False
+    for line in script.splitlines():
+        if in_function:
+            in_function = line != "}"
+            continue
+        words = shlex.split(line, comments=True)
+        if not words:
+            continue
+        if words[0].endswith("()"):
+            assert words[1:] == ["{"], f"apply.sh: unexpected function definition: {line}"
+            in_function = True
+            continue
+        steps.append(words)
+    return steps
+
+
 def run_apply_script(api: Api, dist: Path, plan: Any) -> Run:
-    """The steps of ``dist/apply.sh`` of ``plan`` against ``api`` (read by efa_stack/rehearsal/apply.py
-    ``script_steps``): kubectl apply (server-side, for real), helm (its namespace and CRDs), the waits for
-    Established; ``kubectl rollout status`` needs a controller."""
-    from k8s.dist import helm_crd_kinds
+    """The steps of ``dist/apply.sh`` of ``plan`` against ``api``: kubectl apply (server-side, for real), helm
+    (its namespace and CRDs), the waits for Established; ``kubectl rollout status`` needs a controller."""
+    from k8s.rollout import releases
 
     run = Run(api)
-    helm_crds = set(helm_crd_kinds(plan).values())
-    for step in script_steps((dist / "apply.sh").read_text()):
-        if step.kind == "helm":
-            assert "--create-namespace" in step.line, step.line
-            run.apply(f"helm {step.target}", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": step.namespace}})
+    steps = apply_steps((dist / "apply.sh").read_text())
+    helm_crds = {crd for release in releases(plan).values() for crd in release.crds}
+    for words in steps:
+        line = shlex.join(words)
+        if words[0] in {"set", "cd", "command"}:
+            continue
+        action = APPLY_FUNCTIONS.get(words[0])
+        if words[0] == "helm":
+            assert words[1:3] == ["upgrade", "--install"] and "--create-namespace" in words, line
+            namespace = words[words.index("--namespace") + 1]
+            run.apply(f"helm {words[3]}", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
             for crd in _helm_crds(helm_crds):
-                run.apply(f"helm {step.target} (tests/fixtures/upstream)", crd)
-        elif step.kind in ("apply", "apply-until-admitted"):  # no webhook runs here: applied once
-            for source, obj in documents(dist / step.target, dist):
+                run.apply(f"helm {words[3]} (tests/fixtures/upstream)", crd)
+        elif words[:2] == ["kubectl", "apply"] or action == "apply":
+            target = words[1] if action == "apply" else words[words.index("-f") + 1]
+            assert action == "apply" or words[2:] == ["-f", target], line
+            for source, obj in _objects_in(dist / target):
                 run.apply(source, obj)
-        elif step.kind == "wait-established":
-            problem = _wait_established(api, step.target)
+        elif action == "wait" or words[:2] == ["kubectl", "wait"]:
+            name = words[1] if action == "wait" else next(w for w in words if w.startswith("crd/"))[4:]
+            problem = _wait_established(api, name)
             if problem:
-                run.refused.append(f"apply.sh: {step.line}: {problem}")
+                run.refused.append(f"apply.sh: {line}: {problem}")
+        elif words[:3] == ["kubectl", "rollout", "status"] or words[0] == "wait_for_value":
+            run.notes.append(f"not run (no controllers here): {line}")
         else:
-            run.notes.append(f"not run (no controllers here): {step.line}")
+            raise AssertionError(f"a command of apply.sh this test does not know: {line}")
     return run
 
 
@@ -349,7 +393,9 @@ def test_rendered_manifests_are_accepted_by_the_api_server(apiserver, stem, tmp_
         for note in run.notes:
             _log(f"{stem}: {note}")
         assert not run.refused, f"{stem}: the API server refused:\n" + "\n".join(run.refused)
-        rendered = dist_objects(dist)
+        rendered = [o for _, o in _objects_in(dist)] + (
+            [o for _, o in _objects_in(dist / "after-crds")] if (dist / "after-crds").is_dir() else []
+        )
         # THEN every rendered object is stored, as rendered
         if stem == PYTORCHJOB_VARIANT:
             assert {"PyTorchJob", "ValidatingWebhookConfiguration"} <= {o["kind"] for o in rendered}

@@ -102,8 +102,8 @@ def test_a_bad_spec_is_reported_before_the_cdk_loads(tmp_path):
     env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps({"spec": str(bad)})}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
                          check=False)
-    # THEN it exits 1 naming the problem, and aws-cdk-lib was never imported
-    assert "exit 1" in out.stdout and "aws_cdk not loaded" in out.stdout, out.stdout + out.stderr
+    # THEN it exits 2 (bad input) naming the problem, and aws-cdk-lib was never imported
+    assert "exit 2" in out.stdout and "aws_cdk not loaded" in out.stdout, out.stdout + out.stderr
     assert "managedNodeGroups[0].instanceType" in out.stderr
 
 

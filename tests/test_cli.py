@@ -1,7 +1,7 @@
 """The efa-stack CLI: --help everywhere, exit codes, JSON output, SpecError rendering (no tracebacks).
 
 AWS calls run under moto; Kubernetes APIs are fakes injected in place of ``tools.cli._kube_apis``
-(no kubeconfig is loaded); ``tools.nccl_report`` is replaced where the test is about the wiring.
+(no kubeconfig is loaded); nccl-report's command is replaced where the test is about the wiring.
 """
 
 from __future__ import annotations
@@ -237,18 +237,14 @@ def test_catalog_refresh_without_credentials_exits_2(monkeypatch: pytest.MonkeyP
 @pytest.fixture
 def fake_report(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     calls: list[tuple] = []
-    module = types.ModuleType("efa_stack.tools.nccl_report")
-    module.DEFAULT_THRESHOLD = 0.7  # type: ignore[attr-defined]  # a stand-in module
 
     def report_command(logs, instance_type, nodes, json_out, plot, threshold):
         calls.append((logs, instance_type, nodes, json_out, plot, threshold))
         return 1
 
-    module.report_command = report_command  # type: ignore[attr-defined]  # a stand-in module
-    monkeypatch.setitem(sys.modules, "efa_stack.tools.nccl_report", module)
-    from efa_stack import tools
+    from efa_stack.nccl_report import command
 
-    monkeypatch.setattr(tools, "nccl_report", module, raising=False)
+    monkeypatch.setattr(command, "report_command", report_command)
     return calls
 
 
@@ -264,17 +260,7 @@ def test_nccl_report_threshold_defaults_to_the_reports_own(fake_report: list) ->
     assert fake_report[0][1:] == (None, None, False, None, 0.7)
 
 
-def test_nccl_report_missing_module_exits_2(monkeypatch: pytest.MonkeyPatch) -> None:
-    from efa_stack import tools
-
-    monkeypatch.setitem(sys.modules, "efa_stack.tools.nccl_report", None)  # import fails
-    monkeypatch.delattr(tools, "nccl_report", raising=False)
-    result = invoke("nccl-report", "a.log")
-    assert result.exit_code == 2 and "nccl-report is not available" in result.stderr
-
-
 def test_nccl_report_on_a_real_log() -> None:
-    pytest.importorskip("efa_stack.tools.nccl_report")
     result = invoke("nccl-report", NCCL_LOG, "--instance-type", "p5.48xlarge", "--nodes", "2", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["exit_code"] == 0

@@ -8,7 +8,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from efa_stack import cluster
-from efa_stack.errors import UserError, print_error
+from efa_stack.errors import UserError
 from tests.test_verify import Clock, FakeCustom, job
 
 
@@ -77,17 +77,3 @@ def test_get_job_refuses_an_answer_that_is_not_an_object() -> None:
 
     with pytest.raises(UserError, match="not an object"):
         cluster.get_job(Odd(), "j", "default")
-
-
-def test_print_error_json_and_console() -> None:
-    import io
-
-    from rich.console import Console
-
-    out: list[str] = []
-    err = UserError("boom", "do this", exit_code=2)
-    assert print_error(err, json_out=True, console=None, echo=out.append, context={"cluster": "c"}) == 2
-    assert out == ['{\n  "cluster": "c",\n  "ok": false,\n  "error": "boom",\n  "fix": "do this"\n}']
-    buf = io.StringIO()
-    print_error(err, json_out=False, console=Console(file=buf, color_system=None))
-    assert buf.getvalue() == "error: boom\nFix: do this\n"

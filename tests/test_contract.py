@@ -43,8 +43,8 @@ def literals(path: Path) -> list[tuple[int, str]]:
 
 # Same text, other meaning: cdk8s chart ids (they name the dist/ files), not Kubernetes objects.
 OTHER_MEANING = {
-    ("k8s/charts.py", "neuron-device-plugin"), ("k8s/charts.py", "mpi-operator"),
-    ("k8s/charts.py", "training-operator"), ("k8s/charts.py", "kubeflow-trainer"),
+    ("k8s/components.py", "neuron-device-plugin"), ("k8s/components.py", "mpi-operator"),
+    ("k8s/components.py", "training-operator"), ("k8s/components.py", "kubeflow-trainer"),
 }
 
 

@@ -23,7 +23,7 @@ from efa_stack.planning import addons, image_compat
 from efa_stack.spec.errors import SpecError
 from k8s.dist import APPLY_SCRIPT, dist_dir, write_dist
 from tests.specs import cluster_spec, plan_of, problems_of
-from tests.test_k8s_support import built_text
+from tests.support import built_text
 from tests.test_k8s_training import job_spec, pod_templates, training_objects, validate
 
 ROOT = Path(__file__).resolve().parent.parent

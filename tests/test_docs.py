@@ -4,6 +4,7 @@ reference in the project's Python files resolves, and every data file names its 
 from __future__ import annotations
 
 import ast
+import fnmatch
 import importlib
 import json
 import re
@@ -241,3 +242,73 @@ def test_readme_is_short_and_links_the_docs():
     for page in ("docs/spec-reference.md", "docs/preflight.md", "docs/verify.md", "docs/acceptance.md",
                  "docs/nccl-report.md", "docs/deploy-and-apply.md"):
         assert f"({page})" in readme, page
+
+
+def test_the_kubernetes_side_table_lists_every_component_in_order():
+    # GIVEN the component table the rollout is made of WHEN the design page's table is read
+    from k8s.components import COMPONENTS
+
+    page = (ROOT / "docs" / "design" / "kubernetes-side.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| `([a-z0-9-]+)` \|", page, flags=re.MULTILINE)
+    # THEN it lists every chart and release, with its position, in apply order
+    assert [(int(n), c) for n, c in rows] == [(c.order, c.id) for c in COMPONENTS]
+
+
+# --- the README's map ("What lives where") names every folder and package, and only paths that exist ----------
+
+PATH_SPAN = re.compile(r"^[\w.-]+(/[\w.-]+)*/?$")
+
+
+def readme_map() -> list[tuple[list[str], list[str]]]:
+    """Each row of the README's "What lives where" table: the paths of its first column, the code spans of its second."""
+    section = (ROOT / "README.md").read_text().split("\n## What lives where\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    return [(re.findall(r"`([^`]+)`", first), re.findall(r"`([^`]+)`", rest))
+            for first, rest in (row.strip("| ").split(" | ", 1) for row in rows)]
+
+
+def is_path(span: str) -> bool:
+    """A code span that names a file or folder (``plan.py``, ``data/``), not a command (``cdk deploy``)."""
+    return bool(PATH_SPAN.match(span)) and (span.endswith("/") or bool(Path(span).suffix))
+
+
+def ignored(name: str) -> bool:
+    patterns = [p.rstrip("/") for p in (ROOT / ".gitignore").read_text().split() if not p.startswith("#")]
+    return name.startswith(".") or any(fnmatch.fnmatch(name, p) for p in patterns)
+
+
+def test_the_readme_map_names_every_top_level_folder():
+    named = {path.split("/")[0] for paths, _ in readme_map() for path in paths}
+    folders = {p.name for p in ROOT.iterdir() if p.is_dir() and not ignored(p.name)}
+    assert folders >= {"efa_stack", "stacks", "k8s", "aws_constructs", "tests", "docs"}
+    assert sorted(folders - named) == []
+
+
+def test_the_readme_map_names_every_package_and_module_of_efa_stack():
+    named = {path.rstrip("/") for paths, _ in readme_map() for path in paths}
+    own = {p.relative_to(ROOT).as_posix() for p in (ROOT / "efa_stack").iterdir()
+           if (p.is_dir() and any(p.glob("*.py"))) or (p.suffix == ".py" and p.name != "__init__.py")}
+    assert {"efa_stack/planning", "efa_stack/tools", "efa_stack/errors.py"} <= own
+    assert sorted(own - named) == []
+
+
+def test_the_readme_map_names_every_module_of_stacks():
+    (spans,) = [spans for paths, spans in readme_map() if paths == ["stacks/"]]
+    modules = {p.name for p in (ROOT / "stacks").glob("*.py") if p.name != "__init__.py"}
+    assert "kubernetes.py" in modules
+    assert sorted(modules - set(spans)) == []
+
+
+def test_every_path_in_the_readme_map_exists():
+    missing = []
+    for paths, spans in readme_map():
+        folders = [ROOT / p for p in paths if p.endswith("/")]
+        missing += [p for p in paths if not (ROOT / p).exists()]
+        missing += [f"{s} (in the row of {', '.join(paths)})" for s in spans
+                    if is_path(s) and not any((base / s).exists() for base in (*folders, ROOT))]
+    assert missing == []
+
+
+def test_the_map_reader_tells_paths_from_commands():
+    assert [is_path(s) for s in ("plan.py", "data/", "schema/cluster-spec.schema.json", "cdk deploy", "efa-stack",
+                                 "verify --acceptance")] == [True, True, True, False, False, False]

@@ -23,7 +23,6 @@ REJECTED: dict[str, list[tuple[str, str]]] = {
     # file: [(field, a phrase of its fix)], in the order reported; every problem of the file in one run
     "managed-nodes.yaml": [
         ("managedNodeGroups[0].ssh.publicKeyPath", "aws ec2 import-key-pair"),
-        ("managedNodeGroups[0].updateConfig", "remove it"),
         ("managedNodeGroups[0].securityGroups", "security groups are attached to every interface"),
         ("managedNodeGroups[2].ami", "an AMI id such as ami-0123456789abcdef0"),
         ("managedNodeGroups[3].launchTemplate", "writes the launch template"),
@@ -58,6 +57,11 @@ PUBLIC_REFUSED: dict[str, list[tuple[str, str]]] = {
         ('vpc.subnets.public.endpoint-two.id', 'replace it with your own id'),
         ('managedNodeGroups', "add 'managedNodeGroups': The node groups (EKS ma"),
         ('nodeGroups', 'move each entry to managedNodeGroups (efa-stack'),
+        # the subnets' zones, in the same run as their placeholder ids (their keys are no zone names)
+        ('vpc.subnets.private.p4de-1a.az', 'add az: <zone> to the subnet'),
+        ('vpc.subnets.private.p4de-1c.az', 'add az: <zone> to the subnet'),
+        ('vpc.subnets.public.endpoint-one.az', 'add az: <zone> to the subnet'),
+        ('vpc.subnets.public.endpoint-two.az', 'add az: <zone> to the subnet'),
         ('nodeGroups[0].capacityReservation.capacityReservationTarget.capacityReservationID', "replace it with your reservation's or Capacity B"),
     ],
     "aws-do-eks-eks-gpu-p4de-odcr.yaml": [
@@ -133,10 +137,31 @@ PUBLIC_REFUSED: dict[str, list[tuple[str, str]]] = {
         ('metadata.version', 'use one of 1.31, 1.32, 1.33, 1.34, 1.35, 1.36, quoted (version: "1.36")'),
         ('managedNodeGroups[1].capacityReservation.capacityReservationTarget.capacityReservationID', "replace it with your reservation's or Capacity B"),
     ],
+    "eksctl-07-ssh-keys.yaml": [
+        ('managedNodeGroups', "add 'managedNodeGroups': The node groups (EKS ma"),
+        ('nodeGroups', 'move each entry to managedNodeGroups (efa-stack '),
+        ('nodeGroups[0].ssh.publicKeyPath', 'import the key (`aws ec2 import-key-pair`) and u'),
+        ('nodeGroups[3].ssh.publicKey', 'import the key (`aws ec2 import-key-pair`) and u'),
+        ('nodeGroups[1].ssh.allow', 'add publicKeyName: <an EC2 key pair in the regio'),
+    ],
+    "eksctl-13-iamserviceaccounts.yaml": [
+        ('iam.serviceAccounts[0]', 'write this iam.podIdentityAssociations entry ins'),
+        ('iam.serviceAccounts[1]', 'write an iam.podIdentityAssociations entry {name'),
+        ('iam.serviceAccounts[2]', 'write this iam.podIdentityAssociations entry ins'),
+        ('iam.serviceAccounts[3]', 'write an iam.podIdentityAssociations entry {name'),
+        ('iam.serviceAccounts[4]', 'write an iam.podIdentityAssociations entry {name'),
+        ('iam.serviceAccounts[5]', 'write an iam.podIdentityAssociations entry {name'),
+        ('iam.serviceAccounts[6]', 'write an iam.podIdentityAssociations entry {name'),
+        ('iam.serviceAccounts[7]', 'write this iam.podIdentityAssociations entry ins'),
+        ('iam.serviceAccounts[8]', 'write this iam.podIdentityAssociations entry ins'),
+        ('iam.serviceAccounts[9]', 'write an iam.podIdentityAssociations entry {name'),
+        ('iam.serviceAccounts[10]', 'write an iam.podIdentityAssociations entry like '),
+        ('managedNodeGroups', "add 'managedNodeGroups': The node groups (EKS ma"),
+        ('nodeGroups', 'move each entry to managedNodeGroups (efa-stack '),
+    ],
     "eksctl-15-managed-nodes.yaml": [
         ('managedNodeGroups[0].ssh.publicKeyPath', 'import the key (`aws ec2 import-key-pair`) and u'),
         ('managedNodeGroups[0].ssh.sourceSecurityGroupIds', 'remove it; nodes are in private subnets, reach t'),
-        ('managedNodeGroups[0].updateConfig', 'remove it'),
         ('managedNodeGroups[0].securityGroups', 'remove it; the cluster and EFA security groups a'),
         ('managedNodeGroups[2].ami', 'use a value matching ^(ami-[0-9a-f]{8,17}|auto|a'),
         ('managedNodeGroups[3].launchTemplate', 'remove it; efa-stack writes the launch template'),
@@ -144,6 +169,20 @@ PUBLIC_REFUSED: dict[str, list[tuple[str, str]]] = {
         ('managedNodeGroups[0].iam.withAddonPolicies.certManager', 'remove it and give cert-manager its permissions'),
         ('managedNodeGroups[2].amiFamily', 'set amiFamily: AmazonLinux2023 or remove it'),
         ('managedNodeGroups[2].overrideBootstrapCommand', 'write a NodeConfig (apiVersion: node.eks.aws/v1a'),
+    ],
+    "eksctl-24-nodegroup-subnets.yaml": [
+        # a subnet without its id, and in the same run the node group that names public subnets
+        ('vpc.subnets.private.private-one.id', "add 'id'"),
+        ('managedNodeGroups', "add 'managedNodeGroups': The node groups (EKS ma"),
+        ('nodeGroups', 'move each entry to managedNodeGroups (efa-stack '),
+        ('vpc.subnets.private.private-one.az', 'add az: <zone> to the subnet'),
+        ('vpc.subnets.private.private-two.az', 'add az: <zone> to the subnet'),
+        ('vpc.subnets.private.private-three.az', 'add az: <zone> to the subnet'),
+        ('vpc.subnets.public.public-one.az', 'add az: <zone> to the subnet'),
+        ('vpc.subnets.public.public-two.az', 'add az: <zone> to the subnet'),
+        ('vpc.subnets.public.public-three.az', 'add az: <zone> to the subnet'),
+        ('nodeGroups[0].subnets', 'name a subnet listed under vpc.subnets.private'),
+        ('nodeGroups[0].subnets', 'name a subnet listed under vpc.subnets.private'),
     ],
     "eksctl-34-taints.yaml": [
         ('nodeGroups', 'move each entry to managedNodeGroups (efa-stack'),
@@ -417,3 +456,18 @@ def test_eksctl_access_entries_synthesize():
     template.has_resource_properties("AWS::EKS::Cluster", {
         "AccessConfig": {"AuthenticationMode": "API", "BootstrapClusterCreatorAdminPermissions": False},
     })
+
+
+def test_eksctl_ssh_example_keeps_every_named_key():
+    # GIVEN eksctl's examples/07-ssh-keys.yaml, each node group's ssh block on a managed node group
+    from tests.support import BASE, plan_of
+
+    groups = {g["name"]: g["ssh"] for g in yaml.safe_load((FIXTURES / "eksctl-07-ssh-keys.yaml").read_text())["nodeGroups"]
+              if "ssh" in g and "publicKeyPath" not in g["ssh"] and "publicKey" not in g["ssh"] and g["ssh"] != {"allow": True}}
+    assert groups["ng-5"] == {"publicKeyName": "ec2_dev_key", "allow": False}
+    keys = {}
+    for name, ssh in groups.items():
+        (group,) = plan_of(BASE + "    ssh: " + yaml.safe_dump(ssh, default_flow_style=True)).node_groups
+        keys[name] = group.key_name
+    # THEN the key is on the nodes whenever it is named, allow: false included (it only keeps port 22 closed)
+    assert keys == {"ng-3": "ec2_dev_key", "ng-5": "ec2_dev_key", "ng-6": None}

@@ -1,9 +1,11 @@
-"""The version compatibility data (efa_image_compat.json), its checker and the image recipe's pins."""
+"""The table of EFA software (efa_software.json): its data, the image checker and the image recipe's build args."""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,17 +62,61 @@ def test_version_key_ignores_amzn_suffix_and_pads():
     assert image_compat.version_key("2.4.0amzn5.0") == image_compat.version_key("2.4")
 
 
-def test_recipe_pins_a_known_good_combination():
-    # GIVEN the image recipe WHEN its ARG pins are checked THEN no problem: a known-good combination whose
-    # CUDA, NCCL and aws-ofi-nccl are the ones PyTorch and the EFA installer ship
-    assert check_dockerfile(RECIPE) == []
-    combo, _ = image_compat.dockerfile_combination(RECIPE.read_text())
-    assert combo is not None
-    resolved = image_compat.resolve(combo)
-    assert (resolved.cuda, resolved.nccl, resolved.aws_ofi_nccl) == (combo.cuda, combo.nccl, combo.aws_ofi_nccl)
-    assert image_compat.build_args(resolved) == {
-        arg: image_compat.dockerfile_pins(RECIPE.read_text())[arg] for arg in image_compat.DOCKERFILE_ARGS.values()
+def test_recipe_takes_the_five_versions_as_build_args_without_defaults():
+    # GIVEN the image recipe WHEN its ARGs are read THEN it declares every version build arg and types none of them:
+    # the versions are typed once, in the table
+    text = RECIPE.read_text()
+    pins = image_compat.dockerfile_pins(text)
+    for arg in image_compat.DOCKERFILE_ARGS.values():
+        assert re.search(rf"^ARG {arg}$", text, re.MULTILINE), arg
+        assert arg not in pins, f"{arg} has a default in the recipe; the table holds the version"
+
+
+def test_table_recipe_is_the_newest_known_good_set_and_gives_the_build_args():
+    data = image_compat.load()
+    recipe = Combination(pytorch=data.recipe.pytorch, efa_installer=data.recipe.efa_installer)
+    # GIVEN the table's recipe row THEN it is a tested-together set, the newest one the table knows
+    assert check(recipe) == []
+    newest = max(data.known_good, key=lambda g: (image_compat.version_key(g.pytorch),
+                                                 image_compat.version_key(g.efa_installer)))
+    assert (recipe.pytorch, recipe.efa_installer) == (newest.pytorch, newest.efa_installer)
+    # AND its build args are the resolved stack: the framework's CUDA and NCCL, the installer's plugin
+    resolved = image_compat.resolve(recipe)
+    assert image_compat.recipe_build_args() == {
+        "PYTORCH_VERSION": recipe.pytorch, "CUDA_VERSION": resolved.cuda, "NCCL_VERSION": resolved.nccl,
+        "EFA_INSTALLER_VERSION": recipe.efa_installer, "AWS_OFI_NCCL_VERSION": resolved.aws_ofi_nccl,
     }
+    # AND the plugin it ships is tested upstream with exactly the NCCL PyTorch loads
+    assert resolved.nccl in data.aws_ofi_nccl[resolved.aws_ofi_nccl].tested_nccl
+
+
+def test_recipe_build_args_print_as_docker_flags():
+    out = subprocess.run([sys.executable, "-m", "efa_stack.planning.image_compat"], cwd=ROOT, capture_output=True,
+                         text=True, check=True, timeout=60).stdout.split()
+    assert set(out[::2]) == {"--build-arg"}
+    assert dict(v.split("=", 1) for v in out[1::2]) == image_compat.recipe_build_args()
+
+
+def test_fails_data_file_whose_recipe_is_not_known_good():
+    bad = raw()
+    bad["recipe"] = {"pytorch": "2.9.1", "efaInstaller": "1.49.0", "source": "a source long enough"}
+    with pytest.raises(ValidationError, match="recipe 2.9.1 \\+ EFA 1.49.0 is not a knownGood set"):
+        CompatData.model_validate(bad)
+
+
+def test_recipe_stops_a_build_without_its_version_args(tmp_path):
+    # GIVEN the recipe's first RUN, which checks the version build args WHEN run by bash with one left out
+    text = RECIPE.read_text().replace("\\\n", " ")
+    run = next(line for line in text.splitlines() if line.startswith("RUN for arg in"))
+    loop = run[len("RUN "):].split(" && apt-get", 1)[0]
+    env = {"PATH": "/usr/bin:/bin", **{a: "1.0" for a in image_compat.DOCKERFILE_ARGS.values()}}
+    env.pop("NCCL_VERSION")
+    result = subprocess.run(["bash", "-c", loop], env=env, capture_output=True, text=True, timeout=30, check=False)
+    # THEN the build stops, naming the arg and how to pass the table's values
+    assert result.returncode == 1
+    assert "NCCL_VERSION is not set" in result.stderr and "efa_stack.planning.image_compat" in result.stderr
+    env["NCCL_VERSION"] = "2.29.7"
+    assert subprocess.run(["bash", "-c", loop], env=env, timeout=30, check=False).returncode == 0
 
 
 def test_fails_known_bad_nccl_2_28_9_with_plugin_before_1_20():
@@ -88,6 +134,61 @@ def test_fails_known_bad_broadcast_hang_of_plugin_1_18():
     problems = check(Combination(pytorch="2.11.0", efa_installer="1.47.0"))
     assert any("broadcast" in p.message for p in problems)
     assert all(p.field == "efaInstallerVersion" for p in problems)
+
+
+def test_fails_known_bad_build_with_a_fix_that_names_only_accepted_sets():
+    # GIVEN PyTorch 2.14.1 (NCCL 2.30.7) on EFA installer 1.47.0, whose aws-ofi-nccl 1.18.0 hangs broadcasts
+    problems = check(Combination(pytorch="2.14.1", efa_installer="1.47.0"))
+    assert problems and all("broadcast" in p.message or "deadlock" in p.message for p in problems)
+    # THEN the fix does not send the user to 1.49.0 alone (PyTorch 2.14.1 on 1.49.0 is refused next: no source
+    # tested it) but to the sets the table accepts, each of which passes
+    for p in problems:
+        assert "PyTorch 2.14.1 has no known-good EFA installer" in p.fix
+        named = re.findall(r"PyTorch (\d+\.\d+\.\d+) \+ EFA installer (\d+\.\d+\.\d+)", p.fix)
+        assert named
+        assert all(check(Combination(pytorch=t, efa_installer=e)) == [] for t, e in named)
+
+
+def test_known_bad_fix_names_the_known_good_installer_for_the_same_pytorch():
+    (p,) = check(Combination(pytorch="2.12.1", efa_installer="1.47.0"))
+    assert "with PyTorch 2.12.1 a known-good set is EFA installer 1.49.0" in p.fix
+    assert check(Combination(pytorch="2.12.1", efa_installer="1.49.0")) == []
+
+
+def test_fails_known_bad_libfabric_of_the_installer():
+    # GIVEN a (synthetic) known-bad row on the libfabric that EFA installer 1.49.0 ships
+    data = raw()
+    data["knownBad"].append({
+        "id": "synthetic-libfabric", "when": {"libfabric": {"min": "2.4.0", "below": "2.5.0"}},
+        "problem": "a synthetic libfabric defect", "fix": "use an installer with another libfabric",
+        "source": "synthetic row for a unit test",
+    })
+    compat = CompatData.model_validate(data)
+    # WHEN the recipe's set is checked against it THEN the installer is named, with the row's source
+    (p,) = check(Combination(pytorch="2.13.0", efa_installer="1.49.0"), data=compat)
+    assert p.field == "efaInstallerVersion" and "libfabric 2.4.0amzn5.0" in p.message
+    assert "synthetic row for a unit test" in p.message
+
+
+def test_row_with_instance_types_matches_only_those_types():
+    (row,) = [b for b in image_compat.load().known_bad if b.id == "nvidia-r595-p6e-efa"]
+    assert row.matches({"nvidiaDriver": "595.91.07"}, "p6e-gb200.36xlarge")
+    assert row.matches({"nvidiaDriver": "595.58.03"}, "p6e-gb300r.36xlarge")
+    assert not row.matches({"nvidiaDriver": "580.173.02"}, "p6e-gb200.36xlarge")
+    assert not row.matches({"nvidiaDriver": "595.91.07"}, "p5.48xlarge")
+    # no instance type, or no driver version: the row cannot say
+    assert not row.matches({"nvidiaDriver": "595.91.07"})
+    assert not row.matches({"nvidiaDriver": None}, "p6e-gb200.36xlarge")
+
+
+def test_every_efa_installer_row_names_what_it_ships():
+    data = image_compat.load()
+    for version in ("1.50.0", "1.51.0"):
+        release = data.efa_installer[version]
+        assert release.libfabric and release.efa_driver and release.rdma_core and release.released
+    # 1.50.0 dropped Amazon Linux 2; 1.51.0 ships aws-ofi-nccl 1.22.0 and libfabric 2.7.0amzn2.0
+    assert "Amazon Linux 2" in (data.efa_installer["1.50.0"].notes or "")
+    assert (data.efa_installer["1.51.0"].aws_ofi_nccl, data.efa_installer["1.51.0"].libfabric) == ("1.22.0", "2.7.0amzn2.0")
 
 
 def test_fails_nccl_that_is_not_the_frameworks():
@@ -111,11 +212,10 @@ def test_fails_combination_no_source_vouches_for():
 
 
 def test_fails_dockerfile_pinning_a_known_bad_combination(tmp_path):
-    # GIVEN the recipe with the EFA installer moved back to 1.47.0 (and its plugin)
-    text = RECIPE.read_text().replace("EFA_INSTALLER_VERSION=1.49.0", "EFA_INSTALLER_VERSION=1.47.0")
-    text = text.replace("AWS_OFI_NCCL_VERSION=1.20.0", "AWS_OFI_NCCL_VERSION=1.18.0")
-    assert text != RECIPE.read_text()
-    (tmp_path / "Dockerfile").write_text(text)
+    # GIVEN a custom build context whose Dockerfile pins EFA installer 1.47.0 (and its plugin) under PyTorch 2.11.0
+    pins = {"PYTORCH_VERSION": "2.11.0", "CUDA_VERSION": "13.0", "NCCL_VERSION": "2.28.9",
+            "EFA_INSTALLER_VERSION": "1.47.0", "AWS_OFI_NCCL_VERSION": "1.18.0"}
+    (tmp_path / "Dockerfile").write_text("".join(f"ARG {k}={v}\n" for k, v in pins.items()) + "FROM scratch\n")
     problems = check_dockerfile(tmp_path / "Dockerfile")
     assert problems and all(p.field == "ARG EFA_INSTALLER_VERSION" for p in problems)
 

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from k8s.charts import CHART_ORDER, TRAINING_OPERATOR_CRD, chart_file_name
+from k8s.components import CHART_ORDER, TRAINING_OPERATOR_CRD, chart_file_name
 from k8s.dist import APPLY_SCRIPT, dist_dir, dist_files, render_dist, write_dist
 from tests.support import GOLDEN, GOLDEN_K8S, GOLDEN_SPECS, UPDATE_GOLDEN, built, golden_check
 

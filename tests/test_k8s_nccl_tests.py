@@ -11,7 +11,7 @@ from efa_stack.planning.plan import build_plan
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import load_spec, parse_spec
 from efa_stack.spec.models import NcclTest
-from k8s.charts import NCCL_TESTS
+from k8s.components import NCCL_TESTS
 from k8s.nccl_tests import LOGS_COMMAND, START_COMMAND, logs_command, start_command
 from tests.support import (
     CLUSTERS,
@@ -222,8 +222,10 @@ def problems(text: str) -> list:
 
 def test_default_specs_have_no_nccl_problems():
     for stem in ("default", "p4d", "p5en", "p6-b200", "trn2", "eksctl-efa-cluster"):
-        b = built(stem)
-        assert validate_nccl(load_spec(CLUSTERS / f"{stem}.yaml"), b.plan.node_groups) == []
+        b, spec = built(stem), load_spec(CLUSTERS / f"{stem}.yaml")
+        groups = b.plan.node_groups
+        explicit = "nccl_test" in spec.model_fields_set
+        assert validate_nccl(spec.nccl_test, groups, [g.name for g in groups], explicit=explicit) == []
 
 
 def test_fails_sweep_that_starts_above_its_end():

@@ -18,7 +18,7 @@ from efa_stack.planning.plan import TrainingOperatorsPlan, build_plan
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import parse_spec
 from k8s import images
-from k8s.charts import (
+from k8s.components import (
     CHART_ORDER,
     HELM_ORDER,
     KUBEFLOW_TRAINER,
@@ -298,8 +298,11 @@ def test_stack_orders_crds_operators_and_waits(both_synth):
 
     pytorch_wait = by_crd[contract.PYTORCHJOB_CRD_NAME]
     assert deps(pytorch_wait) >= {manifest(TRAINING_OPERATOR_CRD)}
-    assert pytorch_wait in deps(manifest(TRAINING_OPERATOR))
-    assert by_crd[contract.MPIJOB_CRD_NAME] in deps(manifest(MPI_OPERATOR))
+    # an operator follows its CRD's manifest, and the wait for its replica the CRD Established
+    assert manifest(TRAINING_OPERATOR_CRD) in deps(manifest(TRAINING_OPERATOR))
+    (operator_wait,) = [k for k, v in waits.items() if v["Properties"]["ObjectName"] == contract.TRAINING_OPERATOR_NAME]
+    assert pytorch_wait in deps(operator_wait)
+    assert manifest(MPI_OPERATOR_CRD) in deps(manifest(MPI_OPERATOR))
     manifests = [k for k, v in res.items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"]
     assert manifests and not any(deps(k) & node_groups for k in manifests)
 

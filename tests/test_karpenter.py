@@ -5,6 +5,7 @@ against the vendored v1.14.1 CRDs (the real API server: tests/test_apiserver.py)
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from typing import Any
 
@@ -17,14 +18,22 @@ from efa_stack.planning import catalog
 from efa_stack.planning.karpenter import (
     BUDGETS,
     EXPIRE_AFTER,
+    INSTANCE_TERMINATION_SECONDS,
     KARPENTER_CHART,
+    KARPENTER_KUBERNETES_VERSIONS,
     KARPENTER_VERSION,
+    TEARDOWN_SECONDS,
+    TERMINATION_GRACE_PERIOD_SECONDS,
     ami_first_release,
+    ami_problems,
+    karpenter_supports,
     placement_group_name,
 )
 from efa_stack.planning.layout import interface_layout
+from efa_stack.planning.plan import plan_from_text
 from efa_stack.planning.scheduling import node_figures
 from efa_stack.planning.user_data import node_user_data
+from efa_stack.spec.errors import SpecError
 from efa_stack.spec.models import DEFAULT_KUBERNETES_VERSION, DEFAULT_POOL_AMI_VERSION, KUBERNETES_VERSIONS
 from k8s.karpenter import POOL_KIND_CRDS, ZONE_LABEL, crd_documents
 from tests.support import KUBECTL_HANDLER_LIMIT, _build, built, plan_of, problems_of, synth_spec
@@ -113,7 +122,8 @@ def test_a_static_reserved_pool_limits_nodes_only():
     assert pool.capacity_type == "reserved"
     assert pool.reservation_ids == ("cr-0a1b2c3d4e5f60718", "cr-0b2c3d4e5f6071829")
     assert pool.group.desired_size == 2  # the jobs on it run on the static replicas
-    assert plan.karpenter.feature_gates == {"reservedCapacity": True, "staticCapacity": True, "nodeOverlay": True}
+    assert plan.karpenter.feature_gates == {"reservedCapacity": True, "staticCapacity": True, "nodeOverlay": True,
+                                            "nodeRepair": False}
 
 
 def test_feature_gates_follow_the_pools():
@@ -122,6 +132,8 @@ def test_feature_gates_follow_the_pools():
     plan = plan_of(_spec("name: hpc\ninstanceType: hpc7a.96xlarge\nmaxNodes: 2"))
     assert plan.karpenter.pools[0].overlay_capacity == {}
     assert plan.karpenter.feature_gates["nodeOverlay"] is False
+    # node repair would terminate a node on a condition the acceptance quarantine does not set: off, said outright
+    assert plan.karpenter.feature_gates["nodeRepair"] is False
 
 
 def test_names_for_aws_are_fixed_and_valid():
@@ -175,6 +187,69 @@ def test_fails_a_pool_that_cannot_work(pool, field, words):
     base = P5_POOL.replace("availabilityZone: us-west-2a\n", "") if pool.startswith("availabilityZone") else P5_POOL
     p = _problem(_spec(base + pool), f"karpenterNodePools[0].{field}")
     assert words in p.message, p.render()
+
+
+FIVE_BROKEN_POOLS = """
+karpenterNodePools:
+  - {name: odcr, instanceType: p5.48xlarge, maxNodes: 2, capacity: reservation, capacityReservationIds: [cr-bad]}
+  - {name: P5Pool, instanceType: p5.48xlarge, maxNodes: 2}
+  - {name: noids, instanceType: p5.48xlarge, maxNodes: 2, capacity: reservation}
+  - {name: noefa, instanceType: m5.large, maxNodes: 2}
+  - {name: legacy, instanceType: p5.48xlarge, maxNodes: 2, interfaceLayout: legacy}
+"""
+
+
+def test_five_broken_pools_get_every_problem_in_one_run():
+    # GIVEN two pools with badly formed values (a reservation id, a name) beside three that cannot work
+    with pytest.raises(SpecError) as info:
+        plan_from_text(HEADER + FIVE_BROKEN_POOLS)
+    # THEN the planning problems of the other three come in the same run as the two pattern errors
+    got = [(p.field, p.value) for p in info.value.problems]
+    assert got == [
+        ("karpenterNodePools[0].capacityReservationIds[0]", "cr-bad"),
+        ("karpenterNodePools[1].name", "P5Pool"),
+        ("karpenterNodePools[2].capacityReservationIds", []),
+        ("karpenterNodePools[3].instanceType", "m5.large"),
+        ("karpenterNodePools[4].interfaceLayout", "legacy"),
+    ], [p.render() for p in info.value.problems]
+    # AND the pool on a type without EFA is told what a pool can do (a pool has no efaEnabled to turn off)
+    no_efa = info.value.problems[3]
+    assert "Karpenter pool" in no_efa.message and "efaEnabled: false" not in no_efa.fix
+    assert "managedNodeGroups" in no_efa.fix
+
+
+def test_an_io1_pool_root_volume_takes_its_iops_into_the_ec2nodeclass():
+    # GIVEN an io1 root volume with its IOPS on a pool, as on a managed node group (the fields they share)
+    objects = _objects(_spec(P5_POOL + "volumeType: io1\nvolumeSize: 500\nvolumeIOPS: 3000"))
+    node_class = objects[("EC2NodeClass", "p5-pool")]
+    # THEN the EC2NodeClass's root volume carries them (BlockDevice ``iops``, aws/karpenter-provider-aws@v1.14.1)
+    (root,) = node_class["spec"]["blockDeviceMappings"]
+    assert root["ebs"]["volumeType"] == "io1" and root["ebs"]["iops"] == 3000 and root["ebs"]["volumeSize"] == "500Gi"
+    jsonschema.validate(node_class, _schema(node_class))
+
+
+def test_fails_an_io1_pool_without_iops_with_advice_that_plans():
+    p = _problem(_spec(P5_POOL + "volumeType: io1"), "karpenterNodePools[0].volumeIOPS")
+    advice = p.fix.split("add ")[1].split(" or more")[0]  # "volumeIOPS: 100"
+    (pool,) = plan_of(_spec(P5_POOL + "volumeType: io1\n" + advice)).karpenter.pools
+    assert pool.group.volume_iops == 100
+
+
+def test_fails_a_pool_root_volume_its_ec2nodeclass_cannot_declare():
+    p = _problem(_spec(P5_POOL + "volumeType: io2\nvolumeSize: 60000\nvolumeIOPS: 64000"),
+                 "karpenterNodePools[0].volumeSize")
+    assert "59000" in p.message and "managedNodeGroups" in p.fix
+    # the largest it takes is one the CRD's volumeSize pattern accepts
+    objects = _objects(_spec(P5_POOL + "volumeType: io2\nvolumeSize: 59000\nvolumeIOPS: 64000"))
+    node_class = objects[("EC2NodeClass", "p5-pool")]
+    jsonschema.validate(node_class, _schema(node_class))
+
+
+def test_a_jobs_problem_with_a_pools_kubelet_setting_names_the_pools_field():
+    text = _spec(P5_POOL + "kubeletExtraConfig: {topologyManagerPolicy: single-numa-node}",
+                 "ncclTest:\n  nodeGroup: p5-pool\n")
+    p = _problem(text, "karpenterNodePools[0].kubeletExtraConfig.topologyManagerPolicy")
+    assert "single-numa-node" in p.message
 
 
 @pytest.mark.parametrize(("pool", "placed", "existing"), [
@@ -437,8 +512,11 @@ def test_the_chart_order_applies_crds_before_pools():
     b = built("karpenter-p5")
     ids = b.chart_ids
     assert ids.index("karpenter-crd") < ids.index("karpenter-pools")
-    pools = b.charts[ids.index("karpenter-pools")]
-    assert [d.node.id for d in pools.node.dependencies] == ["karpenter-crd"]
+    pools = b.rollout.apply_step("karpenter-pools")
+    from k8s.karpenter import POOL_KIND_CRDS
+    from k8s.rollout import established_id
+
+    assert {established_id(c) for c in POOL_KIND_CRDS} <= set(pools.after)
 
 
 # --- the controller's AWS resources ----------------------------------------------------------------------------------
@@ -493,7 +571,8 @@ def test_the_helm_release_is_pinned_and_configured():
     values = json.loads(chart["Values"]) if isinstance(chart["Values"], str) else chart["Values"]
     assert values["settings"]["clusterName"] == "efa-elastic"
     assert values["settings"]["interruptionQueue"] == "efa-elastic-karpenter"
-    assert values["settings"]["featureGates"] == {"reservedCapacity": True, "staticCapacity": False, "nodeOverlay": True}
+    assert values["settings"]["featureGates"] == {"reservedCapacity": True, "staticCapacity": False, "nodeOverlay": True,
+                                                  "nodeRepair": False}
     assert values["nodeSelector"][contract.LABEL_ROLE] == contract.SYSTEM_NODE_GROUP
     assert values["replicas"] == 2
 
@@ -583,7 +662,9 @@ def test_every_version_with_amis_has_them_in_the_default_release():
 
 
 def test_fails_a_pool_on_a_version_without_al2023_amis_with_the_fix():
-    p = _problem(_on("1.37", _spec(P5_POOL)), "karpenterNodePools[0].amiVersion")
+    # a version the AMI data has no release of (on a spec, 1.37 is refused first by Karpenter's own bound)
+    (p,) = ami_problems("karpenterNodePools[0]", "1.37", "AL2023_X86_64_NVIDIA", DEFAULT_POOL_AMI_VERSION)
+    assert p.field == "karpenterNodePools[0].amiVersion"
     assert p.value == DEFAULT_POOL_AMI_VERSION and "Kubernetes 1.37" in p.message and "AL2023_X86_64_NVIDIA" in p.message
     assert "1.36" in p.fix and "amiVersion" in p.fix and "managedNodeGroups" in p.fix
 
@@ -594,10 +675,55 @@ def test_fails_an_ami_release_older_than_the_versions_first():
 
 
 @pytest.mark.parametrize(("version", "ami"), [("1.36", "v20260610"), ("1.31", DEFAULT_POOL_AMI_VERSION),
-                                              ("1.37", "v20261001")])
+                                              ("1.36", "v20261001")])
 def test_an_ami_release_that_has_the_version_or_is_newer_than_the_data_is_accepted(version, ami):
     (pool,) = plan_of(_on(version, _spec(P5_POOL + f"amiVersion: {ami}"))).karpenter.pools
     assert pool.ami_alias == f"al2023@{ami}"
+
+
+# --- the Kubernetes versions the pinned Karpenter supports ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize("ami", [DEFAULT_POOL_AMI_VERSION, "v20261001"])
+def test_a_pool_on_every_offered_version_fits_the_pinned_karpenter_or_is_refused_naming_the_bound(version, ami):
+    """A pool on a version the pinned controller does not support is refused whatever its amiVersion (one newer than
+    the AMI data is not judged by the AMI check), with a fix that itself plans; one it supports plans."""
+    text = _on(version, _spec(P5_POOL + f"amiVersion: {ami}"))
+    low, high = KARPENTER_KUBERNETES_VERSIONS
+    if karpenter_supports(version):
+        (pool,) = plan_of(text).karpenter.pools
+        assert pool.ami_alias == f"al2023@{ami}"
+        return
+    p = _problem(text, "metadata.version")
+    assert p.value == version
+    assert f"v{KARPENTER_VERSION}" in p.message and f"{low} to {high}" in p.message
+    assert "managedNodeGroups" in p.fix
+    # no advice about amiVersion, which no release could satisfy on this version
+    assert not [q for q in problems_of(text) if q.field.startswith("karpenterNodePools")]
+    # the fix's version plans
+    suggested = p.fix.split('version: "')[1].split('"')[0]
+    assert karpenter_supports(suggested)
+    assert plan_of(_on(suggested, _spec(P5_POOL))).karpenter.pools
+
+
+def test_the_fix_for_an_unsupported_version_offers_only_versions_every_pools_ami_release_has():
+    # GIVEN a pool pinned to a release that publishes 1.35 but not 1.36 (first: v20260610)
+    text = _on("1.37", _spec(P5_POOL + "amiVersion: v20260505"))
+    p = _problem(text, "metadata.version")
+    # THEN the fix suggests the newest version that release has, not 1.36
+    assert 'version: "1.35"' in p.fix and "1.36" not in p.fix
+    assert plan_of(_on("1.35", _spec(P5_POOL + "amiVersion: v20260505"))).karpenter.pools
+
+
+@pytest.mark.parametrize("version", ["1.38", "abc", "2"])
+def test_a_version_efa_stack_does_not_build_is_metadata_versions_own_problem(version):
+    found = [p for p in problems_of(_on(version, _spec(P5_POOL))) if p.field == "metadata.version"]
+    assert len(found) == 1 and "Karpenter" not in found[0].message
+
+
+def test_a_spec_without_pools_is_not_held_to_karpenters_versions():
+    assert plan_of(_on("1.37", HEADER)).karpenter is None
 
 
 def test_the_pools_are_deleted_before_the_system_nodes_their_controller_runs_on():
@@ -615,6 +741,57 @@ def test_the_pools_are_deleted_before_the_system_nodes_their_controller_runs_on(
                     and v["Properties"]["ObjectName"] == contract.KARPENTER_DEPLOYMENT]
     assert system and available in graph[pools]
     assert system <= transitive_dependencies(graph, pools)
+
+
+# --- deletions that finish ----------------------------------------------------------------------------------------
+
+
+def _seconds(duration: str) -> int:
+    """A NodePool duration (CRD pattern ``^([0-9]+(s|m|h))+$``) in seconds."""
+    parts = re.findall(r"([0-9]+)([smh])", duration)
+    assert "".join(n + u for n, u in parts) == duration, duration
+    return sum(int(n) * {"s": 1, "m": 60, "h": 3600}[u] for n, u in parts)
+
+
+@pytest.mark.parametrize("stem", ["karpenter-p5", "karpenter-capacity-block"])
+def test_every_pool_bounds_a_nodes_drain_and_still_never_disrupts_a_busy_node(stem):
+    """Without ``terminationGracePeriod`` a node's drain waits for its ``do-not-disrupt`` workers for ever; with it,
+    Karpenter's eventual disruption (drift) may take a node despite ``do-not-disrupt``, so the Drifted budget of 0
+    must keep every busy node out of voluntary disruption."""
+    pool = built(stem).find("NodePool", built(stem).plan.karpenter.pools[0].name)["spec"]
+    assert _seconds(pool["template"]["spec"]["terminationGracePeriod"]) == TERMINATION_GRACE_PERIOD_SECONDS
+    drifted = [b for b in pool["disruption"]["budgets"] if "Drifted" in b["reasons"]]
+    assert drifted and all(b["nodes"] == "0" for b in drifted)
+    assert pool["disruption"]["consolidationPolicy"] == "WhenEmpty"
+
+
+@pytest.mark.parametrize("path", ["clusters/karpenter-p5.yaml", "clusters/karpenter-capacity-block.yaml"])
+def test_a_stack_deletion_cannot_leave_the_kubectl_handler_waiting_on_the_pools(path):
+    """The kubectl handler deletes the pools' manifest with ``kubectl delete``, which waits until the EC2NodeClasses'
+    finalizers let go, i.e. until every NodeClaim is drained and its instance terminated. That must end within the
+    handler Lambda's timeout, and the controller that clears the finalizers (its release, its permissions, the queue,
+    the nodes' access entry, the system nodes it runs on) must outlive the pools."""
+    from efa_stack.tools.deploy_model import dependencies, transitive_dependencies
+
+    template = synth_spec(path).template("cluster")
+    resources = template["Resources"]
+    (timeout,) = [v["Properties"]["Timeout"] for v in resources.values() if v["Type"] == "AWS::Lambda::Function"
+                  and v["Properties"].get("Description", "").startswith("onEvent handler for EKS kubectl")]
+    (pools,) = [k for k in resources if k.startswith("Clusterkarpenterpools")]
+    node_pools = [o for o in json.loads(resources[pools]["Properties"]["Manifest"]) if o["kind"] == "NodePool"]
+    assert node_pools
+    for node_pool in node_pools:
+        drain = _seconds(node_pool["spec"]["template"]["spec"]["terminationGracePeriod"])
+        assert drain + INSTANCE_TERMINATION_SECONDS + TEARDOWN_SECONDS <= timeout
+    kept = transitive_dependencies(dependencies(template), pools)
+    release = {k for k, v in resources.items() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart"
+               and v["Properties"]["Release"] == contract.KARPENTER_RELEASE}
+    controller = {k for k, v in resources.items() if k.startswith("Karpenter") and v["Type"] in (
+        "AWS::IAM::Policy", "AWS::EKS::PodIdentityAssociation", "AWS::EKS::AccessEntry", "AWS::SQS::Queue")
+        and "PlacementGroup" not in k}
+    system = {k for k, v in resources.items() if v["Type"] == "AWS::EKS::Nodegroup" and k.startswith("NodeGroupsystem")}
+    assert len(release) == 1 and len(controller) == 4 and system
+    assert release | controller | system <= kept
 
 
 def test_the_release_follows_the_karpenter_crds_it_would_otherwise_install():

@@ -19,17 +19,13 @@ import yaml
 
 from efa_stack import contract
 from efa_stack.planning.karpenter import KARPENTER_CHART, KARPENTER_VERSION
-from k8s.charts import KARPENTER_CRD, KARPENTER_POOLS, chart_file_name
-from k8s.dist import (
-    AFTER_CRDS_DIR,
-    APPLY_SCRIPT,
-    KARPENTER_VALUES,
-    dist_dir,
-    karpenter_helm_commands,
-    write_dist,
-)
+from k8s.components import KARPENTER_CRD, KARPENTER_POOLS, chart_file_name
+from k8s.dist import AFTER_CRDS_DIR, APPLY_SCRIPT, dist_dir, write_dist
 from k8s.karpenter import POOL_KIND_CRDS
+from k8s.rollout import InstallRelease
 from tests.support import built, synth_spec
+
+KARPENTER_VALUES = f"helm/{contract.KARPENTER_RELEASE}-values.yaml"
 
 
 def _written(stem: str, tmp_path: Path) -> tuple[Any, Path]:
@@ -107,7 +103,7 @@ def test_the_release_comes_after_the_crds_and_before_the_pools(tmp_path):
 
 def test_no_karpenter_release_without_pools(tmp_path):
     b, out = _written("default", tmp_path)
-    assert karpenter_helm_commands(b.plan) == []
+    assert b.rollout.of_type(InstallRelease) == []
     assert contract.KARPENTER_RELEASE not in (out / APPLY_SCRIPT).read_text()
     assert not (out / KARPENTER_VALUES).exists()
 

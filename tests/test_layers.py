@@ -15,6 +15,7 @@ PACKAGES = ("efa_stack", "k8s", "aws_constructs", "stacks")
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("efa_stack.contract", "efa_stack.errors"),
     ("efa_stack.spec",),
+    ("efa_stack.console",),
     ("efa_stack.names",),
     ("efa_stack.planning",),
     ("k8s", "aws_constructs", "efa_stack.nccl_report", "efa_stack.cluster"),

@@ -944,10 +944,3 @@ def test_round_trip(rows, tagged):
     ]
     assert run.has_wrong_values == any(w for _, _, w in rows)
 
-
-def test_cli_entry_point_is_the_report_packages_command() -> None:
-    # GIVEN the module the CLI and verify import lazily, THEN it hands over the package's own command
-    import efa_stack.nccl_report as impl
-    import efa_stack.tools.nccl_report as cli_module
-
-    assert cli_module.report_command is impl.report_command

@@ -172,6 +172,9 @@ class TestOfferingsUnderMoto:
         # ... and DescribeClusterVersions the same way: a warning that names the command to ask by hand
         (version,) = _by(findings, "cluster-version")
         assert version.status == WARN and "aws eks describe-cluster-versions" in version.fix
+        # moto holds no EKS AMI parameters: the AMI release (and so the NVIDIA driver) is unread, a warning
+        (driver,) = _by(findings, "nvidia-driver")
+        assert driver.status == WARN and "aws ssm get-parameter" in driver.fix
         assert preflight.exit_code(findings) == 0
 
     def test_fails_when_instance_type_is_not_offered_in_the_zone(self) -> None:
@@ -1047,3 +1050,85 @@ def test_on_demand_plan_asks_no_topology():
     ec2 = _client("ec2")
     with Stubber(ec2):  # no call expected: any would fail
         assert preflight.check_reservation_topology(ec2, _spec(_group())) == []
+
+
+# --- the NVIDIA driver the AMI release gives each GPU group (SSM + the table of EFA software) -------------------
+
+SSM_NAME = "/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/x86_64/nvidia/recommended/release_version"
+
+
+def _ssm(values: Sequence[str | Exception]) -> tuple[object, Stubber]:
+    """An SSM client whose GetParameter answers ``values`` in turn (a string: the parameter's value)."""
+    ssm = _client("ssm")
+    stub = Stubber(ssm)
+    for v in values:
+        if isinstance(v, Exception):
+            stub.add_client_error("get_parameter", service_error_code=str(v), service_message="denied",
+                                  expected_params={"Name": SSM_NAME})
+        else:
+            stub.add_response("get_parameter", {"Parameter": {"Name": SSM_NAME, "Type": "String", "Value": v}},
+                              expected_params={"Name": SSM_NAME})
+    return ssm, stub
+
+
+def test_gpu_group_on_the_recommended_release_passes_naming_its_driver() -> None:
+    # GIVEN SSM recommends release 1.34.8-20260714 for the AL2023 x86_64 NVIDIA AMI of Kubernetes 1.34
+    ssm, stub = _ssm(["1.34.8-20260714"])
+    with stub:
+        (f,) = preflight.check_nvidia_drivers(ssm, _spec(P5))
+    # THEN the group passes, naming the release and the driver the data gives p5.48xlarge there
+    assert (f.check, f.status, f.subject) == ("nvidia-driver", PASS, "gpu")
+    assert "v20260714" in f.message and "R580 (580.159.03)" in f.message
+
+
+def test_fails_gpu_group_whose_recommended_release_gives_a_known_bad_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.test_node_software import synthetic_r595_on_p5
+
+    synthetic_r595_on_p5(monkeypatch)  # SYNTHETIC: v20260917 gives p5 the R595 driver, a known-bad row for p5
+    ssm, stub = _ssm(["1.34.8-20260917"])
+    with stub:
+        (f,) = preflight.check_nvidia_drivers(ssm, _spec(P5))
+    assert f.status == FAIL and "R595" in f.message and "synthetic row of tests" in f.message
+    assert "R580" in f.fix
+    assert preflight.exit_code([f]) == 1
+
+
+def test_warns_when_the_recommended_release_is_not_in_the_data() -> None:
+    ssm, stub = _ssm(["1.34.8-20261120"])
+    with stub:
+        (f,) = preflight.check_nvidia_drivers(ssm, _spec(P5))
+    assert f.status == WARN and "v20261120" in f.message and "verify --acceptance" in f.fix
+
+
+def test_warns_when_the_release_cannot_be_read_naming_the_iam_action() -> None:
+    ssm, stub = _ssm([Exception("AccessDeniedException")])
+    with stub:
+        (f,) = preflight.check_nvidia_drivers(ssm, _spec(P5))
+    assert f.status == WARN and "ssm:GetParameter" in f.message and SSM_NAME in f.fix
+
+
+def test_groups_of_one_ami_type_ask_ssm_once_and_cpu_groups_not_at_all() -> None:
+    two = P5 + P5.replace("name: gpu", "name: gpu2").replace("us-west-2a", "us-west-2b")
+    ssm, stub = _ssm(["1.34.8-20260714"])  # one answer queued: a second call would fail the Stubber
+    with stub:
+        findings = preflight.check_nvidia_drivers(ssm, _spec(two))
+    assert [(f.subject, f.status) for f in findings] == [("gpu", PASS), ("gpu2", PASS)]
+
+
+def test_custom_ami_group_warns_that_verify_reads_its_driver() -> None:
+    custom = P5 + "  ami: ami-0123456789abcdef0\n  amiFamily: AmazonLinux2023\n"
+    ssm, stub = _ssm([])
+    with stub:
+        (f,) = preflight.check_nvidia_drivers(ssm, _spec(custom))
+    assert f.status == WARN and "ami-0123456789abcdef0" in f.message and "verify --acceptance" in f.fix
+
+
+def test_karpenter_pool_release_is_judged_offline() -> None:
+    from efa_stack.planning.plan import plan_from_file
+
+    plan = plan_from_file(ROOT / "clusters" / "karpenter-p5.yaml")
+    ssm, stub = _ssm([])
+    with stub:
+        findings = [f for f in preflight.check_nvidia_drivers(ssm, plan) if plan.karpenter
+                    and f.subject in {p.group.name for p in plan.karpenter.pools}]
+    assert findings and all(f.status == PASS and "the pool's amiVersion" in f.message for f in findings)

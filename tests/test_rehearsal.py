@@ -1,7 +1,8 @@
 """Shipped specs rehearsed on a local control plane (efa_stack/rehearsal/): the real kube-scheduler and
 kube-controller-manager, the MPI operator, Kueue and the Kubeflow controllers at their pinned versions, under the RBAC
-efa-stack renders, with kwok nodes made from the plan. Each spec's ``dist/`` is rolled out in ``apply.sh``'s order, then
-its jobs are started by their own ``efa-stack.io/start`` command and followed until their pods run.
+efa-stack renders, with kwok nodes made from the plan. Each spec's rollout (k8s/rollout.py, the step graph ``cdk deploy``
+and ``apply.sh`` translate) is performed in ``apply.sh``'s order, then its jobs are started by their own
+``efa-stack.io/start`` command and followed until their pods run.
 
 The binaries are built on first use by tools/build.sh (tens of CPU-minutes once; docs/development.md), so nothing here
 is skipped. Every test of one spec shares one rehearsal (a module-scoped fixture per spec).
@@ -40,8 +41,8 @@ def rehearsed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     with rehearse(plan, tmp_path_factory.mktemp(f"rehearsal-{request.param}"), nodes=NodeOptions()) as r:
         _log(f"{request.param}: rolled out in {time.monotonic() - started:.1f}s; "
              + ", ".join(f"{k} {v:.1f}s" for k, v in r.timings.items()))
-        for file, refusals in (r.applied.refusals if r.applied else {}).items():
-            _log(f"{request.param}: {file} was refused {len(refusals)} times before it was admitted; "
+        for chart, refusals in (r.performed.refusals if r.performed else {}).items():
+            _log(f"{request.param}: chart {chart} was refused {len(refusals)} times before it was admitted; "
                  f"first: {refusals[0]}")
         yield r
         peak = r.plane.peak_memory_mib()

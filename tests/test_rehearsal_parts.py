@@ -1,5 +1,5 @@
-"""The parts of the rehearsal that need no control plane: nodes from the plan, apply.sh's steps, the webhook rewrite,
-upstream patches and the process handling (tests/test_rehearsal.py runs the whole)."""
+"""The parts of the rehearsal that need no control plane: nodes from the plan, the rollout's translation, the webhook
+rewrite, upstream patches and the process handling (tests/test_rehearsal.py runs the whole)."""
 
 from __future__ import annotations
 
@@ -20,11 +20,13 @@ from efa_stack.planning.nccl import allocatable_memory_mib
 from efa_stack.planning.plan import plan_from_file
 from efa_stack.planning.scheduling import layer_label, network_layers
 from efa_stack.planning.tuning import allocatable_cpu_milli
-from efa_stack.rehearsal.apply import script_steps
+from efa_stack.rehearsal.client import Response
 from efa_stack.rehearsal.controllers import Kueue, LocalControllers, MpiOperator, WebhookServing
 from efa_stack.rehearsal.nodes import EKS_CAPACITY_TYPE_LABEL, EKS_NODEGROUP_LABEL, ZONE_LABEL, NodeOptions, plan_nodes
 from efa_stack.rehearsal.processes import Processes
-from efa_stack.rehearsal.releases import json_patch
+from efa_stack.rehearsal.releases import JobSetController, json_patch
+from efa_stack.rehearsal.rollout import RolloutError, json_path_value, perform
+from k8s.rollout import InstallRelease, Nodes, WaitAvailable
 from tests.support import CLUSTERS
 
 
@@ -91,33 +93,97 @@ def test_fails_for_a_node_the_plan_does_not_have():
         plan_nodes(plan, NodeOptions(cordoned=("p5-7",)))
 
 
-def test_apply_steps_are_read_from_apply_sh_in_order(tmp_path):
-    from k8s.dist import dist_dir, write_dist
+class _FakeApi:
+    """An API server that establishes every CRD at once and refuses TrainJobs ``refusals`` times."""
+
+    def __init__(self, refusals: int) -> None:
+        self.refusals = refusals
+        self.applied: list[str] = []
+
+    def apply(self, obj):
+        if obj["kind"] == contract.TRAINJOB_KIND and self.refusals:
+            self.refusals -= 1
+            return Response(403, {"reason": "Forbidden", "message": "denied"})
+        self.applied.append(f"{obj['kind']}/{obj['metadata']['name']}")
+        return Response(200, {})
+
+    def get(self, obj):
+        established = {"conditions": [{"type": "Established", "status": "True"}]}
+        return Response(200, {"spec": {"group": "g", "versions": [{"name": "v1"}]}, "status": established})
+
+    def forget(self, api_version):
+        pass
+
+
+class _Actions:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def transform(self, obj):
+        return obj
+
+    def nodes_up(self, step):
+        self.calls.append(step.id)
+
+    def applied(self, step):
+        self.calls.append(step.id)
+
+    def install(self, step):
+        self.calls.append(step.id)
+
+    def available(self, step):
+        self.calls.append(step.id)
+
+
+@pytest.fixture(scope="module")
+def tas_rollout():
+    import cdk8s
+
+    from k8s.charts import build_charts
+    from k8s.rollout import plan_rollout
 
     plan = plan_from_file(CLUSTERS / "tas-p5.yaml")
-    dist = dist_dir(plan, tmp_path)
-    write_dist(plan, dist)
-    steps = script_steps((dist / "apply.sh").read_text())
-    kinds = [s.kind for s in steps]
-    assert kinds[0] == "apply" and steps[0].target == "."
-    assert kinds[1] == "helm" and steps[1].target == contract.TRAINER_RELEASE
-    assert steps[1].namespace == contract.TRAINER_NAMESPACE
-    assert kinds.index("rollout-status") > max(i for i, k in enumerate(kinds) if k == "wait-established")
-    assert steps[-1].kind == "apply-until-admitted"
+    return plan_rollout(plan, build_charts(plan, cdk8s.App()))
 
 
-def test_fails_on_a_command_of_apply_sh_it_does_not_know():
-    with pytest.raises(ValueError, match="does not know: kubectl delete"):
-        script_steps("#!/bin/sh\nset -eu\nkubectl delete -f x.yaml\n")
+def test_the_rollout_is_performed_in_an_order_that_realises_its_graph(tas_rollout):
+    # GIVEN tas-p5's rollout and a server whose TrainJob webhook refuses twice WHEN it is performed
+    api, actions = _FakeApi(refusals=2), _Actions()
+    performed = perform(api, tas_rollout, actions, admit_interval=0)
+    # THEN every step is performed once, in an order that realises every edge of the graph
+    done = [step_id for step_id, _ in performed.seconds]
+    assert tas_rollout.violations(done) == [] and len(done) == len(tas_rollout.steps)
+    # AND every chart's objects were applied, the nodes, the release and the waits for controllers left to the actions
+    rendered = [f"{o['kind']}/{o['metadata']['name']}" for objs in tas_rollout.objects.values() for o in objs]
+    assert sorted(api.applied) == sorted(rendered)
+    assert [c for c in actions.calls if not c.startswith("apply/")] == [
+        s.id for s in tas_rollout.order() if isinstance(s, (Nodes, InstallRelease, WaitAvailable))]
+    # AND the refused chart was applied again, as apply.sh's apply_until_admitted does, its refusals kept
+    assert list(performed.refusals) == ["training-jobs"] and len(performed.refusals["training-jobs"]) == 2
+
+
+def test_fails_when_admission_refuses_every_try(tas_rollout):
+    with pytest.raises(RolloutError, match="apply/training-jobs: the server refused"):
+        perform(_FakeApi(refusals=5), tas_rollout, _Actions(), admit_tries=3, admit_interval=0)
+
+
+def test_json_path_values_of_the_rollouts_waits():
+    obj = {"webhooks": [{"clientConfig": {"caBundle": "Q0E="}}]}
+    assert json_path_value(obj, ".webhooks[0].clientConfig.caBundle") == "Q0E="
+    assert json_path_value(obj, ".webhooks[1].clientConfig.caBundle") is None
+    assert json_path_value({"webhooks": [{"clientConfig": {}}]}, ".webhooks[0].clientConfig.caBundle") is None
+    with pytest.raises(ValueError, match="only .field and"):
+        json_path_value(obj, "{.webhooks[*]}")
 
 
 def _controllers() -> LocalControllers:
-    controllers = [Kueue(), MpiOperator()]
+    controllers = [Kueue(), MpiOperator(), JobSetController()]
     names = tuple(n for c in controllers for n in c.service_names())
     serving = WebhookServing.create(names)
     # no control plane: rewrite needs only the ports and the CA
     out = LocalControllers(plane=None, bins={}, controllers=controllers, webhooks=serving)  # type: ignore[arg-type]
-    out.ports = {"kueue": {"webhook": 19443, "health": 1, "metrics": 2}, "mpi-operator": {}}
+    out.ports = {"kueue": {"webhook": 19443, "health": 1, "metrics": 2}, "mpi-operator": {},
+                 "jobset": {"webhook": 29443, "health": 3, "metrics": 4}}
     return out
 
 
@@ -132,9 +198,14 @@ def test_webhooks_of_a_local_controller_point_at_it_with_the_rehearsals_ca():
     }
     got = controllers.rewrite(webhook)
     config = got["webhooks"][0]["clientConfig"]
-    assert config["url"] == "https://127.0.0.1:19443/validate-batch-v1-job" and "service" not in config
-    assert base64.b64decode(config["caBundle"]) == controllers.webhooks.authority.pair.cert_pem
+    assert config == {"url": "https://127.0.0.1:19443/validate-batch-v1-job"}  # Kueue writes the CA itself
     assert len(got["webhooks"]) == 1 and webhook["webhooks"][0]["clientConfig"].get("service")  # the input is kept
+    jobset = {**webhook, "metadata": {"name": "jobset-validating-webhook-configuration"}, "webhooks": [{
+        "name": "vjobset.kb.io", "clientConfig": {"service": {
+            "name": "jobset-webhook-service", "namespace": contract.TRAINER_NAMESPACE, "path": "/validate"}}}]}
+    config = controllers.rewrite(jobset)["webhooks"][0]["clientConfig"]
+    assert config["url"] == "https://127.0.0.1:29443/validate"
+    assert base64.b64decode(config["caBundle"]) == controllers.webhooks.authority.pair.cert_pem
     crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "x"},
            "spec": {"conversion": {"strategy": "Webhook", "webhook": {"clientConfig": {"service": {
                "name": "kueue-webhook-service", "namespace": contract.KUEUE_NAMESPACE, "path": "/convert"}}}}}}

@@ -8,6 +8,7 @@ import jsonschema
 import pytest
 import yaml
 
+from efa_stack.spec.models import NodeGroupBase
 from efa_stack.spec.schema import SCHEMA_FILE, schema_text
 from tests.conftest import CLUSTERS, UPDATE_GOLDEN
 
@@ -131,3 +132,15 @@ def test_schema_carries_field_descriptions():
         if not p.get("description")
     ]
     assert missing == []
+
+
+def test_node_groups_and_pools_share_one_declared_base():
+    # GIVEN the two node kinds WHEN their fields are compared THEN what both declare is the base's, once: the same
+    # schema (type, bounds, description) on both, except each kind's own name pattern and the fields that mean
+    # something else on each (a node group's optional instanceType, its capacity object)
+    schema = json.loads(SCHEMA_FILE.read_text())["$defs"]
+    group, pool = schema["ManagedNodeGroupSpec"]["properties"], schema["KarpenterNodePoolSpec"]["properties"]
+    shared = {f.alias or n for n, f in NodeGroupBase.model_fields.items()}
+    assert set(group) & set(pool) == shared | {"instanceType", "capacity"}
+    assert {"volumeIOPS", "volumeThroughput"} <= shared
+    assert [f for f in sorted(shared - {"name"}) if group[f] != pool[f]] == []

@@ -72,6 +72,53 @@ def test_fails_placeholder_vpc_with_every_other_problem():
     assert "metadata.version" in [p.field for p in problems]
 
 
+PUBLIC_ONLY_VPC = """
+apiVersion: eksctl.io/v1alpha5
+kind: ClusterConfig
+
+metadata:
+  name: my-test
+  region: us-west-2
+
+vpc:
+  id: "vpc-11111"
+  subnets:
+    public:
+      us-west-2d:
+          id: "subnet-0153e560b3129a696"
+      us-west-2c:
+          id: "subnet-0cc9c5aebe75083fd"
+      us-west-2a:
+          id: "subnet-009fa0199ec203c37"
+      us-west-2b:
+          id: "subnet-018fa0176ba320e45"
+
+nodeGroups:
+  - name: ng-1
+"""
+"""eksctl's "custom VPC 4x public subnets" config (eksctl-io/eksctl@99984ad userdocs/src/usage/vpc-configuration.md)."""
+
+
+def test_a_public_only_vpc_is_told_it_has_no_private_subnet_beside_its_bad_id():
+    with pytest.raises(SpecError) as info:
+        plan_from_text(PUBLIC_ONLY_VPC)
+    by_field = {p.field: p for p in info.value.problems}
+    assert by_field["vpc.id"].value == "vpc-11111"
+    # the planning problem of the rest of the file, in the same run as the badly formed id
+    private = by_field["vpc.subnets.private"]
+    assert "no private subnet for the nodes" in private.message and "vpc.subnets.private" in private.fix
+
+
+def test_fails_node_group_naming_a_public_subnet():
+    public = "    public:\n      us-west-2a: {id: subnet-0bbbbbbbbbbbbbbb1}\n"
+    text = BASE.replace(NO_ZONES, "").replace("    availabilityZones: [us-west-2a]\n", "    subnets: [us-west-2a]\n")
+    text = text + VPC.replace("    private:\n", public + "    private:\n")
+    text = text.replace("subnets: [us-west-2a]", "subnets: [subnet-0bbbbbbbbbbbbbbb1]")
+    p = one_problem(text)
+    assert (p.field, p.value) == ("managedNodeGroups[0].subnets", "subnet-0bbbbbbbbbbbbbbb1")
+    assert "public subnet" in p.message and "vpc.subnets.private" in p.fix
+
+
 def test_control_plane_logging_as_eksctl_says():
     plan = plan_of(BASE + LOGGING)
     assert (plan.log_types, plan.log_retention_days) == (("api", "audit"), 30)

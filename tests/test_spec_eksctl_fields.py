@@ -268,8 +268,12 @@ def test_fails_custom_ami_without_its_family():
 
 @pytest.mark.parametrize(("ssh", "key"), [
     ("{publicKeyName: k}", "k"),  # eksctl defaults.go setSSHDefaults: a named key turns SSH on
-    ("{allow: false, publicKeyName: k}", None),
+    # eksctl-io/eksctl@v0.230.0 pkg/cfn/builder/managed_launch_template.go makeLaunchTemplateData: KeyName whenever
+    # publicKeyName is set; allow only decides whether eksctl opens port 22 (its SSH security group)
+    ("{allow: false, publicKeyName: k}", "k"),
     ("{allow: true, publicKeyName: k}", "k"),
+    ("{allow: false}", None),
+    ("{enableSsm: true}", None),
 ])
 def test_ssh_key_as_eksctl_reads_it(ssh, key):
     (group,) = plan_of(BASE + f"    ssh: {ssh}\n").node_groups

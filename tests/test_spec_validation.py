@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from efa_stack.planning.plan import plan_from_file
+from efa_stack.planning.plan import plan_from_file, plan_from_text
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.loader import load_spec, parse_spec
 from tests.support import BASE, cluster_spec, one_problem, plan_of, problems_of, structural_problems
@@ -183,6 +183,20 @@ def test_structural_problems_are_reported_together():
         parse_spec(text)
     fields = [p.field for p in info.value.problems]
     assert fields == ["managedNodeGroups[0].minSize", "managedNodeGroups[0].bogus"]
+
+
+def test_a_badly_formed_name_and_the_job_naming_it_leave_the_rest_of_the_file_planned():
+    # GIVEN a node group name with '_' (and the training job that names it) beside a label only efa-stack may set
+    text = BASE.replace("name: gpu", "name: gpu_nodes").replace("efaEnabled: true", "efaEnabled: true\n    labels: {efa-stack.io/x: y}")
+    text += ("trainingJobs:\n  - {name: llm, nodeGroup: gpu_nodes, image: nvcr.io/nvidia/pytorch:25.01-py3,"
+             " command: [torchrun, x.py]}\n")
+    with pytest.raises(SpecError) as info:
+        plan_from_text(text)
+    # THEN the two pattern errors and, in the same run, the label's problem (the name is read with a stand-in that
+    # the job's reference follows, so the job raises nothing about a node group it cannot find)
+    assert [p.field for p in info.value.problems] == [
+        "managedNodeGroups[0].name", "trainingJobs[0].nodeGroup", "managedNodeGroups[0].labels",
+    ]
 
 
 def test_fails_missing_required_fields():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from efa_stack.planning.image_compat import DOCKERFILE_ARGS, dockerfile_pins
+from efa_stack.planning.image_compat import load, recipe_build_args
 from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec.errors import SpecError
 from tests.support import CLUSTERS, ROOT, scratch_dir
@@ -36,16 +36,27 @@ def test_no_training_image_by_default():
     assert plan_from_file(spec_with("trainingImage:\n  build: false\n")).training_image is None
 
 
-def test_build_args_are_the_recipes_pins_by_default():
-    # GIVEN build: true and no versions WHEN planned THEN the build args are the Dockerfile's known-good pins
+def test_build_args_are_the_tables_recipe_by_default():
+    # GIVEN build: true and no versions WHEN planned THEN the build args are the table's recipe set, resolved
     plan = plan_from_file(spec_with("trainingImage:\n  build: true\n"))
     image = plan.training_image
     assert image is not None
-    pins = dockerfile_pins(RECIPE.read_text())
-    assert image.build_args == {arg: pins[arg] for arg in DOCKERFILE_ARGS.values()}
+    recipe = load().recipe
+    assert image.build_args == recipe_build_args()
+    assert (image.stack.pytorch, image.stack.efa_installer) == (recipe.pytorch, recipe.efa_installer)
     assert image.directory == RECIPE.parent
     assert image.platform == "linux/amd64"  # p5.48xlarge: AL2023_X86_64_NVIDIA
-    assert image.stack.nccl == pins["NCCL_VERSION"]
+    assert image.stack.nccl == image.build_args["NCCL_VERSION"]
+
+
+def test_a_custom_dockerfile_pinning_its_own_versions_is_built_with_them(tmp_path):
+    # GIVEN a build context whose Dockerfile pins PyTorch 2.11.0 (a known-good set with EFA installer 1.49.0)
+    (tmp_path / "Dockerfile").write_text("ARG PYTORCH_VERSION=2.11.0\nARG EFA_INSTALLER_VERSION=1.49.0\nFROM scratch\n")
+    plan = plan_from_file(spec_with(f"trainingImage:\n  build: true\n  directory: {tmp_path}\n"))
+    # THEN its pins win over the table's recipe, and the rest follows from the table
+    assert plan.training_image is not None
+    args = plan.training_image.build_args
+    assert (args["PYTORCH_VERSION"], args["NCCL_VERSION"], args["AWS_OFI_NCCL_VERSION"]) == ("2.11.0", "2.28.9", "1.20.0")
 
 
 def test_versions_from_the_spec_override_the_recipe():
@@ -56,9 +67,17 @@ def test_versions_from_the_spec_override_the_recipe():
 
 
 def test_fails_known_bad_installer_with_the_fix():
-    (p,) = problems('trainingImage:\n  build: true\n  efaInstallerVersion: "1.45.1"\n')
-    assert p.field == "trainingImage.efaInstallerVersion" and p.value == "1.45.1"
-    assert "deadlock" in p.message and "1.49.0" in p.fix
+    # GIVEN the recipe's PyTorch on EFA installer 1.47.0, whose aws-ofi-nccl 1.18.0 hangs large broadcasts
+    (p,) = problems('trainingImage:\n  build: true\n  efaInstallerVersion: "1.47.0"\n')
+    assert p.field == "trainingImage.efaInstallerVersion" and p.value == "1.47.0"
+    assert "broadcast" in p.message and "deep-learning-containers#6551" in p.message
+    # THEN the fix names the installer that is known-good with that PyTorch
+    assert f"with PyTorch {load().recipe.pytorch} a known-good set is EFA installer 1.49.0" in p.fix
+
+
+def test_fails_known_deadlock_of_pytorch_2_11_with_an_old_plugin():
+    (p,) = problems('trainingImage:\n  build: true\n  pytorchVersion: "2.11.0"\n  efaInstallerVersion: "1.45.1"\n')
+    assert p.field == "trainingImage.efaInstallerVersion" and "deadlock" in p.message and "1.49.0" in p.fix
 
 
 def test_fails_unknown_pytorch_version():
@@ -122,7 +141,6 @@ def test_asset_carries_the_build_args_and_platform(docker_free_synth):
     assets = json.loads((outdir / f"{name}-cluster.assets.json").read_text())
     (image,) = assets["dockerImages"].values()
     source = image["source"]
-    pins = dockerfile_pins(RECIPE.read_text())
-    assert source["dockerBuildArgs"] == {arg: pins[arg] for arg in DOCKERFILE_ARGS.values()}
+    assert source["dockerBuildArgs"] == recipe_build_args()
     assert source["platform"] == "linux/amd64"
     assert Path(source["directory"]) == RECIPE.parent

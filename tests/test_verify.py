@@ -20,12 +20,13 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from rich.console import Console
 
-from efa_stack import contract, nccl_report
+from efa_stack import cluster, contract, nccl_report
 from efa_stack.contract import EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE
 from efa_stack.errors import UserError
 from efa_stack.planning.plan import build_plan, plan_from_file
 from efa_stack.spec.loader import parse_spec
 from efa_stack.tools import verify
+from efa_stack.tools.verify_model import GroupCheck, NodeCheck, VerifyResult
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "k8s_api"
@@ -137,11 +138,11 @@ def _system() -> list[client.V1Node]:
     return [_node(f"sys-{i}", "system", "m7i.xlarge", {}) for i in (1, 2)]
 
 
-def _group(result: verify.VerifyResult, name: str) -> verify.GroupCheck:
+def _group(result: VerifyResult, name: str) -> GroupCheck:
     return next(g for g in result.groups if g.name == name)
 
 
-def _nodecheck(result: verify.VerifyResult, name: str) -> verify.NodeCheck:
+def _nodecheck(result: VerifyResult, name: str) -> NodeCheck:
     return next(n for n in result.nodes if n.name == name)
 
 
@@ -243,14 +244,14 @@ def test_nodes_of_groups_not_in_the_spec_are_reported() -> None:
 
 def test_nodes_are_listed_by_the_node_group_label() -> None:
     core = FakeCore([nodes("nodes_ready.json")])
-    verify.list_nodes(core)
+    cluster.list_nodes(core)
     assert core.calls[0][2] == {"label_selector": "efa-stack.io/node-group"}
 
 
 def test_api_refusal_is_a_clear_error() -> None:
     core = FakeCore(error=ApiException(status=403, reason="Forbidden"))
     with pytest.raises(UserError) as err:
-        verify.list_nodes(core)
+        cluster.list_nodes(core)
     assert "refused to list nodes (403 Forbidden)" in err.value.message
     assert "update-kubeconfig" in err.value.fix
 
@@ -298,7 +299,7 @@ def test_starts_the_suspended_job_and_reads_the_launcher_log() -> None:
     core = _launcher_core()
     custom = FakeCustom([job("mpijob_suspended.json"), job("mpijob_running.json"), job("mpijob_succeeded.json")])
     clock = Clock()
-    outcome = verify.run_nccl_job(core, custom, PLAN.node_group("p5"), timeout=600, interval=10, clock=clock, sleep=clock.sleep)
+    outcome = verify.run_nccl_job(core, custom, PLAN.node_group("p5"), verify.VerifyOptions(job_timeout=600, interval=10, clock=clock, sleep=clock.sleep))
     assert outcome.state == "Succeeded" and outcome.started_by_us
     args, kwargs = custom.patches[0]
     assert args == ("kubeflow.org", "v2beta1", "default", "mpijobs", "nccl-tests-p5", {"spec": {"runPolicy": {"suspend": False}}})
@@ -318,8 +319,7 @@ def test_a_queued_job_is_started_by_putting_it_in_its_kueue_queue() -> None:
     suspended["metadata"].setdefault("annotations", {})["efa-stack.io/kueue-queue"] = "efa-stack-jobs"
     custom = FakeCustom([suspended, job("mpijob_succeeded.json")])
     clock = Clock()
-    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), timeout=600, interval=10,
-                                  clock=clock, sleep=clock.sleep)
+    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), verify.VerifyOptions(job_timeout=600, interval=10, clock=clock, sleep=clock.sleep))
     assert outcome.state == "Succeeded" and outcome.started_by_us
     (args, kwargs), = custom.patches
     assert args[-1] == {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "efa-stack-jobs"}}}
@@ -330,7 +330,7 @@ def test_failed_job_reports_the_condition() -> None:
     custom = FakeCustom([job("mpijob_suspended.json"), job("mpijob_failed.json")])
     clock = Clock()
     outcome = verify.run_nccl_job(_launcher_core(log="NCCL WARN boom"), custom, PLAN.node_group("p5"),
-                                  timeout=600, interval=10, clock=clock, sleep=clock.sleep)
+                                  verify.VerifyOptions(job_timeout=600, interval=10, clock=clock, sleep=clock.sleep))
     assert outcome.state == "Failed"
     assert "MPIJobFailed" in outcome.message and "1 Job(s) failed" in outcome.message
     assert outcome.log == "NCCL WARN boom"
@@ -339,13 +339,13 @@ def test_failed_job_reports_the_condition() -> None:
 def test_running_job_is_followed_not_patched() -> None:
     custom = FakeCustom([job("mpijob_running.json"), job("mpijob_succeeded.json")])
     clock = Clock()
-    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), timeout=600, interval=10, clock=clock, sleep=clock.sleep)
+    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), verify.VerifyOptions(job_timeout=600, interval=10, clock=clock, sleep=clock.sleep))
     assert outcome.state == "Succeeded" and not outcome.started_by_us and custom.patches == []
 
 
 def test_a_job_that_already_finished_is_read_not_rerun() -> None:
     custom = FakeCustom([job("mpijob_succeeded.json")])
-    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), timeout=60, interval=20)
+    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), verify.VerifyOptions(job_timeout=60, interval=20))
     assert outcome.state == "Succeeded" and custom.patches == []
     assert "had finished before this run" in outcome.message
 
@@ -353,13 +353,13 @@ def test_a_job_that_already_finished_is_read_not_rerun() -> None:
 def test_job_that_never_finishes_times_out() -> None:
     custom = FakeCustom([job("mpijob_suspended.json"), job("mpijob_running.json")])
     clock = Clock()
-    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), timeout=60, interval=20, clock=clock, sleep=clock.sleep)
+    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), verify.VerifyOptions(job_timeout=60, interval=20, clock=clock, sleep=clock.sleep))
     assert outcome.state == "Timeout" and sum(clock.slept) == 60
 
 
 def test_missing_job_is_reported_as_not_found() -> None:
     custom = FakeCustom([ApiException(status=404, reason="Not Found")])
-    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), timeout=60, interval=20)
+    outcome = verify.run_nccl_job(_launcher_core(), custom, PLAN.node_group("p5"), verify.VerifyOptions(job_timeout=60, interval=20))
     assert outcome.state == "NotFound" and "dist/<cluster>/apply.sh" in outcome.message
 
 

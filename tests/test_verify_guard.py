@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from efa_stack import contract
-from efa_stack.tools import verify
+from efa_stack import cluster, contract
 from tests import test_verify
 from tests.test_verify import FakeCore, FakeCustom, _model, _run, job, nodes
 
@@ -56,7 +55,7 @@ def test_guard_line_is_read_from_the_failed_workers_termination_message():
     # GIVEN worker-1's efa-guard exited 1 with its line, worker-0's passed
     core = PodsBySelector(_workers())
     # WHEN verify collects the guard's findings THEN exactly the failed worker's line comes back
-    lines = verify.guard_failures(core, "nccl-tests-p5", "default")
+    lines = cluster.guard_failures(core, "nccl-tests-p5", "default")
     assert len(lines) == 1 and lines[0].startswith(GUARD_LINE)
     selector = next(c[2]["label_selector"] for c in core.calls if c[0] == "list_namespaced_pod")
     assert selector == "training.kubeflow.org/job-name=nccl-tests-p5,training.kubeflow.org/job-role=worker"
@@ -67,7 +66,7 @@ def test_guard_line_falls_back_to_the_container_log():
     workers = copy.deepcopy(_workers())
     workers.items[1].status.init_container_statuses[0].state.terminated.message = None
     core = PodsBySelector(workers, container_log="starting\n" + GUARD_LINE + "\n")
-    assert verify.guard_failures(core, "nccl-tests-p5", "default") == [GUARD_LINE]
+    assert cluster.guard_failures(core, "nccl-tests-p5", "default") == [GUARD_LINE]
     call = next(c for c in core.calls if c[0] == "read_namespaced_pod_log")
     assert call[1] == ("nccl-tests-p5-worker-1", "default") and call[2] == {"container": contract.EFA_GUARD_CONTAINER}
 
@@ -76,7 +75,7 @@ def test_fails_without_a_line_still_names_the_pod_and_the_command():
     workers = copy.deepcopy(_workers())
     workers.items[1].status.init_container_statuses[0].state.terminated.message = None
     core = PodsBySelector(workers, log_error=ApiException(status=404, reason="Not Found"))
-    (line,) = verify.guard_failures(core, "nccl-tests-p5", "default")
+    (line,) = cluster.guard_failures(core, "nccl-tests-p5", "default")
     assert "pod=default/nccl-tests-p5-worker-1" in line and "exited 1 (Error)" in line
     assert "kubectl -n default logs nccl-tests-p5-worker-1 -c efa-guard" in line
 
@@ -84,7 +83,7 @@ def test_fails_without_a_line_still_names_the_pod_and_the_command():
 def test_no_guard_failure_when_every_guard_passed():
     workers = copy.deepcopy(_workers())
     workers.items = workers.items[:1]
-    assert verify.guard_failures(PodsBySelector(workers), "nccl-tests-p5", "default") == []
+    assert cluster.guard_failures(PodsBySelector(workers), "nccl-tests-p5", "default") == []
 
 
 @pytest.mark.usefixtures("fake_report")

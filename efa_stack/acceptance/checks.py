@@ -1,6 +1,6 @@
 """Read back the check script's sections (``check.sh``) and judge each check of one node.
 
-One ``judge_*`` function per section (GPU count, DCGM diagnostic, EFA devices, fi_pingpong); the single-node
+One ``judge_*`` function per section (GPU count, DCGM diagnostic, EFA devices, fi_pingpong, Lustre over EFA); the single-node
 NCCL run is judged in :mod:`efa_stack.acceptance.judge`. The output formats each parser follows, with their
 upstream sources, are in docs/design/commands.md ("Acceptance check formats").
 """
@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from efa_stack import contract
 from efa_stack.acceptance.model import Evidence
+from efa_stack.planning import lustre_efa
+from efa_stack.planning.node_software import known_bad_for
 
 BEGIN = re.compile(r"^=== efa-stack-check BEGIN (\S+) ===$")
 END = re.compile(r"^=== efa-stack-check END (\S+) rc=(\d+|skipped) ===$")
@@ -231,3 +234,160 @@ def judge_pingpong(section: Section | None) -> Evidence:
     first, last = rows[0], rows[-1]
     return Evidence("efa-pingpong", "pass",
                     f"{first[2]:g} usec/xfer at {first[0]}, {last[1]:g} MB/sec at {last[0]}", want)
+
+
+# --- the software the node runs --------------------------------------------------------------------------
+
+NVIDIA_DRIVER_LINE = re.compile(r"^\s*(\d+\.\d+(?:\.\d+)?)\s*$")
+EFA_MODULE_VERSION = re.compile(r"^\s*(\d+\.\d+\.\d+)[a-z]*\s*$")
+LIBFABRIC_LINE = re.compile(r"^libfabric:\s*(\S+)\s*$")
+
+
+def _read(section: Section | None, pattern: re.Pattern[str]) -> str | None:
+    """The first line of a finished section that ``pattern`` matches (its first group), or None."""
+    if section is None or section.skipped or not section.complete or section.rc != 0:
+        return None
+    return next((m.group(1) for m in map(pattern.match, section.text.splitlines()) if m), None)
+
+
+def node_software(sections: dict[str, Section]) -> dict[str, str | None]:
+    """The node facts the table's known-bad rows are written in (``nvidiaDriver``, ``efaDriver``, ``libfabric``) from
+    the ``nvidia-driver`` (``nvidia-smi --query-gpu=driver_version``), ``efa-driver`` (``/sys/module/efa/version``)
+    and ``libfabric`` (``fi_info --version``: the ``libfabric:`` line is the loaded library's version) sections;
+    None for what could not be read."""
+    return {
+        "nvidiaDriver": _read(sections.get("nvidia-driver"), NVIDIA_DRIVER_LINE),
+        "efaDriver": _read(sections.get("efa-driver"), EFA_MODULE_VERSION),
+        "libfabric": _read(sections.get("libfabric"), LIBFABRIC_LINE),
+    }
+
+
+def judge_software(sections: dict[str, Section], instance_type: str) -> Evidence:
+    """The node's NVIDIA driver, EFA driver and libfabric against the known-bad rows of the table of EFA software
+    (efa_stack/planning/data/efa_software.json) for ``instance_type``: failed on a row it hits, with the row's fix and
+    source; skipped when nothing could be read."""
+    facts = node_software(sections)
+    names = {"nvidiaDriver": "NVIDIA driver", "efaDriver": "EFA driver", "libfabric": "libfabric"}
+    measured = ", ".join(f"{names[k]} {v or 'not read'}" for k, v in facts.items())
+    want = f"no known-bad combination of efa_software.json on {instance_type}"
+    if not any(facts.values()):
+        return Evidence("software", "skipped", measured, want, "the node's versions could not be read")
+    bads = known_bad_for(facts, instance_type)
+    if bads:
+        detail = "; ".join(f"{b.id}: {b.problem}; fix: {b.fix} [source: {b.source}]" for b in bads)
+        return Evidence("software", "failed", measured, want, detail)
+    return Evidence("software", "pass", measured, want)
+
+
+# --- Lustre over EFA (an EFA-enabled FSx file system) ---------------------------------------------------------
+
+LUSTRE_SECTIONS = ("lnet-before", "lnet-unit", "lustre-write", "lnet-after")
+TCP_NET = re.compile(r"^tcp\d*$")
+
+
+@dataclass(frozen=True)
+class LnetInterface:
+    """One local network interface of ``lnetctl net show -v``: its net type (``tcp``, ``efa``, ``lo``), NID, status
+    and LNet message counters (None when the output has no statistics)."""
+
+    net: str
+    nid: str
+    status: str | None
+    send_count: int | None
+    recv_count: int | None
+
+
+def parse_lnet(text: str) -> list[LnetInterface] | None:
+    """The interfaces of ``lnetctl net show [-v]``'s YAML (a top-level ``net`` list of ``net type`` and ``local
+    NI(s)``; the shape aws/aws-parallelcluster-cookbook's pcluster-diag parses, util/lustre.py
+    ``parse_lnet_net_show``, and the recordings in tests/fixtures/lnet/); None when it is not that YAML."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("net"), list):
+        return None
+    out: list[LnetInterface] = []
+    for net in doc["net"]:
+        if not isinstance(net, dict) or not net.get("net type"):
+            continue
+        for ni in net.get("local NI(s)") or []:
+            if not isinstance(ni, dict):
+                continue
+            raw = ni.get("statistics")
+            stats: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            out.append(LnetInterface(
+                str(net["net type"]), str(ni.get("nid", "")), str(ni["status"]) if "status" in ni else None,
+                _count(stats.get("send_count")), _count(stats.get("recv_count")),
+            ))
+    return out
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _sends(interfaces: list[LnetInterface], wanted: Callable[[str], object]) -> int | None:
+    """The summed ``send_count`` of the interfaces of the nets ``wanted`` accepts; None when one has none."""
+    counts = [i.send_count for i in interfaces if wanted(i.net)]
+    return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
+
+
+def _growth(before: list[LnetInterface], after: list[LnetInterface]) -> tuple[int, int] | None:
+    """How much the efa net's and the tcp nets' ``send_count`` grew; None when a count is missing."""
+    counts = [_sends(side, wanted) for wanted in (lambda n: n == "efa", TCP_NET.match) for side in (before, after)]
+    if any(c is None for c in counts):
+        return None
+    efa_before, efa_after, tcp_before, tcp_after = (c or 0 for c in counts)
+    return efa_after - efa_before, tcp_after - tcp_before
+
+
+def judge_lustre_efa(sections: dict[str, Section], expected_interfaces: int | None, write_mib: int, unit: str) -> Evidence:
+    """Lustre rides EFA on this node: ``lnetctl net show -v`` lists ``@efa`` interfaces that are up, as many as the
+    instance type binds (``expected_interfaces``; None: at least one), the EFA client's systemd ``unit`` is active,
+    and a direct write of ``write_mib`` MiB raises the efa net's ``send_count`` by at least half the bulk RPCs it takes
+    and by more than the tcp nets' (metadata RPCs and pings ride tcp by design, aws/aws-parallelcluster#7572: an
+    ordering, never "no tcp at all")."""
+    rpcs = write_mib // lustre_efa.RPC_MIB
+    floor = -(-rpcs // 2)
+    want = (f"{expected_interfaces or 'at least 1'} @efa LNet interfaces up, {unit} active, and after a {write_mib} MiB "
+            f"direct write the efa send_count up by >= {floor} and by more than tcp's")
+    got = [finished("lustre-efa", sections.get(name), want) for name in LUSTRE_SECTIONS]
+    missing = next((g for g in got if isinstance(g, Evidence)), None)
+    if missing is not None:  # a skipped section means the probe never ran: that proves nothing
+        return Evidence("lustre-efa", "failed", missing.measured, want, missing.detail or "the LNet check did not run")
+    before_s, unit_s, write_s, after_s = (g for g in got if isinstance(g, Section))
+    before, after = parse_lnet(before_s.text), parse_lnet(after_s.text)
+    if before_s.rc != 0 or after_s.rc != 0 or before is None or after is None:
+        return Evidence("lustre-efa", "failed", "lnetctl net show -v gave no LNet configuration", want,
+                        f"{_tail(before_s.text)}; the Lustre client (and lnetctl) is installed by the node's user data")
+    problems: list[str] = []
+    efa = [i for i in before if i.net == "efa" and i.status == "up"]
+    nets = ", ".join(sorted({i.net for i in before}))
+    if not efa:
+        problems.append(f"no @efa interface is up (nets: {nets or 'none'}): LNet was not configured for EFA and Lustre "
+                        f"uses TCP; on the node: journalctl -u {unit}")
+    elif expected_interfaces is not None and len(efa) < expected_interfaces:
+        problems.append(f"only {len(efa)} of the {expected_interfaces} @efa interfaces AWS's setup binds on this "
+                        f"instance type: Lustre does not use every EFA device; on the node: journalctl -u {unit}")
+    state = unit_s.text.strip().splitlines()[-1] if unit_s.text.strip() else "unknown"
+    if state != "active":
+        problems.append(f"{unit} is {state}: it configures LNet on every boot; journalctl -u {unit} says why")
+    if write_s.rc != 0:
+        problems.append(f"the direct write to the file system failed (exit {write_s.rc}): {_tail(write_s.text)}")
+    deltas = _growth(before, after)
+    if deltas is None:
+        problems.append("lnetctl net show -v printed no send_count for every interface: the traffic cannot be judged")
+        growth = "send counts not read"
+    else:
+        d_efa, d_tcp = deltas
+        growth = f"efa send_count +{d_efa}, tcp +{d_tcp}"
+        if write_s.rc == 0 and (d_efa < floor or d_efa <= d_tcp):
+            problems.append(f"{growth} for {rpcs} bulk RPCs: Lustre's data is not riding EFA (the file system "
+                            "EFA-enabled and in this node's zone? LNet peers reached over @efa?)")
+    measured = f"{len(efa)} @efa interfaces up, {unit.split('.')[0]} {state}, {growth} after {write_mib} MiB"
+    if problems:
+        return Evidence("lustre-efa", "failed", measured, want, "; ".join(problems))
+    return Evidence("lustre-efa", "pass", measured, want)

@@ -2,6 +2,7 @@
 
 1. one check pod per node of the node group (:func:`k8s.acceptance.check_pod`), all at once; each log is read
    back into evidence (:mod:`efa_stack.acceptance.checks`, :func:`efa_stack.acceptance.judge.judge_nccl_single`);
+   on a node group that reads an EFA-enabled file system the pod also proves Lustre rides EFA (``lustre-efa``);
 2. with EFA, 2-node NCCL all_reduce MPIJobs between the nodes that passed step 1: round 1 pairs (0,1),
    (2,3), ... in parallel; round 2 re-tests each member of a pair that did not pass against a known-good
    peer, one job at a time (:func:`efa_stack.acceptance.judge.attribute_pairs` names the slow node);
@@ -18,20 +19,21 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from efa_stack import contract
 from efa_stack.acceptance import checks, judge
 from efa_stack.acceptance.model import (
     DCGM_LEVELS,
+    DEFAULT_DCGM_LEVEL,
     AcceptanceReport,
     Evidence,
     NodeVerdict,
     PairResult,
     QuarantineAction,
 )
-from efa_stack.cluster import call, launcher_log, list_nodes, poll, wait_for_job
+from efa_stack.cluster import Clock, Sleep, call, launcher_log, list_nodes, poll, wait_for_job
 from efa_stack.errors import UserError
 from efa_stack.names import acceptance_pair_job_name
 from efa_stack.nccl_report.hosts import HostAnalysis
@@ -41,6 +43,33 @@ from k8s import acceptance as manifests
 from k8s.images import DCGM_IMAGE
 
 Progress = Callable[[str], None]
+
+
+def _silent(_: str) -> None:
+    """No progress lines (``--json``, tests)."""
+
+
+@dataclass(frozen=True)
+class AcceptanceOptions:
+    """What acceptance was asked (``verify --acceptance``'s options), with the clock, the sleep and the progress."""
+
+    node_group: str | None = None
+    """The node group to accept; None: the first NVIDIA GPU group with EFA (:func:`select_group`)."""
+    dcgm_level: int = DEFAULT_DCGM_LEVEL
+    no_efa: bool = False
+    """GPU-only checks: no EFA checks, no pair tests."""
+    quarantine: bool = False
+    """Cordon and taint every slow or failed node."""
+    namespace: str = contract.NCCL_JOB_NAMESPACE
+    timeout: float = 3600.0
+    """Seconds the whole run may take."""
+    interval: float = 10.0
+    """Seconds between polls."""
+    threshold: float = contract.NCCL_PASS_THRESHOLD
+    """The pair tests' pass mark (fraction of the line rate)."""
+    clock: Clock | None = None
+    sleep: Sleep | None = None
+    progress: Progress = _silent
 
 
 def select_group(plan: ClusterPlan, name: str | None, *, no_efa: bool, dcgm_level: int) -> NodeGroupPlan:
@@ -75,24 +104,41 @@ def select_group(plan: ClusterPlan, name: str | None, *, no_efa: bool, dcgm_leve
     return group
 
 
+def lustre_probe(plan: ClusterPlan, group: NodeGroupPlan, namespace: str, *, efa: bool) -> manifests.LustreProbe | None:
+    """The LNet check of ``group``'s nodes: with an EFA-enabled file system whose EFA client the group runs (and the EFA
+    checks on), None otherwise; a UserError when the check pods could not mount the claim."""
+    st = plan.storage
+    if not efa or st is None or not st.efa or group.lustre_efa is None:
+        return None
+    if namespace != st.claim_namespace:
+        raise UserError(
+            f"--namespace {namespace}: the Lustre-over-EFA check writes to the FSx claim {st.claim_name}, which is in "
+            f"namespace {st.claim_namespace}, and a pod mounts only claims of its own namespace",
+            f"run acceptance in {st.claim_namespace} (drop --namespace), or pass --no-efa to leave out the EFA checks",
+        )
+    return manifests.LustreProbe(st.claim_name, st.mount_path)
+
+
 def _delete_quietly(fn: Callable[..., Any], *args: Any) -> None:
     with contextlib.suppress(Exception):  # cleanup of our own objects: already gone is fine
         fn(*args)
 
 
 class Runner:
-    def __init__(self, plan: ClusterPlan, core: Any, custom: Any, group: NodeGroupPlan, *, dcgm_level: int,
-                 efa: bool, namespace: str, timeout: float, interval: float, threshold: float,
-                 clock: Callable[[], float] | None, sleep: Callable[[float], None] | None, progress: Progress):
+    """One acceptance run of one node group: its check pods, pair jobs and quarantine, against one deadline."""
+
+    def __init__(self, plan: ClusterPlan, core: Any, custom: Any, group: NodeGroupPlan, options: AcceptanceOptions):
         self.plan, self.core, self.custom, self.group = plan, core, custom, group
-        self.dcgm_level, self.efa, self.namespace = dcgm_level, efa, namespace
-        self.interval, self.threshold = interval, threshold
-        self.clock, self.sleep = clock or time.monotonic, sleep or time.sleep
-        self.deadline = self.clock() + timeout
-        self.timeout = timeout
-        self.progress = progress
+        self.dcgm_level, self.namespace = options.dcgm_level, options.namespace
+        self.efa = group.efa_devices_per_node > 0 and not options.no_efa
+        self.interval, self.threshold = options.interval, options.threshold
+        self.clock, self.sleep = options.clock or time.monotonic, options.sleep or time.sleep
+        self.deadline = self.clock() + options.timeout
+        self.timeout = options.timeout
+        self.progress = options.progress
         self.job = next((j for j in plan.nccl_jobs if j.node_group == group.name), None)
         self.image = self.job.image if self.job else _default_image()
+        self.lustre = lustre_probe(plan, group, self.namespace, efa=self.efa)
 
     # --- nodes -------------------------------------------------------------------------------------
     def nodes(self) -> list[Any]:
@@ -109,7 +155,8 @@ class Runner:
         pods = {}
         for n in names:
             body = manifests.check_pod(self.group, n, namespace=self.namespace, image=self.image, job=self.job,
-                                       dcgm_level=self.dcgm_level, efa=self.efa, dcgm_image=DCGM_IMAGE)
+                                       dcgm_level=self.dcgm_level, efa=self.efa, dcgm_image=DCGM_IMAGE,
+                                       lustre=self.lustre)
             name = body["metadata"]["name"]
             _delete_quietly(self.core.delete_namespaced_pod, name, self.namespace)
             call(f"create pod {self.namespace}/{name}", self.core.create_namespaced_pod, self.namespace, body)
@@ -160,10 +207,14 @@ class Runner:
         ev = [
             checks.judge_gpu_count(sections.get("gpu-count"), g.gpus_per_node),
             checks.judge_dcgm(sections.get("dcgm"), self.dcgm_level),
+            checks.judge_software(sections, g.instance_type),
         ]
         if self.efa:
             ev += [checks.judge_efa_devices(sections.get("efa-devices"), g.efa_devices_per_node),
                    checks.judge_pingpong(sections.get("efa-pingpong"))]
+        if self.lustre is not None and g.lustre_efa is not None:
+            ev.append(checks.judge_lustre_efa(sections, g.lustre_efa.lnet_interfaces, self.lustre.write_mib,
+                                              self.lustre.unit))
         ev.append(judge.judge_nccl_single(sections.get("nccl-single"), g.instance.gpu.name if g.instance.gpu else None,
                                           g.gpus_per_node, f"{node}:nccl-single"))
         if phase not in ("Succeeded", "Failed") and not sections:
@@ -255,19 +306,15 @@ configuration leaves every gate at its default (k8s/kueue.py). The quarantine ta
 
 
 def run_acceptance(
-    plan: ClusterPlan, core: Any, custom: Any, *, node_group: str | None = None, dcgm_level: int = 2,
-    no_efa: bool = False, quarantine: bool = False, namespace: str = contract.NCCL_JOB_NAMESPACE,
-    timeout: float = 3600.0, interval: float = 10.0, threshold: float = contract.NCCL_PASS_THRESHOLD,
-    clock: Callable[[], float] | None = None, sleep: Callable[[float], None] | None = None,
-    progress: Progress = lambda _: None,
+    plan: ClusterPlan, core: Any, custom: Any, options: AcceptanceOptions = AcceptanceOptions()
 ) -> AcceptanceReport:
     """Accept the nodes of one node group (see the module docstring); raises UserError on bad input or no access."""
-    group = select_group(plan, node_group, no_efa=no_efa, dcgm_level=dcgm_level)
-    efa = group.efa_devices_per_node > 0 and not no_efa
-    r = Runner(plan, core, custom, group, dcgm_level=dcgm_level, efa=efa, namespace=namespace, timeout=timeout,
-               interval=interval, threshold=threshold, clock=clock, sleep=sleep, progress=progress)
+    group = select_group(plan, options.node_group, no_efa=options.no_efa, dcgm_level=options.dcgm_level)
+    r = Runner(plan, core, custom, group, options)
+    efa, dcgm_level = r.efa, options.dcgm_level
     names = [n.metadata.name for n in r.nodes()]
-    progress(f"accepting {len(names)} node(s) of {group.name} ({group.instance_type}), DCGM level {dcgm_level}")
+    options.progress(f"accepting {len(names)} node(s) of {group.name} ({group.instance_type}), "
+                     f"DCGM level {dcgm_level}")
     verdicts = r.check_nodes(names)
     notes: list[str] = []
     pairs: list[PairResult] = []
@@ -285,7 +332,7 @@ def run_acceptance(
         verdicts = {n: NodeVerdict(n, v.evidence + ((pair_ev[n],) if n in pair_ev else ())) for n, v in verdicts.items()}
     ordered = tuple(verdicts[n] for n in names)
     # An ambiguous node is not named (no evidence singles it out), so it is reported, never quarantined.
-    actions = tuple(r.quarantine(v) for v in ordered if v.status in ("slow", "failed")) if quarantine else ()
+    actions = tuple(r.quarantine(v) for v in ordered if v.status in ("slow", "failed")) if options.quarantine else ()
     if actions and plan.kueue is not None and plan.kueue.binding(group.name).worker_annotations:
         notes.append(KUEUE_REPLACEMENT_NOTE)
     return AcceptanceReport(plan.name, group.name, group.instance_type, dcgm_level, efa, ordered, tuple(pairs),

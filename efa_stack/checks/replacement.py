@@ -26,6 +26,12 @@ STATEFUL_TYPES: frozenset[str] = frozenset({
 # awsdocs/aws-cloudformation-user-guide doc_source/aws-resource-fsx-filesystem.md (StorageType) and
 # doc_source/aws-properties-fsx-filesystem-lustreconfiguration.md (DeploymentType, DriveCacheType,
 # ExportPath, ImportPath, ImportedFileChunkSize).
+# EfaEnabled: the sources disagree. The FSx for Lustre User Guide, "Working with EFA-enabled file systems" (read
+# 2026-11-27): "you cannot enable or disable EFA on an existing file system"; the CloudFormation resource
+# specification marks it "UpdateType: Immutable" (as generated into RonSijm/RonSijm.Humidifier, Humidifier.FSx
+# FileSystem LustreConfiguration.EfaEnabled); a stored copy of the template reference page
+# (aws-properties-fsx-filesystem-lustreconfiguration) says "Update requires: No interruption". A change is taken as a
+# replacement, the answer that protects the data: the retained old file system would be left behind either way.
 DOCUMENTED_REPLACING: dict[str, tuple[str, ...]] = {
     "AWS::FSx::FileSystem": (
         "/properties/StorageType",
@@ -34,6 +40,7 @@ DOCUMENTED_REPLACING: dict[str, tuple[str, ...]] = {
         "/properties/LustreConfiguration/ExportPath",
         "/properties/LustreConfiguration/ImportPath",
         "/properties/LustreConfiguration/ImportedFileChunkSize",
+        "/properties/LustreConfiguration/EfaEnabled",
     ),
 }
 

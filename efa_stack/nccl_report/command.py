@@ -16,11 +16,12 @@ from pathlib import Path
 from rich.console import Console
 
 from efa_stack import contract
+from efa_stack.console import print_error
 from efa_stack.errors import EXIT_CHECK_FAILED, UserError
 from efa_stack.nccl_report.judge import compare_runs, hosts_report, judge
 from efa_stack.nccl_report.model import NcclLogError, NcclRun, Report, RunReport
 from efa_stack.nccl_report.parse import parse_text_runs, read_runs
-from efa_stack.nccl_report.render import error_report, plot_busbw, print_error, print_report
+from efa_stack.nccl_report.render import error_report, plot_busbw, print_report, report_document
 
 __all__ = ["build_report", "check_options", "read_logs", "report_command", "report_from_text"]
 
@@ -85,8 +86,9 @@ def build_report(
             all_single = all((nodes if nodes is not None else r.facts.nodes) == 1 for r in runs)
             line_rate = rate if rate > 0 and not all_single else None
     except UnknownInstanceType as e:
-        hint = f" (did you mean: {', '.join(e.suggestions)}?)" if e.suggestions else ""
-        raise UserError(f"unknown instance type {instance_type!r}{hint}") from e
+        # the catalog's advice, as a spec's problem gives it: a typo's correction, else the family's sizes and the
+        # nearest types by family, size and generation (efa_stack.planning.catalog.unknown_type_advice)
+        raise UserError(f"unknown instance type {instance_type!r}", e.advice()) from e
 
     if plot is not None:
         try:
@@ -145,6 +147,8 @@ def report_command(
         check_options(threshold, nodes)
         report = build_report(read_logs(logs), instance_type, nodes, threshold, plot)
     except UserError as exc:
-        return print_error(exc, json_out=json_out, console=out, err_console=err_console or Console(stderr=True))
+        # --json: the report-shaped error document on stdout; else the error line on stderr
+        return print_error(exc, json_out=json_out, console=err_console or Console(stderr=True),
+                           echo=lambda text: print(text, file=out.file), document=report_document(error_report(exc)))
     print_report(report, out, json_out=json_out)
     return report.exit_code

@@ -139,16 +139,23 @@ _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(\w+)?")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
 _MEMORY = re.compile(r"^#\s*GPU memory usage\s*:\s*(.*?)\s*$")
 _PER_ITER = re.compile(r"^#\s*Per-Iteration Report\b")
-# Lines that say a run failed: NCCL's warnings, nccl-tests' own failure lines (NVIDIA/nccl-tests src/common.h
-# NCCLCHECK/CUDACHECK: "Test NCCL failure %s:%d '%s'", "Test CUDA failure ..."), CUDA errors, a collective
-# timeout, and mpirun reporting a rank that died or timed out. The strong ones (all but NCCL WARN, which
-# healthy runs print too) are what a failed run quotes first.
-_FAILURE = re.compile(
-    r"\bTest (?:NCCL |CUDA |MPI )?failure\b|\bCUDA error\b|\bcollective operation timeout\b"
+# Lines that say why a run failed: nccl-tests' own (NVIDIA/nccl-tests@v2.19.6 src/common.h NCCLCHECK/CUDACHECK:
+# "Test NCCL failure %s:%d '%s'", "Test CUDA failure ..."; src/common.cu testStreamSynchronize: "%s: Test timeout
+# (%ds) %s:%d" past -T), CUDA errors, a collective timeout, and mpirun reporting a rank that died or timed out.
+_CAUSE = re.compile(
+    r"\bTest (?:NCCL |CUDA |MPI )failure\b|\bTest timeout \(\d+s\)|\bCUDA error\b|\bcollective operation timeout\b"
     r"|\b(?:mpirun|prterun|orterun)\b.*\b(?:timed out|timeout|exited on signal|noticed that process rank)\b",
     re.IGNORECASE,
 )
+# src/common.h TESTCHECK: " .. %s pid %d: Test failure %s:%d", printed by every caller a failure returns through,
+# after the line that says why: the run failed, but a cause line is the one to quote.
+_RELAY = re.compile(r"\bTest failure\b", re.IGNORECASE)
+_FAILURE = re.compile(_CAUSE.pattern + r"|" + _RELAY.pattern, re.IGNORECASE)
+# NCCL's warnings are kept as evidence but say nothing failed on their own: healthy runs print them too (NCCL up to
+# v2.10.3 warns "Failed to open libibverbs.so[.1]" on hosts without rdma-core, src/misc/ibvwrap.cc).
 _PROBLEM = re.compile(r"\bNCCL WARN\b|" + _FAILURE.pattern, re.IGNORECASE)
+MAX_PROBLEMS = 20
+"""Warning and failure lines kept per run; lines that say why a run failed get as many again past them."""
 # The network NCCL uses (NVIDIA/nccl@v2.30.7-1): src/init.cc:486 INFO "Using network %s"; the built-in
 # socket transport is named "Socket" (src/transport/net_socket.cc:804) and logs "NET/Socket : Using ..."
 # (net_socket.cc:77); channels log "via NET/%s/%d" (src/transport/net.cc:324,377).
@@ -257,8 +264,9 @@ class _Facts:
             hm = _NCCL_HOST.match(body)
             if hm:
                 self._host(hm["host"], "socket" if line_socket else "efa", evidence)
-        if _PROBLEM.search(body) and len(self.problems) < 20:
-            self.problems.append(evidence)
+        if _PROBLEM.search(body) and (len(self.problems) < MAX_PROBLEMS
+                                      or (_CAUSE.search(body) and len(self.problems) < 2 * MAX_PROBLEMS)):
+            self.problems.append(evidence)  # past the first MAX_PROBLEMS lines, only the ones that say why
 
     def _host(self, host: str, transport: Transport, evidence: str) -> None:
         """Record one host's transport: the first socket line wins over any EFA line of that host."""
@@ -276,12 +284,15 @@ class _Facts:
         self.socket = [a or b for a, b in zip(self.socket, later.socket)]
         self.other_provider = self.other_provider or later.other_provider
         self.efa = [a or b for a, b in zip(self.efa, later.efa)]
-        self.problems = (self.problems + later.problems)[:20]
+        both = self.problems + later.problems
+        self.problems = both[:MAX_PROBLEMS] + [p for p in both[MAX_PROBLEMS:] if _CAUSE.search(p)][:MAX_PROBLEMS]
 
     def failure(self) -> str | None:
-        """The line that says why a run failed: the first strong failure line, else the first NCCL WARN."""
-        strong = [p for p in self.problems if _FAILURE.search(p)]
-        found = strong or self.problems
+        """The line that says why a run failed: the first cause line (a test, CUDA or NCCL failure, a timeout, a rank
+        that died), else the first relayed ``Test failure``; None when the log says nothing failed (an NCCL warning
+        alone does not: healthy runs print them)."""
+        causes = [p for p in self.problems if _CAUSE.search(p)]
+        found = causes or [p for p in self.problems if _RELAY.search(p)]
         return found[0] if found else None
 
     def transport(self) -> tuple[Transport, tuple[str, ...]]:
@@ -587,60 +598,69 @@ def _bounded_lines(stream: io.TextIOBase | io.StringIO) -> Iterator[tuple[int, s
         yield lineno, chunk
 
 
-def read_text_runs(lines: Iterable[tuple[int, str]], source: str) -> list[NcclRun]:
-    """Every run in a stream of numbered lines (see the module docstring)."""
-    runs: list[tuple[_Table, _Facts]] = []
-    facts = _Facts()  # the facts of the run being read
-    later = _Facts()  # lines after the current table's footer: the next run's, or trailing ones
-    table: _Table | None = None
-    state = "before"  # -> "table" at a header line -> "footer" at the first footer line
-    last_line, last_raw = 0, ""
+class _TextReader:
+    """The text reader's state: ``before`` -> ``table`` at a header line -> ``footer`` at the first footer line, and
+    ``before`` again at the next header line of the table's stream (the next run)."""
 
-    def current() -> _Table:
-        # the reader's states "table" and "footer" always have a table (set at its header line)
-        if table is None:
-            raise RuntimeError(f"{source}: nccl-tests reader reached state {state!r} without a table")
-        return table
+    def __init__(self, source: str):
+        self.source = source
+        self.runs: list[tuple[_Table, _Facts]] = []
+        self.facts = _Facts()  # the facts of the run being read
+        self.later = _Facts()  # lines after the current table's footer: the next run's, or trailing ones
+        self.table: _Table | None = None
+        self.state: Literal["before", "table", "footer"] = "before"
+        self.last_line, self.last_raw = 0, ""
 
-    def close() -> None:
-        runs.append((current(), facts))
+    def current(self) -> _Table:
+        """The table being read (the states "table" and "footer" always have one, set at its header line)."""
+        if self.table is None:
+            raise RuntimeError(f"{self.source}: nccl-tests reader reached state {self.state!r} without a table")
+        return self.table
 
-    for lineno, raw in lines:
+    def close(self) -> None:
+        self.runs.append((self.current(), self.facts))
+
+    def feed(self, lineno: int, raw: str) -> None:
+        """Read one numbered line."""
         raw = raw.rstrip("\r\n")
         stream, body = _strip_prefix(raw)
         if not body:
-            continue
-        last_line, last_raw = lineno, raw
+            return
+        self.last_line, self.last_raw = lineno, raw
         header = _is_table_header(body)
-
-        if state == "footer":
-            if header and stream == table.stream:  # type: ignore[union-attr]  # "footer" follows a table
-                close()
-                facts, later = later, _Facts()
-                state = "before"
-            elif stream == table.stream and _footer_line(table, body, lineno, raw):  # type: ignore[union-attr,arg-type]  # ditto
-                continue
-            else:
-                later.feed(lineno, body)
-                continue
-
-        facts.feed(lineno, body)
-        if state == "before":
+        if self.state == "footer" and not self._next_run(stream, body, lineno, raw, header=header):
+            return
+        self.facts.feed(lineno, body)
+        if self.state == "before":
             if header:
-                layout = _layout(body, source, lineno)
-                table = _Table(layout, _RowReader(layout, source, lineno), lineno, raw, stream)
-                state = "table"
-            continue
-        table = current()
+                layout = _layout(body, self.source, lineno)
+                self.table = _Table(layout, _RowReader(layout, self.source, lineno), lineno, raw, stream)
+                self.state = "table"
+            return
+        self._table_line(stream, body, lineno, raw, header=header)
+
+    def _next_run(self, stream: Stream, body: str, lineno: int, raw: str, *, header: bool) -> bool:
+        """A line after the table's footer: True when it is the header of the next run's table (the current run is
+        closed and the line is read as the next run's); otherwise it is recorded as a footer line or a later one."""
+        table = self.current()
+        if header and stream == table.stream:
+            self.close()
+            self.facts, self.later = self.later, _Facts()
+            self.state = "before"
+            return True
+        if not (stream == table.stream and _footer_line(table, body, lineno, raw)):
+            self.later.feed(lineno, body)
+        return False
+
+    def _table_line(self, stream: Stream, body: str, lineno: int, raw: str, *, header: bool) -> None:
+        """A line while the table is read: a data row, the first footer line, or something to pass over."""
+        table = self.current()
         if stream != table.stream:
-            continue  # another rank or stderr: never table content
+            return  # another rank or stderr: never table content
         if body.startswith("#"):
             if _footer_line(table, body, lineno, raw):
-                state = "footer"
-                continue
-            if header:
-                if not table.rows:
-                    continue  # a repeated header line before any data is harmless
+                self.state = "footer"
+            elif header and table.rows:  # a repeated header line before any data is harmless
                 raise table.reader.error(
                     lineno,
                     f"the table that starts at line {table.header_line} ends after {len(table.rows)} data rows "
@@ -648,59 +668,71 @@ def read_text_runs(lines: Iterable[tuple[int, str]], source: str) -> list[NcclRu
                     "starts here: the first run is truncated",
                     raw,
                 )
-            continue  # units line, blank '#', "# Errors with asterisks ..." and such
+            return  # otherwise: units line, blank '#', "# Errors with asterisks ..." and such
         if _NCCL_LOG_LINE.search(body):
-            continue
+            return
         tokens = body.split()
         if _looks_like_row(tokens, table.layout):
             table.add(table.reader.read(tokens, lineno, raw))
         # Anything else in the table's stream (a failure message, a stray print) is noise here;
         # failures among it were collected as problems and show up if the table never ends.
 
-    if state == "before" and table is None:
-        raise NcclLogError(
-            source,
-            last_line or None,
-            "no nccl-tests result table (no '#  size  count  type ... time  algbw  busbw' header line)",
-            last_raw if last_line else None,
-            TEXT_LAYOUT,
-            failure=facts.failure(),
-        )
-    if state == "before":  # a later run printed its preamble but never its table
-        raise NcclLogError(
-            source,
-            facts.started_at or last_line,
-            f"run {len(runs) + 1} starts here but the log ends at line {last_line} before its result table",
-            None,
-            TEXT_LAYOUT,
-            failure=facts.failure(),
-        )
-    table = current()
-    if not table.rows:
-        raise NcclLogError(
-            source, table.header_line, "table header without any data rows", table.header_raw, TEXT_LAYOUT,
-            failure=facts.failure(),
-        )
-    if state == "table":
-        error = table.reader.error(
-            last_line,
-            f"truncated: the log ends after {len(table.rows)} data rows without the table footer "
-            "('# Out of bounds values' / '# Avg bus bandwidth'); last line read",
-            last_raw,
-        )
-        error.failure = facts.failure()
-        raise error
-    if later.started_at is not None:
-        raise NcclLogError(
-            source,
-            later.started_at,
-            f"run {len(runs) + 2} starts here but the log ends at line {last_line} before its result table",
-            None,
-            TEXT_LAYOUT,
-            failure=later.failure(),
-        )
-    facts.absorb(later)
-    close()
+    def finish(self) -> list[tuple[_Table, _Facts]]:
+        """Every run read, each with its facts; a log that ends before a run's table or footer is an error."""
+        source, facts, last_line = self.source, self.facts, self.last_line
+        if self.state == "before" and self.table is None:
+            raise NcclLogError(
+                source,
+                last_line or None,
+                "no nccl-tests result table (no '#  size  count  type ... time  algbw  busbw' header line)",
+                self.last_raw if last_line else None,
+                TEXT_LAYOUT,
+                failure=facts.failure(),
+            )
+        if self.state == "before":  # a later run printed its preamble but never its table
+            raise NcclLogError(
+                source,
+                facts.started_at or last_line,
+                f"run {len(self.runs) + 1} starts here but the log ends at line {last_line} before its result table",
+                None,
+                TEXT_LAYOUT,
+                failure=facts.failure(),
+            )
+        table = self.current()
+        if not table.rows:
+            raise NcclLogError(
+                source, table.header_line, "table header without any data rows", table.header_raw, TEXT_LAYOUT,
+                failure=facts.failure(),
+            )
+        if self.state == "table":
+            error = table.reader.error(
+                last_line,
+                f"truncated: the log ends after {len(table.rows)} data rows without the table footer "
+                "('# Out of bounds values' / '# Avg bus bandwidth'); last line read",
+                self.last_raw,
+            )
+            error.failure = facts.failure()
+            raise error
+        if self.later.started_at is not None:
+            raise NcclLogError(
+                source,
+                self.later.started_at,
+                f"run {len(self.runs) + 2} starts here but the log ends at line {last_line} before its result table",
+                None,
+                TEXT_LAYOUT,
+                failure=self.later.failure(),
+            )
+        facts.absorb(self.later)
+        self.close()
+        return self.runs
+
+
+def read_text_runs(lines: Iterable[tuple[int, str]], source: str) -> list[NcclRun]:
+    """Every run in a stream of numbered lines (see the module docstring)."""
+    reader = _TextReader(source)
+    for lineno, raw in lines:
+        reader.feed(lineno, raw)
+    runs = reader.finish()
     return [
         NcclRun(
             source=source,

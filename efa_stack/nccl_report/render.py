@@ -21,7 +21,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from efa_stack import errors
+from efa_stack.console import STATUS_STYLE
 from efa_stack.errors import UserError
 from efa_stack.nccl_report.model import (
     Comparison,
@@ -39,7 +39,6 @@ __all__ = [
     "error_report",
     "human_size",
     "plot_busbw",
-    "print_error",
     "print_report",
     "render_comparison",
     "render_run",
@@ -60,7 +59,7 @@ def _fmt_check(res: Result | None) -> Text:
         s = f"{res.error:.0e}"
     else:
         s = "N/A"
-    return Text(s, style="bold red" if res.failed else "")
+    return Text(s, style=STATUS_STYLE["fail"] if res.failed else "")
 
 
 @dataclass(frozen=True)
@@ -154,7 +153,7 @@ def _run_table(run: NcclRun, plan: _Plan) -> Table:
                 ]
         if has_ts:
             cells.append(r.timestamp or "-")
-        table.add_row(*cells, style="red" if r.failed else None)
+        table.add_row(*cells, style=STATUS_STYLE["fail"] if r.failed else None)
     return table
 
 
@@ -207,7 +206,7 @@ def _facts(run: NcclRun) -> Table:
             grid.add_row(name, str(value))
     evidence = "; ".join(f.transport_evidence)
     transport = f.transport + (f"  ({evidence})" if evidence else "")
-    grid.add_row("transport", Text(transport, style="red" if f.transport == "socket" else ""))
+    grid.add_row("transport", Text(transport, style=STATUS_STYLE["not EFA"] if f.transport == "socket" else ""))
     types = {(r.type, r.redop) for r in run.rows}
     if len(types) == 1:
         dtype, redop = next(iter(types))
@@ -227,12 +226,7 @@ def render_run(run: NcclRun, verdict: Verdict | None = None) -> RenderableType:
         footer.append(f"Avg bus bandwidth: {run.footer.avg_busbw:g} GB/s (all sizes; not judged)")
     parts: list[RenderableType] = [_facts(run), _FittedTable(run), footer]
     if verdict is not None:
-        if not verdict.ok:
-            style = "bold red"
-        elif verdict.status == "pass":
-            style = "bold green"
-        else:
-            style = "bold yellow"
+        style = STATUS_STYLE[verdict.status] if verdict.ok else STATUS_STYLE["fail"]
         parts.append(Text(f"verdict: {verdict.summary}", style=style))
         for note in verdict.notes:
             parts.append(Text(f"  note: {note}"))
@@ -261,7 +255,7 @@ def render_comparison(cmp: Comparison) -> Table:
 def render_hosts(hosts: HostsReport) -> RenderableType:
     """The per-host findings: slow hosts and suspect links with their evidence, then hosts on sockets."""
     a = hosts.analysis
-    style = {"named": "bold red", "ambiguous": "yellow", "all pass": "green"}.get(a.status, "")
+    style = STATUS_STYLE.get(a.status, "")
     lines: list[Text] = [Text.assemble(("hosts: ", "bold"), (f"{a.status}: ", style), a.reason)]
     for s in a.slow_hosts:
         lines.append(Text(f"  slow host {s.host}: " + "; ".join(s.slow_runs)))
@@ -273,7 +267,7 @@ def render_hosts(hosts: HostsReport) -> RenderableType:
     if a.status == "ambiguous":
         lines.extend(Text(f"  run {r.describe()}") for r in a.runs)
     for sh in hosts.socket_hosts:
-        lines.append(Text.assemble(("  sockets, not EFA: ", "bold red"), f"{sh.host} in {sh.run} ({sh.evidence})"))
+        lines.append(Text.assemble(("  sockets, not EFA: ", STATUS_STYLE["not EFA"]), f"{sh.host} in {sh.run} ({sh.evidence})"))
     return Group(*lines)
 
 
@@ -283,13 +277,6 @@ def error_report(exc: UserError) -> Report:
     detail.setdefault("message", exc.message)
     detail.setdefault("summary", exc.message)
     return Report(exit_code=exc.exit_code, error=ReportError.model_validate(detail))
-
-
-def print_error(exc: UserError, *, json_out: bool, console: Console, err_console: Console) -> int:
-    """``exc`` as the report-shaped ``--json`` document on ``console``, or one line on ``err_console``."""
-    if json_out:
-        return errors.print_error(exc, json_out=True, console=console, document=report_document(error_report(exc)))
-    return errors.print_error(exc, json_out=False, console=err_console)
 
 
 def print_report(report: Report, console: Console, *, json_out: bool = False) -> None:

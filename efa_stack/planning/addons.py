@@ -248,18 +248,42 @@ def parse_configuration(prefix: str, name: str, text: str) -> tuple[str | None, 
     return json.dumps(value, sort_keys=True, separators=(",", ":")), []
 
 
-def _check_version(prefix: str, name: str, version: str | None) -> list[Problem]:
+def _check_version(prefix: str, name: str, version: str | None, own: AddonPlan | None = None) -> list[Problem]:
+    """``version`` as a full build; the ``v`` it lacks is proposed only where that build passes efa-stack's
+    minimum for its own add-on ``own`` too (else the minimum's fix, so the advice passes every rule)."""
     if version is None or re.match(ADDON_VERSION_PATTERN, version):
         return []
     # eksctl (eksctl-io/eksctl@v0.230.0 pkg/actions/addon/addon.go getLatestMatchingVersion) resolves
     # "latest" and partial versions through DescribeAddonVersions at deploy time; efa-stack synthesizes offline.
     fix = (f"pin a full build from `aws eks describe-addon-versions --addon-name {name} --kubernetes-version X.Y`"
            " (vX.Y.Z-eksbuild.N), or leave version out for EKS's default build")
-    if re.match(r"^\d+\.\d+\.\d+-eksbuild\.\d+$", version):
-        fix = f"write v{version}"
     reason = ("efa-stack cannot look up the newest build offline" if version == "latest"
               else "is not a full add-on build vX.Y.Z-eksbuild.N")
+    if re.match(r"^\d+\.\d+\.\d+-eksbuild\.\d+$", version):
+        below = _below_minimum(own, f"v{version}") if own is not None else None
+        if below is None:
+            fix = f"write v{version}"
+        else:
+            reason, fix = f"{reason}, and {below[0]}", below[1]
     return [Problem(f"{prefix}.version", version, reason, fix)]
+
+
+def _below_minimum(own: AddonPlan, version: str) -> tuple[str, str] | None:
+    """(why, fix) when the full build ``version`` of efa-stack's add-on ``own`` is older than efa-stack needs."""
+    minimum = addon_data().get(own.name, {}).get("minimum")
+    if not minimum or _version_tuple(version) >= _version_tuple(minimum):
+        return None
+    return {
+        VPC_CNI: (
+            f"efa-only interfaces need the VPC CNI {minimum} or later",
+            f"use {own.version or minimum} or a later build, or leave version out (efa-stack pins {own.version})",
+        ),
+        CLOUDWATCH_OBSERVABILITY: (
+            ("efa-stack gives cloudwatch-agent its role through EKS Pod Identity, which the add-on takes "
+             f"from {minimum} (EFA metrics need v1.5.2 or later)"),
+            f"use {minimum} or a later build, or leave version out (EKS's default build)",
+        ),
+    }[own.name]
 
 
 def _resolve(prefix: str, entry: AddonSpec) -> tuple[str | None, list[Problem]]:
@@ -346,22 +370,10 @@ def _own_addons(kubernetes_version: str, repair: bool, storage: bool, observabil
 def _merge(prefix: str, own: AddonPlan, entry: AddonSpec, problems: list[Problem]) -> AddonPlan:
     """efa-stack's add-on with the user's version, configurationValues, resolveConflicts and tags."""
     version = entry.version or own.version
-    minimum = addon_data().get(own.name, {}).get("minimum")
-    if (minimum and entry.version and re.match(ADDON_VERSION_PATTERN, entry.version)
-            and _version_tuple(entry.version) < _version_tuple(minimum)):
-        why, fix = {
-            VPC_CNI: (
-                f"efa-only interfaces need the VPC CNI {minimum} or later",
-                (f"use {own.version or minimum} or a later build, or leave version out (efa-stack pins "
-                f"{own.version})"),
-            ),
-            CLOUDWATCH_OBSERVABILITY: (
-                ("efa-stack gives cloudwatch-agent its role through EKS Pod Identity, which the add-on takes "
-                f"from {minimum} (EFA metrics need v1.5.2 or later)"),
-                f"use {minimum} or a later build, or leave version out (EKS's default build)",
-            ),
-        }[own.name]
-        problems.append(Problem(f"{prefix}.version", entry.version, why, fix))
+    below = (_below_minimum(own, entry.version)
+             if entry.version and re.match(ADDON_VERSION_PATTERN, entry.version) else None)
+    if below is not None:
+        problems.append(Problem(f"{prefix}.version", entry.version, *below))
     resolve, more = _resolve(prefix, entry)
     problems.extend(more)
     if own.resolve_conflicts == "OVERWRITE" and resolve not in (None, "OVERWRITE"):
@@ -427,7 +439,7 @@ def addon_plans(
                 "known_addons.json)",
             ))
             continue
-        problems.extend(_check_version(prefix, entry.name, entry.version))
+        problems.extend(_check_version(prefix, entry.name, entry.version, own.get(entry.name)))
         config: str | None = None
         if entry.configuration_values is not None:
             config, more = parse_configuration(prefix, entry.name, entry.configuration_values)

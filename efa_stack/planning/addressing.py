@@ -356,7 +356,7 @@ def address_plan(
 
     With ``pod_cidr`` (``vpc.podCIDR``) the pods take the pod subnets of :func:`pod_network` instead, and
     ``generated_env`` turns on custom networking (:data:`CUSTOM_NETWORKING_ENV`). ``pools``: the Karpenter pools'
-    twins among ``groups`` by name -> the pool's field, for :func:`custom_networking_problems`.
+    nodes among ``groups`` by name -> the pool's field, for :func:`custom_networking_problems`.
     """
     if pod_cidr is not None:
         return _custom_address_plan(cidr, zones, groups, user_configuration, pod_cidr, pools or {})
@@ -412,40 +412,48 @@ def _custom_address_plan(
     return AddressPlan(subnets, user, found, per_zone, dict(CUSTOM_NETWORKING_ENV), pods), problems
 
 
+def example_pod_cidr(vpc_cidr: str) -> str:
+    """A /16 of :data:`SHARED_RANGE` outside ``vpc_cidr`` (100.64.0.0/16 unless the VPC is there): the range the
+    advice names passes every rule of :func:`pod_cidr_problems`."""
+    primary = ipaddress.ip_network(vpc_cidr, strict=False)
+    return str(next(n for n in SHARED_RANGE.subnets(new_prefix=POD_CIDR_MIN_MASK) if not n.overlaps(primary)))
+
+
 def pod_cidr_problems(pod_cidr: str, vpc_cidr: str) -> list[Problem]:
     """What is wrong with ``vpc.podCIDR`` itself and beside the VPC's primary block ``vpc_cidr``.
 
     A secondary block from another RFC 1918 range than the primary's is refused by EC2 (VPC User Guide,
     vpc-cidr-blocks, "IPv4 CIDR block association restrictions": a primary block in 10.0.0.0/8 takes no
     secondary block from 172.16.0.0/12 or 192.168.0.0/16, and so on), so it is refused here first."""
+    example = example_pod_cidr(vpc_cidr)
     try:
         net = ipaddress.ip_network(pod_cidr, strict=True)
     except ValueError as exc:
         return [Problem(POD_CIDR_FIELD, pod_cidr, f"not an IPv4 network ({exc})",
-                        "write a network address with its prefix length, such as 100.64.0.0/16")]
+                        f"write a network address with its prefix length, such as {example}")]
     if not isinstance(net, ipaddress.IPv4Network):
         return [Problem(POD_CIDR_FIELD, pod_cidr, "not an IPv4 network; efa-stack builds IPv4 clusters",
-                        "use an IPv4 range such as 100.64.0.0/16")]
+                        f"use an IPv4 range such as {example}")]
     problems = []
     if not POD_CIDR_MIN_MASK <= net.prefixlen <= POD_CIDR_MAX_MASK:
         problems.append(Problem(
             POD_CIDR_FIELD, pod_cidr,
             f"a VPC CIDR block (AWS::EC2::VPCCidrBlock) is /{POD_CIDR_MIN_MASK} to /{POD_CIDR_MAX_MASK}",
-            f"use a prefix length from /{POD_CIDR_MIN_MASK} to /{POD_CIDR_MAX_MASK}, such as 100.64.0.0/16",
+            f"use a prefix length from /{POD_CIDR_MIN_MASK} to /{POD_CIDR_MAX_MASK}, such as {example}",
         ))
     home = next((r for r in (*PRIVATE_RANGES, SHARED_RANGE) if net.subnet_of(r)), None)
     if home is None:
         problems.append(Problem(
             POD_CIDR_FIELD, pod_cidr, "not inside an RFC 1918 range (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16) "
             f"or the shared address space {SHARED_RANGE}",
-            f"use a range from {SHARED_RANGE} (EKS custom networking's usual choice), such as 100.64.0.0/16",
+            f"use a range from {SHARED_RANGE} (EKS custom networking's usual choice), such as {example}",
         ))
     primary = ipaddress.ip_network(vpc_cidr, strict=False)
     if isinstance(primary, ipaddress.IPv4Network):
         if net.overlaps(primary):
             problems.append(Problem(
                 POD_CIDR_FIELD, pod_cidr, f"overlaps the VPC's primary range vpc.cidr {vpc_cidr}",
-                f"use a range outside {vpc_cidr}, such as 100.64.0.0/16",
+                f"use a range outside {vpc_cidr}, such as {example}",
             ))
         primary_home = next((r for r in PRIVATE_RANGES if primary.subnet_of(r)), None)
         if home in PRIVATE_RANGES and primary_home is not None and home != primary_home:
@@ -461,8 +469,8 @@ def pod_cidr_problems(pod_cidr: str, vpc_cidr: str) -> list[Problem]:
 def custom_networking_problems(groups: Sequence[Any], pools: Mapping[str, str] | None = None) -> list[Problem]:
     """Node groups and Karpenter pools whose interface layout custom networking cannot serve, each with the reason.
 
-    ``pools``: the name of each Karpenter pool's twin among ``groups`` -> the pool's field (``karpenterNodePools[i]``).
-    A pool is held to the same rule as a node group (its EC2NodeClass declares the twin's interfaces) and its problem
+    ``pools``: the name of each Karpenter pool's nodes among ``groups`` -> the pool's field (``karpenterNodePools[i]``).
+    A pool is held to the same rule as a node group (its EC2NodeClass declares the same interfaces) and its problem
     names ``<field>.instanceType``: a pool cannot take the legacy layout that leaves p5's card 0 a slot for pods
     (:func:`efa_stack.planning.karpenter.layout_problems`), so its fix is another type or a node group.
 

@@ -8,6 +8,9 @@ devices, GPUs, Neuron devices, network card layout, bandwidth) is read from here
 from __future__ import annotations
 
 import json
+import math
+import re
+from collections.abc import Callable
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -134,12 +137,92 @@ class InstanceType(_Record):
 
 
 class UnknownInstanceType(KeyError):
-    """``name`` is not in the catalog; ``suggestions`` holds only clear typos of known types."""
+    """``name`` is not in the catalog; ``suggestions`` holds only clear typos of known types (the rest of the advice:
+    :meth:`UnknownInstanceType.advice`)."""
 
     def __init__(self, name: str, suggestions: list[str]):
         super().__init__(name)
         self.name = name
         self.suggestions = suggestions
+
+    def advice(self, accept: Callable[[InstanceType], bool] | None = None) -> str:
+        """What to write instead (:func:`unknown_type_advice`)."""
+        return unknown_type_advice(self.name, accept)
+
+
+# An instance type name: <series><generation><attributes>.<size>, e.g. p5en.48xlarge, p6-b200.48xlarge, c7i-flex.large
+# (EC2 User Guide, "Amazon EC2 instance type naming conventions"). The series letters say what the type is for (p and
+# g: NVIDIA GPUs; trn and inf: AWS Neuron; c, m, r: CPUs); the generation is the number after them.
+_FAMILY = re.compile(r"^(?P<series>[a-z]+)(?P<generation>\d+)")
+_SMALL_SIZES = {"nano": 1 / 32, "micro": 1 / 16, "small": 1 / 8, "medium": 1 / 4, "large": 1 / 2, "xlarge": 1.0}
+
+
+def _size_units(size: str) -> float | None:
+    """``48xlarge`` -> 48, ``xlarge`` -> 1, ``large`` -> 0.5, ``metal-48xl`` -> 48; None for ``metal`` or a size
+    that is not one."""
+    if size in _SMALL_SIZES:
+        return _SMALL_SIZES[size]
+    m = re.fullmatch(r"(\d+)xlarge|metal-(\d+)xl", size)
+    return float(m.group(1) or m.group(2)) if m else None
+
+
+def _units(it: InstanceType) -> float:
+    size = it.name.split(".", 1)[1] if "." in it.name else ""
+    found = _size_units(size)
+    return found if found is not None else it.vcpus / 4  # metal: its vCPUs, 4 to an xlarge
+
+
+def nearest_types(name: str, accept: Callable[[InstanceType], bool] | None = None, n: int = 3) -> list[str]:
+    """Known types closest to ``name`` by what they are, not by spelling: the same family first (``p5``), then the
+    same series and generation (``p5e``, ``p5en``), then the same series' nearest generations (``p6-b200`` for
+    ``p9``); within each, the nearest size (``48xlarge`` for ``96xlarge``; the largest for a size that is not one). Only types ``accept`` takes (default:
+    those whose accelerators efa-stack supports); none when the series is unknown (``zz9``)."""
+    family, _, size = name.strip().lower().partition(".")
+    want = _FAMILY.match(family)
+    if want is None:
+        return []
+    wanted_units = _size_units(size)
+    take = accept or (lambda it: it.unsupported_accelerator is None)
+    ranked: list[tuple[int, int, float, str]] = []
+    for record in _records():
+        m = _FAMILY.match(record.family)
+        if m is None or m["series"] != want["series"] or not take(record):
+            continue
+        gap = abs(int(m["generation"]) - int(want["generation"]))
+        tier = 0 if record.family == family else 1 if gap == 0 else 2
+        # a size that is not one (huge, metal): the largest first, the sizes EFA training runs on
+        distance = abs(math.log2(_units(record) / wanted_units)) if wanted_units else -_units(record)
+        ranked.append((tier, gap, distance, record.name))
+    return [r[-1] for r in sorted(ranked)[:n]]
+
+
+def family_sizes(family: str) -> list[str]:
+    """The sizes the catalog knows of ``family`` (``p5`` -> ``4xlarge``, ``48xlarge``), smallest first."""
+    return [r.name.split(".", 1)[1] for r in sorted((r for r in _records() if r.family == family), key=_units)]
+
+
+def unknown_type_advice(name: str, accept: Callable[[InstanceType], bool] | None = None) -> str:
+    """The fix for an instance type the catalog lacks: a clear typo's correction; else the family's known sizes and
+    the nearest known types (:func:`nearest_types`); then, unless it was a typo, how to add the type (a live
+    ``efa-stack catalog refresh``). The spec's problems and ``nccl-report`` both say this."""
+    typos = typo_suggestions(name)
+    if typos:
+        return f"did you mean {' or '.join(typos)}?"
+    family = name.strip().lower().partition(".")[0]
+    sizes = family_sizes(family)
+    near = nearest_types(name, accept)
+    parts = []
+    if sizes:
+        parts.append(f"the catalog's {family} sizes are {', '.join(sizes)}")
+    elif _FAMILY.match(family):
+        parts.append(f"the catalog has no {family} type")
+    if near:
+        parts.append(f"the nearest known types are {', '.join(near)}")
+    parts.append(
+        f"if EC2 sells {name}, run `efa-stack catalog refresh` with AWS credentials to add it to the catalog "
+        f"({source().get('_source', 'instance_catalog.json')}); `efa-stack catalog list` shows the known types"
+    )
+    return "; ".join(parts)
 
 
 def _within_one_edit(a: str, b: str) -> bool:
@@ -154,11 +237,15 @@ def _within_one_edit(a: str, b: str) -> bool:
     return a[i + 1:] == b[i:] if len(a) > len(b) else a[i:] == b[i + 1:]
 
 
+def _size_number(name: str) -> tuple[str, ...]:
+    return tuple(re.findall(r"\d+", name.partition(".")[2]))
+
+
 def typo_suggestions(name: str, known: list[str] | None = None) -> list[str]:
     """Known types that ``name`` is clearly a typo of: the same name in another case, or one edit away
-    within the same family (``p5.48xlarg`` -> ``p5.48xlarge``), or the only size of the family that
-    starts with it (``p5.48xl``). A different family one letter away
-    (``c5.xlarge`` -> ``c5a.xlarge``) is another machine, not a typo, and is not suggested."""
+    within the same family and size number (``p5.48xlarg`` -> ``p5.48xlarge``), or the only size of the family that
+    starts with it (``p5.48xl``). A different family one letter away (``c5.xlarge`` -> ``c5a.xlarge``) or a size
+    one digit away (``g6.96xlarge`` -> ``g6.16xlarge``) is another machine, not a typo, and is not suggested."""
     known = names() if known is None else known
     lowered = name.strip().lower()
     exact = [k for k in known if k == lowered]
@@ -166,7 +253,8 @@ def typo_suggestions(name: str, known: list[str] | None = None) -> list[str]:
         return exact
     family = lowered.split(".", 1)[0]
     same_family = [k for k in known if k.split(".", 1)[0] == family]
-    close = [k for k in same_family if _within_one_edit(lowered, k)]
+    # a size of another number (g6.96xlarge -> g6.16xlarge) is another machine too: for those, nearest_types
+    close = [k for k in same_family if _within_one_edit(lowered, k) and _size_number(k) == _size_number(lowered)]
     if close:
         return close[:3]
     # a size cut short (p5.48xl): a suggestion only when exactly one size starts with it
@@ -190,6 +278,11 @@ def get(name: str) -> InstanceType:
 
 def names() -> list[str]:
     return sorted(_raw()["instance_types"])
+
+
+@cache
+def _records() -> tuple[InstanceType, ...]:
+    return tuple(get(n) for n in names())
 
 
 def efa_capable() -> list[InstanceType]:

@@ -1,15 +1,20 @@
 """Which PyTorch / CUDA / NCCL / aws-ofi-nccl / EFA installer versions work together, as data.
 
-The facts live in ``data/efa_image_compat.json``, each with its source. :func:`check` names every problem of a
-combination (a version the data does not know, a NCCL or plugin that is not the one the framework or installer
-ships, a known-bad pairing, a pairing no source vouches for) with its fix. :func:`dockerfile_pins` reads the
-pinned ``ARG`` defaults of a Dockerfile so the image recipe can be checked against the same data.
+The facts live in ``data/efa_software.json``, the one table of EFA software, each row with its source: the releases
+and what each ships, the tested-together sets (``knownGood``), the set the image recipe builds (``recipe``) and the
+known-bad combinations (``knownBad``, image and node components alike; :mod:`efa_stack.planning.node_software` judges
+the node side). :func:`check` names every problem of an image's combination (a version the data does not know, a NCCL
+or plugin that is not the one the framework or installer ships, a known-bad pairing, a pairing no source vouches for)
+with its fix. :func:`dockerfile_pins` reads the ``ARG`` defaults of a Dockerfile (a custom build context may pin its
+own; images/efa-pytorch pins none: its versions are :func:`recipe_build_args`).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -20,9 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.models import DEFAULT_IMAGE_DIRECTORY, VERSION_PATTERN, TrainingImage
 
-COMPAT_FILE = Path(__file__).resolve().parent / "data" / "efa_image_compat.json"
-
-"""A dotted release number: ``2.11.0``, ``13.0``, ``1.20.0``."""
+COMPAT_FILE = Path(__file__).resolve().parent / "data" / "efa_software.json"
 
 
 def version_key(version: str) -> tuple[int, ...]:
@@ -43,15 +46,25 @@ class PytorchRelease(_Model):
     source: str = Field(min_length=10)
 
 
+LIBFABRIC_PATTERN = r"^\d+\.\d+\.\d+(amzn\d+\.\d+)?$"
+
+
 class EfaInstallerRelease(_Model):
     aws_ofi_nccl: str = Field(alias="awsOfiNccl", pattern=VERSION_PATTERN)
     """The aws-ofi-nccl plugin (``libnccl-ofi``) the installer ships."""
-    libfabric: str | None = Field(None, pattern=r"^\d+\.\d+\.\d+(amzn\d+\.\d+)?$")
+    libfabric: str | None = Field(None, pattern=LIBFABRIC_PATTERN)
+    efa_driver: str | None = Field(None, alias="efaDriver", pattern=VERSION_PATTERN)
+    """The EFA kernel driver it installs on a host (a container build skips it: ``--skip-kmod``)."""
+    rdma_core: str | None = Field(None, alias="rdmaCore", pattern=VERSION_PATTERN)
+    released: str | None = Field(None, pattern=r"^\d{4}-\d{2}-\d{2}$")
+    notes: str | None = None
+    """What else the release changes that a user must know (a dropped distribution)."""
     source: str = Field(min_length=10)
 
 
 class PluginRelease(_Model):
     tested_nccl: list[str] = Field(alias="testedNccl", min_length=1)
+    tested_libfabric: str | None = Field(None, alias="testedLibfabric", pattern=LIBFABRIC_PATTERN)
     source: str = Field(min_length=10)
 
 
@@ -74,13 +87,19 @@ class Range(_Model):
         return self
 
 
-COMPONENTS = ("pytorch", "cuda", "nccl", "awsOfiNccl", "efaInstaller")
+IMAGE_COMPONENTS = ("pytorch", "cuda", "nccl", "awsOfiNccl", "efaInstaller", "libfabric")
+"""What an image holds (libfabric: the one its EFA installer ships, which the job loads)."""
+NODE_COMPONENTS = ("nvidiaDriver", "efaDriver", "libfabric")
+"""What ``efa-stack verify --acceptance`` reads on a node (libfabric: the check image's, the one a job loads)."""
+COMPONENTS = tuple(dict.fromkeys((*IMAGE_COMPONENTS, *NODE_COMPONENTS)))
 
 
 class KnownBad(_Model):
     id: str = Field(pattern=r"^[a-z0-9.-]+$")
     when: dict[str, Range] = Field(min_length=1)
     """Every listed component in its range: the combination is bad."""
+    instance_types: list[str] = Field(default_factory=list, alias="instanceTypes")
+    """Only on these instance types (``fnmatch`` patterns such as ``p6e-gb200.*``); empty: on every one."""
     problem: str = Field(min_length=10)
     fix: str = Field(min_length=10)
     source: str = Field(min_length=10)
@@ -92,11 +111,28 @@ class KnownBad(_Model):
             raise ValueError(f"unknown components {unknown}; use {', '.join(COMPONENTS)}")
         return self
 
+    def matches(self, versions: Mapping[str, str | None], instance_type: str | None = None) -> bool:
+        """Every component of ``when`` is known in ``versions`` and in its range, and (when the row names instance
+        types) ``instance_type`` is one of them. A component that is not known does not match: the row cannot say."""
+        if self.instance_types and (
+            instance_type is None or not any(fnmatch.fnmatchcase(instance_type, p) for p in self.instance_types)
+        ):
+            return False
+        return all(versions.get(c) is not None and rng.contains(str(versions[c])) for c, rng in self.when.items())
+
+    def shown(self, versions: Mapping[str, str | None]) -> str:
+        """``nccl 2.28.9, awsOfiNccl 1.17.2``: the versions the row was matched on."""
+        return ", ".join(f"{c} {versions[c]}" for c in self.when)
+
 
 class KnownGood(_Model):
     pytorch: str
     efa_installer: str = Field(alias="efaInstaller")
     source: str = Field(min_length=10)
+
+
+class Recipe(KnownGood):
+    """The set images/efa-pytorch builds when the spec names no version: one of the ``knownGood`` sets."""
 
 
 class ImageBuild(_Model):
@@ -135,6 +171,7 @@ class CompatData(_Model):
     aws_ofi_nccl: dict[str, PluginRelease] = Field(alias="awsOfiNccl")
     known_bad: list[KnownBad] = Field(alias="knownBad")
     known_good: list[KnownGood] = Field(alias="knownGood", min_length=1)
+    recipe: Recipe
     prebuilt_images: dict[str, PrebuiltImage] = Field(default_factory=dict, alias="prebuiltImages")
     """Public images whose moving tags had known-bad builds: repository -> tag -> the EFA installer per build."""
 
@@ -154,7 +191,12 @@ class CompatData(_Model):
                 raise ValueError(
                     f"knownGood {good.pytorch} + EFA {good.efa_installer} names a release the data does not list"
                 )
+        if not self.is_known_good(self.recipe.pytorch, self.recipe.efa_installer):
+            raise ValueError(f"recipe {self.recipe.pytorch} + EFA {self.recipe.efa_installer} is not a knownGood set")
         return self
+
+    def is_known_good(self, pytorch: str, efa_installer: str) -> bool:
+        return any(g.pytorch == pytorch and g.efa_installer == efa_installer for g in self.known_good)
 
 
 @cache
@@ -186,10 +228,10 @@ class Resolved:
     aws_ofi_nccl: str
     libfabric: str | None
 
-    def components(self) -> dict[str, str]:
+    def components(self) -> dict[str, str | None]:
         return {
             "pytorch": self.pytorch, "cuda": self.cuda, "nccl": self.nccl,
-            "awsOfiNccl": self.aws_ofi_nccl, "efaInstaller": self.efa_installer,
+            "awsOfiNccl": self.aws_ofi_nccl, "efaInstaller": self.efa_installer, "libfabric": self.libfabric,
         }
 
 
@@ -204,11 +246,17 @@ def known_good_list(data: CompatData) -> str:
     return "; ".join(f"PyTorch {g.pytorch} + EFA installer {g.efa_installer}" for g in data.known_good)
 
 
-def check(combo: Combination, *, fields: dict[str, str] | None = None, data: CompatData | None = None) -> list[Problem]:
-    """Every problem of ``combo`` (empty: a known-good combination). ``fields`` renames the field each
-    problem names (for example to a Dockerfile's ``ARG`` names)."""
-    data = data or load()
-    names = {**FIELDS, **(fields or {})}
+def known_good_advice(pytorch: str, data: CompatData) -> str:
+    """What to write instead, as a set :func:`check` accepts: the known-good EFA installers for ``pytorch``, or every
+    known-good set when it has none."""
+    installers = [g.efa_installer for g in data.known_good if g.pytorch == pytorch]
+    if installers:
+        return f"with PyTorch {pytorch} a known-good set is EFA installer {' or '.join(installers)}"
+    return f"PyTorch {pytorch} has no known-good EFA installer; use a known-good set ({known_good_list(data)})"
+
+
+def _release_problems(combo: Combination, names: dict[str, str], data: CompatData) -> list[Problem]:
+    """Releases the data does not know, and pins that are not what PyTorch or the installer ship."""
     problems: list[Problem] = []
     torch = data.pytorch.get(combo.pytorch)
     if torch is None:
@@ -237,43 +285,45 @@ def check(combo: Combination, *, fields: dict[str, str] | None = None, data: Com
             f"EFA installer {combo.efa_installer} ships aws-ofi-nccl {efa.aws_ofi_nccl}, not {combo.aws_ofi_nccl}",
             f"pin aws-ofi-nccl {efa.aws_ofi_nccl}, or pick the EFA installer that ships the plugin you want",
         ))
+    return problems
+
+
+def check(combo: Combination, *, fields: dict[str, str] | None = None, data: CompatData | None = None) -> list[Problem]:
+    """Every problem of ``combo`` (empty: a known-good combination). ``fields`` renames the field each
+    problem names (for example to a Dockerfile's ``ARG`` names). A fix names a set this function accepts."""
+    data = data or load()
+    names = {**FIELDS, **(fields or {})}
+    problems = _release_problems(combo, names, data)
     if problems:
         return problems
-    assert torch is not None and efa is not None
-    resolved = Resolved(
-        pytorch=combo.pytorch, cuda=torch.cuda, nccl=torch.nccl, efa_installer=combo.efa_installer,
-        aws_ofi_nccl=efa.aws_ofi_nccl, libfabric=efa.libfabric,
-    )
+    resolved = resolve(combo, data)
     versions = resolved.components()
+    advice = known_good_advice(combo.pytorch, data)
     for bad in data.known_bad:
-        if all(rng.contains(versions[c]) for c, rng in bad.when.items()):
-            shown = ", ".join(f"{c} {versions[c]}" for c in bad.when)
+        if bad.matches(versions):
             # The installer is what a fix changes when the rule involves it (the plugin comes with it).
-            attr = "efa_installer" if {"awsOfiNccl", "efaInstaller"} & set(bad.when) else "pytorch"
+            attr = "efa_installer" if {"awsOfiNccl", "efaInstaller", "libfabric"} & set(bad.when) else "pytorch"
             problems.append(Problem(
-                names[attr], getattr(combo, attr), f"known-bad combination ({shown}): {bad.problem} [{bad.source}]",
-                bad.fix,
+                names[attr], getattr(combo, attr),
+                f"known-bad combination ({bad.shown(versions)}): {bad.problem} [{bad.source}]", f"{bad.fix}; {advice}",
             ))
-    if not problems and not any(
-        g.pytorch == combo.pytorch and g.efa_installer == combo.efa_installer for g in data.known_good
-    ):
+    if not problems and not data.is_known_good(combo.pytorch, combo.efa_installer):
         problems.append(Problem(
             names["pytorch"], combo.pytorch,
-            f"PyTorch {combo.pytorch} (NCCL {torch.nccl}) with EFA installer {combo.efa_installer} "
-            f"(aws-ofi-nccl {efa.aws_ofi_nccl}) is not a known-good combination: no source says they work together",
-            f"use a known-good combination ({known_good_list(data)}), or add this one to {COMPAT_FILE.name} "
-            "with the source that tested it",
+            f"PyTorch {combo.pytorch} (NCCL {resolved.nccl}) with EFA installer {combo.efa_installer} "
+            f"(aws-ofi-nccl {resolved.aws_ofi_nccl}) is not a known-good combination: no source says they work together",
+            f"{advice}, or add this one to {COMPAT_FILE.name} with the source that tested it",
         ))
     return problems
 
 
 def bad_builds(efa_installer: str, data: CompatData) -> list[KnownBad]:
     """The known-bad rules a build with ``efa_installer`` matches, judged on what the installer fixes (its own
-    version and its aws-ofi-nccl); rules that also need the image's other versions are not judged here."""
+    version, its aws-ofi-nccl and libfabric); rules that also need the image's other versions or an instance type are
+    not judged here."""
     efa = data.efa_installer[efa_installer]
-    versions = {"efaInstaller": efa_installer, "awsOfiNccl": efa.aws_ofi_nccl}
-    return [bad for bad in data.known_bad
-            if set(bad.when) <= set(versions) and all(r.contains(versions[c]) for c, r in bad.when.items())]
+    versions = {"efaInstaller": efa_installer, "awsOfiNccl": efa.aws_ofi_nccl, "libfabric": efa.libfabric}
+    return [bad for bad in data.known_bad if not bad.instance_types and bad.matches(versions)]
 
 
 _IMAGE_REF = re.compile(r"^(?P<repo>[^@]+?)(?::(?P<tag>[\w][\w.-]*))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$")
@@ -344,11 +394,17 @@ def build_args(resolved: Resolved) -> dict[str, str]:
     }
 
 
+def recipe_build_args(data: CompatData | None = None) -> dict[str, str]:
+    """The ``--build-arg`` values of the table's ``recipe`` set: what images/efa-pytorch builds by default."""
+    data = data or load()
+    return build_args(resolve(Combination(pytorch=data.recipe.pytorch, efa_installer=data.recipe.efa_installer), data))
+
+
 DOCKERFILE_ARGS = {
     "pytorch": "PYTORCH_VERSION", "cuda": "CUDA_VERSION", "nccl": "NCCL_VERSION",
     "efa_installer": "EFA_INSTALLER_VERSION", "aws_ofi_nccl": "AWS_OFI_NCCL_VERSION",
 }
-"""The ``ARG`` names the image recipe pins each component with."""
+"""The ``ARG`` names the image recipe takes each component as (images/efa-pytorch declares them without defaults)."""
 
 _ARG = re.compile(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|\S+)\s*$", re.MULTILINE)
 
@@ -413,7 +469,9 @@ def training_image_plan(spec: TrainingImage | None, gpu_ami_types: list[str]) ->
     """The plan of a ``trainingImage`` section (None unless ``build: true``) or its problems.
 
     ``gpu_ami_types`` are the AMI types of the node groups with NVIDIA GPUs (``AL2023_X86_64_NVIDIA``,
-    ``AL2023_ARM_64_NVIDIA``): the image is built for their one architecture.
+    ``AL2023_ARM_64_NVIDIA``): the image is built for their one architecture. Each version is the spec's, else the
+    Dockerfile's ``ARG`` default (a custom build context may pin its own), else the table's ``recipe`` set; every
+    build arg follows from those two through the table.
     """
     if spec is None or not spec.build:
         return None, []
@@ -440,22 +498,18 @@ def training_image_plan(spec: TrainingImage | None, gpu_ami_types: list[str]) ->
             "trainingImage.build", True, "the GPU node groups mix x86_64 and arm64; one image serves one of them",
             "build the image for one architecture: keep GPU node groups of one architecture",
         ))
-    pytorch = spec.pytorch_version or pins.get(DOCKERFILE_ARGS["pytorch"])
-    efa = spec.efa_installer_version or pins.get(DOCKERFILE_ARGS["efa_installer"])
-    for attr, value in (("pytorch", pytorch), ("efa_installer", efa)):
-        if value is None and dockerfile.is_file():
-            problems.append(Problem(
-                f"trainingImage.{FIELDS[attr]}", None,
-                f"neither the spec nor the Dockerfile (ARG {DOCKERFILE_ARGS[attr]}) names a version",
-                f"set trainingImage.{FIELDS[attr]} or add `ARG {DOCKERFILE_ARGS[attr]}=<version>` to the Dockerfile",
-            ))
-    if pytorch is not None and efa is not None:
-        combo = Combination(pytorch=pytorch, efa_installer=efa)
-        problems.extend(check(combo, fields={k: f"trainingImage.{v}" for k, v in FIELDS.items()}))
+    recipe = load().recipe
+    pytorch = spec.pytorch_version or pins.get(DOCKERFILE_ARGS["pytorch"]) or recipe.pytorch
+    efa = spec.efa_installer_version or pins.get(DOCKERFILE_ARGS["efa_installer"]) or recipe.efa_installer
+    combo = Combination(pytorch=pytorch, efa_installer=efa)
+    problems.extend(check(combo, fields={k: f"trainingImage.{v}" for k, v in FIELDS.items()}))
     if problems:
         return None, problems
-    assert pytorch is not None and efa is not None
-    stack = resolve(Combination(pytorch=pytorch, efa_installer=efa))
+    stack = resolve(combo)
     return TrainingImagePlan(
         directory=directory, platform=f"linux/{archs[0]}", stack=stack, build_args=build_args(stack)
     ), []
+
+
+if __name__ == "__main__":  # `python -m efa_stack.planning.image_compat`: the recipe's build args, for a build by hand
+    print(" ".join(f"--build-arg {k}={v}" for k, v in recipe_build_args().items()))

@@ -1,10 +1,12 @@
 """Karpenter and its EFA pools, derived from ``karpenterNodePools``: the elastic twin of an EFA node group.
 
-A pool is planned as a node group (:func:`efa_stack.planning.plan.build_plan` runs the same checks and
-derivations through ``_node_group``: instance type, per-card interface layout, labels, taints, hugepages, kubelet
-tuning, zone, capacity), held as :attr:`KarpenterPoolPlan.group`, plus what only a pool has: all its capacity
-reservations, the static replica count, the AMI alias and the disruption settings. Jobs, Kueue flavors and the
-address plan read the twin as they read a node group. The design and its sources: docs/design/karpenter.md.
+A pool shares its node fields with a managed node group (:class:`efa_stack.spec.models.NodeGroupBase`), planned by
+the same function (:func:`efa_stack.planning.node_shapes.plan_shape`: instance type, per-card interface layout,
+labels, taints, hugepages, kubelet tuning, root volume, placement group) into the plan of its nodes,
+:attr:`KarpenterPoolPlan.group`, beside what only a pool has (:func:`efa_stack.planning.node_shapes.plan_pool`): one
+zone, all its capacity reservations, the static replica count, the AMI alias and the disruption settings. Jobs,
+Kueue flavors and the address plan read a pool's nodes as they read a node group. The design and its sources:
+docs/design/karpenter.md.
 
 Upstream facts, aws/karpenter-provider-aws tag v1.14.1 (commit bde00654cd316fddb3dccfba3f5ac07039865429) and its
 documentation for v1.14 (main@1d927085dd81a9df9301e613f371dac5b4d16bfe, website/content/en/v1.14/):
@@ -34,7 +36,7 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -43,12 +45,20 @@ from typing import Any
 from efa_stack import contract, names
 from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.spec.errors import Problem
-from efa_stack.spec.models import DEFAULT_POOL_AMI_VERSION
+from efa_stack.spec.models import DEFAULT_POOL_AMI_VERSION, KUBERNETES_VERSIONS
 
 KARPENTER_VERSION = "1.14.1"
 """The pinned release: chart and controller image ``1.14.1`` (hack/release/common.sh at the tag publishes the chart
 with the release version)."""
 KARPENTER_COMMIT = "bde00654cd316fddb3dccfba3f5ac07039865429"
+KARPENTER_KUBERNETES_VERSIONS = ("1.26", "1.36")
+"""The oldest and the newest Kubernetes version the pinned controller supports: aws/karpenter-provider-aws@v1.14.1
+pkg/providers/version/version.go ``MinK8sVersion = "1.26"``, ``MaxK8sVersion = "1.36"``; outside them its
+``providers.version`` reconciler (pkg/controllers/providers/version/controller.go) fails with "karpenter is not
+compatible with kubernetes version" (``validateK8sVersion``). The v1.14 compatibility matrix agrees: its newest
+column, 1.36, needs ">= 1.13" (website/content/en/v1.14/upgrading/compatibility.md at
+main@1d927085dd81a9df9301e613f371dac5b4d16bfe). 1.37 needs v1.15 (website/content/en/v1.15/upgrading/
+compatibility.md at d77d1a3a5a44d7ce9c041bcc51da1e567de3f2ec: "1.15.x"). Moving the pin moves this pair with it."""
 KARPENTER_CHART = "oci://public.ecr.aws/karpenter/karpenter"
 """The OCI chart (website/content/en/v1.14/getting-started/getting-started-with-karpenter/scripts/
 step08-apply-helm-chart.sh: ``helm upgrade --install karpenter oci://public.ecr.aws/karpenter/karpenter``)."""
@@ -58,6 +68,44 @@ AMI_ALIAS_FAMILY = "al2023"
 al2023 family resolves the standard, nvidia and neuron variants and matches each to its instance types
 (pkg/providers/amifamily/al2023.go ``DescribeImageQuery``), as a node group's AMI type does."""
 
+KUBECTL_HANDLER_TIMEOUT_SECONDS = 15 * 60
+"""How long the cluster's kubectl handler may run: aws-cdk-lib 2.275 aws-eks-v2 lib/kubectl-provider.js, the
+handler function's ``timeout: Duration.minutes(15)`` (also the Lambda maximum). A stack deletion deletes the pools'
+manifest there with ``kubectl delete -f`` (custom-resource-handlers aws-eks-v2/kubectl-handler/apply/__init__.py,
+``Delete``), which waits until the objects are gone, i.e. until the EC2NodeClasses' finalizers let go; a handler
+still waiting at the timeout fails the custom resource and the stack ends DELETE_FAILED with the instances running."""
+INSTANCE_TERMINATION_SECONDS = 5 * 60
+"""Estimate, no upstream figure: from Karpenter's ``TerminateInstances`` until EC2 reports the instance terminated.
+Karpenter waits that long before it lets go of a node (kubernetes-sigs/karpenter v1.14.1 pkg/controllers/node/
+termination/controller.go ``awaitInstanceTermination``, requeued every 5 s until the instance is not found;
+aws/karpenter-provider-aws@v1.14.1 pkg/providers/instance/instance.go ``Get`` still finds ``shutting-down``
+instances), and a default termination first attempts a graceful OS shutdown (EC2 User Guide, "Methods for
+terminating an instance")."""
+TEARDOWN_SECONDS = 60
+"""Estimate, no upstream figure: the rest of a pool's deletion: the handler's login and ``kubectl delete``, the
+garbage collector deleting the NodeClaims the deleted NodePool owns (kubernetes-sigs/karpenter v1.14.1
+pkg/controllers/provisioning/scheduling/nodeclaimtemplate.go: an owner reference to the NodePool), the NodeClaim
+and EC2NodeClass finalizers (the latter deletes the instance profile and launch templates: aws/karpenter-provider-
+aws@v1.14.1 pkg/controllers/nodeclass/controller.go ``finalize``, run again on each NodeClaim deletion)."""
+TERMINATION_GRACE_PERIOD_SECONDS = KUBECTL_HANDLER_TIMEOUT_SECONDS - INSTANCE_TERMINATION_SECONDS - TEARDOWN_SECONDS
+"""How long a pool node may drain before Karpenter deletes its remaining pods (540 s): what the kubectl handler's
+timeout leaves once the instance's termination and the teardown are counted, so that a stack deletion finishes.
+
+Without it (NodePool ``template.spec.terminationGracePeriod`` unset; the NodeClaim default is nil,
+nodeclaimtemplate.go ``DefaultTerminationGracePeriod``) a deleted node's drain waits for its ``karpenter.sh/do-not-
+disrupt`` pods for ever: the termination controller does not evict them (website v1.14 concepts/disruption.md
+"Pod-Level Controls"). With it, the clock starts when the NodeClaim is deleted, each remaining pod is deleted at
+that time less its own ``terminationGracePeriodSeconds`` so that it is gone by then, and the volume-detachment wait
+is cut off there (termination/controller.go ``awaitDrain``, ``awaitVolumeDetachment``; terminator.go). The same
+bound applies to every other deletion of a pool node: ``kubectl delete nodeclaim``, an interruption event, a
+Capacity Block's end, a static pool's lowered ``replicas``. What it changes in voluntary disruption: drift becomes
+possible on a node with ``do-not-disrupt`` pods (disruption/types.go ``EventualDisruptionClass``, "bounded by a
+NodePool's TerminationGracePeriod, regardless of ... the do-not-disrupt annotation"), which :data:`BUDGETS` forbids
+(drift takes no node while its budget is 0: disruption/drift.go and staticdrift.go ``ComputeCommands``);
+consolidation stays graceful and never takes a node with such pods."""
+TERMINATION_GRACE_PERIOD = f"{TERMINATION_GRACE_PERIOD_SECONDS // 60}m"
+""":data:`TERMINATION_GRACE_PERIOD_SECONDS` as the CRD writes it (pattern ``^([0-9]+(s|m|h))+$``): ``9m``."""
+assert TERMINATION_GRACE_PERIOD_SECONDS % 60 == 0
 EXPIRE_AFTER = "Never"
 """NodePool ``template.spec.expireAfter``. Expiration is forceful: it drains a node once its lifetime passes,
 is not limited by disruption budgets and is not held back by ``karpenter.sh/do-not-disrupt`` beyond
@@ -95,13 +143,14 @@ replaced when they are empty and consolidated, so an AMI change reaches the pool
 
 @dataclass(frozen=True)
 class KarpenterPoolPlan:
-    """One ``karpenterNodePools`` entry: its node-group twin and what only a pool has."""
+    """One ``karpenterNodePools`` entry: the plan of its nodes and what only a pool has."""
 
     group: NodeGroupPlan
-    """The pool planned as an EFA node group (min and desired 0, max ``maxNodes``): interfaces, labels, taints,
-    hugepages, kubelet tuning, zone, volume. Jobs, Kueue and the address plan read it as a node group."""
+    """The pool's nodes, planned from the fields it shares with a node group (min 0, desired the static replicas or
+    ``maxNodes``, max ``maxNodes``): interfaces, labels, taints, hugepages, kubelet tuning, zone, volume. Jobs, Kueue
+    and the address plan read it as a node group."""
     reservation_ids: tuple[str, ...] = ()
-    """Every ``capacityReservationIds`` entry (the twin's ``reservation_id`` is the first)."""
+    """Every ``capacityReservationIds`` entry (``group.reservation_id`` is the first)."""
     replicas: int | None = None
     """A static NodePool's node count; None: dynamic."""
     ami_version: str = ""
@@ -111,7 +160,7 @@ class KarpenterPoolPlan:
     (:func:`placement_group_name`), or None: the pool names an existing group, or takes none."""
     max_pods: int | None = None
     """The EC2NodeClass's ``kubelet.maxPods`` under VPC CNI custom networking (``vpc.podCIDR``): the address plan's
-    figure for the twin (:meth:`efa_stack.planning.addressing.AddressPlan.max_pods`); None: Karpenter's own.
+    figure for the pool's nodes (:meth:`efa_stack.planning.addressing.AddressPlan.max_pods`); None: Karpenter's own.
 
     Karpenter's own figure would be wrong there. Without ``kubelet.maxPods`` it counts every ENI of the default
     network card but those ``settings.reservedENIs`` reserves (chart default ``"0"``) and the EC2NodeClass's
@@ -292,11 +341,16 @@ class KarpenterPlan:
     def feature_gates(self) -> dict[str, bool]:
         """The chart's ``settings.featureGates`` (charts/karpenter/values.yaml at the tag): ``reservedCapacity`` for
         ODCRs and Capacity Blocks (beta, on by default: set so that it stays on), ``staticCapacity`` when a pool is
-        static, ``nodeOverlay`` when a pool's nodes reserve hugepages."""
+        static, ``nodeOverlay`` when a pool's nodes reserve hugepages, and ``nodeRepair`` off (the chart's default,
+        set so that a new pin's default cannot turn it on): repair acts on node conditions, never on the acceptance
+        quarantine's taint, and at v1.14.1 replaces a node at once, skipping its drain and grace period
+        (kubernetes-sigs/karpenter v1.14.1 pkg/controllers/node/health/controller.go; docs/design/karpenter.md,
+        "Node repair, RebootForRepair and quarantine")."""
         return {
             "reservedCapacity": True,
             "staticCapacity": any(p.replicas is not None for p in self.pools),
             "nodeOverlay": any(p.overlay_capacity for p in self.pools),
+            "nodeRepair": False,
         }
 
 
@@ -365,26 +419,22 @@ def capacity_problems(
     return problems
 
 
-POOL_FIELD_NAMES: dict[str, str] = {
-    ".availabilityZones": ".availabilityZone",
-    ".capacity.reservationId": ".capacityReservationIds",
-    ".capacity.type": ".capacity",
-    ".minSize/desiredCapacity/maxSize": ".maxNodes",
-    ".placement.groupName": ".placementGroup",
-}
-"""The twin's node group field names as the pool's spec spells them (for problems found by the node group checks)."""
+KARPENTER_MAX_VOLUME_GIB = 59000
+"""The largest root volume an EC2NodeClass takes in GiB: ``blockDeviceMappings[].ebs.volumeSize`` must match
+``^((?:[1-9][0-9]{0,3}|[1-4][0-9]{4}|[5][0-8][0-9]{3}|59000)Gi|...)$`` (aws/karpenter-provider-aws@v1.14.1
+pkg/apis/v1/ec2nodeclass.go ``BlockDevice.VolumeSize``, ``+kubebuilder:validation:Pattern``; the same at main
+1d927085), and efa-stack writes the size in ``Gi``."""
 
 
-def pool_field(field_name: str, node_group_prefix: str, pool_prefix: str) -> str:
-    """``field_name`` of a problem the node group checks found in the twin, as the pool's field."""
-    if not field_name.startswith(node_group_prefix):
-        return field_name
-    rest = field_name[len(node_group_prefix):]
-    for old, new in POOL_FIELD_NAMES.items():
-        if rest == old or rest.startswith(old + "."):
-            rest = new + rest[len(old):]
-            break
-    return pool_prefix + rest
+def volume_problems(prefix: str, volume_size_gib: int) -> list[Problem]:
+    """A pool's root volume larger than its EC2NodeClass can declare (io2 takes up to 65,536 GiB on a node group)."""
+    if volume_size_gib <= KARPENTER_MAX_VOLUME_GIB:
+        return []
+    return [Problem(
+        f"{prefix}.volumeSize", volume_size_gib,
+        f"Karpenter's EC2NodeClass takes a root volume of at most {KARPENTER_MAX_VOLUME_GIB} GiB",
+        f"set volumeSize to at most {KARPENTER_MAX_VOLUME_GIB}, or run these nodes in a managedNodeGroups entry",
+    )]
 
 
 AMI_RELEASES_FILE = Path(__file__).parent / "data" / "eks_al2023_ami_releases.json"
@@ -417,7 +467,7 @@ def ami_problems(prefix: str, kubernetes_version: str, ami_type: str, ami_versio
             f"{prefix}.amiVersion", ami_version,
             f"no amazon-eks-ami release up to {checked} publishes an {ami_type} AMI for Kubernetes "
             f"{kubernetes_version}, so al2023@{ami_version} resolves to no image and Karpenter launches no node",
-            f"set metadata.version to one the pools' AMIs exist for ({', '.join(sorted(_ami_releases()['first_release'], key=_minor))}), "
+            f"set metadata.version to one the pools' AMIs exist for ({', '.join(_ami_versions())}), "
             f"or set amiVersion to an amazon-eks-ami release newer than {checked} whose notes list Kubernetes "
             f"{kubernetes_version}, or run these nodes in a managedNodeGroups entry",
         )]
@@ -431,5 +481,46 @@ def ami_problems(prefix: str, kubernetes_version: str, ami_type: str, ami_versio
     return []
 
 
+def _ami_versions() -> list[str]:
+    """The Kubernetes versions the AMI data has releases of that the pinned Karpenter supports, oldest first."""
+    return [v for v in sorted(_ami_releases()["first_release"], key=_minor) if karpenter_supports(v)]
+
+
 def _minor(version: str) -> int:
     return int(version.split(".")[1])
+
+
+def karpenter_supports(kubernetes_version: str) -> bool:
+    """Whether the pinned controller supports ``kubernetes_version`` (:data:`KARPENTER_KUBERNETES_VERSIONS`); False
+    for text that is no ``1.<minor>`` version (``metadata.version``'s own check names it)."""
+    if not re.fullmatch(r"1\.[0-9]+", kubernetes_version):
+        return False
+    low, high = KARPENTER_KUBERNETES_VERSIONS
+    return _minor(low) <= _minor(kubernetes_version) <= _minor(high)
+
+
+def kubernetes_problems(
+    kubernetes_version: str, pool_amis: Sequence[tuple[str, str, str]], offered: Sequence[str],
+) -> list[Problem]:
+    """Pools on a Kubernetes version the pinned controller does not support (one problem, on ``metadata.version``).
+
+    ``pool_amis``: per pool its field prefix, AMI type and ``amiVersion``; ``offered``: the versions efa-stack would
+    take for a new cluster today (:func:`efa_stack.planning.versions.offered`). The fix names only versions that
+    every rule accepts: offered, supported by the pinned Karpenter and published by every pool's AMI release
+    (:func:`ami_problems`). Versions efa-stack does not build are ``metadata.version``'s own problem, not this one."""
+    if kubernetes_version not in KUBERNETES_VERSIONS or karpenter_supports(kubernetes_version):
+        return []
+    low, high = KARPENTER_KUBERNETES_VERSIONS
+    fits = [v for v in offered if karpenter_supports(v)
+            and not any(ami_problems(prefix, v, ami_type, ami) for prefix, ami_type, ami in pool_amis)]
+    move = "run these nodes in managedNodeGroups entries instead of karpenterNodePools"
+    fix = (f'set metadata.version: "{fits[-1]}" (the pools work on {", ".join(fits)}), or {move}' if fits
+           else move)
+    return [Problem(
+        "metadata.version", kubernetes_version,
+        f"karpenterNodePools run on the Karpenter efa-stack installs, v{KARPENTER_VERSION}, which supports Kubernetes "
+        f"{low} to {high}: on {kubernetes_version} its controller fails with \"karpenter is not compatible with "
+        "kubernetes version\"",
+        fix,
+    )]
+

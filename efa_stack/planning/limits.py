@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from efa_stack import contract, names
 from efa_stack.spec.errors import Problem
-from efa_stack.spec.models import MAX_MANAGED_NODE_GROUPS, MAX_NODES_PER_NODE_GROUP
+from efa_stack.spec.models import EBS_MIN_IOPS, MAX_MANAGED_NODE_GROUPS, MAX_NODES_PER_NODE_GROUP
 
 # --- EBS root volumes -------------------------------------------------------------------------------
 # CloudFormation "AWS::EC2::LaunchTemplate Ebs" (aws-properties-ec2-launchtemplate-ebs), `Iops`:
@@ -36,10 +36,12 @@ class VolumeLimits:
 
 
 VOLUME_LIMITS: dict[str, VolumeLimits] = {
-    "gp3": VolumeLimits(iops=(3000, 16000), iops_required=False, iops_per_gib=500, throughput=(125, 1000)),
+    "gp3": VolumeLimits(iops=(EBS_MIN_IOPS["gp3"], 16000), iops_required=False, iops_per_gib=500, throughput=(125, 1000)),
     "gp2": VolumeLimits(iops=None, iops_required=False, iops_per_gib=None, throughput=None),
-    "io1": VolumeLimits(iops=(100, 64000), iops_required=True, iops_per_gib=50, throughput=None, min_size_gib=4),
-    "io2": VolumeLimits(iops=(100, 256000), iops_required=True, iops_per_gib=1000, throughput=None, min_size_gib=4),
+    "io1": VolumeLimits(iops=(EBS_MIN_IOPS["io1"], 64000), iops_required=True, iops_per_gib=50, throughput=None,
+                        min_size_gib=4),
+    "io2": VolumeLimits(iops=(EBS_MIN_IOPS["io2"], 256000), iops_required=True, iops_per_gib=1000, throughput=None,
+                        min_size_gib=4),
 }
 GP3_MIB_PER_IOPS = 0.25
 GP3_BASELINE_IOPS = 3000
@@ -66,16 +68,21 @@ def validate_volume(
         else:
             low, high = limits.iops
             if not low <= iops <= high:
+                # the advice keeps to the per-GiB ratio too (for volumeSize), so that it passes the check below
+                most = min(high, limits.iops_per_gib * size_gib) if limits.iops_per_gib else high
                 problems.append(Problem(
                     f"{prefix}.volumeIOPS", iops, f"{volume_type} IOPS must be between {low} and {high}",
-                    f"set volumeIOPS between {low} and {high}",
+                    f"set volumeIOPS between {low} and {most}" + (
+                        f" (up to {high} with volumeSize {-(-high // limits.iops_per_gib)} or more)"
+                        if most < high and limits.iops_per_gib else ""),
                 ))
             elif limits.iops_per_gib and iops > limits.iops_per_gib * size_gib:
                 problems.append(Problem(
                     f"{prefix}.volumeIOPS", iops,
                     f"{volume_type} allows at most {limits.iops_per_gib} IOPS per GiB "
                     f"({limits.iops_per_gib * size_gib} for volumeSize {size_gib})",
-                    f"lower volumeIOPS or raise volumeSize to at least {-(-iops // limits.iops_per_gib)}",
+                    f"lower volumeIOPS to {limits.iops_per_gib * size_gib} or less, or raise volumeSize to at least "
+                    f"{-(-iops // limits.iops_per_gib)}",
                 ))
     if size_gib < limits.min_size_gib:
         problems.append(Problem(
@@ -92,9 +99,11 @@ def validate_volume(
             low, high = limits.throughput
             cap = int((iops or GP3_BASELINE_IOPS) * GP3_MIB_PER_IOPS)
             if not low <= throughput <= high:
+                # the advice keeps to the per-IOPS ratio too, so that it passes the check below
                 problems.append(Problem(
                     f"{prefix}.volumeThroughput", throughput, f"{volume_type} throughput must be {low}-{high} MiB/s",
-                    f"set volumeThroughput between {low} and {high}",
+                    f"set volumeThroughput between {low} and {min(high, cap)}" + (
+                        f" (up to {high} with volumeIOPS {int(high / GP3_MIB_PER_IOPS)} or more)" if cap < high else ""),
                 ))
             elif throughput > cap:
                 problems.append(Problem(

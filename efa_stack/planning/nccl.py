@@ -15,8 +15,9 @@ from efa_stack import contract
 from efa_stack.names import nccl_job_name, nccl_job_problems
 from efa_stack.planning.catalog import InstanceType
 from efa_stack.planning.node_groups import NodeGroupPlan, Taint
+from efa_stack.planning.queue_binding import QueueBinding
 from efa_stack.spec.errors import Problem
-from efa_stack.spec.models import ClusterSpec, NcclTest
+from efa_stack.spec.models import NcclTest
 
 # GPUs whose instances support GPUDirect RDMA over EFA (RDMA read/write), so libfabric may DMA
 # straight into GPU memory (FI_EFA_USE_DEVICE_RDMA=1). Per the EC2 user guide's EFA page
@@ -204,6 +205,12 @@ def size_bytes(text: str) -> int:
     return int(m.group(1)) * _UNITS[m.group(2)]
 
 
+WORKER_WAIT_SECONDS = 900
+"""How long the NCCL-tests launcher waits, at least, for every worker to resolve and accept ssh before mpirun: the
+workers pull a multi-GB image on first start (longer where their nodes may not exist yet:
+:func:`efa_stack.planning.scheduling.worker_wait_seconds`)."""
+
+
 @dataclass(frozen=True)
 class NcclJobPlan:
     """Everything the nccl-tests MPIJob needs, derived once from the node group plan and the spec."""
@@ -226,6 +233,14 @@ class NcclJobPlan:
     efa_guard: bool = False
     """Render the EFA guard (fail-closed NCCL env and the ``efa-guard`` init container): ``ncclTest.efaGuard``
     when the fabric is efa, False otherwise."""
+    queue: QueueBinding | None = None
+    """Kueue's binding of the job's node group (:meth:`efa_stack.planning.scheduling.KueuePlan.binding`): the queue
+    label and the workers' topology annotation; None: not queued (Kueue off)."""
+    do_not_disrupt: bool = False
+    """The workers run on a Karpenter pool, so their pods carry ``karpenter.sh/do-not-disrupt``."""
+    worker_wait_seconds: int = WORKER_WAIT_SECONDS
+    """How long the launcher waits for its workers before mpirun
+    (:func:`efa_stack.planning.scheduling.worker_wait_seconds`)."""
 
     @property
     def node_group(self) -> str:
@@ -324,16 +339,18 @@ def nccl_job_plan(node_groups: Sequence[NodeGroupPlan], cfg: NcclTest) -> NcclJo
     )
 
 
-def validate_nccl(spec: ClusterSpec, node_groups: tuple[NodeGroupPlan, ...] | list[NodeGroupPlan]) -> list[Problem]:
-    """Problems with the spec's ``ncclTest`` section, given the node groups planned so far.
+def validate_nccl(
+    cfg: NcclTest, node_groups: Sequence[NodeGroupPlan], declared: Sequence[str], *, explicit: bool,
+) -> list[Problem]:
+    """Problems with the spec's ``ncclTest`` section (``cfg``; ``explicit``: the spec has the section), given the
+    node groups and Karpenter pools planned so far.
 
-    ``node_groups`` are the GPU/Neuron/CPU groups that planned without problems; a group that
-    failed has its own problem already and is not judged again here.
+    ``node_groups`` are the planned groups and pools' nodes; ``declared`` every name the spec gives a node group
+    or pool, also of those that failed to plan: such a group has its own problem already and is not judged again
+    here.
     """
-    cfg = spec.nccl_test
-    explicit = "nccl_test" in spec.model_fields_set
     problems: list[Problem] = []
-    names = [ng.name for ng in spec.managed_node_groups]
+    names = list(declared)
     planned = {ng.name: ng for ng in node_groups}
 
     if size_bytes(cfg.min_bytes) > size_bytes(cfg.max_bytes):
@@ -386,11 +403,11 @@ def validate_nccl(spec: ClusterSpec, node_groups: tuple[NodeGroupPlan, ...] | li
                 "the job needs at least one worker node", "raise desiredCapacity to 1 or more",
             ))
         problems += nccl_worker_sizing(cfg, target).memory.problems("ncclTest", target.instance_type, target.gpus_per_node)
-        problems += _topology_problems(spec, target)
+        problems += _topology_problems(target)
     return problems
 
 
-def _topology_problems(spec: ClusterSpec, target: NodeGroupPlan) -> list[Problem]:
+def _topology_problems(target: NodeGroupPlan) -> list[Problem]:
     """The worker is one pod per node that asks for every GPU, every EFA device and every CPU a Guaranteed pod
     can get there. ``single-numa-node`` admits a pod only when one NUMA node holds all of it (Kubernetes docs,
     "Control Topology Management Policies on a node"): on a multi-socket node (p4d, p5: two sockets) the
@@ -398,9 +415,8 @@ def _topology_problems(spec: ClusterSpec, target: NodeGroupPlan) -> list[Problem
     has nothing to align. Either way it is the wrong setting for the group the job runs on."""
     out: list[Problem] = []
     if target.kubelet.topology_manager_policy == "single-numa-node":
-        index = next(i for i, ng in enumerate(spec.managed_node_groups) if ng.name == target.name)
         out.append(Problem(
-            f"managedNodeGroups[{index}].kubeletExtraConfig.topologyManagerPolicy", "single-numa-node",
+            f"{target.spec_path}.kubeletExtraConfig.topologyManagerPolicy", "single-numa-node",
             f"the nccl-tests worker asks for all {target.gpus_per_node} GPUs"
             + (f", {target.efa_devices_per_node} EFA devices" if target.efa_enabled else "")
             + f" and {target.guaranteed_cpus} CPUs of a {target.instance_type} node; single-numa-node admits a "

@@ -78,6 +78,44 @@ class NodeExtras:
     """A custom AMI (eksctl ``ami``); None: the EKS-optimized AMI of the node group's AMI type."""
 
 
+@dataclass(frozen=True)
+class NodeUpdatePlan:
+    """How many nodes a version update of the managed node group replaces at once (eksctl ``updateConfig``)."""
+
+    max_unavailable: int | None = None
+    max_unavailable_percentage: int | None = None
+    """Neither set: EKS's default, one node at a time (EKS User Guide, managed-node-update-behavior)."""
+
+
+def node_update_of(prefix: str, ng: ManagedNodeGroupSpec, max_size: int, problems: list[Problem]) -> NodeUpdatePlan:
+    """eksctl ``updateConfig`` as eksctl checks it (eksctl-io/eksctl@v0.230.0 pkg/apis/eksctl.io/v1alpha5/
+    validation.go ``validateNodeGroupBase``: one of the two limits, ``maxUnavailable`` at most ``maxSize``)."""
+    update = ng.update_config
+    if update is None:
+        return NodeUpdatePlan()
+    count, percentage = update.max_unavailable, update.max_unavailable_percentage
+    where = f"{prefix}.updateConfig"
+    if count is None and percentage is None:
+        problems.append(Problem(
+            where, {}, "no limit given", "add maxUnavailable: <nodes> or maxUnavailablePercentage: <1-100>, or remove "
+            "updateConfig for EKS's default (one node at a time)",
+        ))
+        return NodeUpdatePlan()
+    if count is not None and percentage is not None:
+        problems.append(Problem(
+            where, update.model_dump(by_alias=True), "maxUnavailable and maxUnavailablePercentage both limit the update",
+            "keep one: maxUnavailable or maxUnavailablePercentage",
+        ))
+        return NodeUpdatePlan()
+    if count is not None and count > max_size:
+        problems.append(Problem(
+            f"{where}.maxUnavailable", count, f"more nodes than the node group's maxSize {max_size}",
+            f"use {max_size} or fewer, or maxUnavailablePercentage",
+        ))
+        return NodeUpdatePlan()
+    return NodeUpdatePlan(count, percentage)
+
+
 def capacity_of(prefix: str, ng: ManagedNodeGroupSpec, problems: list[Problem]) -> tuple[contract.CapacityKind, str | None]:
     """``capacity``, or what eksctl's ``capacityReservation`` and ``instanceMarketOptions`` say the same way."""
     cr, market = ng.capacity_reservation, ng.instance_market_options
@@ -168,7 +206,9 @@ def node_extras(
                 "add publicKeyName: <an EC2 key pair in the region> (`aws ec2 describe-key-pairs`), or remove ssh "
                 "and use Session Manager (`aws ssm start-session`)",
             ))
-        elif ng.ssh.allow is not False:  # eksctl setSSHDefaults: a named key turns SSH on unless allow: false
+        else:
+            # eksctl-io/eksctl@v0.230.0 pkg/cfn/builder/managed_launch_template.go makeLaunchTemplateData: KeyName
+            # whenever publicKeyName is set; ``allow`` only decides whether eksctl opens port 22 (efa-stack never does)
             key_name = ng.ssh.public_key_name
     ami_id = ng.ami if ng.ami is not None and ng.ami.startswith("ami-") else None
     if ami_id is not None and ng.ami_family != "AmazonLinux2023":

@@ -1,7 +1,7 @@
 """A node group as planned: its instance type, interfaces, sizes, capacity, labels and taints.
 
-:func:`efa_stack.planning.plan.build_plan` makes one :class:`NodeGroupPlan` per node group; every other
-planning module, construct and chart reads it.
+:mod:`efa_stack.planning.node_shapes` makes one :class:`NodeGroupPlan` per node group and per Karpenter pool; every
+other planning module, construct and chart reads it.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from efa_stack import contract, names
 from efa_stack.planning.addons import NodeRepairPlan
 from efa_stack.planning.catalog import InstanceType
 from efa_stack.planning.layout import Interface, describe, efa_devices
+from efa_stack.planning.node_extras import NodeUpdatePlan
 from efa_stack.planning.tuning import KubeletTuning, guaranteed_cpus
 from efa_stack.spec.models import MAX_NODES_PER_NODE_GROUP
 
@@ -66,8 +67,21 @@ class Taint:
 
 
 @dataclass(frozen=True)
+class LustreEfaClient:
+    """AWS's EFA client setup for FSx for Lustre on a node group's nodes (:func:`efa_stack.planning.lustre_efa.client_of`)."""
+
+    gds: bool = False
+    """Run the setup optimized for GPUDirect Storage (``setup.sh --optimized-for-gds``)."""
+    lnet_interfaces: int | None = None
+    """The @efa LNet interfaces the setup binds on the instance type (data/fsx_lustre_efa.json, at most the node's
+    EFA devices); None: no figure, verify expects at least one."""
+
+
+@dataclass(frozen=True)
 class NodeGroupPlan:
-    """Everything derived for one managed node group."""
+    """Everything derived for one managed node group, or for the nodes of one Karpenter pool
+    (:attr:`efa_stack.planning.karpenter.KarpenterPoolPlan.group`): both are planned from the fields they share by
+    :func:`efa_stack.planning.node_shapes.plan_shape`."""
 
     name: str
     instance: InstanceType
@@ -93,6 +107,8 @@ class NodeGroupPlan:
     rule); the launch template's user data reserves them and the NCCL-tests workers request them."""
     lustre_client: bool = False
     """Install the Lustre client at boot (every managed node group, the ones that mount the FSx claim)."""
+    lustre_efa: LustreEfaClient | None = None
+    """AWS's EFA client setup at boot, for an EFA-enabled file system (``storage.efa``); None: Lustre over TCP only."""
     volume_iops: int | None = None
     """Provisioned IOPS of the root volume (gp3, io1, io2; required for io1/io2)."""
     volume_throughput: int | None = None
@@ -119,7 +135,7 @@ class NodeGroupPlan:
     instance_name: str | None = None
     """The instances' ``Name`` tag (eksctl ``instancePrefix``/``instanceName``); None: no Name tag."""
     key_name: str | None = None
-    """The EC2 key pair on the nodes (eksctl ``ssh.publicKeyName`` with ``allow: true``)."""
+    """The EC2 key pair on the nodes (eksctl ``ssh.publicKeyName``, whatever ``allow`` says)."""
     node_config: str | None = None
     """The user's nodeadm ``NodeConfig`` (eksctl ``overrideBootstrapCommand``), merged in the user data."""
     pre_bootstrap_commands: tuple[str, ...] = ()
@@ -135,6 +151,11 @@ class NodeGroupPlan:
     """The existing private subnets the node group names (eksctl ``subnets``); empty: its zones' private subnets."""
     node_repair_overrides: tuple[tuple[str, str, int, str], ...] = ()
     """eksctl ``nodeRepairConfig.nodeRepairConfigOverrides``: (condition, reason, minutes, action) each."""
+    update: NodeUpdatePlan = field(default_factory=NodeUpdatePlan)
+    """Nodes a version update replaces at once (eksctl ``updateConfig``); unset: EKS's default, one at a time."""
+    spec_path: str = ""
+    """Where the spec declares the group: ``managedNodeGroups[i]``, ``karpenterNodePools[i]`` (a pool's nodes) or
+    ``systemNodeGroup``; problems found later (by the job checks, the address plan) name its fields from here."""
 
     def node_repair_cfn(self) -> dict[str, object] | None:
         """CloudFormation ``NodeRepairConfig`` of the node group (None: repair off)."""

@@ -3,14 +3,20 @@
 A number such as "32 EFA devices on p5.48xlarge" is computed here, from the catalog, and nowhere
 else: the launch template's interfaces, the node labels, the pods' resource requests and the MPI slot
 counts all read it from a :class:`NodeGroupPlan`.
+
+:func:`build_plan` runs the stages of :data:`STAGES` in order over one :class:`PlanContext`, which collects every
+stage's problems and results. No stage is skipped because an earlier one found problems, so one run reports every
+problem of the spec; a stage whose input could not be planned (the system node group's instance type is unknown,
+say) records what it could not check (:attr:`PlanContext.unchecked`), which the error lists after the problems.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +28,6 @@ from efa_stack.planning.addons import (
     AddonPlan,
     PodIdentityPlan,
     addon_plans,
-    node_repair_plan,
     role_problems,
 )
 from efa_stack.planning.addressing import (
@@ -33,50 +38,23 @@ from efa_stack.planning.addressing import (
     merge_cni_env,
     pod_network_refusals,
 )
-from efa_stack.planning.catalog import InstanceType, UnknownInstanceType
 from efa_stack.planning.image_compat import TrainingImagePlan, training_image_plan
-from efa_stack.planning.karpenter import (
-    KarpenterPlan,
-    KarpenterPoolPlan,
-    ami_problems,
-    capacity_problems,
-    layout_problems,
-    placement_group_name,
-    pool_field,
-    with_max_pods,
-)
-from efa_stack.planning.layout import Interface, LayoutError, interface_layout
-from efa_stack.planning.limits import (
-    network_resource_count,
-    validate_node_group_count,
-    validate_plan_limits,
-    validate_volume,
-)
-from efa_stack.planning.nccl import NcclJobPlan, nccl_job_plan, node_hugepages_mib, validate_nccl
-from efa_stack.planning.node_extras import capacity_of, node_extras
-from efa_stack.planning.node_groups import NodeGroupPlan, Taint
+from efa_stack.planning.karpenter import KarpenterPlan, with_max_pods
+from efa_stack.planning.limits import network_resource_count, validate_node_group_count, validate_plan_limits
+from efa_stack.planning.nccl import NcclJobPlan, nccl_job_plan, validate_nccl
+from efa_stack.planning.node_groups import NodeGroupPlan
+from efa_stack.planning.node_shapes import NodeContext, plan_managed_groups, plan_pools, plan_system_group
+from efa_stack.planning.node_software import ami_driver_warnings
 from efa_stack.planning.observability import ObservabilityPlan, observability_plan
-from efa_stack.planning.scheduling import KueuePlan, kueue_plan
-from efa_stack.planning.storage import StoragePlan, storage_plan, validate_storage
+from efa_stack.planning.scheduling import KueuePlan, kueue_plan, worker_wait_seconds
+from efa_stack.planning.storage import StoragePlan, storage_plan, validate_storage, with_lustre_efa
 from efa_stack.planning.training import TrainingJobPlan, training_job_plans
-from efa_stack.planning.tuning import kubelet_tuning
 from efa_stack.planning.versions import today as versions_today
 from efa_stack.planning.versions import version_problems, version_warnings
+from efa_stack.planning.vpc import ExistingVpc, cluster_zones, existing_vpc
 from efa_stack.spec.errors import Problem, SpecError
 from efa_stack.spec.loader import MOVED, _rename, load_spec, parse_spec
-from efa_stack.spec.models import (
-    CONTROL_PLANE_LOG_TYPES,
-    DEFAULT_NODE_COUNT,
-    DEFAULT_NODE_TYPE,
-    LOG_RETENTION_DAYS,
-    Capacity,
-    ClusterSpec,
-    KarpenterNodePoolSpec,
-    ManagedNodeGroupSpec,
-    NcclTest,
-    NodeRepairConfigSpec,
-    SystemNodeGroup,
-)
+from efa_stack.spec.models import CONTROL_PLANE_LOG_TYPES, LOG_RETENTION_DAYS, ClusterSpec
 
 
 @dataclass(frozen=True)
@@ -96,22 +74,10 @@ class TrainingOperatorsPlan:
 
 
 @dataclass(frozen=True)
-class ExistingVpc:
-    """eksctl ``vpc.id`` and ``vpc.subnets``: the VPC and subnets the stacks use instead of creating them."""
-
-    id: str
-    private_subnets: tuple[tuple[str, str], ...]
-    """(subnet id, availability zone) of each private subnet, in the spec's order."""
-    public_subnets: tuple[tuple[str, str], ...] = ()
-    private_names: tuple[str, ...] = ()
-    """The names (keys in ``vpc.subnets.private``) of ``private_subnets``, in the same order."""
-
-    def private_subnet_ids(self, zone: str) -> tuple[str, ...]:
-        return tuple(i for i, z in self.private_subnets if z == zone)
-
-
-@dataclass(frozen=True)
 class ClusterPlan:
+    """Everything derived from one cluster spec, complete and checked (:func:`build_plan`): the stacks, the charts,
+    ``dist/`` and the commands read it, and none re-derives from the spec."""
+
     name: str
     region: str
     kubernetes_version: str
@@ -189,11 +155,12 @@ class ClusterPlan:
 
     @property
     def pool_groups(self) -> tuple[NodeGroupPlan, ...]:
-        """The node-group twins of the Karpenter pools (no EKS node group is created for them)."""
+        """The plans of the Karpenter pools' nodes (:attr:`efa_stack.planning.karpenter.KarpenterPoolPlan.group`; no
+        EKS node group is created for them)."""
         return self.karpenter.groups if self.karpenter is not None else ()
 
     def node_group(self, name: str) -> NodeGroupPlan:
-        """A managed node group or a Karpenter pool's twin, by name."""
+        """A managed node group, the system node group or a Karpenter pool's nodes, by name."""
         for n in (*self.all_node_groups, *self.pool_groups):
             if n.name == name:
                 return n
@@ -253,426 +220,330 @@ def infiniband_warnings(spec: ClusterSpec) -> list[str]:
     return out
 
 
-def _ami_type(instance: InstanceType) -> str:
-    arch = "ARM_64" if instance.arm64 else "X86_64"
-    if instance.accelerator == "nvidia":
-        return f"AL2023_{arch}_NVIDIA"
-    if instance.accelerator == "neuron":
-        return "AL2023_X86_64_NEURON"
-    return f"AL2023_{arch}_STANDARD"
+# --- the planner: stages over one context -------------------------------------------------------------------
 
 
-def _efa_alternatives(instance: InstanceType) -> str:
-    same_family = [i.name for i in catalog.efa_capable() if i.family == instance.family]
-    if same_family:
-        return f"use an EFA-capable {instance.family} size ({', '.join(same_family[:6])}) or set efaEnabled: false"
-    return "choose an EFA-capable instance type (see `efa-stack catalog list --efa`) or set efaEnabled: false"
+@dataclass
+class PlanContext:
+    """The planner's working state: the spec, every problem found so far, what could not be checked, and each
+    stage's results, in stage order. A stage reads the results of the stages before it and adds its own; it never
+    stops the run."""
 
+    spec: ClusterSpec
+    """The validated spec (or, for a file with bad fields, the spec read without them)."""
+    subnet_zones: Mapping[str, str] = field(default_factory=dict)
+    """The zones of an existing VPC's subnets that ``efa-stack lookup`` recorded (subnet id -> zone)."""
+    today: datetime.date = field(default_factory=versions_today)
+    """The day the Kubernetes version is judged on (:func:`efa_stack.planning.versions.today`)."""
+    problems: list[Problem] = field(default_factory=list)
+    """Every problem found so far, in stage order."""
+    unchecked: list[str] = field(default_factory=list)
+    """What a stage could not check because its input could not be planned: ``<field>: <why>``."""
+    region_azs: list[str] = field(default_factory=list)
+    """The region's zones (:func:`_cluster_stage`; empty for an unknown region)."""
+    existing: ExistingVpc | None = None
+    """An existing VPC (:func:`_network_stage`); None: the stack creates one."""
+    azs: tuple[str, ...] = ()
+    """The cluster's zones (:func:`_network_stage`)."""
+    groups: list[NodeGroupPlan] = field(default_factory=list)
+    """The managed node groups that planned (:func:`_node_stage`)."""
+    karpenter: KarpenterPlan | None = None
+    """The Karpenter pools that planned (:func:`_node_stage`); None without pools."""
+    system: NodeGroupPlan | None = None
+    """The system node group; None when its instance type is unknown."""
+    observability: ObservabilityPlan = field(default_factory=ObservabilityPlan)
+    """Container Insights and the dashboard (:func:`_addon_stage`)."""
+    addons: tuple[AddonPlan, ...] = ()
+    """The EKS add-ons (:func:`_addon_stage`; the VPC CNI's settings completed by :func:`_address_stage`)."""
+    nccl_job: NcclJobPlan | None = None
+    """The NCCL-tests job (:func:`_job_stage`; bound to its queue and pool by :func:`_binding_stage`)."""
+    training_jobs: tuple[TrainingJobPlan, ...] = ()
+    """The training jobs (:func:`_job_stage`; empty while they have problems; bound by :func:`_binding_stage`)."""
+    kueue: KueuePlan | None = None
+    """Kueue (:func:`_kueue_stage`); None when it is off or could not be planned."""
+    warnings: list[str] = field(default_factory=list)
+    """Kueue's warnings (:func:`_kueue_stage`), after the version's and InfiniBand's in the plan."""
+    addresses: AddressPlan | None = None
+    """The node and pod addresses per zone (:func:`_address_stage`); None with an existing VPC."""
+    log_types: tuple[str, ...] = CONTROL_PLANE_LOG_TYPES
+    """Control-plane log types (:func:`_settings_stage`)."""
+    log_retention_days: int | None = None
+    """Their retention (:func:`_settings_stage`); None: kept forever."""
+    training_image: TrainingImagePlan | None = None
+    """The EFA PyTorch image ``cdk deploy`` builds (:func:`_settings_stage`); None: none."""
 
-def _sizes(
-    prefix: str, min_size: int | None, desired: int | None, max_size: int | None, problems: list[Problem],
-) -> tuple[int, int, int]:
-    # eksctl-io/eksctl@v0.230.0 pkg/apis/eksctl.io/v1alpha5/validation.go (managed node groups): minSize
-    # defaults to desiredCapacity, or DefaultNodeCount (2) without either; maxSize to desiredCapacity, else
-    # minSize, and at least DefaultMaxSize (1); desiredCapacity to minSize.
-    if min_size is None:
-        min_size = desired if desired is not None else DEFAULT_NODE_COUNT
-    d = min_size if desired is None else desired
-    m = max(d, min_size, 1) if max_size is None else max_size
-    if not (min_size <= d <= m):
-        problems.append(Problem(
-            f"{prefix}.minSize/desiredCapacity/maxSize", {"minSize": min_size, "desiredCapacity": d, "maxSize": m},
-            "sizes must satisfy minSize <= desiredCapacity <= maxSize",
-            "raise maxSize or lower minSize/desiredCapacity so that minSize <= desiredCapacity <= maxSize",
-        ))
-    return min_size, d, m
+    @property
+    def pool_groups(self) -> list[NodeGroupPlan]:
+        """The nodes of the Karpenter pools that planned."""
+        return list(self.karpenter.groups) if self.karpenter is not None else []
 
+    @property
+    def job_groups(self) -> list[NodeGroupPlan]:
+        """Where jobs run: the managed node groups and the pools' nodes, planned."""
+        return [*self.groups, *self.pool_groups]
 
-def _lookup(field_name: str, name: str, problems: list[Problem]) -> InstanceType | None:
-    try:
-        instance = catalog.get(name)
-    except UnknownInstanceType as exc:
-        refresh = (
-            f"if EC2 sells {name}, run `efa-stack catalog refresh` with AWS credentials to add it to the "
-            f"catalog ({catalog.source().get('_source', 'instance_catalog.json')}); "
-            "`efa-stack catalog list` shows the known types"
+    @property
+    def declared(self) -> list[str]:
+        """Every name the spec gives a node group or pool (also of those that did not plan)."""
+        spec = self.spec
+        return [*(ng.name for ng in spec.managed_node_groups), *(p.name for p in spec.karpenter_node_pools)]
+
+    def node_context(self) -> NodeContext:
+        """What planning one node group or pool needs of the cluster: its name, zones, VPC, NCCL and storage."""
+        spec = self.spec
+        return NodeContext(
+            cluster=spec.metadata.name, zones=self.azs, existing=self.existing, nccl=spec.nccl_test,
+            lustre=spec.storage is not None, kubernetes_version=spec.metadata.version, today=self.today,
         )
-        near = difflib.get_close_matches(name, catalog.names(), n=3, cutoff=0.6)
-        if exc.suggestions:
-            hint = f"did you mean {' or '.join(exc.suggestions)}?"
-        elif near:
-            hint = f"the nearest known types are {', '.join(near)}; {refresh}"
-        else:
-            hint = refresh
-        problems.append(Problem(field_name, name, "unknown instance type", hint))
-        return None
-    unsupported = instance.unsupported_accelerator
-    if unsupported is not None:
-        problems.append(Problem(
-            field_name, name,
-            f"{name} carries {unsupported} accelerators, which efa-stack does not support (no device plugin)",
-            "use an NVIDIA GPU type (e.g. p5.48xlarge, p4d.24xlarge, g6e.48xlarge), an AWS Trainium or "
-            "Inferentia type (trn2.48xlarge, inf2.48xlarge), or a CPU type",
-        ))
-        return None
-    return instance
 
 
-def _instance_types(
-    prefix: str, ng: ManagedNodeGroupSpec, problems: list[Problem],
-) -> tuple[InstanceType | None, tuple[str, ...]]:
-    """The node group's instance type (the first of eksctl's ``instanceTypes``) and, for several, all of them."""
-    if ng.instance_types is None:
-        return _lookup(f"{prefix}.instanceType", ng.instance_type or DEFAULT_NODE_TYPE, problems), ()
-    if ng.instance_type is not None:
-        problems.append(Problem(
-            f"{prefix}.instanceTypes", list(ng.instance_types), "instanceType and instanceTypes are both given",
-            "keep one of them (eksctl refuses both too)",
+def _cluster_stage(ctx: PlanContext) -> None:
+    """The Kubernetes version, the cluster's name and tags, the region."""
+    md = ctx.spec.metadata
+    ctx.problems.extend(version_problems(md.version, ctx.today))
+    ctx.problems.extend(names.cluster_problems(md.name, md.tags))
+    region_azs = catalog.regions().get(md.region)
+    if region_azs is None:
+        ctx.problems.append(Problem(
+            "metadata.region", md.region, "unknown AWS region", f"use one of {', '.join(sorted(catalog.regions()))}",
         ))
-    if ng.efa_enabled:
-        problems.append(Problem(
-            f"{prefix}.instanceTypes", list(ng.instance_types),
-            "an EFA node group has one instance type (its interfaces, placement group and NCCL job follow it)",
-            f"use instanceType: {ng.instance_types[0]}, and another node group for each further type",
-        ))
-    found = [_lookup(f"{prefix}.instanceTypes[{j}]", t, problems) for j, t in enumerate(ng.instance_types)]
-    known = [t for t in found if t is not None]
-    kinds = {(t.accelerator, t.arm64) for t in known}
-    if len(kinds) > 1:
-        problems.append(Problem(
-            f"{prefix}.instanceTypes", list(ng.instance_types),
-            "the types differ in accelerator or architecture, so one AMI type cannot serve them",
-            "list types of one kind (all CPU x86_64, all NVIDIA x86_64, ...) per node group",
-        ))
-    if len(known) != len(found):
-        return None, ()
-    return known[0], tuple(ng.instance_types) if len(ng.instance_types) > 1 else ()
+    ctx.region_azs = list(region_azs or [])
 
 
-def _placement(
-    prefix: str, ng: ManagedNodeGroupSpec, cap_type: contract.CapacityKind, problems: list[Problem],
-) -> tuple[bool, str | None]:
-    """(use a placement group, the existing group's name or None) for ``placementGroup``/``placement``.
-
-    Default: a new cluster placement group for on-demand EFA node groups only. A capacity
-    reservation's instances are in a placement group only if the reservation was created in it (EC2
-    User Guide, "Capacity Reservations in cluster placement groups", cr-cpg), and a new group on a
-    reservation node group finds no capacity (eksctl-io/eksctl#7949; eksctl@99984ad
-    pkg/cfn/builder/managed_launch_template.go creates none when a capacity reservation is set).
-    """
-    wanted = ng.placement_group
-    named = ng.placement.group_name if ng.placement is not None else None
-    if isinstance(wanted, str):
-        if named is not None and named != wanted:
-            problems.append(Problem(
-                f"{prefix}.placement.groupName", named, f"placementGroup already names the group {wanted!r}",
-                "keep one of placementGroup: <name> and placement.groupName",
-            ))
-        named = wanted
-    elif named is not None and wanted is not None:
-        problems.append(Problem(
-            f"{prefix}.placementGroup", wanted, "placement.groupName already names an existing placement group",
-            "remove placementGroup (placement.groupName is the group the nodes use)",
-        ))
-    field_name = f"{prefix}.placementGroup" if isinstance(ng.placement_group, str) or ng.placement is None \
-        else f"{prefix}.placement.groupName"
-    shown = named if named is not None else wanted
-    if (named is not None or wanted is True) and cap_type == contract.CAPACITY_BLOCK:
-        problems.append(Problem(
-            field_name, shown, "Capacity Blocks are already co-located; a placement group conflicts with the block",
-            "remove placementGroup (or set it to false)",
-        ))
-    if (named is not None or wanted is True) and not ng.efa_enabled:
-        problems.append(Problem(
-            field_name, shown, "a cluster placement group is only used by EFA node groups",
-            "set efaEnabled: true or remove placementGroup",
-        ))
-    if wanted is True and cap_type == contract.RESERVATION:
-        problems.append(Problem(
-            f"{prefix}.placementGroup", True,
-            "a capacity reservation's instances are in a placement group only if the reservation was created "
-            "in it; a new group would find no reserved capacity",
-            "name the group the reservation was created in (placementGroup: <name>) or remove placementGroup",
-        ))
-    if named is not None:
-        return True, named
-    if wanted is None:
-        return ng.efa_enabled and cap_type == contract.ON_DEMAND, None
-    return bool(wanted), None
+def _network_stage(ctx: PlanContext) -> None:
+    """An existing VPC and the cluster's zones (:mod:`efa_stack.planning.vpc`)."""
+    ctx.existing = existing_vpc(ctx.spec, ctx.region_azs, ctx.problems, ctx.subnet_zones)
+    ctx.azs = cluster_zones(ctx.spec, ctx.region_azs, ctx.existing, ctx.problems)
 
 
-def _node_group(
-    i: int,
-    ng: ManagedNodeGroupSpec,
-    cluster_azs: tuple[str, ...],
-    problems: list[Problem],
-    nccl: NcclTest | None = None,
-    lustre: bool = False,
-    cluster: str = "",
-    existing: ExistingVpc | None = None,
-    prefix: str | None = None,
-) -> NodeGroupPlan | None:
-    prefix = prefix or f"managedNodeGroups[{i}]"
-    instance, instance_types = _instance_types(prefix, ng, problems)
-    sizes = _sizes(prefix, ng.min_size, ng.desired_capacity, ng.max_size, problems)
+def _node_stage(ctx: PlanContext) -> None:
+    """The managed node groups, the Karpenter pools and the system node group (:mod:`efa_stack.planning.node_shapes`),
+    then the API endpoints."""
+    spec, nodes = ctx.spec, ctx.node_context()
+    ctx.groups = plan_managed_groups(spec, nodes, ctx.problems)
+    ctx.karpenter = plan_pools(spec, nodes, {ng.name for ng in spec.managed_node_groups}, ctx.problems)
+    endpoints = spec.vpc.cluster_endpoints
+    if not endpoints.public_access and not endpoints.private_access:
+        ctx.problems.append(Problem(
+            "vpc.clusterEndpoints", {"publicAccess": False, "privateAccess": False},
+            "the Kubernetes API needs at least one endpoint", "set privateAccess: true (and publicAccess as you need)",
+        ))
+    if spec.vpc.public_access_cidrs and not endpoints.public_access:
+        ctx.problems.append(Problem(
+            "vpc.publicAccessCIDRs", list(spec.vpc.public_access_cidrs),
+            "CIDRs restrict the public endpoint, which is off", "remove publicAccessCIDRs or set clusterEndpoints.publicAccess: true",
+        ))
+    ctx.system = plan_system_group(spec.system_node_group, ctx.azs, ctx.problems)
 
-    if ng.private_networking is False:
-        problems.append(Problem(
-            f"{prefix}.privateNetworking", False,
-            "EFA nodes have several network interfaces and cannot get public IPs" if ng.efa_enabled
-            else "efa-stack places nodes only in private subnets",
-            "set privateNetworking: true (or remove it); nodes reach the internet through NAT",
-        ))
 
-    azs = tuple(ng.availability_zones) if ng.availability_zones else ()
-    subnet_ids: tuple[str, ...] = ()
-    if ng.subnets is not None:
-        subnet_ids, subnet_azs = _group_subnets(prefix, ng, existing, problems)
-        azs = azs or subnet_azs
-    # eksctl: more than one zone is an error (validation.go); none: the first subnet (pkg/vpc/vpc.go
-    # "EFA requires all nodes be in a single subnet, arbitrarily choosing one"), here the cluster's first zone.
-    if ng.efa_enabled and len(azs) > 1:
-        problems.append(Problem(
-            f"{prefix}.availabilityZones", list(azs) if azs else None,
-            "an EFA node group must live in exactly one availability zone (one subnet, one placement group)",
-            f"list a single zone, e.g. availabilityZones: [{cluster_azs[0] if cluster_azs else 'us-west-2a'}]",
-        ))
-    for az in azs:
-        if existing is not None and not existing.private_subnet_ids(az):
-            problems.append(Problem(
-                f"{prefix}.availabilityZones", az, "no private subnet of vpc.subnets is in that zone",
-                f"use one of {', '.join(dict.fromkeys(z for _, z in existing.private_subnets))} or add a private "
-                f"subnet of {az} to vpc.subnets.private",
-            ))
-        elif cluster_azs and az not in cluster_azs:
-            problems.append(Problem(
-                f"{prefix}.availabilityZones", az, "zone is not one of the cluster's availabilityZones",
-                f"use one of {', '.join(cluster_azs)} or add {az} to availabilityZones",
-            ))
-    if not azs:
-        azs = cluster_azs[:1] if ng.efa_enabled else cluster_azs
+def _addon_stage(ctx: PlanContext) -> None:
+    """Container Insights and the EKS add-ons (efa-stack's merged with the spec's)."""
+    spec, groups = ctx.spec, ctx.groups
+    ctx.observability, found = observability_plan(
+        spec.observability, cluster=spec.metadata.name, region=spec.metadata.region,
+        accelerated=any(g.role in ("gpu", "neuron") for g in groups),
+        addon_listed=any(a.name == CLOUDWATCH_OBSERVABILITY for a in spec.addons),
+    )
+    ctx.problems.extend(found)
+    ctx.addons, found = addon_plans(
+        spec.addons, kubernetes_version=spec.metadata.version, repair=any(g.node_repair for g in groups),
+        storage=spec.storage is not None, with_oidc=spec.iam.with_oidc,
+        observability=ctx.observability.container_insights,
+        accelerator_taints=[(t.key, t.effect) for g in groups if g.role == "gpu" for t in g.taints],
+    )
+    ctx.problems.extend(found)
 
-    cap_type, reservation_id = capacity_of(prefix, ng, problems)
-    if ng.spot and (ng.efa_enabled or cap_type != contract.ON_DEMAND):
-        problems.append(Problem(
-            f"{prefix}.spot", True,
-            "Spot capacity is for node groups without EFA" if ng.efa_enabled else
-            f"Spot capacity does not go with capacity {cap_type}",
-            "remove spot (EFA training needs capacity that is not interrupted: on-demand, a reservation or a "
-            "Capacity Block)" if ng.efa_enabled else "remove spot or the reservation",
-        ))
-    eksctl_capacity = ng.capacity_reservation is not None or ng.instance_market_options is not None
-    if cap_type in contract.RESERVED_CAPACITY and not reservation_id and not eksctl_capacity:
-        problems.append(Problem(
-            f"{prefix}.capacity.reservationId", None,
-            f"capacity type '{cap_type}' needs the id of the reservation to launch into",
-            "add reservationId: cr-... (see `aws ec2 describe-capacity-reservations`)",
-        ))
-    if cap_type == contract.ON_DEMAND and reservation_id:
-        problems.append(Problem(
-            f"{prefix}.capacity.reservationId", reservation_id,
-            "a reservation id is only used with capacity type 'reservation' or 'capacity-block'",
-            "set capacity.type: reservation (or capacity-block), or remove reservationId",
-        ))
-    problems.extend(validate_volume(prefix, ng.volume_type, ng.volume_size, ng.volume_iops, ng.volume_throughput))
-    placement, existing_group = _placement(prefix, ng, cap_type, problems)
-    if ng.ena_on_efa_cards and ng.interface_layout != "current":
-        problems.append(Problem(
-            f"{prefix}.enaOnEfaCards", True, "extra ENA interfaces are part of the current layout only",
-            "set interfaceLayout: current or remove enaOnEfaCards",
-        ))
-    for key in ng.labels:
-        if key.startswith(contract.LABEL_PREFIX):
-            problems.append(Problem(
-                f"{prefix}.labels", key, f"labels under {contract.LABEL_PREFIX} are set by efa-stack",
-                "choose another label key",
-            ))
-    problems.extend(names.node_group_problems(
-        prefix, ng.name, ng.labels, [(t.key, t.value, t.effect) for t in ng.taints], ng.tags,
+
+def _job_stage(ctx: PlanContext) -> None:
+    """The NCCL-tests job, the storage checks and the training jobs, over the node groups and pools that planned."""
+    spec = ctx.spec
+    ctx.problems.extend(validate_nccl(
+        spec.nccl_test, ctx.job_groups, ctx.declared, explicit="nccl_test" in spec.model_fields_set,
     ))
+    ctx.problems.extend(validate_storage(spec, ctx.groups, ctx.pool_groups))
+    ctx.training_jobs, found = training_job_plans(spec, ctx.job_groups, ctx.declared)
+    ctx.problems.extend(found)
+    ctx.nccl_job = nccl_job_plan(ctx.job_groups, spec.nccl_test) if ctx.system is not None else None
 
-    interfaces: tuple[Interface, ...] = ()
-    if instance is not None and ng.efa_enabled:
-        if not instance.efa_supported:
-            problems.append(Problem(
-                f"{prefix}.instanceType", ng.instance_type,
-                "efaEnabled is true but this instance type does not support EFA", _efa_alternatives(instance),
-            ))
-        else:
-            try:
-                interfaces = interface_layout(instance, ng.interface_layout, ena_on_efa_cards=ng.ena_on_efa_cards)
-            except LayoutError as exc:
-                problems.append(Problem(f"{prefix}.interfaceLayout", ng.interface_layout, str(exc), "use interfaceLayout: current"))
-    if instance is not None and placement and "cluster" not in instance.placement_strategies:
-        problems.append(Problem(
-            f"{prefix}.placementGroup", True, f"{instance.name} does not support cluster placement groups",
-            "set placementGroup: false",
-        ))
-    if instance is None or (ng.efa_enabled and not interfaces):
-        node_extras(prefix, ng, cluster, {}, problems)  # its problems too, in the same run
-        return None
-    # A group with problems of its own still plans (build_plan raises before the plan is used), so
-    # that the ncclTest and storage checks judge it too and every problem is reported at once.
 
-    role: contract.Role = "gpu" if instance.accelerator == "nvidia" else "neuron" if instance.accelerator == "neuron" else "cpu"
-    taints = [Taint(t.key, t.value, t.effect) for t in ng.taints]
-    auto_key = contract.GPU_TAINT_KEY if role == "gpu" else contract.NEURON_TAINT_KEY if role == "neuron" else None
-    if auto_key and not any(t.key == auto_key for t in taints):
-        taints.append(Taint(auto_key, "true", "NoSchedule"))
-    labels = dict(ng.labels)
-    labels.update({
-        contract.LABEL_NODE_GROUP: names.node_group_label_value(ng.name),
-        contract.LABEL_ROLE: role,
-        contract.LABEL_EFA: "true" if ng.efa_enabled else "false",
-    })
-    if instance.accelerator:
-        labels[contract.LABEL_ACCELERATOR] = instance.accelerator
-    repair, repair_problems = node_repair_plan(prefix, role in ("gpu", "neuron"), ng.node_repair_config)
-    problems.extend(repair_problems)
-    overrides = tuple(
-        (o.node_monitoring_condition, o.node_unhealthy_reason, o.min_repair_wait_time_mins, o.repair_action)
-        for o in (ng.node_repair_config.node_repair_config_overrides if ng.node_repair_config else [])
+def _kueue_stage(ctx: PlanContext) -> None:
+    """Kueue and its queues over the jobs planned so far (:func:`efa_stack.planning.scheduling.kueue_plan`)."""
+    cfg = ctx.spec.scheduling.kueue
+    if ctx.system is None:
+        if cfg.enabled:
+            ctx.unchecked.append("scheduling.kueue: its flavors need the system node group's instance type")
+        return
+    if cfg.enabled and ctx.spec.training_jobs and not ctx.training_jobs:
+        ctx.unchecked.append("scheduling.kueue for trainingJobs: the queues need the training jobs planned")
+    jobs = [*((ctx.nccl_job,) if ctx.nccl_job else ()), *ctx.training_jobs]
+    ctx.kueue, found, warnings = kueue_plan(
+        cfg, ctx.job_groups, ctx.system, namespaces=[j.namespace for j in jobs], job_groups=[j.node_group for j in jobs],
+        elastic=[g.name for g in ctx.pool_groups],
     )
-    if overrides and repair is None:
-        problems.append(Problem(
-            f"{prefix}.nodeRepairConfig.nodeRepairConfigOverrides", f"{len(overrides)} overrides",
-            "repair overrides are set but node repair is off", "set nodeRepairConfig.enabled: true, or remove them",
-        ))
-    extra = ng.kubelet_extra_config
-    tuning, tuning_problems = kubelet_tuning(
-        prefix, role in ("gpu", "neuron"),
-        extra.model_dump(by_alias=True, exclude_unset=True) if extra is not None else None, instance.vcpus,
-    )
-    problems.extend(tuning_problems)
-    extras = node_extras(prefix, ng, cluster, tuning.as_kubelet_config(), problems)
-    return NodeGroupPlan(
-        name=ng.name,
-        instance=instance,
-        role=role,
-        availability_zones=azs,
-        min_size=sizes[0],
-        desired_size=sizes[1],
-        max_size=sizes[2],
-        volume_size_gib=ng.volume_size,
-        volume_type=ng.volume_type,
-        efa_enabled=ng.efa_enabled,
-        interface_layout=ng.interface_layout,
-        interfaces=interfaces,
-        placement_group=bool(placement) and existing_group is None,
-        placement_group_name=existing_group,
-        volume_iops=ng.volume_iops,
-        volume_throughput=ng.volume_throughput,
-        capacity=cap_type,
-        reservation_id=reservation_id,
-        ami_type=_ami_type(instance),
-        labels=labels,
-        taints=tuple(taints),
-        tags=dict(ng.tags),
-        hugepages_2mi_mib=node_hugepages_mib(role, ng.efa_enabled, nccl or NcclTest()),
-        # Every managed node group can run pods that mount the claim (the storage plan's tolerations
-        # cover all of them), so every one gets the client.
-        lustre_client=lustre,
-        node_repair=repair,
-        kubelet=tuning,
-        node_role_arn=extras.node_role_arn,
-        node_role_name=extras.node_role_name,
-        node_managed_policies=extras.managed_policies,
-        node_inline_policies=extras.inline_policies,
-        instance_name=extras.instance_name,
-        key_name=extras.key_name,
-        node_config=extras.node_config,
-        pre_bootstrap_commands=extras.pre_bootstrap_commands,
-        ami_id=extras.ami_id,
-        node_repair_overrides=overrides,
-        subnet_ids=subnet_ids,
-        instance_types=instance_types,
-        spot=ng.spot,
+    ctx.problems.extend(found)
+    ctx.warnings.extend(warnings)
+
+
+def _binding_stage(ctx: PlanContext) -> None:
+    """What each job's charts only read: its queue binding, do-not-disrupt on a Karpenter pool, and the NCCL-tests
+    launcher's wait for its workers (:func:`efa_stack.planning.scheduling.worker_wait_seconds`)."""
+    kueue, karpenter = ctx.kueue, ctx.karpenter
+
+    def on_pool(group: str) -> bool:
+        return karpenter is not None and karpenter.pool(group) is not None
+
+    job = ctx.nccl_job
+    if job is not None:
+        ctx.nccl_job = dataclasses.replace(
+            job, queue=kueue.binding(job.node_group) if kueue else None, do_not_disrupt=on_pool(job.node_group),
+            worker_wait_seconds=worker_wait_seconds(on_pool(job.node_group), kueue.wait.timeout_seconds if kueue else None),
+        )
+    ctx.training_jobs = tuple(
+        dataclasses.replace(j, queue=kueue.binding(j.node_group) if kueue else None, do_not_disrupt=on_pool(j.node_group))
+        for j in ctx.training_jobs
     )
 
 
-def _group_subnets(
-    prefix: str, ng: ManagedNodeGroupSpec, existing: ExistingVpc | None, problems: list[Problem],
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The ids and zones of eksctl's ``managedNodeGroups[].subnets`` (names in vpc.subnets.private or ids)."""
-    wanted = list(ng.subnets or [])
-    if existing is None:
-        problems.append(Problem(
-            f"{prefix}.subnets", wanted, "subnets name subnets of an existing VPC (vpc.id, vpc.subnets)",
-            "use availabilityZones: the node group goes in that zone's private subnet of the VPC efa-stack creates",
-        ))
-        return (), ()
-    ids: list[str] = []
-    zones: list[str] = []
-    for name in wanted:
-        found = next(((i, z) for key, (i, z) in zip(existing.private_names, existing.private_subnets)
-                      if name in (key, i)), None)
-        if found is None:
-            problems.append(Problem(
-                f"{prefix}.subnets", name, "not a private subnet of vpc.subnets (by name or id)",
-                "name a subnet listed under vpc.subnets.private",
-            ))
-            continue
-        ids.append(found[0])
-        if found[1] not in zones:
-            zones.append(found[1])
-    if ng.efa_enabled and len(ids) > 1:
-        problems.append(Problem(
-            f"{prefix}.subnets", wanted, "an EFA node group lives in one subnet (one zone, one placement group)",
-            "list one subnet",
-        ))
-    if ng.availability_zones and zones and set(ng.availability_zones) != set(zones):
-        problems.append(Problem(
-            f"{prefix}.availabilityZones", list(ng.availability_zones), f"the subnets are in {', '.join(zones)}",
-            "remove availabilityZones (the subnets say the zones)",
-        ))
-    return tuple(ids), tuple(zones)
+def _limits_stage(ctx: PlanContext) -> None:
+    """EKS's node group quota and CloudFormation's resources per stack (:mod:`efa_stack.planning.limits`)."""
+    spec, azs = ctx.spec, ctx.azs
+    ctx.problems.extend(validate_node_group_count(ctx.groups, [ng.name for ng in spec.managed_node_groups]))
+    if len(set(azs)) >= 2 and ctx.existing is None:  # an existing VPC's subnet sizes are not known here
+        ctx.problems.extend(validate_plan_limits(ctx.groups, network=network_resource_count(
+            len(set(azs)), 1 if spec.vpc.nat.gateway == "Single" else len(azs), spec.vpc.interface_endpoints,
+            existing_vpc=False,
+        ), storage=spec.storage is not None, karpenter=bool(spec.karpenter_node_pools),
+            pool_placement_groups=sum(1 for g in ctx.pool_groups if g.placement_group),
+            kueue=spec.scheduling.kueue.enabled))
 
 
-def _existing_vpc(
-    spec: ClusterSpec, region_azs: list[str], problems: list[Problem], subnet_zones: Mapping[str, str]
-) -> ExistingVpc | None:
-    """eksctl's ``vpc.id`` and ``vpc.subnets`` checked: subnets with zones, two or more private zones."""
-    vpc = spec.vpc
-    if vpc.id is None and vpc.subnets is None:
-        return None
-    if vpc.id is None or vpc.subnets is None or not vpc.subnets.private:
-        problems.append(Problem(
-            "vpc.id" if vpc.id is None else "vpc.subnets", vpc.id if vpc.subnets is not None else None,
-            "an existing VPC needs its id and its private subnets",
-            "give vpc.id: vpc-... and vpc.subnets.private: {<zone>: {id: subnet-...}}, or remove both "
-            "(efa-stack then creates the VPC)",
-        ))
-        return None
-    kinds: dict[str, list[tuple[str, str, str]]] = {"private": [], "public": []}
-    for kind, entries in (("private", vpc.subnets.private), ("public", vpc.subnets.public)):
-        for key, subnet in entries.items():
-            zone = subnet.az or (key if key in region_azs else None) or subnet_zones.get(subnet.id)
-            if zone is None:
-                problems.append(Problem(
-                    f"vpc.subnets.{kind}.{key}.az", None,
-                    "the subnet's availability zone is not known (synth does not call EC2)",
-                    f"add az: <zone> to the subnet (one of {', '.join(region_azs) or 'the region zones'}), name the "
-                    f"entry by its zone, or run `efa-stack lookup --spec <file>` once with AWS credentials (it "
-                    f"records the subnets' zones in {contract.CDK_CONTEXT_FILE} for cdk synth)",
-                ))
-                continue
-            if region_azs and zone not in region_azs:
-                problems.append(Problem(
-                    f"vpc.subnets.{kind}.{key}.az", zone, f"zone is not in region {spec.metadata.region}",
-                    f"use zones of {spec.metadata.region}: {', '.join(region_azs)}",
-                ))
-            kinds[kind].append((key, subnet.id, zone))
-    private_zones = {z for _, _, z in kinds["private"]}
-    if kinds["private"] and len(private_zones) < 2:
-        problems.append(Problem(
-            "vpc.subnets.private", sorted(private_zones), "EKS needs subnets in at least two availability zones",
-            "list private subnets of two or more zones",
-        ))
-    return ExistingVpc(
-        id=vpc.id,
-        private_subnets=tuple((i, z) for _, i, z in kinds["private"]),
-        public_subnets=tuple((i, z) for _, i, z in kinds["public"]),
-        private_names=tuple(k for k, _, _ in kinds["private"]),
+def _address_stage(ctx: PlanContext) -> None:
+    """The node and pod addresses each zone takes (:func:`efa_stack.planning.addressing.address_plan`), custom
+    networking's maxPods on the node groups and pools, and the VPC CNI settings it needs."""
+    spec = ctx.spec
+    refusals = pod_network_refusals(spec.vpc.pod_cidr, existing_vpc=ctx.existing is not None)
+    ctx.problems.extend(refusals)
+    if ctx.existing is not None:
+        return
+    if len(set(ctx.azs)) < 2:
+        ctx.unchecked.append("vpc.cidr: the addresses of each zone and the stacks' resource counts need two or more zones")
+        return
+    if ctx.system is None or refusals:
+        ctx.unchecked.append("vpc.cidr: the addresses of each zone need the system node group's instance type"
+                             if ctx.system is None else "vpc.podCIDR: the pods' addresses need a usable podCIDR")
+        return
+    cni = next((a for a in ctx.addons if a.name == VPC_CNI), None)
+    system = AddressedGroup(contract.SYSTEM_NODE_GROUP, ctx.system.instance, (), ctx.azs, ctx.system.max_size)
+    ctx.addresses, found = address_plan(
+        spec.vpc.cidr, ctx.azs, [system, *ctx.job_groups], cni.configuration_values if cni else None,
+        pod_cidr=spec.vpc.pod_cidr, pools={p.name: f"karpenterNodePools[{i}]" for i, p in enumerate(spec.karpenter_node_pools)},
+    )
+    ctx.problems.extend(found)
+    addresses = ctx.addresses
+    if addresses is None:
+        return
+    if addresses.pods is not None:  # custom networking: a custom AMI's own maxPods must agree
+        ctx.problems.extend(max_pods_override_problems(
+            [(g.spec_path, g.name, g.node_config) for g in ctx.groups if g.ami_id], addresses))
+    if ctx.karpenter is not None:  # custom networking: maxPods on the EC2NodeClasses
+        ctx.karpenter = with_max_pods(ctx.karpenter, addresses.max_pods)
+    if addresses.generated_env and cni is not None:
+        where = next((f"addons[{i}]" for i, a in enumerate(spec.addons) if a.name == VPC_CNI), "addons")
+        merged, found = merge_cni_env(cni.configuration_values, addresses.generated_env, where)
+        ctx.problems.extend(found)
+        ctx.addons = tuple(dataclasses.replace(a, configuration_values=merged) if a is cni else a for a in ctx.addons)
+
+
+def _settings_stage(ctx: PlanContext) -> None:
+    """Control-plane logging, access entries, Pod Identity associations and the training image."""
+    ctx.log_types, ctx.log_retention_days = _logging(ctx.spec, ctx.problems)
+    ctx.problems.extend(_access_problems(ctx.spec))
+    ctx.problems.extend(_pod_identity_problems(ctx.spec))
+    ctx.training_image, found = training_image_plan(
+        ctx.spec.training_image, [g.ami_type for g in ctx.groups if g.gpus_per_node]
+    )
+    ctx.problems.extend(found)
+
+
+STAGES: tuple[Callable[[PlanContext], None], ...] = (
+    _cluster_stage, _network_stage, _node_stage, _addon_stage, _job_stage, _kueue_stage, _binding_stage,
+    _limits_stage, _address_stage, _settings_stage,
+)
+"""The planner's stages, in order; each adds its problems and results to the :class:`PlanContext`."""
+
+
+def build_plan(
+    spec: ClusterSpec, *, source: str = "<spec>", subnet_zones: Mapping[str, str] | None = None
+) -> ClusterPlan:
+    """Validate ``spec`` against the catalog and derive the plan: every stage of :data:`STAGES` runs, then the plan
+    is assembled, or :class:`SpecError` lists every problem found (and what could not be checked)."""
+    ctx = PlanContext(spec, subnet_zones=subnet_zones or {})
+    for stage in STAGES:
+        stage(ctx)
+    if ctx.problems:
+        raise SpecError(source, ctx.problems, unchecked=tuple(ctx.unchecked))
+    return _assemble(ctx)
+
+
+def _assemble(ctx: PlanContext) -> ClusterPlan:
+    """The :class:`ClusterPlan` of a context whose stages found no problem."""
+    spec, md, system = ctx.spec, ctx.spec.metadata, ctx.system
+    assert system is not None
+    endpoints = spec.vpc.cluster_endpoints
+    # the EFA client setup of an EFA-enabled file system, on the nodes that run it
+    groups, karpenter = with_lustre_efa(spec.storage, ctx.groups, ctx.karpenter)
+    return ClusterPlan(
+        name=md.name,
+        region=md.region,
+        kubernetes_version=md.version,
+        availability_zones=ctx.azs,
+        vpc_cidr=spec.vpc.cidr,
+        nat_gateways=1 if spec.vpc.nat.gateway == "Single" else len(ctx.azs),
+        interface_endpoints=spec.vpc.interface_endpoints,
+        endpoint_public=endpoints.public_access,
+        endpoint_private=endpoints.private_access,
+        public_access_cidrs=tuple(spec.vpc.public_access_cidrs),
+        with_oidc=spec.iam.with_oidc,
+        bootstrap_admin=spec.access_config.bootstrap_cluster_creator_admin_permissions,
+        access_entries=tuple(
+            (e.principal_arn,
+             tuple((p.policy_arn, p.access_scope.type, tuple(p.access_scope.namespaces)) for p in e.access_policies))
+            for e in spec.access_config.access_entries
+        ),
+        node_groups=tuple(groups),
+        system=system,
+        tags=dict(md.tags),
+        nccl_job=ctx.nccl_job,
+        storage=storage_plan(spec.storage, groups, system, ctx.pool_groups),
+        addons=ctx.addons,
+        addresses=ctx.addresses,
+        observability=ctx.observability,
+        training_image=ctx.training_image,
+        training_operators=TrainingOperatorsPlan(
+            trainer=spec.training_operators.trainer or any(j.kind == "trainjob" for j in ctx.training_jobs),
+            pytorch_job_v1=spec.training_operators.pytorch_job_v1 or any(j.kind == "pytorchjob" for j in ctx.training_jobs),
+        ),
+        training_jobs=ctx.training_jobs,
+        kueue=ctx.kueue,
+        karpenter=karpenter,
+        existing_vpc=ctx.existing,
+        warnings=(*version_warnings(md.version, ctx.today), *infiniband_warnings(spec), *ctx.warnings,
+                  *ami_driver_warnings(ctx.karpenter, md.version)),
+        authentication_mode=spec.access_config.authentication_mode,
+        control_plane_tier=spec.control_plane_scaling_config.tier if spec.control_plane_scaling_config else None,
+        pod_identities=tuple(
+            PodIdentityPlan(
+                namespace=p.namespace, service_account=p.service_account_name, role_arn=p.role_arn,
+                policy_arns=tuple(p.permission_policy_arns), role_name=p.role_name, target_role_arn=p.target_role_arn,
+                disable_session_tags=p.disable_session_tags, tags=tuple(sorted(p.tags.items())),
+            )
+            for p in spec.iam.pod_identity_associations
+        ),
+        access_entry_details=tuple(
+            (e.type, tuple(e.kubernetes_groups), e.kubernetes_username) for e in spec.access_config.access_entries
+        ),
+        log_types=ctx.log_types,
+        log_retention_days=ctx.log_retention_days,
     )
 
 
@@ -759,329 +630,6 @@ def _logging(spec: ClusterSpec, problems: list[Problem]) -> tuple[tuple[str, ...
     return ordered, days
 
 
-def _pool_twin(pool: KarpenterNodePoolSpec) -> ManagedNodeGroupSpec:
-    """The EFA node group a pool would be: min 0, desired the nodes its jobs run on (the static replicas, else
-    maxNodes), max maxNodes, the pool's ``placementGroup`` decided as a node group's (a new cluster group for
-    on-demand pools by default; :func:`_placement`), no EKS node auto repair (a managed node group feature)."""
-    ids = pool.capacity_reservation_ids
-    fields: dict[str, object] = {
-        "name": pool.name, "instance_type": pool.instance_type, "min_size": 0,
-        "desired_capacity": pool.replicas if pool.replicas is not None else pool.max_nodes, "max_size": pool.max_nodes,
-        "efa_enabled": True, "labels": dict(pool.labels), "taints": list(pool.taints),
-        "volume_type": pool.volume_type, "volume_size": pool.volume_size, "interface_layout": pool.interface_layout,
-        "ena_on_efa_cards": pool.ena_on_efa_cards,
-        "placement_group": pool.placement_group,
-        "capacity": Capacity(type=pool.capacity, reservation_id=ids[0] if ids else None),
-        "node_repair_config": NodeRepairConfigSpec(enabled=False),
-        "kubelet_extra_config": pool.kubelet_extra_config,
-    }
-    if pool.availability_zone is not None:
-        fields["availability_zones"] = [pool.availability_zone]
-    return ManagedNodeGroupSpec.model_construct(**fields)  # type: ignore[arg-type]  # fields of a validated pool
-
-
-def _karpenter(
-    spec: ClusterSpec, azs: tuple[str, ...], problems: list[Problem], existing: ExistingVpc | None, taken: set[str],
-) -> tuple[KarpenterPlan | None, list[ManagedNodeGroupSpec]]:
-    """The plan of ``karpenterNodePools`` (None without pools) and each pool's twin node group spec."""
-    if not spec.karpenter_node_pools:
-        return None, []
-    pools: list[KarpenterPoolPlan] = []
-    twins: list[ManagedNodeGroupSpec] = []
-    cluster = names.eks_cluster_name(spec.metadata.name)
-    for i, pool in enumerate(spec.karpenter_node_pools):
-        prefix = f"karpenterNodePools[{i}]"
-        if pool.name in taken:
-            problems.append(Problem(
-                f"{prefix}.name", pool.name, "a managed node group or another pool already has this name (or it is "
-                "the reserved 'system')", "choose another name",
-            ))
-        taken.add(pool.name)
-        problems.extend(capacity_problems(
-            prefix, pool.capacity, list(pool.capacity_reservation_ids), pool.replicas, pool.max_nodes,
-        ))
-        twin = _pool_twin(pool)
-        twins.append(twin)
-        found: list[Problem] = []
-        group = _node_group(
-            i, twin, azs, found, spec.nccl_test, spec.storage is not None, spec.metadata.name, existing, prefix=prefix,
-        )
-        for p in found:
-            renamed = pool_field(p.field, prefix, prefix)
-            if renamed == f"{prefix}.capacityReservationIds":
-                continue  # capacity_problems says it with the pool's field and fix
-            problems.append(Problem(renamed, p.value, p.message, p.fix))
-        if group is None:
-            continue
-        problems.extend(layout_problems(prefix, pool.interface_layout, group))
-        problems.extend(ami_problems(prefix, spec.metadata.version, group.ami_type, pool.ami_version))
-        pools.append(KarpenterPoolPlan(
-            group=group, reservation_ids=tuple(pool.capacity_reservation_ids), replicas=pool.replicas,
-            ami_version=pool.ami_version, consolidate_after=pool.consolidate_after,
-            new_placement_group=placement_group_name(cluster, pool.name) if group.placement_group
-            and group.placement_group_name is None else None,
-        ))
-    plan = KarpenterPlan(pools=tuple(pools), cluster=cluster, region=spec.metadata.region)
-    return plan, twins
-
-
-def _system_group(
-    sng: SystemNodeGroup, instance: InstanceType, sizes: tuple[int, int, int], azs: tuple[str, ...]
-) -> NodeGroupPlan:
-    """The plan of the system node group (add-ons, MPI launchers)."""
-    return NodeGroupPlan(
-        name=contract.SYSTEM_NODE_GROUP,
-        instance=instance,
-        role="system",
-        availability_zones=azs,
-        min_size=sizes[0],
-        desired_size=sizes[1],
-        max_size=sizes[2],
-        volume_size_gib=sng.volume_size,
-        volume_type="gp3",
-        efa_enabled=False,
-        interface_layout="current",
-        interfaces=(),
-        placement_group=False,
-        capacity=contract.ON_DEMAND,
-        reservation_id=None,
-        ami_type=_ami_type(instance),
-        labels={contract.LABEL_NODE_GROUP: contract.SYSTEM_NODE_GROUP, contract.LABEL_ROLE: "system", contract.LABEL_EFA: "false"},
-        taints=(),
-    )
-
-
-def build_plan(
-    spec: ClusterSpec, *, source: str = "<spec>", subnet_zones: Mapping[str, str] | None = None
-) -> ClusterPlan:
-    """Validate ``spec`` against the catalog and derive the plan; raises :class:`SpecError`."""
-    problems: list[Problem] = []
-    md = spec.metadata
-    today = versions_today()
-    problems.extend(version_problems(md.version, today))
-    problems.extend(names.cluster_problems(md.name, md.tags))
-    region_azs = catalog.regions().get(md.region)
-    if region_azs is None:
-        problems.append(Problem(
-            "metadata.region", md.region, "unknown AWS region",
-            f"use one of {', '.join(sorted(catalog.regions()))}",
-        ))
-        region_azs = []
-
-    existing = _existing_vpc(spec, region_azs, problems, subnet_zones or {})
-    azs = tuple(spec.availability_zones or ())
-    if existing is not None:
-        private_zones = tuple(dict.fromkeys(z for _, z in existing.private_subnets))
-        if spec.availability_zones is not None and set(azs) != set(private_zones):
-            problems.append(Problem(
-                "availabilityZones", list(azs), f"the private subnets of vpc.subnets are in {', '.join(private_zones)}",
-                "remove availabilityZones (with an existing VPC the subnets say the zones)",
-            ))
-        azs = private_zones
-    elif spec.availability_zones is not None:
-        for az in azs:
-            if region_azs and az not in region_azs:
-                problems.append(Problem(
-                    "availabilityZones", az, f"zone is not in region {md.region}",
-                    f"use zones of {md.region}: {', '.join(region_azs)}",
-                ))
-        if len(set(azs)) != len(azs):
-            problems.append(Problem("availabilityZones", list(azs), "zones are listed twice", "list each zone once"))
-        if len(set(azs)) < 2:
-            problems.append(Problem(
-                "availabilityZones", list(azs), "EKS needs subnets in at least two availability zones",
-                f"list two or more zones of {md.region}",
-            ))
-    else:
-        wanted: list[str] = []
-        for ng in spec.managed_node_groups:
-            for az in ng.availability_zones or []:
-                if az not in wanted:
-                    wanted.append(az)
-        for az in region_azs:
-            if len(wanted) >= 2:
-                break
-            if az not in wanted:
-                wanted.append(az)
-        azs = tuple(wanted)
-        for az in azs:
-            if region_azs and az not in region_azs:
-                problems.append(Problem(
-                    "managedNodeGroups[].availabilityZones", az, f"zone is not in region {md.region}",
-                    f"use zones of {md.region}: {', '.join(region_azs)}",
-                ))
-
-
-    seen: set[str] = set()
-    groups: list[NodeGroupPlan] = []
-    for i, ng in enumerate(spec.managed_node_groups):
-        if ng.name in seen or ng.name == contract.SYSTEM_NODE_GROUP:
-            problems.append(Problem(
-                f"managedNodeGroups[{i}].name", ng.name,
-                "node group names must be unique and 'system' is reserved for the system node group",
-                "choose another name",
-            ))
-        seen.add(ng.name)
-        plan = _node_group(i, ng, azs, problems, spec.nccl_test, spec.storage is not None, md.name, existing)
-        if plan is not None:
-            groups.append(plan)
-    karpenter, twins = _karpenter(spec, azs, problems, existing, seen | {contract.SYSTEM_NODE_GROUP})
-    pool_groups = list(karpenter.groups) if karpenter is not None else []
-    # Jobs run on node groups and pools alike: their checks see the pools as node groups of those names.
-    job_spec = spec.model_copy(update={"managed_node_groups": [*spec.managed_node_groups, *twins]}) if twins else spec
-    job_groups_planned = [*groups, *pool_groups]
-
-    endpoints = spec.vpc.cluster_endpoints
-    if not endpoints.public_access and not endpoints.private_access:
-        problems.append(Problem(
-            "vpc.clusterEndpoints", {"publicAccess": False, "privateAccess": False},
-            "the Kubernetes API needs at least one endpoint", "set privateAccess: true (and publicAccess as you need)",
-        ))
-    if spec.vpc.public_access_cidrs and not endpoints.public_access:
-        problems.append(Problem(
-            "vpc.publicAccessCIDRs", list(spec.vpc.public_access_cidrs),
-            "CIDRs restrict the public endpoint, which is off", "remove publicAccessCIDRs or set clusterEndpoints.publicAccess: true",
-        ))
-
-    sng = spec.system_node_group
-    sys_instance = _lookup("systemNodeGroup.instanceType", sng.instance_type, problems)
-    if sys_instance is not None and sys_instance.accelerator:
-        problems.append(Problem(
-            "systemNodeGroup.instanceType", sng.instance_type,
-            "the system node group runs add-ons and MPI launchers and should not hold accelerators",
-            "use a general-purpose type such as m7i.xlarge",
-        ))
-    sys_sizes = _sizes("systemNodeGroup", sng.min_size, sng.desired_capacity, sng.max_size, problems)
-
-    observability, observability_problems = observability_plan(
-        spec.observability, cluster=md.name, region=md.region,
-        accelerated=any(g.role in ("gpu", "neuron") for g in groups),
-        addon_listed=any(a.name == CLOUDWATCH_OBSERVABILITY for a in spec.addons),
-    )
-    problems.extend(observability_problems)
-    addons, addon_problems = addon_plans(
-        spec.addons, kubernetes_version=md.version, repair=any(g.node_repair for g in groups),
-        storage=spec.storage is not None, with_oidc=spec.iam.with_oidc,
-        observability=observability.container_insights,
-        accelerator_taints=[(t.key, t.effect) for g in groups if g.role == "gpu" for t in g.taints],
-    )
-    problems.extend(addon_problems)
-    problems.extend(validate_nccl(job_spec, job_groups_planned))
-    problems.extend(validate_storage(spec, groups))
-    training_jobs, training_problems = training_job_plans(job_spec, job_groups_planned)
-    problems.extend(training_problems)
-    nccl_job = nccl_job_plan(job_groups_planned, spec.nccl_test) if sys_instance is not None else None
-    kueue: KueuePlan | None = None
-    kueue_warnings: list[str] = []
-    if sys_instance is not None and not problems:
-        kueue, kueue_problems, kueue_warnings = kueue_plan(
-            spec.scheduling.kueue, job_groups_planned, _system_group(sng, sys_instance, sys_sizes, azs),
-            namespaces=[j.namespace for j in ([nccl_job] if nccl_job else [])] + [j.namespace for j in training_jobs],
-            job_groups=[j.node_group for j in ([nccl_job] if nccl_job else [])] + [j.node_group for j in training_jobs],
-            elastic=[g.name for g in pool_groups],
-        )
-        problems.extend(kueue_problems)
-    problems.extend(validate_node_group_count(groups, [ng.name for ng in spec.managed_node_groups]))
-    if len(set(azs)) >= 2 and existing is None:  # an existing VPC's subnet sizes are not known here
-        problems.extend(validate_plan_limits(groups, network=network_resource_count(
-            len(set(azs)), 1 if spec.vpc.nat.gateway == "Single" else len(azs), spec.vpc.interface_endpoints,
-            existing_vpc=False,
-        ), storage=spec.storage is not None, karpenter=bool(spec.karpenter_node_pools),
-            pool_placement_groups=sum(1 for g in pool_groups if g.placement_group),
-            kueue=spec.scheduling.kueue.enabled))
-    addresses: AddressPlan | None = None
-    pod_refusals = pod_network_refusals(spec.vpc.pod_cidr, existing_vpc=existing is not None)
-    problems.extend(pod_refusals)
-    if len(set(azs)) >= 2 and existing is None and sys_instance is not None and not pod_refusals:
-        cni = next((a for a in addons if a.name == VPC_CNI), None)
-        addresses, address_problems = address_plan(
-            spec.vpc.cidr, azs,
-            [AddressedGroup(contract.SYSTEM_NODE_GROUP, sys_instance, (), azs, sys_sizes[2]), *groups, *pool_groups],
-            cni.configuration_values if cni else None, pod_cidr=spec.vpc.pod_cidr,
-            pools={p.name: f"karpenterNodePools[{i}]" for i, p in enumerate(spec.karpenter_node_pools)},
-        )
-        problems.extend(address_problems)
-        if addresses is not None and addresses.pods is not None:  # custom networking: a user's maxPods must agree
-            index = {ng.name: i for i, ng in enumerate(spec.managed_node_groups)}
-            problems.extend(max_pods_override_problems(
-                [(f"managedNodeGroups[{index[g.name]}]", g.name, g.node_config) for g in groups
-                 if g.ami_id and g.name in index], addresses))
-        if karpenter is not None and addresses is not None:  # custom networking: maxPods on the EC2NodeClasses
-            karpenter = with_max_pods(karpenter, addresses.max_pods)
-        if addresses is not None and addresses.generated_env and cni is not None:
-            where = next((f"addons[{i}]" for i, a in enumerate(spec.addons) if a.name == VPC_CNI), "addons")
-            merged, merge_problems = merge_cni_env(cni.configuration_values, addresses.generated_env, where)
-            problems.extend(merge_problems)
-            addons = tuple(dataclasses.replace(a, configuration_values=merged) if a is cni else a for a in addons)
-    log_types, log_retention = _logging(spec, problems)
-    problems.extend(_access_problems(spec))
-    problems.extend(_pod_identity_problems(spec))
-    training_image, image_problems = training_image_plan(
-        spec.training_image, [g.ami_type for g in groups if g.gpus_per_node]
-    )
-    problems.extend(image_problems)
-    if problems:
-        raise SpecError(source, problems)
-
-    assert sys_instance is not None
-    system = _system_group(sng, sys_instance, sys_sizes, azs)
-    entries = tuple(
-        (
-            e.principal_arn,
-            tuple((p.policy_arn, p.access_scope.type, tuple(p.access_scope.namespaces)) for p in e.access_policies),
-        )
-        for e in spec.access_config.access_entries
-    )
-    return ClusterPlan(
-        name=md.name,
-        region=md.region,
-        kubernetes_version=md.version,
-        availability_zones=azs,
-        vpc_cidr=spec.vpc.cidr,
-        nat_gateways=1 if spec.vpc.nat.gateway == "Single" else len(azs),
-        interface_endpoints=spec.vpc.interface_endpoints,
-        endpoint_public=endpoints.public_access,
-        endpoint_private=endpoints.private_access,
-        public_access_cidrs=tuple(spec.vpc.public_access_cidrs),
-        with_oidc=spec.iam.with_oidc,
-        bootstrap_admin=spec.access_config.bootstrap_cluster_creator_admin_permissions,
-        access_entries=entries,
-        node_groups=tuple(groups),
-        system=system,
-        tags=dict(md.tags),
-        nccl_job=nccl_job,
-        storage=storage_plan(spec.storage, groups, system),
-        addons=addons,
-        addresses=addresses,
-        observability=observability,
-        training_image=training_image,
-        training_operators=TrainingOperatorsPlan(
-            trainer=spec.training_operators.trainer or any(j.kind == "trainjob" for j in training_jobs),
-            pytorch_job_v1=spec.training_operators.pytorch_job_v1 or any(j.kind == "pytorchjob" for j in training_jobs),
-        ),
-        training_jobs=training_jobs,
-        kueue=kueue,
-        karpenter=karpenter,
-        existing_vpc=existing,
-        warnings=(*version_warnings(md.version, today), *infiniband_warnings(spec), *kueue_warnings),
-        authentication_mode=spec.access_config.authentication_mode,
-        control_plane_tier=spec.control_plane_scaling_config.tier if spec.control_plane_scaling_config else None,
-        pod_identities=tuple(
-            PodIdentityPlan(
-                namespace=p.namespace, service_account=p.service_account_name, role_arn=p.role_arn,
-                policy_arns=tuple(p.permission_policy_arns), role_name=p.role_name, target_role_arn=p.target_role_arn,
-                disable_session_tags=p.disable_session_tags, tags=tuple(sorted(p.tags.items())),
-            )
-            for p in spec.iam.pod_identity_associations
-        ),
-        access_entry_details=tuple(
-            (e.type, tuple(e.kubernetes_groups), e.kubernetes_username) for e in spec.access_config.access_entries
-        ),
-        log_types=log_types,
-        log_retention_days=log_retention,
-    )
-
-
 def plan_from_file(path: str | Path, *, subnet_zones: Mapping[str, str] | None = None) -> ClusterPlan:
     """Load, validate and plan the spec at ``path``; raises :class:`SpecError` with every problem of the file:
     the structural ones and, where the rest of the file can be read, the planning ones (one run, no waves).
@@ -1106,9 +654,10 @@ def plan_from_text(
 
 
 def _under(field_name: str, prefixes: tuple[str, ...]) -> bool:
-    """``field_name`` is one of ``prefixes`` or inside one (``[]`` in a prefix stands for any index)."""
+    """``field_name`` is one of ``prefixes`` or inside one (``[]`` in a prefix stands for any index, ``*`` for any
+    key)."""
     for p in prefixes:
-        pattern = re.escape(p).replace(re.escape("[]"), r"(\[\d+\])?")
+        pattern = re.escape(p).replace(re.escape("[]"), r"(\[\d+\])?").replace(re.escape("*"), r"[^.\[]+")
         if re.match(rf"{pattern}($|[.\[/])", field_name):
             return True
     return False
@@ -1134,5 +683,6 @@ def _with_planning_problems(exc: SpecError) -> SpecError:
                 p = Problem(renamed, p.value, MOVED + p.message, p.fix)
             if (p.field, p.message) not in seen:
                 extra.append(p)
-        return SpecError(exc.source, [*exc.problems, *extra])
+        unchecked = tuple(u for u in more.unchecked if not _under(u.split(":", 1)[0], exc.stripped))
+        return SpecError(exc.source, [*exc.problems, *extra], unchecked=unchecked)
     return exc

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Literal
 
 from efa_stack import contract
-from efa_stack.planning.nccl import node_allocatable_memory_mib
+from efa_stack.planning.nccl import WORKER_WAIT_SECONDS, node_allocatable_memory_mib
 from efa_stack.planning.node_groups import NodeGroupPlan, Taint
+from efa_stack.planning.queue_binding import QueueBinding
 from efa_stack.planning.tuning import guaranteed_cpus
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.models import KueueSpec
@@ -149,6 +150,22 @@ def pods_ready_seconds(image_size_gb: int, karpenter_pool: bool) -> int:
     return node + image_size_gb * PULL_SECONDS_PER_GB
 
 
+def worker_wait_seconds(on_pool: bool, queue_timeout_seconds: int | None) -> int:
+    """How long the NCCL-tests launcher waits for its workers
+    (:attr:`efa_stack.planning.nccl.NcclJobPlan.worker_wait_seconds`): the image-pull allowance :data:`efa_stack.planning.nccl.WORKER_WAIT_SECONDS`, or longer
+    where the workers' nodes may not exist yet when the launcher starts. On a Karpenter pool (``on_pool``) a node may
+    take Karpenter's registration timeout and the device plugins' start before the image pull begins
+    (:func:`pods_ready_seconds`); a queued job's launcher starts with its workers at admission, and Kueue itself
+    gives the pods ``waitForPodsReady.timeout`` (``queue_timeout_seconds``; None: not queued) before it evicts the
+    job, so the launcher waits as long (a shorter wait would fail a job Kueue still holds)."""
+    waits = [WORKER_WAIT_SECONDS]
+    if on_pool:
+        waits.append(WORKER_WAIT_SECONDS + KARPENTER_REGISTRATION_SECONDS + NODE_START_SECONDS)
+    if queue_timeout_seconds is not None:
+        waits.append(queue_timeout_seconds)
+    return max(waits)
+
+
 def wait_timeout(image_size_gb: int, pools: Sequence[bool]) -> int:
     """The derived ``waitForPodsReady.timeout``: the longest :func:`pods_ready_seconds` of the queued jobs' node
     groups (``pools``: whether each is a Karpenter pool), never below Kueue's own default."""
@@ -177,51 +194,6 @@ still lands in the group's domain.
 Not for the other jobs: an MPIJob's launcher runs on the system flavor and must stay unconstrained, while a group
 needs one flavor and a topology annotation on each PodSet; a TrainJob on an efa-stack runtime is one PodSet (the
 runtime's single replicated job ``node``)."""
-
-
-@dataclass(frozen=True)
-class QueueBinding:
-    """What a job of one node group carries to be queued: the queue label on the job, and on its workers'
-    pod template the topology annotation (none for ``topology: none`` or a group without topology labels)."""
-
-    queue_name: str
-    worker_annotations: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def job_labels(self) -> dict[str, str]:
-        return {contract.KUEUE_QUEUE_LABEL: self.queue_name}
-
-    def job_metadata(self, suspended: bool) -> tuple[dict[str, str], dict[str, str]]:
-        """(labels, annotations) of a job of this binding. A job created suspended gets no queue label but the
-        queue in an annotation: Kueue unsuspends a labelled job as soon as its Workload is admitted and
-        suspends it again if a user resumes it before (kubernetes-sigs/kueue@v0.19.2 pkg/controller/
-        jobframework/reconciler.go), so a labelled job would start at deploy; a suspended job may be given
-        the label later (pkg/controller/jobframework/validation.go ``validateUpdateForQueueName``), which is
-        what starting it does. Without the label Kueue leaves the job alone (``manageJobsWithoutQueueName``
-        is false in efa-stack's configuration, k8s/kueue.py)."""
-        if suspended:
-            return {}, {contract.ANNOTATION_QUEUE: self.queue_name}
-        return self.job_labels, {}
-
-    def start_command(self, kind: str, name: str, namespace: str) -> str:
-        """Start a suspended job of ``kind`` (mpijob, trainjob, pytorchjob) by putting it in the queue."""
-        return f"kubectl label {kind} {name} -n {namespace} {contract.KUEUE_QUEUE_LABEL}={self.queue_name}"
-
-    @property
-    def pod_annotations(self) -> dict[str, str]:
-        return dict(self.worker_annotations)
-
-    def grouped_pod_annotations(self, group: str) -> dict[str, str]:
-        """``pod_annotations`` of one of two PodSets Kueue places as one PodSet group ``group``: the same
-        topology annotation on both, and ``kueue.x-k8s.io/podset-group-name``. Without a topology annotation there
-        is no group: Kueue refuses a group name without ``podset-required-topology`` or ``-preferred-topology``
-        (kubernetes-sigs/kueue@v0.19.2 pkg/controller/jobframework/tas_validation.go ``ValidateTASPodSetRequest``,
-        "may not be set when neither ... is specified") and ignores it in the Workload (pkg/controller/
-        jobframework/tas.go ``Build`` sets ``PodSetGroupName`` only with one of them)."""
-        out = self.pod_annotations
-        if out:
-            out[contract.KUEUE_PODSET_GROUP] = group
-        return out
 
 
 @dataclass(frozen=True)

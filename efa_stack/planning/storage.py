@@ -7,6 +7,7 @@ accepts, and the storage plan. The FSx facts and their sources: docs/design/stor
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import re
 from collections.abc import Sequence
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from efa_stack import contract
+from efa_stack.planning import lustre_efa
+from efa_stack.planning.karpenter import KarpenterPlan
 from efa_stack.planning.node_groups import NodeGroupPlan, Taint, taints_of
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.models import ClusterSpec, Storage
@@ -101,23 +104,46 @@ def _default_node_group(groups: Sequence[NodeGroupPlan]) -> NodeGroupPlan | None
     return None
 
 
-def validate_storage(spec: ClusterSpec, node_groups: Sequence[NodeGroupPlan]) -> list[Problem]:
+def _capacity_problems(st: Storage) -> list[Problem]:
+    """The capacity rule of the deployment type, or of an EFA-enabled file system's throughput tier (whose steps are
+    multiples of 2400 GiB, so its advice keeps both rules)."""
+    dt, gib = st.deployment_type, st.storage_capacity_gib
+    tier = st.per_unit_storage_throughput
+    if tier is None and dt in THROUGHPUTS:
+        tier = THROUGHPUTS[dt][0]
+    step = lustre_efa.capacity_step(st, tier)
+    if step is not None and tier is not None:
+        problem = lustre_efa.capacity_problem(gib, tier, step)
+        return [problem] if problem is not None else []
+    if not capacity_allowed(dt, gib):
+        return [Problem(
+            "storage.storageCapacityGiB", gib, f"capacity not allowed for deploymentType {dt}",
+            _capacity_fix(dt, gib),
+        )]
+    return []
+
+
+def _efa_groups(spec: ClusterSpec, groups: Sequence[NodeGroupPlan], pools: Sequence[NodeGroupPlan]) -> list[tuple[str, NodeGroupPlan]]:
+    """(field prefix, plan) of every EFA node group and Karpenter pool."""
+    index = {ng.name: f"managedNodeGroups[{i}]" for i, ng in enumerate(spec.managed_node_groups)}
+    index.update({p.name: f"karpenterNodePools[{i}]" for i, p in enumerate(spec.karpenter_node_pools)})
+    return [(index.get(g.name, g.name), g) for g in (*groups, *pools) if g.efa_enabled]
+
+
+def validate_storage(
+    spec: ClusterSpec, node_groups: Sequence[NodeGroupPlan], pools: Sequence[NodeGroupPlan] = (),
+) -> list[Problem]:
     """Every problem with ``spec.storage``, each naming the field, the value and the fix.
 
     ``node_groups`` are the planned managed node groups (``ClusterPlan.node_groups``, or the ones
-    that planned cleanly while :func:`efa_stack.planning.plan.build_plan` collects problems).
+    that planned cleanly while :func:`efa_stack.planning.plan.build_plan` collects problems); ``pools`` the planned
+    Karpenter pools (for ``storage.efa``, whose clients they can be).
     """
     st = spec.storage
     if st is None or not st.enabled:
         return []
-    out: list[Problem] = []
+    out: list[Problem] = _capacity_problems(st)
     dt = st.deployment_type
-    gib = st.storage_capacity_gib
-    if not capacity_allowed(dt, gib):
-        out.append(Problem(
-            "storage.storageCapacityGiB", gib, f"capacity not allowed for deploymentType {dt}",
-            _capacity_fix(dt, gib),
-        ))
     tp = st.per_unit_storage_throughput
     if tp is not None:
         allowed = THROUGHPUTS.get(dt)
@@ -175,6 +201,10 @@ def validate_storage(spec: ClusterSpec, node_groups: Sequence[NodeGroupPlan]) ->
                 "storage.nodeGroup", st.node_group, "no managed node group has this name",
                 f"use one of {', '.join(names)} (or remove nodeGroup)",
             ))
+    out.extend(lustre_efa.metadata_problems(st))
+    out.extend(lustre_efa.efa_problems(
+        st, _storage_group(st, node_groups, pools), _efa_groups(spec, node_groups, pools),
+    ))
     return out
 
 
@@ -205,6 +235,16 @@ class S3LinkPlan:
 
 
 @dataclass(frozen=True)
+class MetadataPlan:
+    """A PERSISTENT_2 file system's ``MetadataConfiguration``."""
+
+    mode: str
+    """``AUTOMATIC`` or ``USER_PROVISIONED``."""
+    iops: int | None = None
+    """Metadata IOPS with ``USER_PROVISIONED``."""
+
+
+@dataclass(frozen=True)
 class StoragePlan:
     """Everything the storage part of the stack and the job charts need, derived once from the spec."""
 
@@ -221,6 +261,11 @@ class StoragePlan:
     tolerations: tuple[Taint, ...]
     """The distinct taints of the managed node groups (``nvidia.com/gpu`` on GPU groups), sorted by
     key and effect: the FSx CSI node DaemonSet tolerates them so that every node can mount."""
+    efa: bool = False
+    """An EFA-enabled file system (``LustreConfiguration.EfaEnabled``): in the EFA security group, and the EFA node
+    groups run AWS's EFA client setup (:attr:`efa_stack.planning.node_groups.NodeGroupPlan.lustre_efa`)."""
+    metadata: MetadataPlan | None = None
+    """The metadata configuration (``storage.metadataConfiguration``); None: FSx's default."""
     claim_name: str = contract.FSX_CLAIM_NAME
     claim_namespace: str = contract.FSX_CLAIM_NAMESPACE
     volume_name: str = contract.FSX_VOLUME_NAME
@@ -236,20 +281,49 @@ class StoragePlan:
         return f"{self.capacity_gib}Gi"
 
 
+def _storage_group(
+    st: Storage, node_groups: Sequence[NodeGroupPlan], pools: Sequence[NodeGroupPlan] = (),
+) -> NodeGroupPlan | None:
+    """The node group whose zone and private subnet get the file system (None: the system node group's): the one
+    ``storage.nodeGroup`` names, else the default of :func:`_default_node_group`, among the Karpenter pools too for an
+    EFA-enabled file system (which must be in its EFA clients' zone)."""
+    if st.node_group is not None:
+        named = next((g for g in node_groups if g.name == st.node_group), None)
+        if named is not None:
+            return named
+    return _default_node_group([*node_groups, *pools] if st.efa else node_groups)
+
+
+def with_lustre_efa(
+    st: Storage | None, groups: Sequence[NodeGroupPlan], karpenter: KarpenterPlan | None,
+) -> tuple[list[NodeGroupPlan], KarpenterPlan | None]:
+    """The managed node groups and the Karpenter pools with the EFA client setup each one's nodes run for an
+    EFA-enabled file system (:func:`efa_stack.planning.lustre_efa.client_of`); unchanged without ``storage.efa``."""
+    if st is None or not st.enabled or not st.efa:
+        return list(groups), karpenter
+    out = [dataclasses.replace(g, lustre_efa=lustre_efa.client_of(g, st)) for g in groups]
+    if karpenter is not None:
+        karpenter = dataclasses.replace(karpenter, pools=tuple(
+            dataclasses.replace(p, group=dataclasses.replace(p.group, lustre_efa=lustre_efa.client_of(p.group, st)))
+            for p in karpenter.pools
+        ))
+    return out, karpenter
+
+
 def storage_plan(
-    st: Storage | None, node_groups: Sequence[NodeGroupPlan], system: NodeGroupPlan
+    st: Storage | None, node_groups: Sequence[NodeGroupPlan], system: NodeGroupPlan,
+    pools: Sequence[NodeGroupPlan] = (),
 ) -> StoragePlan | None:
     """The storage plan of a validated spec section (None when absent or ``enabled: false``).
 
     Called once, by :func:`efa_stack.planning.plan.build_plan`, after :func:`validate_storage` found no problem;
-    everyone else reads ``ClusterPlan.storage``. ``node_groups`` are the planned managed node groups.
+    everyone else reads ``ClusterPlan.storage``. ``node_groups`` are the planned managed node groups, ``pools`` the
+    Karpenter pools'.
     """
 
     if st is None or not st.enabled:
         return None
-    group = next((g for g in node_groups if g.name == st.node_group), None) if st.node_group is not None else None
-    if group is None:
-        group = _default_node_group(node_groups) or system
+    group = _storage_group(st, node_groups, pools) or system
     tp = st.per_unit_storage_throughput
     if tp is None and st.deployment_type in THROUGHPUTS:
         tp = THROUGHPUTS[st.deployment_type][0]
@@ -276,4 +350,7 @@ def storage_plan(
         mount_path=st.mount_path,
         dynamic_provisioning=st.dynamic_provisioning,
         tolerations=taints_of(node_groups),
+        efa=st.efa,
+        metadata=MetadataPlan(st.metadata_configuration.mode, st.metadata_configuration.iops)
+        if st.metadata_configuration is not None else None,
     )

@@ -16,6 +16,7 @@ from efa_stack import contract
 from efa_stack.names import DNS1035_LABEL, DNS1123_SUBDOMAIN, NameRule
 from efa_stack.planning.nccl import WorkerSizing, worker_sizing
 from efa_stack.planning.node_groups import NodeGroupPlan
+from efa_stack.planning.queue_binding import QueueBinding
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.models import ClusterSpec, TrainingJobSpec
 
@@ -96,6 +97,11 @@ class TrainingJobPlan:
     suspend: bool
     runtime_name: str
     """The ClusterTrainingRuntime a TrainJob references (shared by TrainJobs with equal WorkerPlans)."""
+    queue: QueueBinding | None = None
+    """Kueue's binding of the job's node group (:meth:`efa_stack.planning.scheduling.KueuePlan.binding`): the queue
+    label on the job, the topology annotation on its workers (a TrainJob's on its runtime); None: not queued."""
+    do_not_disrupt: bool = False
+    """The workers run on a Karpenter pool, so their pods carry ``karpenter.sh/do-not-disrupt``."""
 
     @property
     def node_group(self) -> str:
@@ -240,16 +246,16 @@ def _worker(
 
 
 def training_job_plans(
-    spec: ClusterSpec, node_groups: Sequence[NodeGroupPlan]
+    spec: ClusterSpec, node_groups: Sequence[NodeGroupPlan], declared: Sequence[str],
 ) -> tuple[tuple[TrainingJobPlan, ...], list[Problem]]:
-    """The plans of ``spec.trainingJobs`` over the planned ``node_groups``, and every problem with them.
+    """The plans of ``spec.trainingJobs`` over the planned ``node_groups`` (node groups and Karpenter pools' nodes),
+    and every problem with them. ``declared``: every name the spec gives a node group or pool.
 
     Called once, by :func:`efa_stack.planning.plan.build_plan` (which raises on problems); everyone else reads
     ``ClusterPlan.training_jobs``. A node group that failed to plan has its own problem already.
     """
     problems: list[Problem] = []
     planned = {ng.name: ng for ng in node_groups}
-    declared = [ng.name for ng in spec.managed_node_groups]
     first_with_name: dict[tuple[str, str], int] = {}
     drafts: list[tuple[TrainingJobSpec, int, WorkerPlan]] = []
     for i, job in enumerate(spec.training_jobs):
@@ -288,7 +294,9 @@ def training_job_plans(
             problems.append(Problem(
                 f"{prefix}.nnodes", nnodes,
                 f"node group {ng.name} has at most {ng.max_size} nodes (maxSize) and each worker takes a whole node",
-                f"use nnodes <= {ng.max_size}, or raise maxSize and desiredCapacity of node group {ng.name}",
+                # nodes beyond desiredCapacity are refused below: the advice names the count that passes both
+                f"use nnodes <= {ng.desired_size} (its desiredCapacity), or raise maxSize and desiredCapacity of "
+                f"node group {ng.name} to {nnodes}",
             ))
         elif nnodes > ng.desired_size:
             # A managed node group stays at desiredCapacity: efa-stack runs no autoscaler, so the workers

@@ -1,14 +1,18 @@
 """User data for EFA nodes, as the MIME multi-part document EKS managed node groups and Karpenter (EC2NodeClass
 ``userData``) merge.
 
-Up to two parts: a script that reserves the 2 MiB hugepages (and installs the Lustre client with FSx),
-and a nodeadm ``NodeConfig`` with the kubelet CPU/topology settings of :mod:`efa_stack.planning.tuning`.
+Up to two parts: a script that reserves the 2 MiB hugepages (and installs the Lustre client with FSx, and with an
+EFA-enabled file system runs AWS's EFA client setup), and a nodeadm ``NodeConfig`` with the kubelet CPU/topology
+settings of :mod:`efa_stack.planning.tuning`.
 GPU clocks are left to the AMI. How nodeadm merges the parts, with sources: docs/design/node-tuning.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+
+from efa_stack.planning import lustre_efa as efa_fsx
+from efa_stack.planning.node_groups import LustreEfaClient
 
 BOUNDARY = "==EFASTACK=="
 NODECONFIG_CONTENT_TYPE = "application/node.eks.aws"
@@ -52,6 +56,7 @@ def node_user_data(
     pre_bootstrap_commands: Sequence[str] = (),
     extra_node_config: str | None = None,
     cluster_node_config: str | None = None,
+    lustre_efa: LustreEfaClient | None = None,
 ) -> str | None:
     """The MIME document for a node, or None when nothing needs to run or be configured.
 
@@ -62,10 +67,13 @@ def node_user_data(
     ``extra_node_config`` (eksctl ``overrideBootstrapCommand``, a ``NodeConfig`` YAML document) is a further
     part that nodeadm merges after efa-stack's (the plan refuses kubelet settings on which the two disagree).
     ``cluster_node_config`` (:func:`cluster_node_config`, for a custom AMI, where EKS adds no bootstrap of its
-    own) comes first among the ``NodeConfig`` parts.
+    own) comes first among the ``NodeConfig`` parts. ``lustre_efa`` (with ``lustre_client``) runs AWS's EFA client
+    setup for an EFA-enabled file system after the client is installed (:func:`lustre_efa_commands`).
     """
+    if lustre_efa is not None and not lustre_client:
+        raise ValueError("lustre_efa configures the Lustre client for EFA: it needs lustre_client")
     parts: list[tuple[str, str]] = []
-    script = _script(hugepages_mib, lustre_client)
+    script = _script(hugepages_mib, lustre_client, lustre_efa)
     if script is not None:
         parts.append(('text/x-shellscript; charset="us-ascii"', script))
     if pre_bootstrap_commands:
@@ -88,7 +96,26 @@ def node_user_data(
     return "\n".join(lines)
 
 
-def _script(hugepages_mib: int, lustre_client: bool) -> str | None:
+def lustre_efa_commands(client: LustreEfaClient) -> list[str]:
+    """AWS's EFA client setup for FSx for Lustre (FSx for Lustre User Guide, "Configuring EFA clients", Quick setup):
+    download the package, unzip it, run ``setup.sh`` (``--optimized-for-gds`` with ``client.gds``). The script loads
+    the Lustre EFA modules, adds the EFA devices to LNet and creates the systemd unit
+    ``configure-efa-fsx-lustre-client.service``, which does it again on every boot; ``efa-stack verify --acceptance``
+    checks the unit and LNet. The EKS AL2023 AMIs have no nodeadm gate for it yet
+    (:data:`efa_stack.planning.lustre_efa.NODEADM_GATE`)."""
+    flag = f" {efa_fsx.GDS_FLAG}" if client.gds else ""
+    return [
+        "# efa-stack: AWS's EFA client setup for FSx for Lustre: LNet over the EFA devices, again on every boot",
+        "dnf install -y unzip",
+        'efa_fsx=$(mktemp -d)',
+        f'curl -fsSL --retry 5 --retry-connrefused -o "$efa_fsx/client.zip" {efa_fsx.CLIENT_PACKAGE_URL}',
+        'unzip -q "$efa_fsx/client.zip" -d "$efa_fsx"',
+        f'(cd "$efa_fsx/{efa_fsx.CLIENT_DIRECTORY}" && ./setup.sh{flag})',
+        'rm -rf "$efa_fsx"',
+    ]
+
+
+def _script(hugepages_mib: int, lustre_client: bool, lustre_efa: LustreEfaClient | None = None) -> str | None:
     if hugepages_mib < 0:
         raise ValueError(f"hugepages must be >= 0 MiB, got {hugepages_mib}")
     if hugepages_mib == 0 and not lustre_client:
@@ -106,6 +133,8 @@ def _script(hugepages_mib: int, lustre_client: bool) -> str | None:
             "# efa-stack: the Lustre client for FSx for Lustre volumes",
             "dnf install -y lustre-client",
         ]
+    if lustre_efa is not None:
+        lines += lustre_efa_commands(lustre_efa)
     return "\n".join(lines)
 
 

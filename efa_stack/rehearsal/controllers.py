@@ -5,7 +5,9 @@ rendered objects create and gives the controller a kubeconfig with it, so every 
 RBAC efa-stack renders. Their webhooks are served by these processes the way envtest serves them: the rehearsal makes
 a CA (:class:`WebhookServing`) and one serving certificate for 127.0.0.1, gives each controller the certificate, and
 points every webhook configuration and CRD conversion webhook that names one of the controller's Services at
-``https://127.0.0.1:<port><path>`` with the CA bundle (:meth:`LocalControllers.rewrite`); no webhook is removed.
+``https://127.0.0.1:<port><path>`` (:meth:`LocalControllers.rewrite`); no webhook is removed. The CA bundle goes with
+it, except for a controller whose own certificate manager writes it (Kueue, the Training Operator): they are given
+the rehearsal's CA and write it themselves.
 
 A controller efa-stack renders as a Deployment (the MPI operator, Kueue, the Training Operator) starts from that
 Deployment's container (:mod:`efa_stack.rehearsal.pods`); what each one changes is in its class's docstring and in
@@ -193,6 +195,11 @@ class LocalController:
     image_binary: tuple[str, ...] = ()
     services: tuple[str, ...] = ()
     """The Services (in :attr:`LocalController.namespace`) whose webhooks this process serves."""
+    release_deployment: str | None = None
+    """For a controller that stands in for a Helm release: the Deployment the release would create."""
+    injects_ca: bool = False
+    """Its own certificate manager writes the CA into its webhook configurations (the rehearsal then leaves
+    ``caBundle`` out, so that the rollout's wait for it and the manager's RBAC are exercised)."""
     port_names: tuple[str, ...] = ("webhook", "health", "metrics")
     locks: tuple[str, ...] = ()
     """Machine-wide resources (:func:`machine_lock`) held while the process runs."""
@@ -298,6 +305,7 @@ class Kueue(LocalController):
     container = "manager"
     image_binary = ("/manager",)
     services = ("kueue-webhook-service",)
+    injects_ca = True
     CERT_MOUNT = "/tmp/k8s-webhook-server/serving-certs"
     CONFIG_FLAG = "--config="
 
@@ -342,6 +350,7 @@ class TrainingOperator(LocalController):
     image_binary = ("/manager",)
     services = (contract.TRAINING_OPERATOR_NAME,)
     locks = ("tmp-k8s-webhook-server",)
+    injects_ca = True
 
     def prepare(self, ctx: Context) -> None:
         self.fill_cert_secret(ctx, self.mounted_secret(ctx, CERT_DIR))
@@ -399,21 +408,19 @@ class LocalControllers:
             out.ports[c.name] = dict(zip(c.port_names, free_ports(len(c.port_names)), strict=True))
         return out
 
-    def endpoint(self, namespace: str, service: str) -> str | None:
-        """``https://127.0.0.1:<port>`` of the controller serving ``namespace/service``'s webhooks, or None."""
-        for c in self.controllers:
-            if c.namespace == namespace and service in c.services:
-                return f"https://127.0.0.1:{self.ports[c.name]['webhook']}"
-        return None
+    def serving(self, namespace: str, service: str) -> LocalController | None:
+        """The controller serving ``namespace/service``'s webhooks, or None."""
+        return next((c for c in self.controllers if c.namespace == namespace and service in c.services), None)
 
     def _client_config(self, config: dict[str, Any], where: str) -> dict[str, Any]:
         service = config.get("service")
         if service is None:
             return config
-        base = self.endpoint(service["namespace"], service["name"])
-        if base is None:
+        c = self.serving(service["namespace"], service["name"])
+        if c is None:
             raise KeyError(f"{where}: no local controller serves Service {service['namespace']}/{service['name']}")
-        return {"url": base + service.get("path", "/"), "caBundle": self.webhooks.ca_bundle}
+        url = f"https://127.0.0.1:{self.ports[c.name]['webhook']}{service.get('path', '/')}"
+        return {"url": url} if c.injects_ca else {"url": url, "caBundle": self.webhooks.ca_bundle}
 
     def rewrite(self, obj: dict[str, Any]) -> dict[str, Any]:
         """``obj`` with every webhook ``clientConfig`` that names a Service pointed at the local controller serving it

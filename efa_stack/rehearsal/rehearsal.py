@@ -15,6 +15,7 @@ renders: releases are stood in for as each handler of :class:`Rehearsal` says.
 from __future__ import annotations
 
 import contextlib
+import json
 import shlex
 import time
 from collections.abc import Iterator, Sequence
@@ -24,14 +25,14 @@ from typing import Any
 
 from efa_stack import contract
 from efa_stack.planning.plan import ClusterPlan
-from efa_stack.rehearsal.apply import Applied, ApplyError, apply_dist, dist_objects, script_steps, wait_established
 from efa_stack.rehearsal.binaries import CONTROL_PLANE, binaries
 from efa_stack.rehearsal.client import Api, ApiError, poll
 from efa_stack.rehearsal.control_plane import ControlPlane, control_plane
 from efa_stack.rehearsal.controllers import LocalController, LocalControllers, controllers_for
 from efa_stack.rehearsal.nodes import NodeOptions, plan_nodes
 from efa_stack.rehearsal.releases import RELEASES, release_objects
-from k8s.dist import APPLY_SCRIPT
+from efa_stack.rehearsal.rollout import Performed, RolloutError, perform, wait_established
+from k8s.rollout import ApplyChart, InstallRelease, Nodes, Rollout, WaitAvailable, plan_rollout
 
 ROLLOUT_TIMEOUT = 300
 """Seconds ``kubectl rollout status`` waits in ``apply.sh`` (k8s/dist.py ``ROLLOUT_TIMEOUT``)."""
@@ -52,62 +53,70 @@ def deployment_available(api: Api, namespace: str, name: str) -> bool:
 
 @dataclass
 class Rehearsal:
-    """A rolled-out plan; also the :class:`~efa_stack.rehearsal.apply.Actions` of its roll-out."""
+    """A rolled-out plan; also the :class:`~efa_stack.rehearsal.rollout.Actions` of its rollout."""
 
     plan: ClusterPlan
     plane: ControlPlane
     controllers: LocalControllers
-    dist: Path
+    rollout: Rollout
     objects: list[dict[str, Any]]
     nodes: list[dict[str, Any]] = field(default_factory=list)
-    applied: Applied | None = None
+    performed: Performed | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def api(self) -> Api:
         return self.plane.api
 
-    # --- the roll-out's actions -----------------------------------------------------------------------------
+    # --- the rollout's actions ------------------------------------------------------------------------------
     def transform(self, obj: dict[str, Any]) -> dict[str, Any]:
         return self.controllers.rewrite(obj)
 
-    def after_first_step(self) -> None:
-        """The rendered Deployments' pods would start now: their CRDs are waited for (an operator checks for its
-        CRD at start), then each local controller is started under its ServiceAccount and waited for."""
-        for obj in self.objects:
-            if obj["kind"] == "CustomResourceDefinition":
-                wait_established(self.api, obj["metadata"]["name"])
-        for c in self.controllers.controllers:
-            if c.deployment is not None:
-                running = self.controllers.start(c.name, self.objects)
-                self.timings[f"{c.name} ready"] = running.ready_in
+    def nodes_up(self, step: Nodes) -> None:
+        """The nodes exist already (:func:`rehearse` creates them first, as a cluster has its node groups before
+        ``apply.sh`` runs); they must still be Ready."""
+        self._wait_nodes_ready({n["metadata"]["name"] for n in self.nodes})
 
-    def helm(self, release: str, namespace: str) -> None:
+    def applied(self, step: ApplyChart) -> None:
+        """The chart's Deployments would start their pods now: the local controller of each starts under its
+        ServiceAccount once the CRDs created so far are Established (an operator's pod restarts until its CRDs are
+        served), and is waited for until it answers ready."""
+        mine = {(o["metadata"].get("namespace"), o["metadata"]["name"])
+                for o in self.rollout.objects[step.chart] if o["kind"] == "Deployment"}
+        for c in self.controllers.controllers:
+            if (c.namespace, c.deployment) in mine and c.name not in self.controllers.running:
+                for crd in self.api.list("apiextensions.k8s.io/v1", "CustomResourceDefinition"):
+                    wait_established(self.api, crd["metadata"]["name"])
+                self.timings[f"{c.name} ready"] = self.controllers.start(c.name, self.objects).ready_in
+
+    def install(self, step: InstallRelease) -> None:
         """The release's stand-in (:mod:`efa_stack.rehearsal.releases`): its objects applied, its CRDs established,
         its controllers started and ready (what ``helm --wait`` waits for)."""
+        assert step.release is not None
         try:
-            objects = release_objects(release, namespace)
+            objects = release_objects(step.release.name, step.release.namespace)
         except KeyError as err:
-            raise ApplyError(str(err)) from None
+            raise RolloutError(str(err)) from None
         for obj in objects:
             got = self.api.apply(self.transform(obj))
             if not got.ok:
-                raise ApplyError(f"helm {release}: {obj['kind']} {obj['metadata']['name']}: {got.message()}")
+                raise RolloutError(f"{step.id}: {obj['kind']} {obj['metadata']['name']}: {got.message()}")
         for obj in objects:
             if obj["kind"] == "CustomResourceDefinition":
                 wait_established(self.api, obj["metadata"]["name"])
-        for cls in RELEASES[release]:
-            running = self.controllers.start(cls.name, self.objects)
-            self.timings[f"{cls.name} ready"] = running.ready_in
+        for cls in RELEASES[step.release.name]:
+            self.timings[f"{cls.name} ready"] = self.controllers.start(cls.name, self.objects).ready_in
 
-    def rollout(self, deployment: str, namespace: str) -> None:
-        """The Deployment's pod runs (kwok) and is available, and its local controller answers ready."""
-        poll(f"Deployment {namespace}/{deployment} available", lambda: True if deployment_available(
-            self.api, namespace, deployment) else None, ROLLOUT_TIMEOUT)
-        owner = next((r for r in self.controllers.running.values() if r.controller.deployment == deployment
-                      and r.controller.namespace == namespace), None)
+    def available(self, step: WaitAvailable) -> None:
+        """A rendered Deployment: available (kwok runs its pod) and its local controller running. A Helm release's
+        Deployment is not rendered here: its local controller answered ready when the release was installed."""
+        owner = next((r for r in self.controllers.running.values() if r.controller.namespace == step.namespace
+                      and step.deployment in (r.controller.deployment, r.controller.release_deployment)), None)
         if owner is None or not owner.process.running():
-            raise ApplyError(f"Deployment {namespace}/{deployment}: no local controller runs for it")
+            raise RolloutError(f"{step.id}: no local controller runs for Deployment {step.namespace}/{step.deployment}")
+        if owner.controller.deployment is not None:
+            poll(f"Deployment {step.namespace}/{step.deployment} available", lambda: True if deployment_available(
+                self.api, step.namespace, step.deployment) else None, ROLLOUT_TIMEOUT)
 
     # --- nodes and jobs ---------------------------------------------------------------------------------------
     def create_nodes(self, options: NodeOptions | None = None) -> list[dict[str, Any]]:
@@ -117,16 +126,17 @@ class Rehearsal:
             got = self.api.create(node)
             if got.status != 201:
                 raise ApiError(f"Node {node['metadata']['name']}: {got.message()}")
-        names = {n["metadata"]["name"] for n in nodes}
+        self._wait_nodes_ready({n["metadata"]["name"] for n in nodes})
+        self.nodes += nodes
+        return nodes
 
+    def _wait_nodes_ready(self, names: set[str]) -> None:
         def all_ready() -> bool | None:
             ready = {n["metadata"]["name"] for n in self.api.list("v1", "Node") if any(
                 c["type"] == "Ready" and c["status"] == "True" for c in (n.get("status") or {}).get("conditions", []))}
             return True if names <= ready else None
 
         poll("every node Ready (kwok)", all_ready, NODES_READY_TIMEOUT)
-        self.nodes += nodes
-        return nodes
 
     def start(self, obj: dict[str, Any]) -> str:
         """Run the job's ``efa-stack.io/start`` command (a ``kubectl patch --type merge`` or ``kubectl label``) against
@@ -138,8 +148,6 @@ class Rehearsal:
         target = {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
                   "metadata": {"name": words[3], "namespace": words[words.index("-n") + 1]}}
         if words[:2] == ["kubectl", "patch"] and words[words.index("--type") + 1] == "merge":
-            import json
-
             patch = json.loads(words[words.index("-p") + 1])
         elif words[:2] == ["kubectl", "label"]:
             labels = dict(w.split("=", 1) for w in words[4:] if "=" in w and not w.startswith("-"))
@@ -165,26 +173,28 @@ def local_controllers(objects: Sequence[dict[str, Any]], releases: Sequence[str]
 
 @contextlib.contextmanager
 def rehearse(plan: ClusterPlan, state: Path, *, nodes: NodeOptions | None = None) -> Iterator[Rehearsal]:
-    """Build what is missing, write ``plan``'s ``dist/`` under ``state``, start the control plane, create the nodes and
-    roll ``dist/`` out; the processes stop when the ``with`` block ends."""
-    from k8s.dist import dist_dir, write_dist
+    """Build what is missing, plan the rollout of ``plan`` (:func:`k8s.rollout.plan_rollout`, the graph ``cdk deploy``
+    and ``apply.sh`` translate), start the control plane under ``state``, create the nodes and perform the rollout;
+    the processes stop when the ``with`` block ends."""
+    import cdk8s
 
-    dist = dist_dir(plan, state / "dist")
-    write_dist(plan, dist)
-    objects = dist_objects(dist)
-    releases = [s.target for s in script_steps((dist / APPLY_SCRIPT).read_text()) if s.kind == "helm"]
+    from k8s.charts import build_charts
+
+    rollout = plan_rollout(plan, build_charts(plan, cdk8s.App()))
+    objects = [json.loads(json.dumps(o)) for objs in rollout.objects.values() for o in objs]
+    releases = [s.release.name for s in rollout.of_type(InstallRelease) if s.release is not None]
     wanted = local_controllers(objects, releases)
     bins = binaries([*CONTROL_PLANE, *(c.binary for c in wanted)])
     with control_plane(state / "cluster", bins) as plane:
         controllers = LocalControllers.create(plane, bins, wanted)
-        rehearsal = Rehearsal(plan, plane, controllers, dist, objects, timings={"control plane": plane.started_in})
+        rehearsal = Rehearsal(plan, plane, controllers, rollout, objects, timings={"control plane": plane.started_in})
         try:
             started = time.monotonic()
             rehearsal.create_nodes(nodes)
             rehearsal.timings["nodes"] = time.monotonic() - started
             started = time.monotonic()
-            rehearsal.applied = apply_dist(plane.api, dist, rehearsal)
-            rehearsal.timings["apply"] = time.monotonic() - started
+            rehearsal.performed = perform(plane.api, rollout, rehearsal)
+            rehearsal.timings["rollout"] = time.monotonic() - started
             yield rehearsal
         finally:
             controllers.close()

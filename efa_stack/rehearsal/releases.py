@@ -170,6 +170,7 @@ class TrainerController(LocalController):
     binary: Binary = "trainer-controller-manager"
     namespace = contract.TRAINER_NAMESPACE
     service_account = contract.TRAINER_DEPLOYMENT
+    release_deployment = contract.TRAINER_DEPLOYMENT
     services = (TRAINER_SERVICE,)
 
     def launch(self, ctx: Context) -> Launch:
@@ -199,6 +200,7 @@ class JobSetController(LocalController):
     binary: Binary = "jobset"
     namespace = contract.TRAINER_NAMESPACE
     service_account = JOBSET_PREFIX + "controller-manager"
+    release_deployment = JOBSET_PREFIX + "controller-manager"
     services = (JOBSET_PREFIX + "webhook-service",)
 
     def launch(self, ctx: Context) -> Launch:

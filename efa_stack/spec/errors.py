@@ -53,7 +53,7 @@ class SpecError(Exception):
 
     def __init__(
         self, source: str, problems: list[Problem], *, partial: Any = None, stripped: tuple[str, ...] = (),
-        renames: tuple[tuple[str, str], ...] = (),
+        renames: tuple[tuple[str, str], ...] = (), unchecked: tuple[str, ...] = (),
     ):
         self.source = source
         self.problems = problems
@@ -65,9 +65,14 @@ class SpecError(Exception):
         self.renames = renames
         """(field prefix in ``partial``, field prefix in the file): self-managed ``nodeGroups`` entries that
         ``partial`` holds as managed node groups."""
+        self.unchecked = unchecked
+        """What planning could not check because its input could not be planned (``<field>: <why>``); it is
+        checked once the problems are fixed."""
         super().__init__(self.render())
 
     def render(self) -> str:
         n = len(self.problems)
         head = f"{self.source}: {n} problem{'s' if n != 1 else ''} in the cluster spec"
-        return head + "\n" + "\n".join(f"  - {p.render()}" for p in self.problems)
+        lines = [f"  - {p.render()}" for p in self.problems]
+        lines += [f"  not checked until those are fixed: {u}" for u in self.unchecked]
+        return head + "\n" + "\n".join(lines)

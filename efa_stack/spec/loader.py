@@ -11,6 +11,8 @@ from __future__ import annotations
 import difflib
 import re
 import stat
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
 from efa_stack.spec.errors import MISSING, PLACEHOLDER, FixError, Problem, SpecError
+from efa_stack.spec.irsa import service_account_problems
 from efa_stack.spec.models import (
     MAX_MANAGED_NODE_GROUPS,
     MAX_USER_NODE_GROUPS,
@@ -350,12 +353,59 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(path)
 
 
-_STAND_INS: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
-    ("metadata", "region"): ("us-east-1", ("availabilityZones", "managedNodeGroups[].availabilityZones")),
-    ("metadata", "name"): ("cluster", ()),
-}
-"""Required fields read with a stand-in when their value has a problem (and the fields whose planning
-problems then mean nothing), so that the rest of the file is still judged."""
+def _name_stand_in(kind: str, *, reference: bool = False) -> Any:
+    """A stand-in for the name of entry ``i`` of a list of named entries: the name as written, lowercased with
+    what a name cannot hold made '-', or ``<kind>-<i>`` when that is still no name or is taken. A ``reference`` to
+    such a name (a training job's ``nodeGroup``) is made the same way, so that it still names the same entry."""
+    def make(path: tuple[Any, ...], value: Any, work: dict[str, Any]) -> str:
+        entries = [e for key in ("managedNodeGroups", "karpenterNodePools") for e in _as_list(work.get(key))]
+        taken = set() if reference else {e.get("name") for e in entries if isinstance(e, dict)}
+        text = re.sub(r"[^a-z0-9]+", "-", value.lower()) if isinstance(value, str) else ""
+        text = re.sub(r"^[^a-z]+", "", text)[:63].rstrip("-")
+        return text if text and text not in taken else f"{kind}-{path[-2]}"
+    return make
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _subnet_id_stand_in(path: tuple[Any, ...], value: Any, work: dict[str, Any]) -> str:
+    """A well-formed id for a subnet whose ``id`` is missing or badly formed, one per subnet entry; the node groups
+    that name the subnet by that id name it by the stand-in then (eksctl ``managedNodeGroups[].subnets``)."""
+    stand_in = f"subnet-{zlib.crc32(_loc_text(path).encode()):08x}"
+    for group in _as_list(work.get("managedNodeGroups")):
+        names = group.get("subnets") if isinstance(group, dict) else None
+        if isinstance(value, str) and isinstance(names, list):
+            group["subnets"] = [stand_in if n == value else n for n in names]
+    return stand_in
+
+
+_StandIn = Callable[[tuple[Any, ...], Any, dict[str, Any]], str]
+_STAND_INS: tuple[tuple[tuple[str, ...], str | _StandIn, tuple[str, ...]], ...] = (
+    (("metadata", "region"), "us-east-1",
+     ("availabilityZones", "managedNodeGroups[].availabilityZones", "vpc.subnets.*.*.az")),
+    (("metadata", "name"), "cluster", ()),
+    (("vpc", "id"), "vpc-00000000", ()),
+    (("vpc", "subnets", "*", "*", "id"), _subnet_id_stand_in, ()),
+    (("managedNodeGroups", "[]", "name"), _name_stand_in("group"), ()),
+    (("karpenterNodePools", "[]", "name"), _name_stand_in("pool"), ()),
+    (("trainingJobs", "[]", "nodeGroup"), _name_stand_in("group", reference=True), ()),
+)
+"""Fields read with a stand-in when their value has a problem or is missing: (path, with ``*`` for any key and
+``[]`` for any index; the stand-in or what makes it from the path, the value and the data; the fields whose
+planning problems then mean nothing). Without them the field's default would change what the rest of the file
+means (no ``vpc.id``: no existing VPC) or no spec could be read at all (a required name), and planning could not
+judge the rest of the file."""
+
+
+def _stand_in_for(path: tuple[Any, ...]) -> tuple[str | _StandIn, tuple[str, ...]] | None:
+    for pattern, value, meaningless in _STAND_INS:
+        if len(pattern) == len(path) and all(
+            p == "*" and isinstance(k, str) or p == "[]" and isinstance(k, int) or p == k for p, k in zip(pattern, path)
+        ):
+            return value, meaningless
+    return None
 
 
 @dataclass
@@ -415,12 +465,15 @@ def _lenient(data: dict[str, Any], exc: ValidationError) -> _Lenient:
         except ValidationError as moved:
             exc = moved
     for round_no in range(MAX_LENIENT_ROUNDS):
+        dropped: list[tuple[list[Any], int, tuple[Any, ...]]] = []
         for err in exc.errors():
             loc = tuple(err["loc"])
             renamed = _rename(_loc_text(loc), out.renames)
             if renamed is not None and round_no == 0:
                 problem = _problem(err, work)
                 out.moved.append(Problem(renamed, problem.value, MOVED + problem.message, problem.fix))
+            if _read_with_stand_in(work, loc, err["type"] == "missing", out):
+                continue
             if err["type"] == "missing":
                 # a required field of an entry in a mapping (vpc.subnets.private.<name>.id): leave the entry out
                 entry = _data_path(work, loc[:-1])
@@ -432,17 +485,22 @@ def _lenient(data: dict[str, Any], exc: ValidationError) -> _Lenient:
             if not path:
                 return out
             parent = _value_at(work, path[:-1])
-            stand_in = _STAND_INS.get(tuple(str(p) for p in path))
-            if stand_in is not None and isinstance(parent, dict):
-                parent[path[-1]] = stand_in[0]
-                out.stripped.extend((_loc_text(path), *stand_in[1]))
-                continue
             if isinstance(parent, dict):
                 parent.pop(path[-1], None)
+            elif isinstance(parent, list) and not any(isinstance(v, dict) for v in parent if v is not parent[path[-1]]):
+                # an entry of a list of values (capacityReservationIds): left out below, the list's problems mean
+                # nothing then (an ODCR pool whose only id is badly formed has ids all the same)
+                dropped.append((parent, path[-1], path[:-1]))
+                continue
             elif isinstance(parent, list):
-                parent[path[-1]] = None  # keep the indices; the None is refused and left out next round
+                parent[path[-1]] = None  # keep the indices of the other entries
             out.stripped.append(_loc_text(path))
-        if any(f.startswith("vpc.") for f in out.stripped):  # node groups name the existing VPC's subnets
+        for values, index, holder in sorted(dropped, key=lambda d: -d[1]):
+            if index < len(values):
+                del values[index]
+            out.stripped.extend((_loc_text((*holder, index)), _loc_text(holder)))
+        # node groups name the existing VPC's subnets: a subnet left out makes their names mean nothing
+        if any(re.fullmatch(r"vpc(\.subnets(\.(private|public)(\.[^.]+)?)?)?", f) for f in out.stripped):
             out.stripped.append("managedNodeGroups[].subnets")
         # a field left out leaves its sibling short of it: the same problem told twice (ssh.allow without a key)
         out.stripped.extend(
@@ -455,6 +513,20 @@ def _lenient(data: dict[str, Any], exc: ValidationError) -> _Lenient:
         except ValidationError as again:
             exc = again
     return out
+
+
+def _read_with_stand_in(work: dict[str, Any], loc: tuple[Any, ...], missing: bool, out: _Lenient) -> bool:
+    """Put the stand-in of :data:`_STAND_INS` at ``loc`` (a missing field, or one whose value has a problem) and
+    record the fields whose planning problems then mean nothing; False when ``loc`` has no stand-in."""
+    path = tuple(loc) if missing else _data_path(work, loc)
+    found = _stand_in_for(path) if path else None
+    parent = _value_at(work, path[:-1]) if found is not None else None
+    if found is None or not isinstance(parent, dict):
+        return False
+    value, meaningless = found
+    parent[path[-1]] = value if isinstance(value, str) else value(path, parent.get(path[-1]), work)
+    out.stripped.extend((_loc_text(path), *meaningless))
+    return True
 
 
 def _loc_text(loc: tuple[Any, ...]) -> str:
@@ -535,6 +607,9 @@ def problems_from_validation(exc: ValidationError, data: dict[str, Any]) -> list
     problems: list[Problem] = []
     errors = exc.errors()
     for err in errors[:MAX_PROBLEMS]:
+        if err["type"] == "extra_forbidden" and tuple(err["loc"]) == ("iam", "serviceAccounts"):
+            problems.extend(service_account_problems(err.get("input")))  # one per entry, each with its equivalent
+            continue
         problems.append(_problem(err, data))
     if len(errors) > MAX_PROBLEMS:
         problems.append(Problem(
@@ -586,8 +661,7 @@ def _problem(err: Any, data: dict[str, Any]) -> Problem:
     if kind in ("too_long", "too_short"):
         return Problem(field, _show_len(value), err["msg"], "change the number of entries to fit that bound")
     if kind == "int_type" or kind.startswith("int_"):
-        return Problem(field, value, "not a whole number",
-                       f"write a whole number without quotes or a decimal point, e.g. {name}: 2")
+        return Problem(field, value, "not a whole number", _whole_number_fix(loc, value))
     if kind == "bool_type":
         return Problem(field, value, "not true or false", f"write {name}: true or {name}: false, without quotes")
     if kind.startswith(("bool_", "string_", "dict_", "list_", "model_", "float_")):
@@ -596,6 +670,31 @@ def _problem(err: Any, data: dict[str, Any]) -> Problem:
     if isinstance(cause, FixError):
         return Problem(field, value, cause.message, cause.fix)
     return Problem(field, value, err["msg"].removeprefix("Value error, "), "correct the value")
+
+
+def _whole_number_fix(loc: tuple[Any, ...], value: Any) -> str:
+    """The fix of a number that is not a whole one: the user's own number when it is whole and within the field's
+    bounds (``3.0`` or ``"3"``: write 3), else the bounds with an example inside them."""
+    name = str(loc[-1]) if loc else "value"
+    model = _model_at(loc)
+    info = next((f for n, f in model.model_fields.items() if (f.alias or n) == name), None) if model else None
+    low = high = None
+    for meta in info.metadata if info is not None else ():
+        low = getattr(meta, "ge", None) if getattr(meta, "ge", None) is not None else (
+            meta.gt + 1 if getattr(meta, "gt", None) is not None else low)
+        high = getattr(meta, "le", None) if getattr(meta, "le", None) is not None else high
+    try:
+        number = float(value) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else None
+    except ValueError:
+        number = None
+    whole = int(number) if number is not None and number.is_integer() else None
+    if whole is not None and (low is None or whole >= low) and (high is None or whole <= high):
+        return f"write {name}: {whole}, without quotes or a decimal point"
+    default = info.default if info is not None and type(info.default) is int else None
+    example = default if default is not None else low if low is not None else 2
+    bounds = (f" from {low} to {high}" if low is not None and high is not None else
+              f" of {low} or more" if low is not None else f" of at most {high}" if high is not None else "")
+    return f"write a whole number{bounds} without quotes or a decimal point, e.g. {name}: {example}"
 
 
 def _described(loc: tuple[Any, ...]) -> str:

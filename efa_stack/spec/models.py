@@ -49,6 +49,9 @@ NODES_QUOTA_FIX = (
 # EC2 API Reference, LaunchTemplateEbsBlockDeviceRequest.VolumeSize (the launch template carries the
 # root volume): gp2 and gp3 1-16,384 GiB, io1 4-16,384 GiB, io2 4-65,536 GiB.
 EBS_MAX_VOLUME_GIB: dict[str, int] = {"gp2": 16384, "gp3": 16384, "io1": 16384, "io2": 65536}
+EBS_MIN_IOPS: dict[str, int] = {"gp3": 3000, "io1": 100, "io2": 100}
+"""Fewest provisioned IOPS per volume type (CloudFormation AWS::EC2::LaunchTemplate Ebs ``Iops``; the whole ranges
+and ratios: efa_stack/planning/limits.py)."""
 DEFAULT_NODE_COUNT = 2
 """eksctl's minSize when neither minSize nor desiredCapacity is set (types.go DefaultNodeCount)."""
 DEFAULT_NODE_TYPE = "m5.large"
@@ -95,6 +98,15 @@ class S3Link(_Model):
     """Where the linked objects appear in the file system (PERSISTENT_2 only; ``/`` is the root)."""
 
 
+class MetadataConfiguration(_Model):
+    """The metadata performance of a PERSISTENT_2 file system (FSx ``MetadataConfiguration``)."""
+
+    mode: Literal["AUTOMATIC", "USER_PROVISIONED"] = "AUTOMATIC"
+    """``AUTOMATIC``: FSx provisions metadata IOPS by storage capacity; ``USER_PROVISIONED``: ``iops`` of them."""
+    iops: int | None = Field(None, gt=0)
+    """Metadata IOPS with ``USER_PROVISIONED``: 1500, 3000, 6000, 12000 or a multiple of 12000 up to 192000."""
+
+
 class Storage(_Model):
     """Extension: an FSx for Lustre file system shared by the training jobs (see docs/spec.md, "Shared storage")."""
 
@@ -114,9 +126,19 @@ class Storage(_Model):
     """Where the NCCL/training job containers see the file system."""
     node_group: str | None = Field(None, alias="nodeGroup", pattern=r"^[a-zA-Z][-a-zA-Z0-9]*$")
     """Whose availability zone and private subnet get the file system; default: the first EFA node
-    group with NVIDIA GPUs (else the first EFA node group, else the first node group)."""
+    group with NVIDIA GPUs (else the first EFA node group, else the first node group; with ``efa``, Karpenter pools
+    count as node groups)."""
     dynamic_provisioning: bool = Field(False, alias="dynamicProvisioning")
     """Also create the ``fsx-lustre`` StorageClass: one new file system per claim (deleted with it)."""
+    metadata_configuration: MetadataConfiguration | None = Field(None, alias="metadataConfiguration")
+    """PERSISTENT_2 only: the metadata performance (absent: FSx's default); an EFA-enabled file system needs one."""
+    efa: bool = False
+    """An EFA-enabled file system (``EfaEnabled``) that the EFA nodes reach over EFA: PERSISTENT_2 with a metadata
+    configuration, capacity in larger steps per throughput tier, in the EFA nodes' zone, and set at creation only
+    (a change replaces the file system). The EFA nodes run AWS's EFA client setup at boot (docs/spec.md)."""
+    gpu_direct_storage: bool = Field(False, alias="gpuDirectStorage")
+    """With ``efa``: the EFA nodes' client setup optimized for NVIDIA GPUDirect Storage (``setup.sh
+    --optimized-for-gds``; p5, p5e, p5en and p6-b200 instance types only)."""
 
 
 class TrainingImage(_Model):
@@ -129,10 +151,11 @@ class TrainingImage(_Model):
     """The Docker build context with its ``Dockerfile``, relative to the project root (the folder of
     cdk.json) or absolute."""
     pytorch_version: str | None = Field(None, alias="pytorchVersion", pattern=VERSION_PATTERN)
-    """PyTorch release; default: the Dockerfile's ``ARG PYTORCH_VERSION``. CUDA and NCCL follow from it."""
+    """PyTorch release; default: the Dockerfile's ``ARG PYTORCH_VERSION`` default if it has one, else the ``recipe`` set
+    of the table of EFA software (efa_stack/planning/data/efa_software.json). CUDA and NCCL follow from it."""
     efa_installer_version: str | None = Field(None, alias="efaInstallerVersion", pattern=VERSION_PATTERN)
-    """EFA installer release; default: the Dockerfile's ``ARG EFA_INSTALLER_VERSION``. aws-ofi-nccl follows
-    from it."""
+    """EFA installer release; default: the Dockerfile's ``ARG EFA_INSTALLER_VERSION`` default if it has one, else the
+    table's ``recipe`` set. aws-ofi-nccl and libfabric follow from it."""
 
 
 class Metadata(_Model):
@@ -429,6 +452,18 @@ class NodeRepairConfigSpec(_Model):
     """Per condition and reason: the repair action and the wait before it (eksctl's field)."""
 
 
+class NodeGroupUpdateConfigSpec(_Model):
+    """eksctl ``updateConfig`` (eksctl-io/eksctl@v0.230.0 types.go NodeGroupUpdateConfig; CloudFormation
+    ``AWS::EKS::Nodegroup UpdateConfig``): how many nodes a version update of the managed node group replaces at
+    once; one of the two. EKS launches the new nodes before it drains and ends the old ones."""
+
+    # EKS API Reference, NodegroupUpdateConfig: maxUnavailable 1 or more, at most 100; the percentage 1-100.
+    max_unavailable: int | None = Field(None, alias="maxUnavailable", ge=1, le=100)
+    """Nodes replaced at once (at most ``maxSize``)."""
+    max_unavailable_percentage: int | None = Field(None, alias="maxUnavailablePercentage", ge=1, le=100)
+    """Percentage of the nodes replaced at once (EKS: at most 100 nodes)."""
+
+
 # --- eksctl node group fields: IAM, SSH, capacity reservations, bootstrap -------------------------
 # eksctl-io/eksctl@v0.230.0 (99984ad): pkg/apis/eksctl.io/v1alpha5/types.go NodeGroupIAM,
 # NodeGroupIAMAddonPolicies, NodeGroupSSH, CapacityReservation, InstanceMarketOptions, NodeGroupBase.
@@ -493,10 +528,11 @@ class NodeGroupSshSpec(_Model):
     """eksctl ``ssh``: an EC2 key pair on the nodes; Session Manager is always on."""
 
     allow: bool | None = None
-    """Put the key pair ``publicKeyName`` on the nodes (they stay in private subnets: reach them from inside the
-    VPC or through Session Manager); default, as eksctl's (defaults.go setSSHDefaults): on when a key is named."""
+    """eksctl: open port 22 to the nodes. efa-stack opens no SSH port either way (nodes stay in private subnets;
+    reach them through Session Manager); ``true`` needs ``publicKeyName``."""
     public_key_name: str | None = Field(None, alias="publicKeyName", min_length=1, max_length=255)
-    """The name of an existing EC2 key pair in the region."""
+    """The name of an existing EC2 key pair in the region; on the nodes' launch template whenever it is named, as
+    eksctl puts it there (``allow: false`` included)."""
     enable_ssm: bool | None = Field(None, alias="enableSsm")
     """Session Manager: always on (the node role has AmazonSSMManagedInstanceCore); ``false`` is an error."""
 
@@ -556,7 +592,64 @@ class KubeletExtraConfig(_Model):
     so that a spec that sets it gets that explanation."""
 
 
-class ManagedNodeGroupSpec(_Model):
+class NodeGroupBase(_Model):
+    """The fields a managed node group and a Karpenter pool share: the root volume, labels and taints, the EFA
+    interface layout, the placement group and the kubelet's CPU and topology settings. eksctl shares its node kinds'
+    common fields the same way (eksctl-io/eksctl@v0.230.0 pkg/apis/eksctl.io/v1alpha5/types.go ``NodeGroupBase``,
+    embedded in ``NodeGroup`` and ``ManagedNodeGroup``); one planning function checks and derives them for both
+    kinds (:func:`efa_stack.planning.node_shapes.plan_shape`)."""
+
+    name: str
+    """The node group's or pool's name (each kind gives its pattern)."""
+    volume_type: Literal["gp3", "gp2", "io1", "io2"] = Field("gp3", alias="volumeType")
+    """EBS type of the root volume."""
+    volume_size: int = Field(200, alias="volumeSize", ge=MIN_VOLUME_GIB, le=max(EBS_MAX_VOLUME_GIB.values()))
+    """Root volume size in GiB (at most 16,384, or 65,536 for io2; a Karpenter pool's EC2NodeClass takes at most
+    59,000)."""
+    # eksctl@99984ad pkg/apis/eksctl.io/v1alpha5/types.go NodeGroupBase: `volumeIOPS`, `volumeThroughput`
+    # (MiB/s); ranges per volume type are checked in planning.limits (EBS limits, with sources).
+    volume_iops: int | None = Field(None, alias="volumeIOPS", ge=1)
+    """Provisioned IOPS of the root volume (gp3, io1, io2; required for io1/io2)."""
+    volume_throughput: int | None = Field(None, alias="volumeThroughput", ge=1)
+    """Throughput of a gp3 root volume in MiB/s."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Kubernetes labels on the nodes."""
+    taints: list[TaintSpec] = Field(default_factory=list)
+    """Kubernetes taints on the nodes (accelerator nodes also get the GPU or Neuron taint)."""
+    interface_layout: contract.InterfaceLayout = Field("current", alias="interfaceLayout")
+    """Extension: ``current`` (ENA primary + ``efa-only`` on card 0, ``efa-only`` on every further card) or
+    ``legacy`` (``efa`` interfaces, as older guides and eksctl lay them out). A Karpenter pool takes ``current`` only:
+    its EC2NodeClass declares ``interface`` and ``efa-only`` interfaces, no combined ``efa``."""
+    ena_on_efa_cards: bool = Field(False, alias="enaOnEfaCards")
+    """Extension, current layout only: an ENA interface at device 1 of every further EFA card."""
+    placement_group: bool | PlacementGroupName | None = Field(None, alias="placementGroup")
+    """Extension: true: a new cluster placement group (the default for on-demand EFA node groups and pools); false:
+    none; a name: an existing group the nodes use (not created here; the one a capacity reservation was made in).
+    Capacity Blocks take none."""
+    kubelet_extra_config: KubeletExtraConfig | None = Field(None, alias="kubeletExtraConfig")
+    """Extension (eksctl has it on unmanaged node groups): the kubelet's CPU manager and Topology Manager settings;
+    default ``static``/``restricted``/``pod`` on GPU and Neuron nodes (see docs/design/node-tuning.md)."""
+
+    @field_validator("volume_size")
+    @classmethod
+    def _volume_size_for_type(cls, v: int, info: ValidationInfo) -> int:
+        kind = info.data.get("volume_type")
+        most = EBS_MAX_VOLUME_GIB.get(kind) if isinstance(kind, str) else None
+        if most is not None and v > most:
+            raise FixError(
+                f"{kind} volumes are at most {most} GiB",
+                f"use at most {most} GiB" + ("" if kind == "io2" else (
+                    f", or volumeType: io2 with volumeIOPS: {EBS_MIN_IOPS['io2']} or more (io2 takes up to "
+                    f"{EBS_MAX_VOLUME_GIB['io2']} GiB and needs provisioned IOPS)")),
+            )
+        return v
+
+
+class ManagedNodeGroupSpec(NodeGroupBase):
+    """An EKS managed node group (eksctl ``managedNodeGroups`` entry): the fields it shares with a Karpenter pool
+    (root volume, labels, taints, interface layout, placement group, kubelet settings), then its instance types,
+    sizes, zones or subnets, capacity, IAM, bootstrap and eksctl's other node group fields."""
+
     # --- eksctl fields -------------------------------------------------------------------------
     name: str = Field(pattern=NAME_PATTERN, max_length=63)
     """The node group name."""
@@ -581,35 +674,13 @@ class ManagedNodeGroupSpec(_Model):
     subnets: list[str] | None = Field(None, min_length=1)
     """eksctl, with an existing VPC: the node group's private subnets, by their name in ``vpc.subnets.private``
     or their id (an EFA node group takes exactly one)."""
-    volume_type: Literal["gp3", "gp2", "io1", "io2"] = Field("gp3", alias="volumeType")
-    """EBS type of the root volume."""
-    volume_size: int = Field(200, alias="volumeSize", ge=MIN_VOLUME_GIB, le=max(EBS_MAX_VOLUME_GIB.values()))
-    """Root volume size in GiB (at most 16,384, or 65,536 for io2)."""
-    # eksctl@99984ad pkg/apis/eksctl.io/v1alpha5/types.go NodeGroupBase: `volumeIOPS`, `volumeThroughput`
-    # (MiB/s); ranges per volume type are checked in planning.limits (EBS limits, with sources).
-    volume_iops: int | None = Field(None, alias="volumeIOPS", ge=1)
-    """Provisioned IOPS of the root volume (gp3, io1, io2; required for io1/io2)."""
-    volume_throughput: int | None = Field(None, alias="volumeThroughput", ge=1)
-    """Throughput of a gp3 root volume in MiB/s."""
     private_networking: bool | None = Field(None, alias="privateNetworking")
     """Nodes are always in private subnets; ``false`` is an error."""
     efa_enabled: bool = Field(False, alias="efaEnabled")
     """Give every node all the EFA devices its instance type has (see docs/spec.md, "What efaEnabled: true does")."""
-    labels: dict[str, str] = Field(default_factory=dict)
-    """Kubernetes labels on the nodes."""
-    taints: list[TaintSpec] = Field(default_factory=list)
-    """Kubernetes taints on the nodes (accelerator nodes also get the GPU or Neuron taint)."""
     tags: dict[str, str] = Field(default_factory=dict)
     """Tags on the node group."""
     # --- extensions ----------------------------------------------------------------------------
-    interface_layout: contract.InterfaceLayout = Field("current", alias="interfaceLayout")
-    """Extension: ``current`` (ENA primary + ``efa-only`` on card 0, ``efa-only`` on every further card) or
-    ``legacy`` (``efa`` interfaces, as older guides and eksctl lay them out)."""
-    ena_on_efa_cards: bool = Field(False, alias="enaOnEfaCards")
-    """Extension, current layout only: an ENA interface at device 1 of every further EFA card."""
-    placement_group: bool | PlacementGroupName | None = Field(None, alias="placementGroup")
-    """Extension: true: a new cluster placement group (the default for on-demand EFA node groups); false: none;
-    a name: an existing group the nodes use (not created here; the one a capacity reservation was made in)."""
     placement: Placement | None = None
     """eksctl's spelling of an existing placement group (``placement.groupName``)."""
     capacity: Capacity = Capacity()
@@ -617,6 +688,9 @@ class ManagedNodeGroupSpec(_Model):
     node_repair_config: NodeRepairConfigSpec | None = Field(None, alias="nodeRepairConfig")
     """EKS node auto repair; default on for GPU and Neuron node groups (``nodeRepairConfig: {enabled: false}``
     turns it off). Repair needs the ``eks-node-monitoring-agent`` add-on, which efa-stack then installs."""
+    update_config: NodeGroupUpdateConfigSpec | None = Field(None, alias="updateConfig")
+    """eksctl: nodes a version update replaces at once (``maxUnavailable`` or ``maxUnavailablePercentage``);
+    default EKS's, one node at a time."""
     iam: NodeGroupIamSpec | None = None
     """eksctl: the node group's IAM role: add-on policies, further managed policies, or an existing role."""
     instance_prefix: str | None = Field(None, alias="instancePrefix", min_length=1, max_length=64)
@@ -643,22 +717,6 @@ class ManagedNodeGroupSpec(_Model):
     """eksctl: a custom AMI (``ami-...``, an Amazon Linux 2023 EKS node image with the EFA and accelerator
     software; needs ``amiFamily: AmazonLinux2023``): the launch template names it and its user data carries
     the cluster's details for nodeadm. ``auto``/``auto-ssm``: the EKS-optimized AMI (the default)."""
-    kubelet_extra_config: KubeletExtraConfig | None = Field(None, alias="kubeletExtraConfig")
-    """Extension on managed node groups (eksctl has it on unmanaged ones): the kubelet's CPU manager and Topology
-    Manager settings; default ``static``/``restricted``/``pod`` on GPU and Neuron node groups (see
-    docs/design/node-tuning.md)."""
-
-    @field_validator("volume_size")
-    @classmethod
-    def _volume_size_for_type(cls, v: int, info: ValidationInfo) -> int:
-        kind = info.data.get("volume_type")
-        most = EBS_MAX_VOLUME_GIB.get(kind) if isinstance(kind, str) else None
-        if most is not None and v > most:
-            raise FixError(
-                f"{kind} volumes are at most {most} GiB",
-                f"use at most {most} GiB" + ("" if kind == "io2" else ", or volumeType: io2 (up to 65536 GiB)"),
-            )
-        return v
 
 
 class SystemNodeGroup(_Model):
@@ -689,13 +747,15 @@ pkg/apis/v1/ec2nodeclass.go, ``+kubebuilder:validation:MaxItems:=30``)."""
 CONSOLIDATE_AFTER_PATTERN = r"^(([0-9]+(s|m|h))+|Never)$"
 
 
-class KarpenterNodePoolSpec(_Model):
+class KarpenterNodePoolSpec(NodeGroupBase):
     """Extension: an elastic EFA pool, Karpenter's twin of an EFA managed node group (docs/design/karpenter.md).
 
     efa-stack installs Karpenter and renders, per pool, an ``EC2NodeClass`` with the instance type's per-card
     ``efa-only`` interfaces, the EFA security group, the node group's user data and root volume, and a ``NodePool``
     pinned to the instance type, the zone and the capacity type, with the node group's labels and taints. Nodes
-    are launched when pods need them and removed only once empty."""
+    are launched when pods need them and removed only once empty. The fields a pool shares with a managed node
+    group (root volume, labels, taints, interface layout, placement group, kubelet settings) mean the same on
+    both."""
 
     name: str = Field(pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$", max_length=63)
     """The pool's name: the NodePool's and EC2NodeClass's name and the nodes' ``efa-stack.io/node-group`` label
@@ -718,30 +778,11 @@ class KarpenterNodePoolSpec(_Model):
     ``StaticCapacity`` feature gate, alpha); absent: nodes come and go with the pods."""
     availability_zone: str | None = Field(None, alias="availabilityZone")
     """The pool's one zone (that of its reservations); default: the cluster's first zone."""
-    interface_layout: contract.InterfaceLayout = Field("current", alias="interfaceLayout")
-    """``current`` only: Karpenter's EC2NodeClass has ``interface`` and ``efa-only`` interfaces, no combined ``efa``
-    (``legacy`` is refused with that explanation)."""
-    ena_on_efa_cards: bool = Field(False, alias="enaOnEfaCards")
-    """An ENA interface at device 1 of every further EFA card, as on a node group."""
-    placement_group: bool | PlacementGroupName | None = Field(None, alias="placementGroup")
-    """true: a new cluster placement group (the default for on-demand pools); false: none; a name: an existing group
-    (the one a reservation was made in). Capacity Blocks take none."""
-    labels: dict[str, str] = Field(default_factory=dict)
-    """Kubernetes labels on the nodes."""
-    taints: list[TaintSpec] = Field(default_factory=list)
-    """Kubernetes taints on the nodes (GPU and Neuron nodes also get the accelerator taint)."""
-    volume_type: Literal["gp3", "gp2", "io1", "io2"] = Field("gp3", alias="volumeType")
-    """EBS type of the root volume."""
-    volume_size: int = Field(200, alias="volumeSize", ge=MIN_VOLUME_GIB, le=EBS_MAX_VOLUME_GIB["gp3"])
-    """Root volume size in GiB."""
     ami_version: str = Field(DEFAULT_POOL_AMI_VERSION, alias="amiVersion", pattern=r"^v[0-9]{8}$")
     """The EKS AL2023 AMI release of the nodes (``al2023@<amiVersion>``); pinned so that no AMI release drifts
     running nodes."""
     consolidate_after: str = Field("30m", alias="consolidateAfter", pattern=CONSOLIDATE_AFTER_PATTERN)
     """How long a node stays after its last pod left before Karpenter removes it (``30m``, ``2h``, ``Never``)."""
-    kubelet_extra_config: KubeletExtraConfig | None = Field(None, alias="kubeletExtraConfig")
-    """The kubelet's CPU manager and Topology Manager settings, as on a managed node group."""
-
 
 NCCL_TEST_BINARIES = (
     "all_reduce_perf",
@@ -1135,7 +1176,6 @@ UNSUPPORTED_NODEGROUP_FIELDS: dict[str, str] = {
     "volumeEncrypted": "remove it; volumes are always encrypted",
     "volumeKmsKeyID": "remove it",
     "maxPodsPerNode": "remove it",
-    "updateConfig": "remove it",
     "releaseVersion": "remove it",
     "enableDetailedMonitoring": "remove it",
     "propagateASGTags": "remove it",

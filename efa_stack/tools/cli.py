@@ -14,8 +14,8 @@ Commands (each has ``--help``; human output by default, ``--json`` for machines)
 Exit codes: 0 success; 1 a check failed (preflight finding, node mismatch, failed NCCL job, NCCL
 result below expectation); 2 bad input or no access (a spec problem, no AWS credentials, no
 kubeconfig). Every error, a bad spec included, is printed by
-:func:`efa_stack.tools.render.print_failure` (``--json``: one JSON error document on stdout), never
-as a traceback. Heavy modules (boto3, kubernetes, tools.nccl_report) are imported inside the commands.
+:func:`efa_stack.console.print_error` (``--json``: one JSON error document on stdout), never
+as a traceback. Heavy modules (boto3, kubernetes, the nccl-report package) are imported inside the commands.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from efa_stack import contract
+from efa_stack.console import print_error, styled
 from efa_stack.errors import UserError
 from efa_stack.spec.errors import SpecError
 
@@ -59,9 +60,7 @@ def _err() -> Console:
 
 def _exit_with(exc: UserError | SpecError, *, json_out: bool = False, context: dict[str, Any] | None = None) -> NoReturn:
     """Print ``exc`` (``--json``: the error document on stdout; else stderr) and exit with its code."""
-    from efa_stack.tools.render import print_failure
-
-    raise typer.Exit(print_failure(exc, json_out=json_out, console=_err(), echo=typer.echo, context=context))
+    raise typer.Exit(print_error(exc, json_out=json_out, console=_err(), echo=typer.echo, context=context))
 
 
 def _fail(message: str, fix: str = "", code: int = 2, *, json_out: bool = False,
@@ -307,8 +306,7 @@ def catalog_show(
     try:
         it = catalog.get(instance_type)
     except catalog.UnknownInstanceType as exc:
-        hint = f"did you mean {', '.join(exc.suggestions)}?" if exc.suggestions else "see efa-stack catalog list"
-        _fail(f"unknown instance type {instance_type!r}", hint)
+        _fail(f"unknown instance type {instance_type!r}", exc.advice())
     if layout not in LAYOUTS:
         _fail(f"unknown layout {layout!r}", f"use one of {', '.join(LAYOUTS)}")
     interfaces: tuple[Any, ...] = ()
@@ -357,7 +355,7 @@ def catalog_show(
             lt.add_row(str(i.network_card_index), str(i.device_index), i.interface_type)
         out.print(lt)
     elif layout_note:
-        out.print(f"[yellow]no {layout} layout[/]: {escape(layout_note)}")
+        out.print(f"{styled('note', f'no {layout} layout')}: {escape(layout_note)}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -385,12 +383,10 @@ def nccl_report(
     EFA is. Exit 0 pass or not judged, 1 a check failed (data corruption, not EFA, below the mark),
     2 bad input; --json always prints one JSON object, errors included.
     """
-    try:
-        from efa_stack.tools import nccl_report as report
-    except ImportError as exc:
-        _fail(f"nccl-report is not available ({exc})", "reinstall efa-stack (pip install -e .)")
-    thr = threshold if threshold is not None else getattr(report, "DEFAULT_THRESHOLD", contract.NCCL_PASS_THRESHOLD)
-    raise typer.Exit(report.report_command(list(logs), instance_type, nodes, json_out, plot, thr))
+    from efa_stack.nccl_report.command import report_command
+
+    thr = threshold if threshold is not None else contract.NCCL_PASS_THRESHOLD
+    raise typer.Exit(report_command(list(logs), instance_type, nodes, json_out, plot, thr))
 
 
 # --------------------------------------------------------------------------------------------
@@ -448,6 +444,17 @@ def _run_verify(spec: Path, context: str | None, kubeconfig: Path | None, option
     raise typer.Exit(run_verify(plan, core, custom, options, console=_out(), err_console=_err(), echo=typer.echo))
 
 
+def _refuse_options_before(subcommand: str, ctx: typer.Context) -> None:
+    """``verify``'s own options given before a subcommand would be ignored: refuse them."""
+    given = [param.opts[0] for param in ctx.command.params if param.name is not None and param.opts
+             and (src := ctx.get_parameter_source(param.name)) is not None and src.name == "COMMANDLINE"]
+    if given:
+        _fail(f"{', '.join(given)} before `{subcommand}` would be ignored",
+              f"put the options after the subcommand (efa-stack verify {subcommand} --spec FILE)")
+
+
+# The verify commands declare every option as typer needs it (one parameter each, so more than 8); each is thin: it
+# gathers its options into one VerifyOptions and hands over to _run_verify (tests/test_code_shape.py).
 @verify_app.callback(invoke_without_command=True)
 def verify(
     ctx: typer.Context,
@@ -487,11 +494,7 @@ def verify(
     from efa_stack.tools.verify import VerifyOptions
 
     if ctx.invoked_subcommand is not None:
-        given = [param.opts[0] for param in ctx.command.params if param.name is not None and param.opts
-                 and (src := ctx.get_parameter_source(param.name)) is not None and src.name == "COMMANDLINE"]
-        if given:
-            _fail(f"{', '.join(given)} before `{ctx.invoked_subcommand}` would be ignored",
-                  f"put the options after the subcommand (efa-stack verify {ctx.invoked_subcommand} --spec FILE)")
+        _refuse_options_before(ctx.invoked_subcommand, ctx)
         return
     if spec is None:
         _fail("missing option --spec", "efa-stack verify --spec FILE (see efa-stack verify --help)")

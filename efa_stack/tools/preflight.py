@@ -29,9 +29,10 @@ from botocore.exceptions import (
 )
 
 from efa_stack import contract
+from efa_stack.console import styled
 from efa_stack.errors import UserError
 from efa_stack.planning import addons as spec_addons
-from efa_stack.planning import catalog
+from efa_stack.planning import catalog, node_software
 from efa_stack.planning.catalog import UnknownInstanceType
 from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.planning.plan import ClusterPlan
@@ -54,6 +55,7 @@ REQUIRED_ACTIONS = (
     "servicequotas:GetServiceQuota",
     "servicequotas:GetAWSDefaultServiceQuota",
     "eks:DescribeAddonVersions",
+    "ssm:GetParameter",
 )
 
 THROTTLING_CODES = frozenset({
@@ -147,6 +149,9 @@ class Clients:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     eks: Any = None
     """EKS client for the add-on version check (None: the check is skipped)."""
+    ssm: Any = None
+    """SSM client for the AMI release EKS gives a new node group (None: only the Karpenter pools' pinned releases
+    are judged)."""
 
     @classmethod
     def from_session(cls, session: Any, region: str, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Clients:
@@ -156,11 +161,13 @@ class Clients:
             quotas=session.client("service-quotas", region_name=region, config=cfg),
             max_attempts=max_attempts,
             eks=session.client("eks", region_name=region, config=cfg),
+            ssm=session.client("ssm", region_name=region, config=cfg),
         )
 
 
 _IAM_SERVICE = {
     "GetServiceQuota": "servicequotas", "GetAWSDefaultServiceQuota": "servicequotas", "DescribeAddonVersions": "eks",
+    "GetParameter": "ssm",
 }
 
 
@@ -1023,6 +1030,67 @@ def check_cluster_version(eks: Any, plan: ClusterPlan, *, max_attempts: int | No
         CLUSTER_VERSION_CHECK, PASS, f"EKS in {region} offers Kubernetes {k8s} ({status.lower()})", "", k8s)]
 
 
+NVIDIA_DRIVER_CHECK = "nvidia-driver"
+AMI_SSM_PATH = {"AL2023_X86_64_NVIDIA": "amazon-linux-2023/x86_64/nvidia", "AL2023_ARM_64_NVIDIA": "amazon-linux-2023/arm64/nvidia"}
+"""The SSM path of each EKS AL2023 NVIDIA AMI type (Amazon EKS User Guide, "Retrieve recommended Amazon Linux AMI IDs":
+``/aws/service/eks/optimized-ami/<k8s>/<path>/recommended/<sub-parameter>``); ``release_version`` holds the release
+EKS creates a node group from when the node group names none (``1.35.4-20260917``)."""
+
+
+def recommended_release_parameter(kubernetes_version: str, ami_type: str) -> str:
+    return f"/aws/service/eks/optimized-ami/{kubernetes_version}/{AMI_SSM_PATH[ami_type]}/recommended/release_version"
+
+
+def _driver_finding(group: NodeGroupPlan, k8s: str, release: str, how: str) -> Finding:
+    verdict = node_software.release_finding(group, k8s, release, how)
+    return Finding(NVIDIA_DRIVER_CHECK, verdict.status, f"{group.name}: {verdict.message}", verdict.fix, group.name)
+
+
+def check_nvidia_drivers(ssm: Any, plan: ClusterPlan, *, max_attempts: int | None = None) -> list[Finding]:
+    """The NVIDIA driver the EKS AL2023 NVIDIA AMI gives each GPU node group's instance type, against the known-bad
+    rows of the table of EFA software (efa_stack/planning/node_software.py): a managed node group gets the release
+    SSM recommends today (an EKS managed node group without ``releaseVersion`` is created from it); a Karpenter pool
+    its pinned ``amiVersion``; a custom AMI cannot be judged before it runs. An unread parameter or a release the
+    data does not know warns: ``efa-stack verify --acceptance`` reads the driver on the nodes."""
+    findings: list[Finding] = []
+    k8s = plan.kubernetes_version
+    releases: dict[str, str | None] = {}
+    for g in plan.node_groups:
+        if g.instance.accelerator != "nvidia":
+            continue
+        if g.ami_id is not None:
+            findings.append(Finding(
+                NVIDIA_DRIVER_CHECK, WARN, f"{g.name}: custom AMI {g.ami_id}: its NVIDIA driver is not known here",
+                "after the deploy, run `efa-stack verify --acceptance`: it reads the driver on the nodes and fails a "
+                "known-bad one", g.name,
+            ))
+            continue
+        if ssm is None or g.ami_type not in AMI_SSM_PATH:
+            continue
+        name = recommended_release_parameter(k8s, g.ami_type)
+        if name not in releases:
+            try:
+                value = ssm.get_parameter(Name=name)["Parameter"]["Value"]
+            except (ClientError, BotoCoreError) as exc:
+                findings.append(_unread(
+                    NVIDIA_DRIVER_CHECK, exc, max_attempts, f"{g.name}: the AMI release EKS would use could not be read",
+                    f"check with `aws ssm get-parameter --name {name}`; after the deploy, `efa-stack verify "
+                    "--acceptance` reads the driver on the nodes", g.name,
+                ))
+                continue
+            releases[name] = node_software.release_of(str(value))
+        release = releases[name]
+        if release is None:
+            findings.append(Finding(
+                NVIDIA_DRIVER_CHECK, WARN, f"{g.name}: SSM {name} holds no amazon-eks-ami release", "", g.name))
+            continue
+        findings.append(_driver_finding(g, k8s, release, f"the release EKS creates the node group from ({name})"))
+    for pool in plan.karpenter.pools if plan.karpenter else ():
+        if pool.group.instance.accelerator == "nvidia":
+            findings.append(_driver_finding(pool.group, k8s, pool.ami_version, "the pool's amiVersion"))
+    return findings
+
+
 def _tier_findings(plan: ClusterPlan, row: dict[str, Any]) -> list[Finding]:
     """The spec's Provisioned Control Plane tier against the tiers EKS lists for the version
     (DescribeClusterVersions ``controlPlaneScalingTiers[].tierName``, with each tier's API request concurrency and
@@ -1093,6 +1161,7 @@ def run_preflight(
     if clients.eks is not None:
         findings += check_cluster_version(clients.eks, plan, max_attempts=attempts)
         findings += check_addon_versions(clients.eks, plan, max_attempts=attempts)
+    findings += check_nvidia_drivers(clients.ssm, plan, max_attempts=attempts)
     findings += check_training_images(plan)
     return findings
 
@@ -1125,9 +1194,6 @@ def to_json(findings: list[Finding], plan: ClusterPlan | None = None) -> dict[st
     return data
 
 
-_STYLE = {PASS: "green", WARN: "yellow", FAIL: "bold red"}
-
-
 def render(findings: list[Finding], console: Any, plan: ClusterPlan | None = None) -> None:
     """A rich table, one row per finding, then a one-line summary."""
     from rich.markup import escape
@@ -1142,9 +1208,9 @@ def render(findings: list[Finding], console: Any, plan: ClusterPlan | None = Non
     table.add_column("fix")
     for f in findings:
         table.add_row(
-            f"[{_STYLE[f.status]}]{f.status.upper()}[/]", escape(f.check), escape(f.subject), escape(f.message), escape(f.fix)
+            styled(f.status), escape(f.check), escape(f.subject), escape(f.message), escape(f.fix)
         )
     console.print(table)
     c = counts(findings)
-    verdict = "[bold red]FAIL[/]" if c[FAIL] else "[yellow]OK with warnings[/]" if c[WARN] else "[green]OK[/]"
+    verdict = styled(FAIL) if c[FAIL] else styled(WARN, "OK with warnings") if c[WARN] else styled(PASS, "OK")
     console.print(f"{verdict}: {c[PASS]} pass, {c[WARN]} warn, {c[FAIL]} fail")

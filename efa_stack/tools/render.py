@@ -2,15 +2,15 @@
 
 The commands compute typed results (:class:`efa_stack.tools.verify_model.VerifyReport`,
 :class:`efa_stack.acceptance.model.AcceptanceReport`, ...); the functions here only print them. Errors
-go through :func:`efa_stack.tools.render.print_failure` (a :class:`efa_stack.errors.UserError` or a spec's
-:class:`efa_stack.spec.errors.SpecError`). The status vocabularies and their colours are defined once,
-in :data:`efa_stack.tools.render.STATUS_STYLE` (mapping documented in docs/design/commands.md, "Statuses").
+go through :func:`efa_stack.console.print_error` (a :class:`efa_stack.errors.UserError` or a spec's
+:class:`efa_stack.spec.errors.SpecError`); every status is printed in its colour from
+:data:`efa_stack.console.STATUS_STYLE` (docs/design/commands.md, "Statuses").
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,65 +18,15 @@ from rich.markup import escape
 
 from efa_stack import contract
 from efa_stack.acceptance.model import AcceptanceReport
-from efa_stack.errors import UserError, print_error
-from efa_stack.nccl_report.render import print_error as print_report_error
+from efa_stack.console import print_error, styled
+from efa_stack.errors import UserError
 from efa_stack.nccl_report.render import print_report
 from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.planning.plan import ClusterPlan
-from efa_stack.spec.errors import SpecError
 from efa_stack.tools.catalog_refresh import RefreshSummary
 from efa_stack.tools.verify_model import NcclCheck, VerifyReport, VerifyResult
 
-STATUS_STYLE: Mapping[str, str] = {
-    # contract.CheckStatus: preflight findings, verify's nodes and node groups, the NCCL test
-    "pass": "green", "warn": "yellow", "fail": "bold red",
-    # acceptance: node verdicts and per-check evidence (efa_stack.acceptance.model)
-    "slow": "yellow", "failed": "bold red", "ambiguous": "magenta", "skipped": "dim",
-}
-
-
-def styled(status: str) -> str:
-    """``STATUS`` in its colour (rich markup)."""
-    return f"[{STATUS_STYLE.get(status, '')}]{escape(status.upper())}[/]"
-
-
 # --------------------------------------------------------------------------------------------
-# Errors and JSON
-# --------------------------------------------------------------------------------------------
-
-
-def spec_error_document(exc: SpecError) -> dict[str, Any]:
-    """A bad spec as the fields of a ``--json`` error document."""
-    n = len(exc.problems)
-    return {
-        "ok": False,
-        "error": f"{exc.source}: {n} problem{'s' if n != 1 else ''} in the cluster spec",
-        "fix": "; ".join(p.fix for p in exc.problems),
-        "problems": [{"field": p.field, "message": p.message, "fix": p.fix, "value": repr(p.value)}
-                     for p in exc.problems],
-    }
-
-
-def print_failure(
-    exc: UserError | SpecError,
-    *,
-    json_out: bool,
-    console: Any,
-    echo: Callable[[str], None] | None = None,
-    context: Mapping[str, Any] | None = None,
-) -> int:
-    """Every command's error output: the ``--json`` error document on ``echo``, or lines on ``console``
-    (stderr). A SpecError keeps its own text (:meth:`efa_stack.spec.errors.SpecError.render`)."""
-    if isinstance(exc, SpecError):
-        if json_out:
-            text = json.dumps({**(context or {}), **spec_error_document(exc)}, indent=2, default=str)
-            (echo or print)(text)
-        else:
-            console.print(exc.render(), markup=False, highlight=False)
-        return 2
-    return print_error(exc, json_out=json_out, console=console, echo=echo, context=context)
-
-
 # --------------------------------------------------------------------------------------------
 # catalog refresh
 # --------------------------------------------------------------------------------------------
@@ -144,7 +94,7 @@ def render_nodes(result: VerifyResult, console: Any) -> None:
                        escape(g.message), escape(g.fix))
     console.print(groups)
     for u in result.unexpected:
-        console.print(f"[yellow]note[/]: node {escape(u)} is not in the spec")
+        console.print(f"{styled('note', 'note')}: node {escape(u)} is not in the spec")
 
 
 def render_verify_nodes(report: VerifyReport, console: Any) -> None:
@@ -152,10 +102,10 @@ def render_verify_nodes(report: VerifyReport, console: Any) -> None:
     nodes = report.nodes
     render_nodes(nodes, console)
     if nodes.ok:
-        console.print(f"[green]OK[/]: {nodes.matching_nodes}/{nodes.expected_nodes} nodes match the spec")
+        console.print(f"{styled('pass', 'OK')}: {nodes.matching_nodes}/{nodes.expected_nodes} nodes match the spec")
         return
     console.print(
-        f"[bold red]FAIL[/]: {nodes.matching_nodes}/{nodes.expected_nodes} nodes match the spec"
+        f"{styled('fail')}: {nodes.matching_nodes}/{nodes.expected_nodes} nodes match the spec"
         + (" within the timeout" if report.timeout > 0 else "")
         + (" - the NCCL test was not started" if report.run_nccl else "")
     )
@@ -176,7 +126,7 @@ def render_nccl(nccl: NcclCheck | None, console: Any, err_console: Any) -> None:
         return
     o = nccl.outcome
     if o.state != "Succeeded":
-        console.print(f"[bold red]FAIL[/]: MPIJob {escape(o.name)} {o.state.lower()}: {escape(o.message)}")
+        console.print(f"{styled('fail')}: MPIJob {escape(o.name)} {o.state.lower()}: {escape(o.message)}")
         if nccl.guard:
             console.print(f"the EFA guard stopped {len(nccl.guard)} worker(s) before NCCL could fall back to TCP:")
             for line in nccl.guard:
@@ -186,12 +136,12 @@ def render_nccl(nccl: NcclCheck | None, console: Any, err_console: Any) -> None:
             console.print(nccl.log_tail, markup=False, highlight=False)
         console.print(f"Fix: {escape(nccl.fix)}")
         return
-    console.print(f"[green]MPIJob {escape(o.name)} succeeded[/]: {escape(o.message)}")
+    console.print(f"{styled('pass', f'MPIJob {o.name} succeeded')}: {escape(o.message)}")
     report = nccl.report
     if report is None:
         return
     if report.error is not None:
-        print_report_error(UserError(report.error.summary), json_out=False, console=console, err_console=err_console)
+        print_error(UserError(report.error.summary), json_out=False, console=err_console)
         return
     print_report(report, console)
 
@@ -213,12 +163,12 @@ def render_acceptance(report: AcceptanceReport, console: Any) -> None:
     for v in report.nodes:
         console.print(f"{styled(v.status)} {escape(v.node)}")
         for e in v.evidence:
-            console.print(f"  [{STATUS_STYLE[e.status]}]{e.status}[/] {escape(e.line())}")
+            console.print(f"  {styled(e.status, e.status)} {escape(e.line())}")
     for q in report.quarantine:
         console.print(f"quarantined {escape(q.node)}: kubectl cordon + taint {contract.QUARANTINE_TAINT_KEY}="
                       f"{escape(q.reason)}:NoSchedule (patch {escape(json.dumps(q.patch))})")
     for n in report.notes:
         console.print(f"note: {escape(n)}")
     s = report.to_json()["summary"]
-    head = "[green]OK[/]" if report.ok else "[bold red]FAIL[/]"
+    head = styled("pass", "OK") if report.ok else styled("fail")
     console.print(f"{head}: {s['pass']} pass, {s['slow']} slow, {s['failed']} failed, {s['ambiguous']} ambiguous")

@@ -37,7 +37,8 @@ from efa_stack.cluster import (
     start_job,
     wait_for_job,
 )
-from efa_stack.errors import UserError, print_error
+from efa_stack.console import print_error
+from efa_stack.errors import UserError
 from efa_stack.names import DNS1123_LABEL, nccl_job_name
 from efa_stack.nccl_report import report_from_text
 from efa_stack.planning.node_groups import NodeGroupPlan
@@ -46,26 +47,14 @@ from efa_stack.tools import render
 from efa_stack.tools.verify_model import GroupCheck, NcclCheck, NodeCheck, VerifyReport, VerifyResult
 
 __all__ = [
-    "GroupCheck",
-    "JobOutcome",
-    "NcclCheck",
-    "NodeCheck",
     "VerifyOptions",
-    "VerifyReport",
-    "VerifyResult",
     "check_node",
     "check_nodes",
-    "guard_failures",
-    "job_state",
-    "launcher_log",
-    "list_nodes",
     "pick_node_group",
     "run_acceptance",
     "run_nccl_check",
     "run_nccl_job",
     "run_verify",
-    "start_job",
-    "wait_for_job",
     "wait_for_nodes",
 ]
 
@@ -321,20 +310,10 @@ def pick_node_group(plan: ClusterPlan, name: str | None) -> NodeGroupPlan:
     return plan.node_group(with_job[0])
 
 
-def run_nccl_job(
-    core: Any,
-    custom: Any,
-    group: NodeGroupPlan,
-    *,
-    namespace: str = contract.NCCL_JOB_NAMESPACE,
-    timeout: float,
-    interval: float,
-    clock: Clock | None = None,
-    sleep: Sleep | None = None,
-    on_poll: Callable[[dict[str, Any]], None] | None = None,
-) -> JobOutcome:
-    """Start (if suspended) and follow ``nccl-tests-<group>``; the outcome carries the launcher log."""
-    name = nccl_job_name(group.name)
+def run_nccl_job(core: Any, custom: Any, group: NodeGroupPlan, options: VerifyOptions) -> JobOutcome:
+    """Start (if suspended) and follow ``nccl-tests-<group>`` in ``options.namespace`` for at most
+    ``options.job_timeout`` seconds; the outcome carries the launcher log."""
+    name, namespace = nccl_job_name(group.name), options.namespace
     obj = get_job(custom, name, namespace)
     if obj is None:
         return JobOutcome(
@@ -346,9 +325,8 @@ def run_nccl_job(
     started = state is None and is_suspended(obj)
     if started:
         start_job(custom, name, namespace, queue=queue_of(obj))
-    outcome = wait_for_job(
-        custom, name, namespace, timeout=timeout, interval=interval, clock=clock, sleep=sleep, on_poll=on_poll
-    )
+    outcome = wait_for_job(custom, name, namespace, timeout=options.job_timeout, interval=options.interval,
+                           clock=options.clock, sleep=options.sleep)
     message = outcome.message
     if state is not None:
         message += (
@@ -376,8 +354,7 @@ def _judged_instance_type(plan: ClusterPlan, group: NodeGroupPlan) -> str | None
 
 def run_nccl_check(plan: ClusterPlan, core: Any, custom: Any, group: NodeGroupPlan, options: VerifyOptions) -> NcclCheck:
     """Run the node group's NCCL test and judge its launcher log: parse, judge, model (no output)."""
-    outcome = run_nccl_job(core, custom, group, namespace=options.namespace, timeout=options.job_timeout,
-                           interval=options.interval, clock=options.clock, sleep=options.sleep)
+    outcome = run_nccl_job(core, custom, group, options)
     if outcome.state != "Succeeded":
         guard = guard_failures(core, outcome.name, outcome.namespace) if outcome.state in ("Failed", "Timeout") else []
         return NcclCheck(group.name, outcome, tuple(guard))
@@ -404,12 +381,12 @@ def run_acceptance(
             render.progress_line(text, console)
 
     try:
-        report = acceptance_run.run_acceptance(
-            plan, core, custom, node_group=options.node_group, dcgm_level=options.dcgm_level,
-            no_efa=options.no_efa, quarantine=options.quarantine, namespace=options.namespace,
-            timeout=options.timeout, interval=options.interval, threshold=options.pass_threshold,
-            clock=options.clock, sleep=options.sleep, progress=progress,
-        )
+        report = acceptance_run.run_acceptance(plan, core, custom, acceptance_run.AcceptanceOptions(
+            node_group=options.node_group, dcgm_level=options.dcgm_level, no_efa=options.no_efa,
+            quarantine=options.quarantine, namespace=options.namespace, timeout=options.timeout,
+            interval=options.interval, threshold=options.pass_threshold, clock=options.clock, sleep=options.sleep,
+            progress=progress,
+        ))
     except UserError as exc:
         return print_error(exc, json_out=options.json_out, console=err_console or console, echo=echo,
                            context={"cluster": plan.name})

@@ -5,10 +5,14 @@
 #   === efa-stack-check END <check> rc=<exit code>|rc=skipped ===
 # efa_stack/acceptance/checks.py reads them back. Run as
 #   check.sh dcgm LEVEL OUTFILE               (DCGM image, init container: writes the dcgm section to OUTFILE)
-#   check.sh node GPUS EFA DCGMFILE           (nccl-tests image: every other section; EFA 0 skips the EFA checks)
+#   check.sh lustre MOUNT MIB UNIT SECONDS OUTFILE
+#                                             (init container, privileged, host PID namespace, the FSx claim at
+#                                              MOUNT: writes the LNet sections to OUTFILE)
+#   check.sh node GPUS EFA DCGMFILE [LUSTREFILE]
+#                                             (nccl-tests image: every other section; EFA 0 skips the EFA checks)
 # The script never fails itself (exit 0): the verdict is read from the sections.
 set -u
-mode="${1:?usage: check.sh dcgm LEVEL OUTFILE | node GPUS EFA DCGMFILE}"
+mode="${1:?usage: check.sh dcgm LEVEL OUTFILE | lustre MOUNT MIB UNIT SECONDS OUTFILE | node GPUS EFA DCGMFILE [LUSTREFILE]}"
 
 begin() { echo "=== efa-stack-check BEGIN $1 ==="; }
 end() { echo "=== efa-stack-check END $1 rc=$2 ==="; }
@@ -57,18 +61,50 @@ case "$mode" in
     } >"$out"
     cat "$out"
     ;;
+  lustre)
+    # LNet is the host kernel's: lnetctl and systemctl run in the host's mount and network namespaces (nsenter
+    # into PID 1, which the pod's host PID namespace shows); the write goes through this pod's mount of the claim,
+    # whose Lustre client is the same kernel's. LNet counts messages per network interface: a direct write of MIB
+    # 1 MiB blocks is MIB bulk RPCs, which ride @efa when Lustre uses EFA (metadata RPCs and pings ride tcp).
+    mnt="${2:?mount path}"; mib="${3:?MiB}"; unit="${4:?unit}"; seconds="${5:?seconds}"; out="${6:?outfile}"
+    host() { nsenter -t 1 -m -n -- "$@"; }
+    probe="$mnt/.efa-stack-lnet-probe-$(hostname)"
+    {
+      section lnet-before host lnetctl net show -v
+      section lnet-unit host systemctl is-active "$unit"
+      section lustre-write timeout "$seconds" dd if=/dev/zero of="$probe" bs=1M count="$mib" oflag=direct conv=fsync
+      rm -f "$probe"
+      section lnet-after host lnetctl net show -v
+    } >"$out"
+    cat "$out"
+    ;;
   node)
-    gpus="${2:?gpus}"; efa="${3:?efa}"; dcgmfile="${4:?dcgm file}"
+    gpus="${2:?gpus}"; efa="${3:?efa}"; dcgmfile="${4:?dcgm file}"; lustrefile="${5:-}"
     section gpu-count nvidia-smi -L
+    # What the node runs, judged against the known-bad rows of efa_stack/planning/data/efa_software.json: the
+    # NVIDIA driver (one line per GPU), the EFA kernel driver's module version (MODULE_VERSION, e.g. "3.1.0g":
+    # amzn/amzn-drivers kernel/linux/efa/src/efa_main.c; /sys/module is the host's) and the libfabric jobs load.
+    section nvidia-driver nvidia-smi --query-gpu=driver_version --format=csv,noheader
     if [ -s "$dcgmfile" ]; then
       cat "$dcgmfile"
     else
       skipped dcgm "no DCGM result in $dcgmfile (the dcgm init container did not write one)"
     fi
     if [ "$efa" -gt 0 ]; then
+      section efa-driver cat "${EFA_MODULE_DIR:-/sys/module/efa}/version"
+      section libfabric fi_info --version
       section efa-devices fi_info -p efa -t FI_EP_RDM
       section efa-pingpong pingpong
+      if [ -n "$lustrefile" ]; then
+        if [ -s "$lustrefile" ]; then
+          cat "$lustrefile"
+        else
+          skipped lnet-before "no LNet result in $lustrefile (the lustre init container did not write one)"
+        fi
+      fi
     else
+      skipped efa-driver "node group has no EFA (--no-efa)"
+      skipped libfabric "node group has no EFA (--no-efa)"
       skipped efa-devices "node group has no EFA (--no-efa)"
       skipped efa-pingpong "node group has no EFA (--no-efa)"
     fi

@@ -45,6 +45,7 @@ wait_established mpijobs.kubeflow.org
 wait_established resourceflavors.kueue.x-k8s.io
 wait_established topologies.kueue.x-k8s.io
 wait_established trainjobs.trainer.kubeflow.org
+wait_established workloads.kueue.x-k8s.io
 kubectl rollout status deployment/kueue-controller-manager -n kueue-system --timeout=300s
 kubectl apply -f after-crds/38-kueue-queues.yaml
 kubectl apply -f after-crds/40-nccl-tests.yaml
