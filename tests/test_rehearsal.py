@@ -41,6 +41,8 @@ def rehearsed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     with rehearse(plan, tmp_path_factory.mktemp(f"rehearsal-{request.param}"), nodes=NodeOptions()) as r:
         _log(f"{request.param}: rolled out in {time.monotonic() - started:.1f}s; "
              + ", ".join(f"{k} {v:.1f}s" for k, v in r.timings.items()))
+        slow = [f"{step} {s:.1f}s" for step, s in (r.performed.seconds if r.performed else []) if s >= 1]
+        _log(f"{request.param}: steps of a second or more: {', '.join(slow) or 'none'}")
         for chart, refusals in (r.performed.refusals if r.performed else {}).items():
             _log(f"{request.param}: chart {chart} was refused {len(refusals)} times before it was admitted; "
                  f"first: {refusals[0]}")

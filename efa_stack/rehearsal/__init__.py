@@ -9,6 +9,6 @@ the rendered objects (admission, placement, gang admission, topology) is checked
 - :mod:`~efa_stack.rehearsal.nodes`: a fake node per node-group member, every figure from the plan;
 - :mod:`~efa_stack.rehearsal.controllers`: the operators efa-stack installs, as local processes under their own
   ServiceAccounts, their webhooks served the way envtest serves them (:mod:`~efa_stack.rehearsal.pods`);
-- :mod:`~efa_stack.rehearsal.apply`: ``dist/`` applied in ``apply.sh``'s order;
+- :mod:`~efa_stack.rehearsal.rollout`: the rollout graph of :mod:`k8s.rollout` performed, in ``apply.sh``'s order;
 - :mod:`~efa_stack.rehearsal.rehearsal`: all of it as one ``with`` block, and jobs started by their start command.
 """

@@ -1,7 +1,7 @@
-"""One rehearsal: a plan's ``dist/`` rolled out on a local control plane with the real controllers, on nodes made
+"""One rehearsal: a plan's rollout performed on a local control plane with the real controllers, on nodes made
 from the plan, and the means to start its jobs the way users do and to watch what the controllers make of them.
 
-What is rehearsed: the objects efa-stack renders, server-side applied in ``apply.sh``'s order through the real
+What is rehearsed: the objects efa-stack renders, server-side applied in the rollout's order through the real
 admission chain (every webhook served by its real controller); the real scheduler placing every pod against the
 nodes' labels, taints and allocatable; the real kube-controller-manager (Deployments, DaemonSets, Jobs, garbage
 collection, ServiceAccounts); the MPI operator, Kueue and the Kubeflow controllers at their pinned versions, under the
@@ -35,7 +35,7 @@ from efa_stack.rehearsal.rollout import Performed, RolloutError, perform, wait_e
 from k8s.rollout import ApplyChart, InstallRelease, Nodes, Rollout, WaitAvailable, plan_rollout
 
 ROLLOUT_TIMEOUT = 300
-"""Seconds ``kubectl rollout status`` waits in ``apply.sh`` (k8s/dist.py ``ROLLOUT_TIMEOUT``)."""
+"""Seconds a controller's Deployment may take to become available (``apply.sh`` allows 300, k8s/dist.py)."""
 NODES_READY_TIMEOUT = 60
 
 

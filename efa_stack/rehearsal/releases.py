@@ -1,4 +1,4 @@
-"""What a Helm release of ``apply.sh`` is in the rehearsal, which has neither helm nor a registry to pull charts from.
+"""What a Helm release of the rollout is in the rehearsal, which has neither helm nor a registry to pull charts from.
 
 Kubeflow Trainer (release ``kubeflow-trainer``, chart 2.3.0 with the JobSet 0.12.0 subchart) is stood in for by the
 objects of upstream's kustomize base at the same versions, read from the Go modules the controllers are built from
