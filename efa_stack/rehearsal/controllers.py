@@ -37,6 +37,7 @@ from efa_stack.rehearsal.control_plane import ControlPlane
 from efa_stack.rehearsal.pki import Authority, KeyPair
 from efa_stack.rehearsal.pods import Container, container
 from efa_stack.rehearsal.processes import Process, free_ports
+from k8s.components import KUEUE, MPI_OPERATOR, TRAINING_OPERATOR
 from k8s.training_operators import CERT_DIR
 
 READY_TIMEOUT = 180
@@ -187,6 +188,7 @@ class LocalController:
     (:meth:`LocalController.ready`)."""
 
     name: str
+    """The rollout's component id (:mod:`k8s.components`) of what it runs, or its own for a subchart's controller."""
     binary: Binary
     namespace: str
     service_account: str
@@ -251,7 +253,7 @@ class MpiOperator(LocalController):
     rehearsal at a time on a machine runs it; ready once it holds its leader-election Lease (``--lock-namespace``),
     which is when it starts its controller (``OnStartedLeading``)."""
 
-    name = "mpi-operator"
+    name = MPI_OPERATOR
     binary: Binary = "mpi-operator"
     namespace = contract.MPI_OPERATOR_NAMESPACE
     service_account = contract.MPI_OPERATOR_NAME
@@ -297,7 +299,7 @@ class Kueue(LocalController):
     the mounted folder, is done before the start.
     """
 
-    name = "kueue"
+    name = KUEUE
     binary: Binary = "kueue"
     namespace = contract.KUEUE_NAMESPACE
     service_account = contract.KUEUE_CONTROLLER
@@ -341,7 +343,7 @@ class TrainingOperator(LocalController):
     CA and certificate (valid for ``training-operator.kubeflow.svc``), writes the files into that folder as the
     kubelet would, and holds a machine-wide lock on it while the operator runs; the files are removed at the end."""
 
-    name = "training-operator"
+    name = TRAINING_OPERATOR
     binary: Binary = "training-operator"
     namespace = contract.TRAINING_OPERATOR_NAMESPACE
     service_account = contract.TRAINING_OPERATOR_NAME

@@ -28,6 +28,7 @@ import yaml
 from efa_stack import contract
 from efa_stack.rehearsal.binaries import BUILD_SCRIPT, ROOT, Binary
 from efa_stack.rehearsal.controllers import Context, Launch, LocalController, deep_merge, flatten, http_ok
+from k8s.components import KUBEFLOW_TRAINER
 
 LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MODULE_TIMEOUT = 600
@@ -166,7 +167,7 @@ class TrainerController(LocalController):
     while its webhook server reads controller-runtime's default under ``$TMPDIR``, where the rehearsal's certificate
     is."""
 
-    name = "kubeflow-trainer"
+    name = KUBEFLOW_TRAINER
     binary: Binary = "trainer-controller-manager"
     namespace = contract.TRAINER_NAMESPACE
     service_account = contract.TRAINER_DEPLOYMENT
