@@ -38,6 +38,9 @@ ANNOTATION_QUEUE: Final = LABEL_PREFIX + "kueue-queue"
 """On a suspended job that Kueue will run: the LocalQueue its start puts it in (the queue label is left off until
 then, or Kueue would admit and start it at once)."""
 ANNOTATION_HOST_ACCESS_REASON: Final = LABEL_PREFIX + "host-access-reason"
+ANNOTATION_CONFIG_SHA256: Final = LABEL_PREFIX + "config-sha256"
+"""On a controller's pod template: the SHA-256 of the configuration it reads at start, so that a changed
+configuration rolls the Deployment."""
 # Taints accelerator node groups get unless the spec sets their key itself.
 GPU_TAINT_KEY: Final = GPU_RESOURCE
 NEURON_TAINT_KEY: Final = NEURON_RESOURCE
@@ -133,6 +136,8 @@ TRAINING_RUNTIME_KIND: Final = "TrainingRuntime"
 TRAINJOB_CRD_NAME: Final = f"trainjobs.{TRAINER_GROUP}"
 CLUSTER_TRAINING_RUNTIME_CRD_NAME: Final = f"clustertrainingruntimes.{TRAINER_GROUP}"
 TRAINING_RUNTIME_CRD_NAME: Final = f"trainingruntimes.{TRAINER_GROUP}"
+JOBSET_CRD_NAME: Final = "jobsets.jobset.x-k8s.io"
+"""The JobSet CRD Kubeflow Trainer's Helm release installs with its JobSet subchart (``jobset.install``)."""
 TRAINER_NAMESPACE: Final = "kubeflow-system"
 TRAINER_RELEASE: Final = "kubeflow-trainer"
 """The Helm release name of Kubeflow Trainer v2."""

@@ -65,7 +65,8 @@ class Component:
     file; Helm releases take positions between the charts). helm: a Helm release rather than a chart. retain: its
     objects outlive it (a CRD whose deletion would delete every object of its kind). after: ids of further
     components whose own step (the chart applied, the release installed) it follows, besides the charts it declares
-    as needs when it is built (:mod:`k8s.charts`). after_established: CRDs that must be Established before it.
+    as needs when it is built (:mod:`k8s.charts`). after_established: CRDs that must be Established before it, where
+    the rollout installs them.
     controller: the wait for its controller, or None.
     """
 
@@ -121,12 +122,20 @@ COMPONENTS: tuple[Component, ...] = (
         "KarpenterAvailable", contract.KARPENTER_DEPLOYMENT, contract.KARPENTER_NAMESPACE,
         serves=(KARPENTER_POOLS,),
     )),
+    # Kueue starts after the CRDs of its integrations are served, so that it enables each at once: an integration
+    # whose API is missing at start is enabled only once Kueue's poll finds it, up to minutes later, and meanwhile its
+    # webhook refuses every object of the kind (kubernetes-sigs/kueue@v0.19.2 pkg/controller/jobframework/setup.go;
+    # the TrainJob integration also needs the JobSet CRD). Only the CRDs the rollout installs are waited for: the plan
+    # enables only their integrations (efa_stack.planning.scheduling.integrations_of).
     # Kueue reconciles the Workloads it writes for queued jobs; its webhooks fail closed (``failurePolicy: Fail`` in
     # the v0.19.2 release build, k8s/crds/kueue/controller.yaml) for its queues, and for the queued jobs, which name a
     # LocalQueue and so follow the queues. An available replica implies they are served: kubernetes-sigs/kueue@c3785e5
     # (v0.19.2) cmd/kueue/main.go ``setupProbeEndpoints`` and pkg/util/cert/cert.go ``ManageCerts``, with the
     # cert-controller behaviour above.
-    Component(KUEUE, 34, controller=ControllerWait(
+    Component(KUEUE, 34, after_established=(
+        contract.MPIJOB_CRD_NAME, contract.PYTORCHJOB_CRD_NAME, contract.TRAINJOB_CRD_NAME,
+        contract.CLUSTER_TRAINING_RUNTIME_CRD_NAME, contract.TRAINING_RUNTIME_CRD_NAME, contract.JOBSET_CRD_NAME,
+    ), controller=ControllerWait(
         "KueueAvailable", contract.KUEUE_CONTROLLER, contract.KUEUE_NAMESPACE,
         crds=(f"workloads.{contract.KUEUE_GROUP}",), serves=(KUEUE_QUEUES,),
     )),

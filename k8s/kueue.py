@@ -12,6 +12,7 @@ traps: docs/design/kueue-tas.md.
 from __future__ import annotations
 
 import copy
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -101,16 +102,25 @@ def controller_documents(plan: KueuePlan) -> list[dict[str, Any]]:
     Deployment and StatefulSet created outside kube-system and kueue-system, which upstream's ``Fail`` policy
     would do)."""
     wanted = {INTEGRATION_RESOURCES[i] for i in plan.integrations}
+    docs = upstream_controller_documents()
+    (config_map,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == CONFIG_MAP]
+    upstream = yaml.load(config_map["data"][CONFIG_KEY], Loader=SAFE_LOADER)
+    config_text = yaml.safe_dump(manager_configuration(plan, upstream), sort_keys=False)
     out: list[dict[str, Any]] = []
-    for doc in upstream_controller_documents():
+    for doc in docs:
         kind = doc["kind"]
         if kind in DROPPED_KINDS:
             continue
-        if kind == "ConfigMap" and doc["metadata"]["name"] == CONFIG_MAP:
-            upstream = yaml.load(doc["data"][CONFIG_KEY], Loader=SAFE_LOADER)
-            doc["data"][CONFIG_KEY] = yaml.safe_dump(manager_configuration(plan, upstream), sort_keys=False)
+        if doc is config_map:
+            doc["data"][CONFIG_KEY] = config_text
         elif kind == "Deployment" and doc["metadata"]["name"] == contract.KUEUE_CONTROLLER:
-            doc["spec"]["template"]["spec"]["nodeSelector"] = system_node_selector()
+            template = doc["spec"]["template"]
+            template["spec"]["nodeSelector"] = system_node_selector()
+            # Kueue reads its Configuration once, at start (cmd/kueue/main.go): a changed one must roll the pods,
+            # as upstream's Helm chart does with a checksum annotation (charts/kueue/templates/manager/manager.yaml
+            # ``charts.kueue.x-k8s.io/config-checksum``).
+            annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
+            annotations[contract.ANNOTATION_CONFIG_SHA256] = config_sha256(config_text)
         elif kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
             doc["webhooks"] = [
                 w for w in doc["webhooks"]
@@ -121,6 +131,11 @@ def controller_documents(plan: KueuePlan) -> list[dict[str, Any]]:
             ]
         out.append(doc)
     return out
+
+
+def config_sha256(text: str) -> str:
+    """The ``efa-stack.io/config-sha256`` annotation of the manager's pod template for configuration ``text``."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class KueueCrds(Construct):

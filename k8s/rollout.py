@@ -27,6 +27,8 @@ whose finalizers a controller clears is deleted while that controller still runs
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -154,9 +156,12 @@ class WaitAvailable(Step):
     component: str = ""
     deployment: str = ""
     namespace: str = ""
+    revision: str = ""
+    """A digest of what the controller's pods are made from (the Deployment's pod template, or the release's chart
+    version and values): a new one means new pods, which the wait must see rolled out."""
 
     def describe(self) -> str:
-        return f"wait until deployment {self.namespace}/{self.deployment} has an available replica"
+        return f"wait until deployment {self.namespace}/{self.deployment} has rolled out"
 
 
 @dataclass(frozen=True)
@@ -312,7 +317,7 @@ def releases(plan: ClusterPlan) -> dict[str, HelmRelease]:
             name=contract.TRAINER_RELEASE, chart=TRAINER_CHART, repository=props.repository, version=props.version,
             namespace=contract.TRAINER_NAMESPACE, values=props.values(),
             crds=(contract.TRAINJOB_CRD_NAME, contract.CLUSTER_TRAINING_RUNTIME_CRD_NAME,
-                  contract.TRAINING_RUNTIME_CRD_NAME),
+                  contract.TRAINING_RUNTIME_CRD_NAME, contract.JOBSET_CRD_NAME),
             retain=True,
         )
     if plan.karpenter is not None:
@@ -391,23 +396,26 @@ def plan_rollout(plan: ClusterPlan, charts: Sequence[cdk8s.Chart]) -> Rollout:
                                  release=rel))
             created = rel.crds
             made_by = release_id(comp.id)
+            revision = _digest({"version": rel.version, "values": rel.values})
         else:
             objs = objects[comp.id]
             used = sorted({kinds[gk] for o in objs if o and (gk := group_kind(o)) in kinds})
             after = [*(apply_id(n) if n in objects else release_id(n)
                        for n in (*needs[comp.id], *comp.after) if n in present),
+                     *(b.established(crd) for crd in comp.after_established if crd in b.creator),
                      *(b.established(crd) for crd in used),
                      *(ready[served_by[comp.id]] if comp.id in served_by else ())]
             b.add(ApplyChart(apply_id(comp.id), comp.id, tuple(dict.fromkeys(after)), chart=comp.id,
                              retain=comp.retain, retry_admission=_holds_trainjobs(objs)))
             created = tuple(_crd_kinds(objs).values())
             made_by = apply_id(comp.id)
+            revision = _pod_template_digest(objs, comp.controller.deployment) if comp.controller else ""
         # the waits for the CRDs it creates, in the order later objects first use their kinds
         for crd in sorted((c for c in created if c in first_use or c in needed),
                           key=lambda c: (first_use.get(c, len(first_use)), c)):
             b.established(crd)
         if comp.controller is not None:
-            ready[comp.id] = _controller_steps(b, comp.id, made_by)
+            ready[comp.id] = _controller_steps(b, comp.id, made_by, revision)
     return Rollout(tuple(b.steps), objects)
 
 
@@ -447,19 +455,32 @@ def _first_use(objects: Mapping[str, Sequence[Mapping[str, Any]]], kinds: Mappin
     return out
 
 
-def _controller_steps(b: _Builder, comp_id: str, created_by: str) -> tuple[str, ...]:
-    """The waits for ``comp_id``'s controller (created by step ``created_by``); returns the last one."""
+def _controller_steps(b: _Builder, comp_id: str, created_by: str, revision: str) -> tuple[str, ...]:
+    """The waits for ``comp_id``'s controller (created by step ``created_by``, its pods from ``revision``); returns the
+    last one."""
     wait = BY_ID[comp_id].controller
     assert isinstance(wait, ControllerWait)
     crds = [b.established(crd) for crd in wait.crds if crd in b.creator]
     b.add(WaitAvailable(available_id(comp_id), wait.wait_id, (created_by, NODES, *crds), component=comp_id,
-                        deployment=wait.deployment, namespace=wait.namespace))
+                        deployment=wait.deployment, namespace=wait.namespace, revision=revision))
     if wait.webhook_ca is None:
         return (available_id(comp_id),)
     construct_id, name, json_path = wait.webhook_ca
     b.add(WaitValue(webhook_ca_id(comp_id), construct_id, (available_id(comp_id),), component=comp_id,
                     object_type="validatingwebhookconfiguration", name=name, json_path=json_path))
     return (webhook_ca_id(comp_id),)
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _pod_template_digest(objects: Sequence[Mapping[str, Any]], deployment: str) -> str:
+    """The digest of Deployment ``deployment``'s pod template among ``objects`` ("" without one)."""
+    for o in objects:
+        if o and o.get("kind") == "Deployment" and o["metadata"]["name"] == deployment:
+            return _digest(o["spec"]["template"])
+    return ""
 
 
 def _holds_trainjobs(objects: Iterable[Mapping[str, Any]]) -> bool:

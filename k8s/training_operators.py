@@ -8,9 +8,7 @@ docs/design/training.md.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -41,32 +39,15 @@ CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # the path pkg/cert/cert.go 
 ENABLED_SCHEME = "pytorchjob"
 
 
-def without_descriptions(node: Any) -> Any:
-    """``node`` with every schema ``description`` string removed (a property *named* description, whose
-    value is a schema object, stays)."""
-    if isinstance(node, dict):
-        return {k: without_descriptions(v) for k, v in node.items() if not (k == "description" and isinstance(v, str))}
-    if isinstance(node, list):
-        return [without_descriptions(v) for v in node]
-    return node
-
-
-
-
-@cache
-def _crd_json(file: Path) -> str:
-    (doc,) = documents(file)
-    return json.dumps(without_descriptions(doc))
-
-
 def pytorchjob_crd_document(file: Path = CRD_FILE) -> dict[str, Any]:
-    """Upstream's PyTorchJob CRD without its documentation strings (parsed once per file, a fresh copy per call)."""
-    doc: dict[str, Any] = json.loads(_crd_json(file))
+    """Upstream's PyTorchJob CRD, stored without its documentation strings (:mod:`k8s.vendored`; a fresh copy per
+    call)."""
+    (doc,) = documents(file)
     return doc
 
 
 class PyTorchJobCrd(Construct):
-    """The ``pytorchjobs.kubeflow.org`` CRD (upstream v1.9.4 without descriptions)."""
+    """The ``pytorchjobs.kubeflow.org`` CRD (upstream v1.9.4 without descriptions, ``k8s/crds/``)."""
 
     def __init__(self, scope: Construct, id: str) -> None:
         super().__init__(scope, id)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import CfnResource, Duration, RemovalPolicy
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
@@ -43,8 +43,12 @@ status True: k8s.io/apiextensions-apiserver pkg/controller/establish/establishin
 (``Established``, ``ConditionTrue``, "InitialNamesAccepted"); the naming controller writes the condition
 as False with reason "Installing" or "NotAccepted" before that and keeps it once True."""
 
-AVAILABLE_JSONPATH = ".status.availableReplicas"
-"""Appears on a Deployment only once a replica is available."""
+ROLLED_OUT_JSONPATH = '.status.conditions[?(@.reason=="NewReplicaSetAvailable")].status'
+"""Yields a value once the Deployment's current pod template has rolled out: the deployment controller sets the
+Progressing condition's reason to NewReplicaSetAvailable when every replica of the newest ReplicaSet is available and
+no old one is left, and to ReplicaSetUpdated (or NewReplicaSetCreated) while a rollout runs (k8s.io/kubernetes
+pkg/controller/deployment/util/deployment_util.go ``NewRSAvailableReason``; sync.go ``syncRolloutStatus``). An
+available replica alone would also be an old pod's, during the rollout of a changed configuration."""
 AVAILABLE_TIMEOUT_MINUTES = 10
 """How long a controller may take to become available: its pods wait for the system nodes it runs on."""
 WAIT_TIMEOUT_MINUTES = 5
@@ -93,8 +97,18 @@ class RolloutConstructs:
         if isinstance(step, WaitEstablished):
             return wait_until_established(self.stack, self.cluster, step.construct_id, step.crd)
         if isinstance(step, WaitAvailable):
-            return self._wait(step.construct_id, "deployment", step.deployment, AVAILABLE_JSONPATH,
+            wait = self._wait(step.construct_id, "deployment", step.deployment, ROLLED_OUT_JSONPATH,
                               namespace=step.namespace, minutes=AVAILABLE_TIMEOUT_MINUTES)
+            if step.revision:
+                # A new revision changes the resource, so CloudFormation updates it and the handler waits again (it
+                # polls on Update as on Create, and reads only its own properties: aws-cdk-lib 2.275
+                # custom-resource-handlers aws-eks-v2/kubectl-handler/get ``get_handler``).
+                resource = wait.node.default_child  # a CustomResource, whose own default child is the CfnResource
+                assert resource is not None
+                cfn = resource.node.default_child
+                assert isinstance(cfn, CfnResource)
+                cfn.add_property_override("Revision", step.revision)
+            return wait
         if isinstance(step, WaitValue):
             return self._wait(step.construct_id, step.object_type, step.name, step.json_path)
         raise TypeError(f"no construct for rollout step {step.id} ({type(step).__name__})")

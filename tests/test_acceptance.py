@@ -489,13 +489,32 @@ def test_quarantine_on_a_topology_queued_group_says_when_kueue_replaces_the_node
     report = run_acceptance(plan, core, FakeCustom(core, set()), AcceptanceOptions(
         node_group="p5", quarantine=True, clock=lambda: 0.0, sleep=lambda s: None))
     assert [n for n, _ in core.patches] == [NODES[2]]
-    assert KUEUE_REPLACEMENT_NOTE in report.notes
+    (note,) = [n for n in report.notes if n.startswith(KUEUE_REPLACEMENT_NOTE)]
+    # tas-p5 asks for topology preferred: the note says the replacement may leave the domain, and how to keep it
+    assert plan.kueue.mode == "preferred"
+    assert "may take a free node of another bottom domain" in note and "topology: required" in note
     # without Kueue, or with nothing quarantined, the note is not given
-    assert KUEUE_REPLACEMENT_NOTE not in _run(_healthy() | {NODES[2]: _text("node_dcgm_failed.log")},
-                                              quarantine=True)[0].notes
+    assert not any(n.startswith(KUEUE_REPLACEMENT_NOTE) for n in _run(
+        _healthy() | {NODES[2]: _text("node_dcgm_failed.log")}, quarantine=True)[0].notes)
     clean = FakeCore(_healthy())
-    assert KUEUE_REPLACEMENT_NOTE not in run_acceptance(plan, clean, FakeCustom(clean, set()), AcceptanceOptions(
-        node_group="p5", quarantine=True, clock=lambda: 0.0, sleep=lambda s: None)).notes
+    assert not any(n.startswith(KUEUE_REPLACEMENT_NOTE) for n in run_acceptance(
+        plan, clean, FakeCustom(clean, set()), AcceptanceOptions(
+            node_group="p5", quarantine=True, clock=lambda: 0.0, sleep=lambda s: None)).notes)
+
+
+def test_quarantine_with_topology_required_says_the_replacement_stays_in_the_domain() -> None:
+    from efa_stack.acceptance.run import KUEUE_REPLACEMENT_NOTE
+
+    text = (ROOT / "clusters" / "tas-p5.yaml").read_text().replace("topology: preferred", "topology: required")
+    assert "topology: required" in text
+    from efa_stack.planning.plan import plan_from_text
+
+    plan = plan_from_text(text)
+    core = FakeCore(_healthy() | {NODES[2]: _text("node_dcgm_failed.log")})
+    report = run_acceptance(plan, core, FakeCustom(core, set()), AcceptanceOptions(
+        node_group="p5", quarantine=True, clock=lambda: 0.0, sleep=lambda s: None))
+    (note,) = [n for n in report.notes if n.startswith(KUEUE_REPLACEMENT_NOTE)]
+    assert note.endswith("The replacement node is in the job's own bottom domain (topology: required).")
 
 
 def test_no_queued_pod_tolerates_the_quarantine_taint() -> None:

@@ -221,7 +221,9 @@ def test_objects_behind_a_webhook_wait_for_its_controller_on_the_system_nodes(st
     (available,) = [k for k, v in res.items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"
                     and v["Properties"]["ObjectName"] == deployment]
     props = res[available]["Properties"]
-    assert props["ObjectType"] == "deployment" and props["JsonPath"] == ".status.availableReplicas"
+    from stacks.kubernetes import ROLLED_OUT_JSONPATH
+
+    assert props["ObjectType"] == "deployment" and props["JsonPath"] == ROLLED_OUT_JSONPATH
     system = {k for k, v in res.items() if v["Type"] == "AWS::EKS::Nodegroup" and k.startswith("NodeGroupsystem")}
     assert system and system <= graph[available]
     (objects,) = [k for k in res if k.startswith(first)]

@@ -3,7 +3,8 @@
 One golden file per distinct manifest: the reference cluster (``clusters/default.yaml``) keeps its whole
 dist/ in tests/golden/k8s/<cluster name>/; another golden spec keeps only the files that differ from the
 reference's by more than the cluster's name and region. The files meant to be the reference's (charts that
-do not depend on the spec's node groups) are listed in :data:`SAME_AS_REFERENCE` and asserted identical.
+do not depend on the spec's node groups) are listed in :data:`SAME_AS_REFERENCE` and asserted identical; those
+with the reference's objects and other figures (:data:`PATCHED`) are kept as a patch of the reference's.
 Regenerate after an intended change with ``make snapshots`` (``EFA_STACK_UPDATE_GOLDEN=1``) and read the diff.
 """
 
@@ -12,9 +13,11 @@ from __future__ import annotations
 import re
 
 import pytest
+import yaml
 
 from k8s.components import CHART_ORDER, TRAINING_OPERATOR_CRD, chart_file_name
 from k8s.dist import APPLY_SCRIPT, dist_dir, dist_files, render_dist, write_dist
+from tests.golden_patch import apply_from, golden_text, patch_from
 from tests.support import GOLDEN, GOLDEN_K8S, GOLDEN_SPECS, UPDATE_GOLDEN, built, golden_check
 
 REFERENCE = "default"
@@ -29,16 +32,30 @@ SAME_AS_REFERENCE: dict[str, set[str]] = {
     "p5en": {EFA, NVIDIA, MPI_CRD, MPI_OPERATOR, APPLY_SCRIPT},
     "p6-b200": {EFA, NVIDIA, MPI_CRD, MPI_OPERATOR, APPLY_SCRIPT},
     "trn2": {MPI_CRD, MPI_OPERATOR},  # its EFA device plugin tolerates the Neuron taint instead of the GPU one
+    "karpenter-p5": {EFA, NVIDIA, MPI_CRD, MPI_OPERATOR},  # its apply.sh installs Karpenter and waits for Kueue
+    "tas-p5": {EFA, NVIDIA, MPI_CRD, MPI_OPERATOR},  # its apply.sh installs the Trainer and waits for Kueue
 }
 """Spec -> dist files that are the reference cluster's with only the cluster name and region replaced
 (headers, the regional ECR registry of the EFA device plugin's image): the MPI operator and its CRD do not
 depend on the spec, the device plugins only on the accelerator (NVIDIA here), ``apply.sh`` on which
 steps there are. Everything else of a golden spec has its own golden file."""
 
+NCCL, RUNTIMES = f"after-crds/{chart_file_name('nccl-tests')}", f"after-crds/{chart_file_name('training-runtimes')}"
+PATCHED: dict[str, tuple[str, str, str]] = {
+    NCCL: ("nccl-tests", REFERENCE, f"k8s/efa-training/{NCCL}"),
+    RUNTIMES: ("training-runtimes", "training-p5", "training/p5-trainjob/45-training-runtimes.yaml"),
+}
+"""Dist files a golden spec keeps as a patch of another spec's (``<name>.patch.yaml``): dist file -> (chart, the
+spec whose objects it patches, that spec's golden file under tests/golden/). The same objects with other figures
+(instance type, node group, sizes, Kueue's annotations), so the patch is the list of what the spec changes."""
+
 VENDORED_CRDS = "the vendored release CRDs as they are: test_vendored_crd_charts_are_the_vendored_files"
 NOT_GOLDEN = {TRAINING_OPERATOR_CRD: "upstream's CRD less its descriptions, compared with upstream's file in "
                                      "tests/test_k8s_training_operators.py",
-              "kueue-crd": VENDORED_CRDS, "kueue-workload-crd": VENDORED_CRDS, "karpenter-crd": VENDORED_CRDS}
+              "kueue-crd": VENDORED_CRDS, "kueue-workload-crd": VENDORED_CRDS, "karpenter-crd": VENDORED_CRDS,
+              "kueue": "the release build k8s/crds/kueue/controller.yaml plus efa-stack's changes, kept as a patch "
+                       "(tests/golden/kueue/controller.patch.yaml) in tests/test_kueue.py, with the one value in "
+                       "which two specs' charts differ"}
 """Charts with no golden file, and where they are compared instead."""
 
 
@@ -49,9 +66,25 @@ def for_cluster(text: str, reference, plan) -> str:
 
 def test_every_chart_has_one_golden_file():
     found = [p.name for p in GOLDEN.rglob("*.yaml") if re.match(r"^\d\d-", p.name)]
-    charts = {re.sub(r"^\d\d-|\.yaml$", "", n) for n in found}
+    charts = {re.sub(r"^\d\d-|(\.patch)?\.yaml$", "", n) for n in found}
     assert charts | set(NOT_GOLDEN) == set(CHART_ORDER)
     assert not charts & set(NOT_GOLDEN)
+
+
+def _patched_golden(rel: str, b) -> str:
+    """Check ``rel`` of ``b`` as its patch of another spec's (a golden); return the golden's path."""
+    chart, base_stem, base_golden = PATCHED[rel]
+    base = built(base_stem)
+    patch_rel = rel.removesuffix(".yaml") + ".patch.yaml"
+    patch = patch_from(base.manifests[chart], b.manifests[chart])
+    golden = GOLDEN_K8S / b.plan.name / patch_rel
+    golden_check(golden, golden_text([
+        f"{rel} of cluster {b.plan.name}: the objects of cluster {base.plan.name}'s",
+        f"(tests/golden/{base_golden}), one by one, each patched as its JSON Patch (RFC 6902) says.",
+    ], patch))
+    # re-derived from the other spec's objects and the golden alone, the chart is what the spec renders
+    assert apply_from(base.manifests[chart], yaml.safe_load(golden.read_text())) == b.manifests[chart]
+    return patch_rel
 
 
 @pytest.mark.parametrize("stem", GOLDEN_SPECS)
@@ -61,13 +94,13 @@ def test_dist_matches_golden_files(stem, tmp_path):
     out = dist_dir(plan, tmp_path)
     written = write_dist(plan, out, b.charts)
     rels = [p.relative_to(out).as_posix() for p in written] + [APPLY_SCRIPT]
-    rels = [r for r in rels if re.sub(r"^\d\d-|\.yaml$", "", r) not in NOT_GOLDEN]  # compared elsewhere
+    rels = [r for r in rels if re.sub(r"^\d\d-|\.yaml$", "", r.rsplit("/", 1)[-1]) not in NOT_GOLDEN]  # elsewhere
     shared = SAME_AS_REFERENCE.get(stem, set())
     assert shared <= set(rels), f"{stem} no longer renders {sorted(shared - set(rels))}"
-    if shared:
-        ref = built(REFERENCE)
-        ref_files = dist_files(ref.plan, ref.charts)  # rendered here, not read from its golden files (being rewritten)
+    ref = built(REFERENCE)
+    ref_files = dist_files(ref.plan, ref.charts)  # rendered here, not read from its golden files (being rewritten)
     golden = GOLDEN_K8S / plan.name
+    kept = set()
     for rel in rels:
         text = (out / rel).read_text()
         if rel in shared:
@@ -75,15 +108,29 @@ def test_dist_matches_golden_files(stem, tmp_path):
                 f"{plan.name}'s {rel} is meant to be {ref.plan.name}'s for another cluster name and region; if it "
                 f"no longer is on purpose, take it out of SAME_AS_REFERENCE and run `make snapshots`"
             )
+        elif rel in PATCHED and stem != PATCHED[rel][1]:
+            kept.add(_patched_golden(rel, b))
         else:
             golden_check(golden / rel, text)
-    kept = set(rels) - shared
+            kept.add(rel)
     stale = {p.relative_to(golden).as_posix() for p in golden.rglob("*") if p.is_file()} - kept
     if UPDATE_GOLDEN:
         for rel in stale:
             (golden / rel).unlink()
     else:
         assert not stale, f"golden files for charts not rendered or shared: {sorted(stale)}; run `make snapshots`"
+
+
+def test_no_two_golden_files_share_a_body():
+    # below their header comments (cluster name, region): a file that would repeat another is asserted equal to it
+    # instead (SAME_AS_REFERENCE, tests/test_catalog_layout.py's SAME_LAYOUT_AS) or kept as a patch of upstream's
+    seen: dict[str, str] = {}
+    for path in sorted(p for p in GOLDEN.rglob("*") if p.is_file()):
+        lines = path.read_text().splitlines()
+        body = "\n".join(lines[next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines)):])
+        rel = path.relative_to(GOLDEN).as_posix()
+        assert body not in seen, f"{rel} repeats {seen[body]}"
+        seen[body] = rel
 
 
 def test_dist_is_deterministic_and_ordered():

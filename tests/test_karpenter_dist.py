@@ -95,7 +95,7 @@ def test_the_release_comes_after_the_crds_and_before_the_pools(tmp_path):
     at = commands.index(helm)
     first = commands.index(["kubectl", "apply", "-f", "."])
     waits = {w[1]: i for i, w in enumerate(commands) if w[0] == "wait_established"}
-    pools = commands.index(["kubectl", "apply", "-f", f"{AFTER_CRDS_DIR}/"])
+    pools = commands.index(["kubectl", "apply", "-f", f"{AFTER_CRDS_DIR}/{chart_file_name(KARPENTER_POOLS)}"])
     # THEN the CRDs are applied and Established before the controller, and the pools applied after it
     assert first < at < pools
     assert set(POOL_KIND_CRDS) <= set(waits) and all(waits[c] < at for c in POOL_KIND_CRDS)
@@ -133,7 +133,8 @@ def test_apply_sh_runs_the_release_between_the_crds_and_the_pools(tmp_path):
     assert len(helm) == 1
     checked = [i for i, c in enumerate(calls) if c.startswith("kubectl get crd ") and c.split()[3] in POOL_KIND_CRDS]
     assert len(checked) == len(POOL_KIND_CRDS) and max(checked) < helm[0]
-    assert calls.index("kubectl apply -f .") < helm[0] < calls.index(f"kubectl apply -f {AFTER_CRDS_DIR}/")
+    assert calls.index("kubectl apply -f .") < helm[0] < calls.index(
+        f"kubectl apply -f {AFTER_CRDS_DIR}/{chart_file_name(KARPENTER_POOLS)}")
 
 
 def test_fails_before_applying_anything_without_helm(tmp_path):

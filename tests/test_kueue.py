@@ -15,9 +15,21 @@ from efa_stack import contract
 from efa_stack.planning.scheduling import network_layers, node_figures
 from efa_stack.spec.errors import SpecError
 from k8s.dist import dist_files
-from k8s.kueue import CONFIG_KEY, CONFIG_MAP, KUEUE_IMAGE, crd_documents
+from k8s.kueue import CONFIG_KEY, CONFIG_MAP, CONTROLLER_FILE, KUEUE_IMAGE, crd_documents, upstream_controller_documents
 from k8s.scheduling import system_node_selector
-from tests.support import KUBECTL_HANDLER_LIMIT, _build, built, plan_of, spec_text
+from k8s.vendored import read_header
+from tests.golden_patch import apply_patch, patch_of, patch_text
+from tests.support import (
+    GOLDEN,
+    KUBECTL_HANDLER_LIMIT,
+    _build,
+    built,
+    built_text,
+    golden_check,
+    plan_of,
+    problems_of,
+    spec_text,
+)
 
 KUEUE_ON = """
 scheduling:
@@ -398,10 +410,63 @@ def test_endless_requeuing_leaves_the_limit_out():
     assert "backoffLimitCount" not in config["waitForPodsReady"]["requeuingStrategy"]
 
 
-def test_integrations_are_the_jobs_efa_stack_renders():
+def test_integrations_are_those_whose_crds_the_plan_installs():
+    # tas-p5 runs a TrainJob (Kubeflow Trainer installed), no PyTorchJob (no Training Operator v1)
     assert _config(built("tas-p5"))["integrations"] == {"frameworks": [
-        "batch/job", "kubeflow.org/mpijob", "kubeflow.org/pytorchjob", "trainer.kubeflow.org/trainjob",
+        "batch/job", "kubeflow.org/mpijob", "trainer.kubeflow.org/trainjob",
     ]}
+    # karpenter-p5 runs the NCCL test only: no integration whose CRD Kueue would wait for, or exit without
+    b = built("karpenter-p5")
+    assert _config(b)["integrations"] == {"frameworks": ["batch/job", "kubeflow.org/mpijob"]}
+    resources = {(g, r) for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+                 for w in b.find(kind)["webhooks"] for rule in w["rules"] for g in rule["apiGroups"]
+                 for r in rule["resources"]}
+    assert not {g for g, _ in resources} & {contract.TRAINER_GROUP} and ("kubeflow.org", "pytorchjobs") not in resources
+
+
+def test_topology_none_renders_no_topology_so_every_flavor_admits_the_workers():
+    # GIVEN topology: none ("quota only") on a group whose nodes carry network layers
+    plan = plan_of(spec_text(extra=_kueue("topology: none")))
+    b = built_text(spec_text(extra=_kueue("topology: none")))
+    # THEN no flavor names a topology and no Topology is rendered: Kueue refuses a flavor with topologyName to a
+    # PodSet that asks for none, and the workers ask for none
+    assert plan.kueue.topologies == () and all(f.topology is None for f in plan.kueue.flavors)
+    assert not [o for _, o in b.objects() if o["kind"] == "Topology"]
+    assert all("topologyName" not in o["spec"] for _, o in b.objects() if o["kind"] == "ResourceFlavor")
+    assert plan.kueue.binding("gpu").pod_annotations == {}
+
+
+def test_fails_topology_required_at_hostname_for_jobs_of_several_workers():
+    # GIVEN topology: required at level hostname and an NCCL test of 2 whole-node workers
+    problems = problems_of(spec_text(extra=_kueue("topology: required\nlevel: hostname")))
+    # THEN it is refused: no node fits two workers, so Kueue would never admit the job
+    (p,) = [p for p in problems if p.field == "scheduling.kueue.level"]
+    assert p.value == "hostname" and "ncclTest runs 2 whole-node workers on node group gpu" in p.message
+    assert "level: bottom" in p.fix and "topology: preferred" in p.fix
+    # AND the advice holds: either fix plans
+    plan_of(spec_text(extra=_kueue("topology: required\nlevel: bottom")))
+    plan_of(spec_text(extra=_kueue("topology: preferred\nlevel: hostname")))
+
+
+def test_a_changed_configuration_rolls_kueue_and_runs_its_wait_again():
+    # GIVEN two plans that differ only in waitForPodsReady's timeout
+    from k8s.kueue import CONFIG_KEY, config_sha256
+
+    one = built_text(spec_text(extra=_kueue("waitForPodsReady:\n  timeoutSeconds: 3600")))
+    two = built_text(spec_text(extra=_kueue("waitForPodsReady:\n  timeoutSeconds: 3700")))
+    deployments = [b.find("Deployment", contract.KUEUE_CONTROLLER)["spec"]["template"] for b in (one, two)]
+    configs = [b.find("ConfigMap", CONFIG_MAP)["data"][CONFIG_KEY] for b in (one, two)]
+    # THEN each pod template carries its configuration's digest, so the changed one rolls the pods (Kueue reads its
+    # configuration once, at start)
+    for template, config in zip(deployments, configs):
+        assert template["metadata"]["annotations"][contract.ANNOTATION_CONFIG_SHA256] == config_sha256(config)
+    assert deployments[0] != deployments[1]
+    # AND the rollout's wait for Kueue has a new revision, so cdk deploy waits for the new pods again
+    from k8s.components import KUEUE
+    from k8s.rollout import available_id
+
+    revisions = [b.rollout[available_id(KUEUE)].revision for b in (one, two)]
+    assert all(revisions) and revisions[0] != revisions[1]
 
 
 def test_webhooks_only_for_kueue_kinds_and_enabled_integrations():
@@ -421,6 +486,41 @@ def test_controller_runs_the_pinned_image_on_the_system_nodes():
     assert pod["nodeSelector"] == system_node_selector()
     assert pod["containers"][0]["image"] == KUEUE_IMAGE == "registry.k8s.io/kueue/kueue:v0.19.2"
     assert not [o for _, o in b.objects() if o["kind"] == "APIService"]
+
+
+PATCH_GOLDEN = GOLDEN / "kueue" / "controller.patch.yaml"
+
+
+def test_the_controller_chart_is_the_pinned_build_with_efa_stacks_changes():
+    """Chart kueue is k8s/crds/kueue/controller.yaml (the release build, by digest) with the changes of
+    :func:`k8s.kueue.controller_documents`; its golden holds those changes, not upstream's objects again."""
+    b = built("tas-p5")
+    upstream = upstream_controller_documents()
+    header = read_header(CONTROLLER_FILE.read_text())
+    patch = patch_of(upstream, b.manifests["kueue"])
+    golden_check(PATCH_GOLDEN, patch_text(CONTROLLER_FILE, header.upstream, f"Chart kueue of cluster {b.plan.name}",
+                                          patch))
+    # re-derived from upstream's objects and the golden alone, the chart is what efa-stack renders
+    assert apply_patch(upstream, yaml.safe_load(PATCH_GOLDEN.read_text())) == b.manifests["kueue"]
+    assert patch["removed"] == ["APIService v1beta1.visibility.kueue.x-k8s.io",
+                                "APIService v1beta2.visibility.kueue.x-k8s.io"]
+
+
+def test_the_controller_chart_differs_between_specs_only_in_the_wait_and_the_integrations():
+    # the spec's timeout (tas-p5), the plan's for a Karpenter pool (karpenter-p5)
+    import dataclasses
+
+    from k8s.kueue import controller_documents
+
+    tas, pool = built("tas-p5"), built("karpenter-p5")
+    assert _config(tas)["waitForPodsReady"]["timeout"] == "1200s"
+    assert _config(pool)["waitForPodsReady"]["timeout"] == f"{pool.plan.kueue.wait.timeout_seconds}s" == "1800s"
+    assert pool.plan.kueue.wait.derived and not tas.plan.kueue.wait.derived
+    # and the TrainJob integration tas-p5's Trainer brings; nothing else of the controller's objects differs
+    assert set(tas.plan.kueue.integrations) - set(pool.plan.kueue.integrations) == {"trainer.kubeflow.org/trainjob"}
+    swapped = dataclasses.replace(tas.plan.kueue, wait=pool.plan.kueue.wait, integrations=pool.plan.kueue.integrations)
+    assert controller_documents(swapped) == controller_documents(pool.plan.kueue)
+    assert controller_documents(tas.plan.kueue) != controller_documents(pool.plan.kueue)
 
 
 def test_apply_script_waits_for_the_controller_before_the_queues():
@@ -497,8 +597,8 @@ def test_the_vendored_crds_are_the_pinned_release():
 
 
 def test_hostname_level_names_the_lowest_topology_level():
-    plan = plan_of(spec_text(extra=_kueue("topology: required\nlevel: hostname")))
-    assert plan.kueue.binding("gpu").pod_annotations == {contract.KUEUE_REQUIRED_TOPOLOGY: "kubernetes.io/hostname"}
+    plan = plan_of(spec_text(extra=_kueue("topology: preferred\nlevel: hostname")))
+    assert plan.kueue.binding("gpu").pod_annotations == {contract.KUEUE_PREFERRED_TOPOLOGY: "kubernetes.io/hostname"}
     (topology,) = plan.kueue.topologies
     assert topology.levels[-1] == "kubernetes.io/hostname"
 

@@ -8,12 +8,12 @@ import inspect
 
 import pytest
 
+from efa_stack.console import spec_error_document
 from efa_stack.planning import plan as planner
 from efa_stack.planning.nccl import WORKER_WAIT_SECONDS
 from efa_stack.planning.plan import plan_from_text
 from efa_stack.planning.scheduling import KARPENTER_REGISTRATION_SECONDS, NODE_START_SECONDS
 from efa_stack.spec.errors import SpecError
-from efa_stack.console import spec_error_document
 from tests.support import ROOT, plan_of, problems_of, spec_text
 
 KUEUE = "scheduling:\n  kueue:\n    enabled: true\n"

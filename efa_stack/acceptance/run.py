@@ -295,11 +295,21 @@ KUEUE_REPLACEMENT_NOTE = (
     "there have ended (the quarantine taint is one their pods do not tolerate); running pods are not evicted "
     "(NoSchedule). To move a running job now, delete its pods on the node or stop the job."
 )
+KUEUE_REPLACEMENT_REQUIRED = " The replacement node is in the job's own {level} domain (topology: required)."
+KUEUE_REPLACEMENT_PREFERRED = (
+    " With topology: preferred Kueue may take a free node of another {level} domain for the replacement, even "
+    "while one waits in the job's own; set scheduling.kueue.topology: required to keep replacements in the domain."
+)
+"""The second sentence of the note, by topology mode: kubernetes-sigs/kueue@v0.19.2 (8eab687) pkg/cache/scheduler/
+tas_flavor_snapshot.go ``requiredReplacementDomain`` confines the search for a replacement to the failed node's
+domain at the requested level only when the PodSet's topology request is required (``if !isRequired(...) { return
+"" }``, an empty domain: anywhere in the flavor)."""
 """Kueue v0.19.2 (kubernetes-sigs/kueue@c3785e5) pkg/controller/tas/node_controller.go: with
 ``TASReplaceNodeOnNodeTaints`` (beta, on since v0.17) a NoSchedule or NoExecute taint that a workload's pods on the
 node do not tolerate makes the node unhealthy for that workload, and with ``TASReplaceNodeOnPodTermination`` (beta,
 on since v0.14) only once those pods are no longer running (``checkPodsOnNode``); ``TASFailedNodeReplacement`` (beta,
-on since v0.14) then finds a replacement node in the same domain (pkg/features/kube_features.go). efa-stack's Kueue
+on since v0.14) then finds a replacement node (pkg/features/kube_features.go), in the same domain only for a required
+topology (:data:`KUEUE_REPLACEMENT_PREFERRED`). efa-stack's Kueue
 configuration leaves every gate at its default (k8s/kueue.py). The quarantine taint
 (:meth:`Runner.quarantine`) has a key no job's pods tolerate: they tolerate their node group's own taints only
 (k8s/scheduling.py ``tolerations``), as do the ResourceFlavors' (k8s/kueue.py)."""
@@ -334,7 +344,9 @@ def run_acceptance(
     # An ambiguous node is not named (no evidence singles it out), so it is reported, never quarantined.
     actions = tuple(r.quarantine(v) for v in ordered if v.status in ("slow", "failed")) if options.quarantine else ()
     if actions and plan.kueue is not None and plan.kueue.binding(group.name).worker_annotations:
-        notes.append(KUEUE_REPLACEMENT_NOTE)
+        level = plan.kueue.level
+        second = KUEUE_REPLACEMENT_REQUIRED if plan.kueue.mode == "required" else KUEUE_REPLACEMENT_PREFERRED
+        notes.append(KUEUE_REPLACEMENT_NOTE + second.format(level=level))
     return AcceptanceReport(plan.name, group.name, group.instance_type, dcgm_level, efa, ordered, tuple(pairs),
                             actions, tuple(notes))
 

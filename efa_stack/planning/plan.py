@@ -16,7 +16,7 @@ import dataclasses
 import datetime
 import difflib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,7 +46,7 @@ from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.planning.node_shapes import NodeContext, plan_managed_groups, plan_pools, plan_system_group
 from efa_stack.planning.node_software import ami_driver_warnings
 from efa_stack.planning.observability import ObservabilityPlan, observability_plan
-from efa_stack.planning.scheduling import KueuePlan, kueue_plan, worker_wait_seconds
+from efa_stack.planning.scheduling import KueuePlan, integrations_of, kueue_plan, worker_wait_seconds
 from efa_stack.planning.storage import StoragePlan, storage_plan, validate_storage, with_lustre_efa
 from efa_stack.planning.training import TrainingJobPlan, training_job_plans
 from efa_stack.planning.versions import today as versions_today
@@ -71,6 +71,14 @@ class TrainingOperatorsPlan:
     @property
     def any(self) -> bool:
         return self.trainer or self.pytorch_job_v1
+
+    @classmethod
+    def of(cls, spec: ClusterSpec, jobs: Sequence[TrainingJobPlan]) -> TrainingOperatorsPlan:
+        """Those the spec's ``trainingOperators`` names and those its training ``jobs`` need."""
+        return cls(
+            trainer=spec.training_operators.trainer or any(j.kind == "trainjob" for j in jobs),
+            pytorch_job_v1=spec.training_operators.pytorch_job_v1 or any(j.kind == "pytorchjob" for j in jobs),
+        )
 
 
 @dataclass(frozen=True)
@@ -376,9 +384,15 @@ def _kueue_stage(ctx: PlanContext) -> None:
     if cfg.enabled and ctx.spec.training_jobs and not ctx.training_jobs:
         ctx.unchecked.append("scheduling.kueue for trainingJobs: the queues need the training jobs planned")
     jobs = [*((ctx.nccl_job,) if ctx.nccl_job else ()), *ctx.training_jobs]
+    operators = TrainingOperatorsPlan.of(ctx.spec, ctx.training_jobs)
+    workers = [
+        *(("ncclTest", j.node_group, j.workers) for j in ((ctx.nccl_job,) if ctx.nccl_job else ())),
+        *((f"trainingJobs[{i}]", j.node_group, j.nnodes) for i, j in enumerate(ctx.training_jobs)),
+    ]
     ctx.kueue, found, warnings = kueue_plan(
         cfg, ctx.job_groups, ctx.system, namespaces=[j.namespace for j in jobs], job_groups=[j.node_group for j in jobs],
-        elastic=[g.name for g in ctx.pool_groups],
+        elastic=[g.name for g in ctx.pool_groups], job_workers=workers,
+        integrations=integrations_of(trainer=operators.trainer, pytorch_job_v1=operators.pytorch_job_v1),
     )
     ctx.problems.extend(found)
     ctx.warnings.extend(warnings)
@@ -519,10 +533,7 @@ def _assemble(ctx: PlanContext) -> ClusterPlan:
         addresses=ctx.addresses,
         observability=ctx.observability,
         training_image=ctx.training_image,
-        training_operators=TrainingOperatorsPlan(
-            trainer=spec.training_operators.trainer or any(j.kind == "trainjob" for j in ctx.training_jobs),
-            pytorch_job_v1=spec.training_operators.pytorch_job_v1 or any(j.kind == "pytorchjob" for j in ctx.training_jobs),
-        ),
+        training_operators=TrainingOperatorsPlan.of(spec, ctx.training_jobs),
         training_jobs=ctx.training_jobs,
         kueue=ctx.kueue,
         karpenter=karpenter,

@@ -41,9 +41,21 @@ INTEGRATIONS: tuple[str, ...] = (
     "kubeflow.org/pytorchjob",
     "trainer.kubeflow.org/trainjob",
 )
-"""Kueue Configuration ``integrations.frameworks`` for the jobs efa-stack renders (the framework names of
+"""Kueue Configuration ``integrations.frameworks`` for the jobs efa-stack can render (the framework names of
 kubernetes-sigs/kueue@v0.19.2 pkg/controller/jobs/job/job_controller.go, mpijob/mpijob_controller.go,
-kubeflow/jobs/pytorchjob/pytorchjob_controller.go and trainjob/trainjob_controller.go ``FrameworkName``)."""
+kubeflow/jobs/pytorchjob/pytorchjob_controller.go and trainjob/trainjob_controller.go ``FrameworkName``); a plan
+enables those whose CRDs it installs (:func:`integrations_of`)."""
+
+
+def integrations_of(*, trainer: bool, pytorch_job_v1: bool) -> tuple[str, ...]:
+    """The integrations whose CRDs the plan installs: batch Jobs and MPIJobs always (the MPI operator is always
+    installed), PyTorchJobs with Training Operator v1, TrainJobs with Kubeflow Trainer. An integration whose CRD is
+    missing when Kueue starts is enabled only once its API appears, polled for (kubernetes-sigs/kueue@v0.19.2
+    pkg/controller/jobframework/setup.go ``SetupControllers``, ``waitForAPI``), and meanwhile its webhook refuses
+    every object of the kind; the TrainJob integration also needs the JobSet CRD."""
+    wanted = {"batch/job", "kubeflow.org/mpijob", *(("kubeflow.org/pytorchjob",) if pytorch_job_v1 else ()),
+              *(("trainer.kubeflow.org/trainjob",) if trainer else ())}
+    return tuple(i for i in INTEGRATIONS if i in wanted)
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 """The lowest level of every Topology: Kueue's Topology CRD allows ``kubernetes.io/hostname`` only there
@@ -268,14 +280,21 @@ def _covered(groups: Sequence[NodeGroupPlan]) -> tuple[str, ...]:
 
 def kueue_plan(
     cfg: KueueSpec, node_groups: Sequence[NodeGroupPlan], system: NodeGroupPlan, namespaces: Sequence[str],
-    job_groups: Sequence[str], elastic: Sequence[str] = (),
+    job_groups: Sequence[str], elastic: Sequence[str] = (), *, job_workers: Sequence[tuple[str, str, int]] = (),
+    integrations: Sequence[str] = INTEGRATIONS,
 ) -> tuple[KueuePlan | None, list[Problem], list[str]]:
     """The Kueue plan of ``scheduling.kueue`` (None when it is off), its problems and its warnings.
 
-    ``namespaces``: where the plan's jobs run; ``job_groups``: the node groups their workers run on. The
-    launchers run on the system node group, which gets a flavor of its own without a topology. ``elastic``: the
-    Karpenter pools among ``node_groups``; their flavors have no topology either, since TAS sees only nodes that
-    exist and a pool launches its nodes after admission (docs/design/karpenter.md, "Pools and Kueue").
+    ``namespaces``: where the plan's jobs run; ``job_groups``: the node groups their workers run on;
+    ``job_workers``: (the job's field, its node group, its whole-node workers) per queued job; ``integrations``: the
+    frameworks to enable (:func:`integrations_of`). The launchers run on the system node group, which gets a flavor
+    of its own without a topology. ``elastic``: the Karpenter pools among ``node_groups``; their flavors have no
+    topology either, since TAS sees only nodes that exist and a pool launches its nodes after admission
+    (docs/design/karpenter.md, "Pools and Kueue"). With ``topology: none`` no flavor has one: Kueue refuses a flavor
+    with a ``topologyName`` to a PodSet that asks for no topology unless the ClusterQueue is topology-only
+    (kubernetes-sigs/kueue@v0.19.2 pkg/scheduler/flavorassigner/tas_flavorassigner.go
+    ``checkPodSetAndFlavorMatchForTAS``: "Flavor ... supports only TopologyAwareScheduling"), and the system flavor
+    has none, so no queued job would ever be admitted.
     """
     if not cfg.enabled:
         return None, [], []
@@ -303,8 +322,10 @@ def kueue_plan(
             f"the backoff base is longer than its maximum ({wait.backoff_max_seconds} s)",
             "lower backoffBaseSeconds or raise backoffMaxSeconds",
         ))
+    problems.extend(_single_host_problems(cfg, job_workers))
     groups = [*node_groups, system]
-    depths = sorted({n for g in groups if g.name not in elastic and (n := network_layers(g.instance_type))})
+    untopological = set(elastic) | ({g.name for g in groups} if cfg.topology == "none" else set())
+    depths = sorted({n for g in groups if g.name not in untopological and (n := network_layers(g.instance_type))})
     topologies = tuple(
         TopologyPlan(topology_name(n), (*(layer_label(i) for i in range(1, n + 1)), HOSTNAME_LABEL))
         for n in depths
@@ -312,7 +333,7 @@ def kueue_plan(
     resources = _covered(groups)
     flavors: list[FlavorPlan] = []
     for g in groups:
-        layers = 0 if g.name in elastic else network_layers(g.instance_type)
+        layers = 0 if g.name in untopological else network_layers(g.instance_type)
         figures = node_figures(g)
         flavors.append(FlavorPlan(
             name=g.name.lower(),
@@ -343,6 +364,7 @@ def kueue_plan(
             backoff_base_seconds=wait.backoff_base_seconds, backoff_max_seconds=wait.backoff_max_seconds,
             derived=wait.timeout_seconds is None,
         ),
+        integrations=tuple(integrations),
     )
     if cfg.level.startswith("layer-") and cfg.topology != "none":
         wanted = int(cfg.level.removeprefix("layer-"))
@@ -357,3 +379,22 @@ def kueue_plan(
                     f"use bottom or layer-1 .. layer-{layers}",
                 ))
     return plan, problems, warnings
+
+
+def _single_host_problems(cfg: KueueSpec, job_workers: Sequence[tuple[str, str, int]]) -> list[Problem]:
+    """``topology: required`` at ``level: hostname`` for jobs of several whole-node workers: Kueue admits such a job
+    only when every worker fits one node (kubernetes-sigs/kueue@v0.19.2 apis/kueue/v1beta2 ``podset-required-
+    topology``: all pods of the PodSet in one domain of the level), which a node with one worker's worth of GPUs and
+    EFA devices never has, so the job would wait in its queue for ever."""
+    if cfg.topology != "required" or cfg.level != "hostname":
+        return []
+    out = []
+    for where, group, workers in job_workers:
+        if workers > 1:
+            out.append(Problem(
+                "scheduling.kueue.level", "hostname",
+                f"with topology: required every worker of a job must fit one node, and {where} runs {workers} "
+                f"whole-node workers on node group {group}: Kueue would never admit it",
+                "use level: bottom (all workers under one network node of the lowest layer) or topology: preferred",
+            ))
+    return out

@@ -40,12 +40,15 @@ kubectl apply -f .
 helm upgrade --install kubeflow-trainer oci://ghcr.io/kubeflow/charts/kubeflow-trainer --version 2.3.0 --namespace kubeflow-system --create-namespace --wait --timeout 10m --values helm/kubeflow-trainer-values.yaml
 wait_established clusterqueues.kueue.x-k8s.io
 wait_established clustertrainingruntimes.trainer.kubeflow.org
+wait_established jobsets.jobset.x-k8s.io
 wait_established localqueues.kueue.x-k8s.io
 wait_established mpijobs.kubeflow.org
 wait_established resourceflavors.kueue.x-k8s.io
 wait_established topologies.kueue.x-k8s.io
+wait_established trainingruntimes.trainer.kubeflow.org
 wait_established trainjobs.trainer.kubeflow.org
 wait_established workloads.kueue.x-k8s.io
+kubectl apply -f after-crds/34-kueue.yaml
 kubectl rollout status deployment/kueue-controller-manager -n kueue-system --timeout=300s
 kubectl apply -f after-crds/38-kueue-queues.yaml
 kubectl apply -f after-crds/40-nccl-tests.yaml
