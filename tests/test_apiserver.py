@@ -5,8 +5,9 @@ tools/kube-apiserver/build.sh builds both from the Go modules pinned in tools/ku
 ``.cache/kube-apiserver-<version>/``; the fixture runs it (a no-op once built), so nothing here is ever
 skipped. For every shipped spec the test writes ``dist/<cluster>/`` and runs the steps of its
 ``apply.sh`` against the server: every object is server-side applied for real (``kubectl apply
---server-side`` does the same PATCH), the CRDs of the Helm release come from tests/fixtures/upstream/,
-the waits poll each CRD until it is Established. Then the pods the controllers would create from each
+--server-side`` does the same PATCH), the CRDs of the Kubeflow Trainer release are those of the rehearsal's
+stand-in for it (upstream's at the chart's versions, efa_stack/rehearsal/releases.py), the waits poll each CRD until
+it is Established. Then the pods the controllers would create from each
 pod template (DaemonSet, Deployment, MPIJob launcher and worker, TrainJob on its ClusterTrainingRuntime,
 PyTorchJob) are created with ``dryRun=All``: the server validates and admits them in full but stores
 nothing (no scheduler or kubelet runs here). Objects the server must refuse show that it checks.
@@ -38,13 +39,13 @@ import yaml
 from efa_stack.rehearsal.client import FIELD_MANAGER, Api
 from efa_stack.rehearsal.control_plane import start_api_server
 from efa_stack.rehearsal.processes import Processes
+from efa_stack.rehearsal.releases import release_objects
 from efa_stack.rehearsal.rollout import RolloutError, wait_established
 from tests.support import CLUSTERS, LOADER, ROOT
 
 pytestmark = pytest.mark.xdist_group("apiserver")
 
 BUILD_SCRIPT = ROOT / "tools" / "kube-apiserver" / "build.sh"
-UPSTREAM = Path(__file__).resolve().parent / "fixtures" / "upstream"
 
 BUILD_TIMEOUT = 3600
 """Seconds for build.sh: the first build compiles kube-apiserver from source (minutes; see docs/development.md)."""
@@ -115,19 +116,19 @@ def _documents(text: str) -> list[Any]:
 
 
 @functools.cache
-def _upstream_documents(path: Path) -> tuple[Any, ...]:
-    return tuple(o for o in _documents(path.read_text()) if o)
+def _release_crds_json(release: str, namespace: str) -> str:
+    try:
+        objects = release_objects(release, namespace)
+    except KeyError:  # a release with no stand-in (Karpenter: its CRDs are in dist/, the release skips them)
+        return "[]"
+    return json.dumps([o for o in objects if o["kind"] == "CustomResourceDefinition"])
 
 
-def _helm_crds(names: set[str]) -> list[dict[str, Any]]:
-    """The CRDs a Helm release installs, from tests/fixtures/upstream/ (``<group>_<plural>.yaml``); a
-    CRD kept nowhere there (TrainingRuntime: efa-stack renders none) is left out."""
-    crds = []
-    for name in sorted(names):
-        plural, group = name.split(".", 1)
-        path = UPSTREAM / f"{group}_{plural}.yaml"
-        if path.is_file():
-            crds += copy.deepcopy(list(_upstream_documents(path)))
+def _release_crds(release: str, namespace: str) -> list[dict[str, Any]]:
+    """The CRDs Helm release ``release`` installs: those of the rehearsal's stand-in for it
+    (efa_stack/rehearsal/releases.py: upstream's at the chart's versions, the Trainer's three and JobSet's), a
+    fresh copy per call."""
+    crds: list[dict[str, Any]] = json.loads(_release_crds_json(release, namespace))
     return crds
 
 
@@ -192,11 +193,8 @@ def apply_steps(script: str) -> list[list[str]]:
 def run_apply_script(api: Api, dist: Path, plan: Any) -> Run:
     """The steps of ``dist/apply.sh`` of ``plan`` against ``api``: kubectl apply (server-side, for real), helm
     (its namespace and CRDs), the waits for Established; ``kubectl rollout status`` needs a controller."""
-    from k8s.rollout import releases
-
     run = Run(api)
     steps = apply_steps((dist / "apply.sh").read_text())
-    helm_crds = {crd for release in releases(plan).values() for crd in release.crds}
     for words in steps:
         line = shlex.join(words)
         if words[0] in {"set", "cd", "command"}:
@@ -206,8 +204,8 @@ def run_apply_script(api: Api, dist: Path, plan: Any) -> Run:
             assert words[1:3] == ["upgrade", "--install"] and "--create-namespace" in words, line
             namespace = words[words.index("--namespace") + 1]
             run.apply(f"helm {words[3]}", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-            for crd in _helm_crds(helm_crds):
-                run.apply(f"helm {words[3]} (tests/fixtures/upstream)", crd)
+            for crd in _release_crds(words[3], namespace):
+                run.apply(f"helm {words[3]} (upstream's CRDs)", crd)
         elif words[:2] == ["kubectl", "apply"] or action == "apply":
             target = words[1] if action == "apply" else words[words.index("-f") + 1]
             assert action == "apply" or words[2:] == ["-f", target], line
