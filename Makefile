@@ -16,7 +16,7 @@ export PATH := $(BIN):$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup lock lock-check synth synth-all deploy test apiserver lint-py snapshots bench lint catalog docs preflight verify nccl clean help
+.PHONY: setup lock lock-check synth synth-all deploy test apiserver binaries lint-py snapshots bench lint catalog docs preflight verify nccl clean help
 
 help:
 	@echo "make setup      create .venv (Python packages from requirements.lock, hashes checked; Node.js 24)"
@@ -28,6 +28,7 @@ help:
 	@echo "make synth-all  synthesize every spec under clusters/"
 	@echo "make test       ruff, mypy, then the whole test suite"
 	@echo "make apiserver  build kube-apiserver and etcd (Go modules) for tests/test_apiserver.py into .cache/"
+	@echo "make binaries   build every binary of the rehearsal (control plane, kwok, controllers) into .cache/"
 	@echo "make lint-py    ruff and mypy only (config in pyproject.toml)"
 	@echo "make snapshots  regenerate snapshots and golden files after an intended change"
 	@echo "make bench      synth speed ratios and the suite's wall time"
@@ -84,12 +85,17 @@ synth-all: setup
 deploy: setup
 	npx cdk deploy --all -c spec=$(SPEC)
 
-test: lint-py apiserver
+test: lint-py binaries
 	$(BIN)/python -m pytest -n 2 -q
 
 # kube-apiserver and etcd from tools/kube-apiserver/go.mod (Go needed); a no-op once .cache/ holds them.
 apiserver:
 	tools/kube-apiserver/build.sh >/dev/null
+
+# Every binary of the rehearsal (tools/build.sh: the control plane, kwok and the controllers at their pinned
+# versions); a no-op once .cache/ holds them. tests/test_rehearsal.py builds them on first use too.
+binaries:
+	tools/build.sh >/dev/null
 
 lint-py: setup
 	$(BIN)/ruff check .

@@ -57,10 +57,11 @@ def main(app: App | None = None) -> None:
     import cdk8s
     from aws_cdk import App
 
+    from efa_stack.planning.template_budget import templates_over_limit
     from k8s.charts import build_charts
     from k8s.dist import APPLY_SCRIPT, dist_dir, write_dist
     from k8s.rollout import plan_rollout
-    from stacks.compose import build
+    from stacks.compose import build, template_layout
 
     app = app or App()
     if app.node.try_get_context("spec") not in (None, spec_path):  # context the CLI kept elsewhere
@@ -69,11 +70,21 @@ def main(app: App | None = None) -> None:
     # and apply.sh the same order.
     charts = build_charts(plan, cdk8s.App())
     rollout = plan_rollout(plan, charts)
-    build(app, plan, account=os.environ.get("CDK_DEFAULT_ACCOUNT"), charts=charts, rollout=rollout)
+    try:  # the template byte budget: nested stacks, or a spec no layout fits, before any CloudFormation exists
+        layout = template_layout(plan, rollout)
+    except SpecError as exc:
+        print(SpecError(spec_path or DEFAULT_SPEC, exc.problems).render(), file=sys.stderr)
+        sys.exit(1)
+    build(app, plan, account=os.environ.get("CDK_DEFAULT_ACCOUNT"), charts=charts, rollout=rollout, layout=layout)
     assembly = app.synth()
+    oversized = templates_over_limit(Path(assembly.directory))
+    if oversized:  # the model under-counted: never hand CloudFormation a template it refuses
+        print("error: " + "; ".join(oversized), file=sys.stderr)
+        sys.exit(1)
     out = dist_dir(plan, Path(app.node.try_get_context("dist") or "dist"))
     written = write_dist(plan, out, charts, rollout)
     print(plan.summary(), file=sys.stderr)
+    print("\n".join(layout.summary_lines()), file=sys.stderr)
     print(f"templates: {assembly.directory}", file=sys.stderr)
     print(f"manifests: {out}/ ({len(written)} files; apply with {out / APPLY_SCRIPT})", file=sys.stderr)
 

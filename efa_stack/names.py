@@ -430,3 +430,26 @@ CLOUDWATCH_DASHBOARD_NAME = NameRule(
 def cloudwatch_dashboard_name(cluster: str, region: str) -> str:
     """The GPU/EFA dashboard ``<cluster>-<region>-accelerators``."""
     return f"{cluster}-{region}-accelerators"
+
+
+# --- ECR ---------------------------------------------------------------------------------------------------
+# AWS::ECR::PullThroughCacheRule EcrRepositoryPrefix (CloudFormation Template Reference; ECR API Reference,
+# CreatePullThroughCacheRule ecrRepositoryPrefix): 2 to 30 characters,
+# (?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*. Rules are per registry (account and region), so
+# the prefix carries the cluster: two clusters of one account never share or fight over a rule.
+ECR_CACHE_PREFIX = NameRule(
+    "an ECR pull through cache repository prefix", r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*",
+    2, 30, "lowercase letters and digits in '/'-separated parts, each part joined by single '.', '_' or '-'",
+)
+
+
+def ecr_cache_prefix(cluster: str, upstream: str) -> str:
+    """The repository prefix of the cluster's pull through cache rule for ``upstream`` (``ecr-public``):
+    ``<cluster>/<upstream>``, the cluster lowercased; a name too long for 30 characters keeps its start and gets 6
+    characters of its SHA-256, so that two clusters still get two prefixes."""
+    slug = re.sub(r"[^a-z0-9]+", "-", cluster.lower()).strip("-") or "cluster"
+    room = ECR_CACHE_PREFIX.max_len - len(upstream) - 1
+    if len(slug) > room:
+        digest = hashlib.sha256(cluster.encode()).hexdigest()[:6]
+        slug = f"{slug[:room - len(digest) - 1].rstrip('-')}-{digest}"
+    return f"{slug}/{upstream}"

@@ -6,6 +6,9 @@ changes. The NCCL test image is the spec's (``ncclTest.image``, default in :mod:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 # --- AWS EFA Kubernetes device plugin -------------------------------------------------------------
 # aws/eks-charts, chart stable/aws-efa-k8s-device-plugin: PR #1366 "bump aws-efa-k8s-device-plugin
 # to v0.5.21-eksbuild.13" (the latest bump; PR #1363 brought v0.5.21-eksbuild.9, PR #1338 v0.5.20).
@@ -111,3 +114,26 @@ def eks_registry(region: str) -> str:
 def efa_device_plugin_image(region: str, tag: str = EFA_DEVICE_PLUGIN_TAG) -> str:
     """The EFA device plugin image from the cluster region's EKS registry."""
     return f"{eks_registry(region)}/{EFA_DEVICE_PLUGIN_REPOSITORY}:{tag}"
+
+
+def with_images(value: Any, replace: Callable[[str], str]) -> Any:
+    """``value`` (rendered Kubernetes objects, or a part of them) with every ``image`` string replaced by
+    ``replace(image)``: containers', init containers' and a TrainJob trainer's. The objects given are not changed."""
+    if isinstance(value, list):
+        return [with_images(v, replace) for v in value]
+    if isinstance(value, dict):
+        return {k: replace(v) if k == "image" and isinstance(v, str) else with_images(v, replace)
+                for k, v in value.items()}
+    return value
+
+
+def images_of(value: Any) -> set[str]:
+    """Every ``image`` string in ``value`` (rendered Kubernetes objects)."""
+    found: set[str] = set()
+
+    def keep(image: str) -> str:
+        found.add(image)
+        return image
+
+    with_images(value, keep)
+    return found

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from aws_cdk import Annotations, CfnOutput, Stack, Tags
+from aws_cdk import Annotations, Aws, CfnOutput, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -24,13 +24,15 @@ from efa_stack.planning.plan import ClusterPlan
 from efa_stack.spec.models import KUBERNETES_VERSIONS
 from stacks.addons import apply_addon_settings, pod_identities, user_addons
 from stacks.kubernetes import CRD_ESTABLISHED_JSONPATH, RolloutConstructs, steps_of, wait_until_established
+from stacks.nesting import NestedParts
 from stacks.network_stack import ClusterNetwork
-from stacks.node_groups import NODE_ROLE_POLICIES, node_group_props, node_role_of
+from stacks.node_groups import NODE_ROLE_POLICIES, node_group_props, node_role_of, pull_through_cache, pulls_through
 
 if TYPE_CHECKING:
     import cdk8s
 
     from aws_constructs.karpenter import KarpenterController
+    from efa_stack.planning.template_budget import StackLayout
     from k8s.rollout import Rollout
 
 __all__ = ["CRD_ESTABLISHED_JSONPATH", "ClusterStack"]
@@ -96,12 +98,16 @@ class ClusterStack(Stack):
         plan: ClusterPlan,
         charts: Sequence[cdk8s.Chart] | None = None,
         rollout: Rollout | None = None,
+        layout: StackLayout | None = None,
         **kwargs: Any,
     ) -> None:
         """``charts`` and ``rollout``: the plan's charts (:func:`k8s.charts.build_charts`) and their rollout
-        (:func:`k8s.rollout.plan_rollout`), which app.py also writes to ``dist/``; made here when absent."""
+        (:func:`k8s.rollout.plan_rollout`), which app.py also writes to ``dist/``; made here when absent.
+        ``layout``: the parts in nested stacks (:func:`efa_stack.planning.template_budget.stack_layout`); none when
+        None."""
         super().__init__(scope, id, **kwargs)
         self.plan = plan
+        self.nesting = NestedParts(self, layout)
         self.network = ClusterNetwork(self, "Network", plan=plan)
         self.cluster = self._control_plane(plan)
         self.vpc_cni_role, self.vpc_cni = self._vpc_cni(plan)
@@ -114,6 +120,8 @@ class ClusterStack(Stack):
             description=f"EKS nodes of {plan.name}",
         )
         self._acknowledge_findings()
+        self.image_cache = pull_through_cache(self, plan.image_cache)
+        pulls_through(self.node_role, self.image_cache)
         # Add-on permissions go through EKS Pod Identity (the agent add-on, created by the cluster).
         self.pod_identity_agent = self.cluster.eks_pod_identity_agent
         agent = plan.addon(POD_IDENTITY_AGENT)
@@ -271,14 +279,17 @@ class ClusterStack(Stack):
             # with a custom AMI EKS adds no user data, and the EKS guide asks for the figure in the NodeConfig.
             max_pods = plan.addresses.max_pods(ng.name) if plan.addresses is not None and ng.ami_id else None
             props = node_group_props(ng, self._cluster_node_config() if ng.ami_id else None, max_pods)
-            node_role = node_role_of(self, ng, self.node_role, plan.name)
+            scope = self.nesting.node_group_scope(ng.name)
+            node_role = node_role_of(Stack.of(scope), ng, self.node_role, plan.name)
+            if node_role is not self.node_role:
+                pulls_through(node_role, self.image_cache)
             parts = ng.parts
             shared_group = None
             if len(parts) > 1 and ng.placement_group:
                 # One cluster placement group for every part: the spec group's nodes share one network
                 # neighbourhood, as one node group's would (the parts' launch templates name it).
                 shared_group = ec2.PlacementGroup(
-                    self, f"PlacementGroup-{ng.name}", strategy=ec2.PlacementGroupStrategy.CLUSTER
+                    scope, f"PlacementGroup-{ng.name}", strategy=ec2.PlacementGroupStrategy.CLUSTER
                 )
             for part in parts:
                 part_props = props if len(parts) == 1 else dataclasses.replace(
@@ -291,7 +302,7 @@ class ClusterStack(Stack):
                     ),
                 )
                 node_group = ManagedNodeGroup(
-                    self,
+                    scope,
                     f"NodeGroup-{part.name}",
                     part_props,
                     cluster=self.cluster,
@@ -359,6 +370,7 @@ class ClusterStack(Stack):
             placement_groups=karpenter.new_placement_groups,
         ), cluster=self.cluster)
         controller.association.node.add_dependency(self.pod_identity_agent)
+        pulls_through(controller.node_role, self.image_cache)
         # Its nodes join through the CNI.
         controller.chart.node.add_dependency(self.vpc_cni)
         # The release is applied alongside the nodes (no helm --wait: the chart at v1.14.1 has no webhook); the
@@ -395,7 +407,7 @@ class ClusterStack(Stack):
 
     def _cluster_node_config(self) -> str:
         """The cluster's details for nodeadm on nodes of a custom AMI (tokens of the EKS cluster)."""
-        from aws_cdk import Fn
+        from aws_cdk import Token
 
         from aws_constructs.user_data import cluster_node_config
 
@@ -403,7 +415,7 @@ class ClusterStack(Stack):
         assert isinstance(cfn, eks.CfnCluster)
         return cluster_node_config(
             self.cluster.cluster_name, self.cluster.cluster_endpoint, self.cluster.cluster_certificate_authority_data,
-            Fn.get_att(cfn.logical_id, "KubernetesNetworkConfig.ServiceIpv4Cidr").to_string(),
+            Token.as_string(cfn.get_att("KubernetesNetworkConfig.ServiceIpv4Cidr")),
         )
 
     def _observability(self, plan: ClusterPlan) -> None:
@@ -445,8 +457,10 @@ class ClusterStack(Stack):
             from k8s.rollout import plan_rollout
 
             rollout = plan_rollout(self.plan, charts)
+        cache = self.plan.image_cache
+        images = (lambda image: cache.cached(image, Aws.ACCOUNT_ID)) if self.image_cache and cache else None
         return RolloutConstructs(self, self.cluster, rollout, {c.node.id: c for c in charts},
-                                 self._system_node_groups())
+                                 self._system_node_groups(), chart_scope=self.nesting.chart_scope, images=images)
 
     def _apply_rollout(self) -> list[eks.KubernetesManifest]:
         """Every step of the rollout as a construct and every edge as a dependency; returns the manifests.
@@ -463,6 +477,9 @@ class ClusterStack(Stack):
             k.make(steps_of(k.rollout, release.component))
         k.make(k.rollout.steps)
         k.link()
+        if self.image_cache is not None:
+            for manifest in k.cached:  # its pods pull through the cache's rules
+                manifest.node.add_dependency(self.image_cache)
         self._rollout_extras()
         return [m for s in k.rollout.of_type(ApplyChart) if isinstance(m := k[s.id], eks.KubernetesManifest)]
 

@@ -12,13 +12,14 @@ dependency per edge; the order is the rollout's, decided nowhere here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from aws_cdk import CfnResource, Duration, RemovalPolicy
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
+from k8s.images import with_images
 from k8s.rollout import (
     NODES,
     ApplyChart,
@@ -58,12 +59,21 @@ class RolloutConstructs:
     """The constructs of ``rollout`` on ``cluster``, made by ``make`` (in any order) and linked by ``link``.
 
     ``charts``: the rollout's charts by id; ``nodes``: the node groups the controllers run on; ``made``: constructs
-    made elsewhere for a step (Karpenter's release), by step id.
+    made elsewhere for a step (Karpenter's release), by step id; ``chart_scope``: the nested stack a chart's manifest
+    goes in (:class:`stacks.nesting.NestedParts`), or None for the cluster's own; ``images``: the image each rendered
+    image is pulled as (a pull through cache's, :meth:`efa_stack.planning.image_cache.ImageCachePlan.cached`), or
+    None to apply the images as rendered.
     """
 
     def __init__(self, stack: Construct, cluster: eks.Cluster, rollout: Rollout, charts: Mapping[str, cdk8s.Chart],
-                 nodes: Sequence[Construct], made: Mapping[str, Construct] = {}) -> None:
+                 nodes: Sequence[Construct], made: Mapping[str, Construct] = {},
+                 chart_scope: Callable[[str], Construct | None] | None = None,
+                 images: Callable[[str], str] | None = None) -> None:
         self.stack = stack
+        self.chart_scope = chart_scope or (lambda _chart: None)
+        self.images = images
+        self.cached: list[Construct] = []
+        """The manifests whose images :attr:`images` changed."""
         self.cluster = cluster
         self.rollout = rollout
         self.charts = charts
@@ -114,18 +124,33 @@ class RolloutConstructs:
         raise TypeError(f"no construct for rollout step {step.id} ({type(step).__name__})")
 
     def _manifest(self, step: ApplyChart) -> Construct:
-        """The chart's manifest. A chart whose objects outlive it: ``add_cdk8s_chart``'s manifest (same scope and
-        id, so the same logical id) that CloudFormation keeps when the chart leaves the template
-        (``RemovalPolicy.RETAIN``: no Delete event, so the kubectl handler never runs ``kubectl delete``), applied
+        """The chart's manifest: a ``KubernetesManifest`` under the cluster with the chart's id (what
+        ``add_cdk8s_chart`` makes, so the same logical id), its images as :attr:`images` says.
+
+        A chart whose objects outlive it is kept by CloudFormation when the chart leaves the template
+        (``RemovalPolicy.RETAIN``: no Delete event, so the kubectl handler never runs ``kubectl delete``), and applied
         over the kept objects when the chart comes back (``overwrite``: ``kubectl apply``, not ``kubectl create``,
-        on Create; aws-cdk-lib 2.275 aws-eks-v2 KubernetesManifestProps.overwrite). docs/design/training.md."""
-        chart = self.charts[step.chart]
+        on Create; aws-cdk-lib 2.275 aws-eks-v2 KubernetesManifestProps.overwrite). docs/design/training.md. Only such
+        a chart moves into a nested stack (:mod:`stacks.nesting`): the cluster stack keeps the old manifest when it
+        leaves, and the nested stack's applies over the same objects."""
+        objects = self.charts[step.chart].to_json()
+        cached = False
+        if self.images is not None:
+            rewritten = with_images(objects, self.images)
+            cached, objects = rewritten != objects, rewritten
+        nested = self.chart_scope(step.chart)
         if not step.retain:
-            return self.cluster.add_cdk8s_chart(step.construct_id, chart)
-        return eks.KubernetesManifest(
-            self.cluster, step.construct_id, cluster=self.cluster, manifest=chart.to_json(),
-            overwrite=True, removal_policy=RemovalPolicy.RETAIN,
-        )
+            if nested is not None:
+                raise ValueError(f"chart {step.chart} is deleted with its manifest and cannot move into a nested stack")
+            manifest = eks.KubernetesManifest(self.cluster, step.construct_id, cluster=self.cluster, manifest=objects)
+        else:
+            manifest = eks.KubernetesManifest(
+                nested or self.cluster, step.construct_id, cluster=self.cluster, manifest=objects,
+                overwrite=True, removal_policy=RemovalPolicy.RETAIN,
+            )
+        if cached:
+            self.cached.append(manifest)
+        return manifest
 
     def _release(self, step: InstallRelease) -> Construct:
         """The release, installed without ``helm --wait`` (its pods need the system nodes, which are still

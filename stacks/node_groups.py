@@ -1,15 +1,17 @@
 """The cluster stack's managed node groups: the plan of a group as the props of
 :class:`aws_constructs.node_group.ManagedNodeGroup` (:func:`node_group_props`) and the IAM role its nodes get
-(:func:`node_role_of`)."""
+(:func:`node_role_of`), with the ECR pull through cache they pull job images through (:func:`pull_through_cache`)."""
 
 from __future__ import annotations
 
 from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
 
+from aws_constructs.image_cache import CacheRuleProps, PullThroughCache, PullThroughCacheProps
 from aws_constructs.launch_template import LaunchTemplateProps
 from aws_constructs.node_group import ManagedNodeGroupProps
 from aws_constructs.security import acknowledge, managed_policy
+from efa_stack.planning.image_cache import ImageCachePlan
 from efa_stack.planning.node_groups import NodeGroupPlan
 
 # What nodes themselves need: join the cluster and pull images. The VPC CNI's permissions go to its
@@ -116,3 +118,19 @@ def node_role_of(stack: Stack, ng: NodeGroupPlan, shared: iam.IRole, cluster_nam
             "eksctl does; the spec asks for them by name.", finding,
         )
     return role
+
+
+def pull_through_cache(stack: Stack, plan: ImageCachePlan | None) -> PullThroughCache | None:
+    """The cluster's ECR pull through cache (:mod:`efa_stack.planning.image_cache`), or None without one."""
+    if plan is None or not plan.enabled:
+        return None
+    return PullThroughCache(stack, "ImageCache", PullThroughCacheProps(rules=[
+        CacheRuleProps(prefix=r.prefix, upstream_registry=r.registry, upstream_url=r.upstream) for r in plan.rules
+    ]))
+
+
+def pulls_through(role: iam.IRole, cache: PullThroughCache | None) -> None:
+    """Give ``role`` (a node role) the cache's first-pull permissions; a role of the user's (``iam.instanceRoleARN``)
+    is not changed: it needs them itself (docs/design/scale.md)."""
+    if cache is not None and isinstance(role, iam.Role):
+        role.add_managed_policy(cache.node_policy)

@@ -5,8 +5,9 @@ tools/kube-apiserver/build.sh builds both from the Go modules pinned in tools/ku
 ``.cache/kube-apiserver-<version>/``; the fixture runs it (a no-op once built), so nothing here is ever
 skipped. For every shipped spec the test writes ``dist/<cluster>/`` and runs the steps of its
 ``apply.sh`` against the server: every object is server-side applied for real (``kubectl apply
---server-side`` does the same PATCH), the CRDs of the Helm release come from tests/fixtures/upstream/,
-the waits poll each CRD until it is Established. Then the pods the controllers would create from each
+--server-side`` does the same PATCH), the CRDs of the Kubeflow Trainer release are those of the rehearsal's
+stand-in for it (upstream's at the chart's versions, efa_stack/rehearsal/releases.py), the waits poll each CRD until
+it is Established. Then the pods the controllers would create from each
 pod template (DaemonSet, Deployment, MPIJob launcher and worker, TrainJob on its ClusterTrainingRuntime,
 PyTorchJob) are created with ``dryRun=All``: the server validates and admits them in full but stores
 nothing (no scheduler or kubelet runs here). Objects the server must refuse show that it checks.
@@ -20,21 +21,13 @@ each namespace is created by the test. How to build and what it costs: docs/deve
 from __future__ import annotations
 
 import copy
-import datetime
 import functools
-import ipaddress
 import json
 import os
 import shlex
 import shutil
-import signal
-import socket
-import ssl
 import subprocess
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,23 +36,21 @@ from typing import Any
 import pytest
 import yaml
 
+from efa_stack.rehearsal.client import FIELD_MANAGER, Api
+from efa_stack.rehearsal.control_plane import start_api_server
+from efa_stack.rehearsal.processes import Processes
+from efa_stack.rehearsal.releases import release_objects
+from efa_stack.rehearsal.rollout import RolloutError, wait_established
 from tests.support import CLUSTERS, LOADER, ROOT
 
 pytestmark = pytest.mark.xdist_group("apiserver")
 
 BUILD_SCRIPT = ROOT / "tools" / "kube-apiserver" / "build.sh"
-UPSTREAM = Path(__file__).resolve().parent / "fixtures" / "upstream"
-FIELD_MANAGER = "efa-stack-test"
-TOKEN = "efa-stack-test-token"
 
 BUILD_TIMEOUT = 3600
 """Seconds for build.sh: the first build compiles kube-apiserver from source (minutes; see docs/development.md)."""
-START_TIMEOUT = 180
-"""Seconds for etcd, then kube-apiserver, to answer ready (a loaded 2-core machine needs about 20)."""
 WAIT_TIMEOUT = 60
 """Seconds for a CRD to become Established (apply.sh allows about 120)."""
-REQUEST_TIMEOUT = 30
-STOP_TIMEOUT = 15
 
 
 def _log(message: str) -> None:
@@ -87,277 +78,22 @@ def _binaries() -> Path:
     return folder
 
 
-def _free_ports(count: int) -> list[int]:
-    """``count`` distinct free TCP ports on 127.0.0.1 (all held open while chosen)."""
-    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _etcd_healthy(url: str) -> bool:
-    with urllib.request.urlopen(f"{url}/health", timeout=5) as resp:
-        return b'"health":"true"' in resp.read()
-
-
-def _write_keys(folder: Path) -> tuple[Path, Path, Path, Path]:
-    """A self-signed serving certificate for 127.0.0.1 (also the client's CA) and its key; the
-    ServiceAccount token signing key and its public half. Returns (cert, key, sa key, sa public key)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec, rsa
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "efa-stack-test-apiserver")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    paths = (folder / "serving.crt", folder / "serving.key", folder / "sa.key", folder / "sa.pub")
-    paths[0].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    paths[1].write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    paths[2].write_bytes(
-        sa_key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    paths[3].write_bytes(
-        sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    )
-    return paths
-
-
-def _prctl() -> Callable[[int, int], int] | None:
-    import ctypes
-
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_PRCTL = _prctl()
-"""libc's prctl, looked up before any fork: the child only calls it (no import, no lock)."""
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the process that started it ends (Linux PR_SET_PDEATHSIG = 1),
-    so a killed pytest never leaves etcd or kube-apiserver running."""
-    if _PRCTL is not None:
-        _PRCTL(1, signal.SIGKILL)
-
-
-def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    _log(f"starting {Path(args[0]).name} (log {log})")
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509  # calls the prctl looked up above, nothing else
-        )
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(STOP_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(STOP_TIMEOUT)
-
-
-def _tail(log: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
-def _wait_until(what: str, ready: Callable[[], bool], proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode} before it was ready:\n{_tail(log)}")
-        try:
-            if ready():
-                return
-        except (OSError, urllib.error.URLError):
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"{what} not ready after {START_TIMEOUT}s:\n{_tail(log)}")
-
-
-# --- a small client ------------------------------------------------------------------------------------
-
-
-@dataclass
-class Response:
-    status: int
-    body: dict[str, Any]
-    warnings: list[str] = field(default_factory=list)  # the Warning headers (RFC 7234 "299 - <text>")
-
-    def message(self) -> str:
-        causes = "; ".join(
-            f"{c.get('field', '')}: {c.get('message', '')}" for c in self.body.get("details", {}).get("causes", [])
-        )
-        return f"HTTP {self.status} {self.body.get('reason', '')}: {self.body.get('message', '')}" + (
-            f" [{causes}]" if causes else ""
-        )
-
-
-@dataclass
-class Resource:
-    plural: str
-    namespaced: bool
-
-
-@dataclass
-class Api:
-    """kube-apiserver over HTTPS with a bearer token; JSON in and out (urllib: no extra dependency)."""
-
-    url: str
-    context: ssl.SSLContext
-    _resources: dict[str, dict[str, Resource]] = field(default_factory=dict)  # apiVersion -> kind -> resource
-
-    def request(self, method: str, path: str, body: Any = None, *, content_type: str = "application/json",
-                query: dict[str, str] | None = None) -> Response:
-        url = self.url + path + (("?" + urllib.parse.urlencode(query)) if query else "")
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(url, data=data, method=method)
-        req.add_header("Authorization", f"Bearer {TOKEN}")
-        req.add_header("Accept", "application/json")
-        if data is not None:
-            req.add_header("Content-Type", content_type)
-        try:
-            with urllib.request.urlopen(req, context=self.context, timeout=REQUEST_TIMEOUT) as resp:
-                return Response(resp.status, _json(resp.read()), resp.headers.get_all("Warning") or [])
-        except urllib.error.HTTPError as err:
-            return Response(err.code, _json(err.read()), err.headers.get_all("Warning") or [])
-
-    def resource(self, api_version: str, kind: str) -> Resource:
-        """The REST resource of ``kind`` in ``api_version`` (API discovery, refreshed when not found)."""
-        if kind not in self._resources.get(api_version, {}):
-            base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-            found = self.request("GET", base)
-            assert found.status == 200, f"discovery of {api_version}: {found.message()}"
-            self._resources[api_version] = {
-                r["kind"]: Resource(r["name"], r["namespaced"]) for r in found.body["resources"] if "/" not in r["name"]
-            }
-        if kind not in self._resources[api_version]:
-            raise KeyError(f"the server serves no kind {kind} in {api_version}")
-        return self._resources[api_version][kind]
-
-    def path(self, obj: dict[str, Any], *, with_name: bool = True) -> str:
-        api_version, kind, meta = obj["apiVersion"], obj["kind"], obj["metadata"]
-        res = self.resource(api_version, kind)
-        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-        ns = f"/namespaces/{meta.get('namespace') or 'default'}" if res.namespaced else ""
-        return f"{base}{ns}/{res.plural}" + (f"/{meta['name']}" if with_name else "")
-
-    def apply(self, obj: dict[str, Any]) -> Response:
-        """Server-side apply, as ``kubectl apply --server-side --force-conflicts`` (JSON is YAML); an unknown
-    or duplicate field is an error, as with kubectl's default ``--validate=strict``."""
-        return self.request(
-            "PATCH", self.path(obj), obj, content_type="application/apply-patch+yaml",
-            query={"fieldManager": FIELD_MANAGER, "force": "true", "fieldValidation": "Strict"},
-        )
-
-    def dry_run_create(self, obj: dict[str, Any]) -> Response:
-        """Create with ``dryRun=All``: validated and admitted in full, stored nowhere."""
-        return self.request(
-            "POST", self.path(obj, with_name=False), obj, query={"dryRun": "All", "fieldValidation": "Strict"}
-        )
-
-    def delete(self, obj: dict[str, Any]) -> Response:
-        return self.request("DELETE", self.path(obj), {"propagationPolicy": "Background"})
-
-    def get(self, obj: dict[str, Any]) -> Response:
-        return self.request("GET", self.path(obj))
-
-
-def _json(raw: bytes) -> dict[str, Any]:
-    try:
-        value = json.loads(raw or b"{}")
-    except ValueError:
-        return {"message": raw.decode(errors="replace")}
-    return value if isinstance(value, dict) else {"value": value}
-
-
 @pytest.fixture(scope="session")
 def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
-    """kube-apiserver and etcd on 127.0.0.1 (free ports, data in a temporary folder), stopped at teardown."""
-    binaries = _binaries()
+    """kube-apiserver and etcd on 127.0.0.1 (free ports, data in a temporary folder), stopped at teardown: the
+    rehearsal's API server (efa_stack/rehearsal/control_plane.py) with the webhook admission plugins off."""
+    folder = _binaries()
     work = tmp_path_factory.mktemp("apiserver")
-    cert, key, sa_key, sa_pub = _write_keys(work)
-    tokens = work / "tokens.csv"
-    tokens.write_text(f"{TOKEN},efa-stack-test,efa-stack-test,system:masters\n")
-    etcd_port, peer_port, api_port = _free_ports(3)
-    etcd_url, peer_url = f"http://127.0.0.1:{etcd_port}", f"http://127.0.0.1:{peer_port}"
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        etcd_log = work / "etcd.log"
-        etcd = _start([
-            str(binaries / "etcd"), "--name=test", f"--data-dir={work / 'etcd'}",
-            f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
-            f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
-            f"--initial-cluster=test={peer_url}", "--log-level=warn", "--unsafe-no-fsync",
-        ], etcd_log)
-        procs.append(etcd)
-        _wait_until("etcd", lambda: _etcd_healthy(etcd_url), etcd, etcd_log)
-        _log(f"etcd ready on {etcd_url}")
-
-        api_log = work / "kube-apiserver.log"
-        api = _start([
-            str(binaries / "kube-apiserver"),
-            f"--etcd-servers={etcd_url}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
-            f"--tls-cert-file={cert}", f"--tls-private-key-file={key}", f"--cert-dir={work / 'certs'}",
-            f"--token-auth-file={tokens}", "--authorization-mode=RBAC",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={sa_pub}", f"--service-account-signing-key-file={sa_key}",
-            "--service-cluster-ip-range=10.96.0.0/16",
-            # as on EKS: privileged containers are allowed (the device plugins run privileged)
-            "--allow-privileged=true",
-            # no webhook server runs here (the Training Operator's would); every other default plugin stays on
-            "--disable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
-            "--profiling=false",
-        ], api_log)
-        procs.append(api)
-        context = ssl.create_default_context(cafile=str(cert))
-        client = Api(f"https://127.0.0.1:{api_port}", context)
-
-        def ready() -> bool:
-            return client.request("GET", "/readyz").status == 200
-
-        _wait_until("kube-apiserver", ready, api, api_log)
-        _log(f"kube-apiserver ready on {client.url}")
-        yield client
-    finally:
-        for proc in reversed(procs):
-            _stop(proc)
-        shutil.rmtree(work / "etcd", ignore_errors=True)  # its write-ahead log preallocates 64 MB files
-        _log("kube-apiserver and etcd stopped")
+    with Processes() as processes:
+        try:
+            client, _ = start_api_server(processes, {"etcd": folder / "etcd", "kube-apiserver": folder / "kube-apiserver"},
+                                         work, admission_webhooks=False)
+            _log(f"kube-apiserver ready on {client.url}")
+            yield client
+        finally:
+            processes.stop_all()
+            shutil.rmtree(work / "etcd", ignore_errors=True)  # its write-ahead log preallocates 64 MB files
+            _log("kube-apiserver and etcd stopped")
 
 
 # --- apply.sh against the server -----------------------------------------------------------------------
@@ -380,40 +116,29 @@ def _documents(text: str) -> list[Any]:
 
 
 @functools.cache
-def _upstream_documents(path: Path) -> tuple[Any, ...]:
-    return tuple(o for o in _documents(path.read_text()) if o)
+def _release_crds_json(release: str, namespace: str) -> str:
+    try:
+        objects = release_objects(release, namespace)
+    except KeyError:  # a release with no stand-in (Karpenter: its CRDs are in dist/, the release skips them)
+        return "[]"
+    return json.dumps([o for o in objects if o["kind"] == "CustomResourceDefinition"])
 
 
-def _helm_crds(names: set[str]) -> list[dict[str, Any]]:
-    """The CRDs a Helm release installs, from tests/fixtures/upstream/ (``<group>_<plural>.yaml``); a
-    CRD kept nowhere there (TrainingRuntime: efa-stack renders none) is left out."""
-    crds = []
-    for name in sorted(names):
-        plural, group = name.split(".", 1)
-        path = UPSTREAM / f"{group}_{plural}.yaml"
-        if path.is_file():
-            crds += copy.deepcopy(list(_upstream_documents(path)))
+def _release_crds(release: str, namespace: str) -> list[dict[str, Any]]:
+    """The CRDs Helm release ``release`` installs: those of the rehearsal's stand-in for it
+    (efa_stack/rehearsal/releases.py: upstream's at the chart's versions, the Trainer's three and JobSet's), a
+    fresh copy per call."""
+    crds: list[dict[str, Any]] = json.loads(_release_crds_json(release, namespace))
     return crds
 
 
 def _wait_established(api: Api, name: str) -> str | None:
     """None once CRD ``name`` is Established, else why not (after :data:`WAIT_TIMEOUT`)."""
-    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": name}}
-    deadline = time.monotonic() + WAIT_TIMEOUT
-    last = None
-    while time.monotonic() < deadline:
-        got = api.get(crd)
-        if got.status == 200:
-            conditions = {c["type"]: c for c in (got.body.get("status") or {}).get("conditions") or []}
-            if conditions.get("Established", {}).get("status") == "True":
-                group_version = f"{got.body['spec']['group']}/{got.body['spec']['versions'][0]['name']}"
-                api._resources.pop(group_version, None)  # the kind is new: discover again
-                return None
-            last = json.dumps(list(conditions.values()))
-        else:
-            last = got.message()
-        time.sleep(0.2)
-    return f"crd/{name} not Established after {WAIT_TIMEOUT}s: {last}"
+    try:
+        wait_established(api, name, WAIT_TIMEOUT)
+    except RolloutError as err:
+        return str(err)
+    return None
 
 
 @dataclass
@@ -468,11 +193,8 @@ def apply_steps(script: str) -> list[list[str]]:
 def run_apply_script(api: Api, dist: Path, plan: Any) -> Run:
     """The steps of ``dist/apply.sh`` of ``plan`` against ``api``: kubectl apply (server-side, for real), helm
     (its namespace and CRDs), the waits for Established; ``kubectl rollout status`` needs a controller."""
-    from k8s.rollout import releases
-
     run = Run(api)
     steps = apply_steps((dist / "apply.sh").read_text())
-    helm_crds = {crd for release in releases(plan).values() for crd in release.crds}
     for words in steps:
         line = shlex.join(words)
         if words[0] in {"set", "cd", "command"}:
@@ -482,8 +204,8 @@ def run_apply_script(api: Api, dist: Path, plan: Any) -> Run:
             assert words[1:3] == ["upgrade", "--install"] and "--create-namespace" in words, line
             namespace = words[words.index("--namespace") + 1]
             run.apply(f"helm {words[3]}", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-            for crd in _helm_crds(helm_crds):
-                run.apply(f"helm {words[3]} (tests/fixtures/upstream)", crd)
+            for crd in _release_crds(words[3], namespace):
+                run.apply(f"helm {words[3]} (upstream's CRDs)", crd)
         elif words[:2] == ["kubectl", "apply"] or action == "apply":
             target = words[1] if action == "apply" else words[words.index("-f") + 1]
             assert action == "apply" or words[2:] == ["-f", target], line

@@ -45,6 +45,9 @@ def literals(path: Path) -> list[tuple[int, str]]:
 OTHER_MEANING = {
     ("k8s/components.py", "neuron-device-plugin"), ("k8s/components.py", "mpi-operator"),
     ("k8s/components.py", "training-operator"), ("k8s/components.py", "kubeflow-trainer"),
+    # the names of binaries tools/build.sh builds
+    ("efa_stack/rehearsal/binaries.py", "mpi-operator"), ("efa_stack/rehearsal/binaries.py", "training-operator"),
+    ("efa_stack/rehearsal/controllers.py", "mpi-operator"), ("efa_stack/rehearsal/controllers.py", "training-operator"),
 }
 
 

@@ -20,7 +20,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("efa_stack.planning",),
     ("k8s", "aws_constructs", "efa_stack.nccl_report", "efa_stack.cluster"),
     ("efa_stack.checks",),
-    ("stacks", "efa_stack.acceptance"),
+    ("stacks", "efa_stack.acceptance", "efa_stack.rehearsal"),
     ("efa_stack.tools", "app"),
 )
 

@@ -262,7 +262,7 @@ def _tiny_stacks(monkeypatch):
 
     import stacks.compose as app_module
 
-    def cluster(scope, id_, *, plan, env, charts=None, rollout=None, description=None):
+    def cluster(scope, id_, *, plan, env, charts=None, rollout=None, layout=None, description=None):
         stack = Stack(scope, id_, env=env)
         vpc = ec2.Vpc(stack, "Vpc", availability_zones=list(plan.availability_zones), nat_gateways=0,
                       subnet_configuration=[ec2.SubnetConfiguration(name="p", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)])

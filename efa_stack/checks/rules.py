@@ -48,6 +48,7 @@ EC2_LAUNCH_TEMPLATE = "AWS::EC2::LaunchTemplate"
 # aws-cdk-lib@2.275.0 aws-eks-v2/lib/k8s-manifest.js: KubernetesManifest.RESOURCE_TYPE; its ``Manifest``
 # property is the JSON list of objects the kubectl handler applies.
 KUBERNETES_MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"
+NESTED_STACK = "AWS::CloudFormation::Stack"
 # EC2 API reference, IpPermission.IpProtocol: "Use -1 to specify all protocols".
 ALL_TRAFFIC = "-1"
 
@@ -69,8 +70,8 @@ class SecurityGroupRule:
 class App:
     """The synthesized templates of one app, by stack name: what CloudFormation receives.
 
-    References between stacks (``Fn::ImportValue`` of an export) are followed, so a rule can ask
-    which security group an interface of the cluster stack's launch template names.
+    References between stacks (``Fn::ImportValue`` of an export, a nested stack's parameter) are followed, so a rule
+    can ask which security group an interface of a launch template names, in the cluster stack or a nested one.
     """
 
     templates: Mapping[str, Template]
@@ -91,10 +92,22 @@ class App:
                         if (output.get("Export") or {}).get("Name") == arg:
                             return self.resolve_group(output.get("Value"), other)
                 return None
+            if fn == "Ref" and isinstance(arg, str) and arg in (self.templates.get(stack, {}).get("Parameters") or {}):
+                return self._passed_to(arg)
             lid = arg if fn == "Ref" else arg[0] if fn == "Fn::GetAtt" and arg[1:] == ["GroupId"] else None
             res = (self.templates.get(stack, {}).get("Resources") or {}).get(lid) if isinstance(lid, str) else None
             if res is not None and isinstance(lid, str) and res.get("Type") == EC2_SECURITY_GROUP:
                 return stack, lid
+        return None
+
+    def _passed_to(self, parameter: str) -> GroupRef | None:
+        """The group a nested stack's ``parameter`` receives: aws-cdk-lib passes a value of the parent stack to a
+        nested stack as a parameter that the parent's ``AWS::CloudFormation::Stack`` resource sets (core/lib/
+        nested-stack.ts; one parameter name per referenced value, the same in every nested stack that uses it)."""
+        for other, _, res in self.resources(NESTED_STACK):
+            value = (res.get("Properties") or {}).get("Parameters", {}).get(parameter)
+            if value is not None:
+                return self.resolve_group(value, other)
         return None
 
     def group(self, ref: GroupRef) -> Resource:

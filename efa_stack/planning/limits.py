@@ -170,7 +170,8 @@ def subnet_plan(cidr: str, zones: int, private_needed: int = 0) -> SubnetPlan | 
 
 
 # --- CloudFormation and EKS quotas -----------------------------------------------------------------
-# AWS CloudFormation User Guide, "Understand CloudFormation quotas": 500 resources per stack (hard).
+# AWS CloudFormation User Guide, "Understand CloudFormation quotas": 500 resources per stack (hard). The other limit a
+# template has, 1,000,000 bytes, is counted by efa_stack/planning/template_budget.py.
 CFN_MAX_RESOURCES = 500
 # EKS's "Managed node groups per cluster" quota (spec.models.MAX_MANAGED_NODE_GROUPS, cited there) is
 # checked twice: where the spec is read (at most that many managedNodeGroups entries with the system group)

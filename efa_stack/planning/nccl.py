@@ -52,12 +52,22 @@ MAX_IPV4_PER_ENI = 64
 DAEMONSET_MEMORY_MIB = 1024
 
 
-def node_allocatable_memory_mib(instance: InstanceType) -> int:
-    """The memory an EKS AL2023 node of ``instance`` can give pods (upper bound on maxPods)."""
+def max_pods_bound(instance: InstanceType) -> int:
+    """nodeadm's maxPods for ``instance`` with the largest IPv4 figure per ENI (an upper bound, see above)."""
     enis = instance.network_cards[0].max_interfaces if instance.network_cards else instance.max_network_interfaces
-    max_pods = enis * (MAX_IPV4_PER_ENI - 1) + 2
+    return enis * (MAX_IPV4_PER_ENI - 1) + 2
+
+
+def allocatable_memory_mib(instance: InstanceType, max_pods: int) -> int:
+    """The memory an EKS AL2023 node of ``instance`` whose kubelet has ``max_pods`` gives pods: its memory less
+    nodeadm's kubeReserved and the kubelet's evictionHard (before hugepages, which the kubelet also subtracts)."""
     kube_reserved = KUBE_RESERVED_MIB_PER_POD * max_pods + KUBE_RESERVED_MIB_BASE
     return instance.memory_mib - kube_reserved - EVICTION_HARD_MEMORY_MIB
+
+
+def node_allocatable_memory_mib(instance: InstanceType) -> int:
+    """The memory an EKS AL2023 node of ``instance`` can give pods (upper bound on maxPods)."""
+    return allocatable_memory_mib(instance, max_pods_bound(instance))
 
 
 @dataclass(frozen=True)

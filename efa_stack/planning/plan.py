@@ -38,6 +38,7 @@ from efa_stack.planning.addressing import (
     merge_cni_env,
     pod_network_refusals,
 )
+from efa_stack.planning.image_cache import ImageCachePlan, image_cache_plan, job_images
 from efa_stack.planning.image_compat import TrainingImagePlan, training_image_plan
 from efa_stack.planning.karpenter import KarpenterPlan, with_max_pods
 from efa_stack.planning.limits import network_resource_count, validate_node_group_count, validate_plan_limits
@@ -144,6 +145,8 @@ class ClusterPlan:
     """Kueue and its queues (:func:`efa_stack.planning.scheduling.kueue_plan`), or None without ``scheduling.kueue.enabled``."""
     karpenter: KarpenterPlan | None = None
     """Karpenter and its EFA pools (``karpenterNodePools``, :mod:`efa_stack.planning.karpenter`), or None without pools."""
+    image_cache: ImageCachePlan | None = None
+    """The ECR pull through cache for job images at scale (:mod:`efa_stack.planning.image_cache`), or None."""
 
     def addon(self, name: str) -> AddonPlan | None:
         """The plan of add-on ``name``, or None when no stack creates it."""
@@ -207,6 +210,8 @@ class ClusterPlan:
             )
         if self.addresses is not None:
             lines += self.addresses.summary_lines()
+        if self.image_cache is not None:
+            lines += self.image_cache.summary_lines()
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -542,6 +547,10 @@ def _assemble(ctx: PlanContext) -> ClusterPlan:
         training_jobs=ctx.training_jobs,
         kueue=ctx.kueue,
         karpenter=karpenter,
+        image_cache=image_cache_plan(
+            md.name, md.region, job_images(ctx.nccl_job, ctx.training_jobs),
+            interface_endpoints=None if ctx.existing is not None else spec.vpc.interface_endpoints,
+        ),
         existing_vpc=ctx.existing,
         warnings=(*version_warnings(md.version, ctx.today), *infiniband_warnings(spec), *ctx.warnings,
                   *ami_driver_warnings(ctx.karpenter, md.version), *ultraserver_warnings(groups, md.version)),

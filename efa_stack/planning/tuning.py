@@ -67,8 +67,14 @@ def guaranteed_cpus(instance: InstanceType) -> int:
     p5.48xlarge (192 vCPUs): 192000m - 550m - 1000m -> 190. Never above the static CPU manager's exclusive
     pool (vCPUs less ceil(kubeReserved)).
     """
-    milli = instance.vcpus * 1000 - kube_reserved_cpu_milli(instance.vcpus) - DAEMONSET_CPU_MILLI
+    milli = allocatable_cpu_milli(instance.vcpus) - DAEMONSET_CPU_MILLI
     return max(milli // 1000, 0)
+
+
+def allocatable_cpu_milli(vcpus: int) -> int:
+    """The CPU, in millicores, the kubelet of an EKS AL2023 node with ``vcpus`` CPUs gives pods: its CPUs less
+    nodeadm's kubeReserved (no systemReserved)."""
+    return vcpus * 1000 - kube_reserved_cpu_milli(vcpus)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ stack templates included) and replays a first deploy the way CloudFormation and 
 - Each resource takes the typical create minutes of its type, from ``efa_stack/planning/data/
   create_minutes.json`` (each figure with its source, or marked as an estimate with its basis); a type
   not listed takes the file's default. A nested stack (``AWS::CloudFormation::Stack`` whose template is
-  in the assembly) takes the modelled time of its own template.
+  in the assembly: named by its ``aws:asset:path`` metadata under the CDK CLI, or by the asset hash in its
+  ``TemplateURL``, which the stack's asset manifest maps to the file) takes the modelled time of its own template.
 
 The result is the critical path: minutes per stack and for the whole app, and the chain of resources that
 sets them. It is a model for comparing layouts of the same app, not a prediction of a real deploy's
@@ -39,6 +40,10 @@ ASSET_PATH_METADATA = "aws:asset:path"
 assembly (aws-cdk-lib cx-api ``ASSET_RESOURCE_METADATA_PATH_KEY``)."""
 STACK_ARTIFACT = "aws:cloudformation:stack"
 """The manifest artifact type of a CloudFormation stack (cloud-assembly-schema ``ArtifactType``)."""
+
+_TEMPLATE_ASSET = re.compile(r"/([0-9a-f]{64})\.json$")
+"""The asset hash at the end of a nested stack's ``TemplateURL`` (aws-cdk-lib's DefaultStackSynthesizer names the
+object ``<hash>.json``)."""
 
 _SUB_VARIABLE = re.compile(r"\$\{([^}!][^}]*)\}")
 """``${Name}`` or ``${Name.Attribute}`` in an ``Fn::Sub`` string; ``${!Literal}`` is written out as is
@@ -212,6 +217,16 @@ class ModelError(ValueError):
     """A template or assembly the model cannot replay (a dependency cycle, a missing template)."""
 
 
+def template_asset(resource: Mapping[str, Any]) -> str | None:
+    """The asset hash of a nested stack's template, from the last part of its ``TemplateURL``; None for another
+    resource or URL."""
+    url = (resource.get("Properties") or {}).get("TemplateURL")
+    parts = url.get("Fn::Join", [None, []])[1] if isinstance(url, dict) else [url]
+    last = parts[-1] if parts else None
+    match = _TEMPLATE_ASSET.search(last) if isinstance(last, str) else None
+    return match.group(1) if match else None
+
+
 def critical_path(
     template: Mapping[str, Any],
     figures: Figures,
@@ -226,8 +241,8 @@ def critical_path(
     minutes: dict[str, float] = {}
     for logical_id, resource in resources.items():
         type_ = resource.get("Type", "")
-        asset = resource.get("Metadata", {}).get(ASSET_PATH_METADATA)
-        if type_ == NESTED_STACK_TYPE and nested is not None and asset in nested:
+        asset = resource.get("Metadata", {}).get(ASSET_PATH_METADATA) or template_asset(resource)
+        if type_ == NESTED_STACK_TYPE and nested is not None and isinstance(asset, str) and asset in nested:
             minutes[logical_id] = critical_path(nested[asset], figures, name=asset, nested=nested).minutes
         else:
             minutes[logical_id] = figures.of(type_).minutes
@@ -348,6 +363,11 @@ def model_assembly(outdir: Path | str, *, concurrency: int = 1, figures: Figures
             raise ModelError(f"{name}: template {path} is missing from the assembly")
         templates[name] = json.loads(path.read_text())
     nested = {p.name: json.loads(p.read_text()) for p in outdir.glob("*.nested.template.json")}
+    for assets in outdir.glob("*.assets.json"):  # nested templates by the asset hash their TemplateURL names
+        for asset_hash, entry in json.loads(assets.read_text()).get("files", {}).items():
+            source = entry.get("source", {}).get("path")
+            if source in nested:
+                nested[asset_hash] = nested[source]
     return model_templates(
         templates, {s: sorted(stack_dependencies(s, set())) for s in stacks},
         concurrency=concurrency, figures=figures, nested=nested,

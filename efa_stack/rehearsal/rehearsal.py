@@ -1,0 +1,200 @@
+"""One rehearsal: a plan's rollout performed on a local control plane with the real controllers, on nodes made
+from the plan, and the means to start its jobs the way users do and to watch what the controllers make of them.
+
+What is rehearsed: the objects efa-stack renders, server-side applied in the rollout's order through the real
+admission chain (every webhook served by its real controller); the real scheduler placing every pod against the
+nodes' labels, taints and allocatable; the real kube-controller-manager (Deployments, DaemonSets, Jobs, garbage
+collection, ServiceAccounts); the MPI operator, Kueue and the Kubeflow controllers at their pinned versions, under the
+RBAC efa-stack renders; a job started by its own ``efa-stack.io/start`` command.
+
+What is not: AWS (capacity, EFA traffic, images, the network), what runs inside a container (kwok marks a bound pod
+Running at once), the kubelet's own admission (device plugins, CPU and topology managers), and what a Helm chart
+renders: releases are stood in for as each handler of :class:`Rehearsal` says.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from efa_stack import contract
+from efa_stack.planning.plan import ClusterPlan
+from efa_stack.rehearsal.binaries import CONTROL_PLANE, binaries
+from efa_stack.rehearsal.client import Api, ApiError, poll
+from efa_stack.rehearsal.control_plane import ControlPlane, control_plane
+from efa_stack.rehearsal.controllers import LocalController, LocalControllers, controllers_for
+from efa_stack.rehearsal.nodes import NodeOptions, plan_nodes
+from efa_stack.rehearsal.releases import RELEASES, release_objects
+from efa_stack.rehearsal.rollout import Performed, RolloutError, perform, wait_established
+from k8s.rollout import ApplyChart, InstallRelease, Nodes, Rollout, WaitAvailable, plan_rollout
+
+ROLLOUT_TIMEOUT = 300
+"""Seconds a controller's Deployment may take to become available (``apply.sh`` allows 300, k8s/dist.py)."""
+NODES_READY_TIMEOUT = 60
+
+
+def deployment_available(api: Api, namespace: str, name: str) -> bool:
+    """The Deployment's ``Available`` condition is "True" and every replica is up to date and available."""
+    got = api.get({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"namespace": namespace, "name": name}})
+    if got.status != 200:
+        return False
+    status, spec = got.body.get("status") or {}, got.body["spec"]
+    conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
+    want = spec.get("replicas", 1)
+    return (conditions.get("Available") == "True" and status.get("updatedReplicas") == want
+            and status.get("availableReplicas") == want)
+
+
+@dataclass
+class Rehearsal:
+    """A rolled-out plan; also the :class:`~efa_stack.rehearsal.rollout.Actions` of its rollout."""
+
+    plan: ClusterPlan
+    plane: ControlPlane
+    controllers: LocalControllers
+    rollout: Rollout
+    objects: list[dict[str, Any]]
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    performed: Performed | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def api(self) -> Api:
+        return self.plane.api
+
+    # --- the rollout's actions ------------------------------------------------------------------------------
+    def transform(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self.controllers.rewrite(obj)
+
+    def nodes_up(self, step: Nodes) -> None:
+        """The nodes exist already (:func:`rehearse` creates them first, as a cluster has its node groups before
+        ``apply.sh`` runs); they must still be Ready."""
+        self._wait_nodes_ready({n["metadata"]["name"] for n in self.nodes})
+
+    def applied(self, step: ApplyChart) -> None:
+        """The chart's Deployments would start their pods now: the local controller of each starts under its
+        ServiceAccount once the CRDs created so far are Established (an operator's pod restarts until its CRDs are
+        served), and is waited for until it answers ready."""
+        mine = {(o["metadata"].get("namespace"), o["metadata"]["name"])
+                for o in self.rollout.objects[step.chart] if o["kind"] == "Deployment"}
+        for c in self.controllers.controllers:
+            if (c.namespace, c.deployment) in mine and c.name not in self.controllers.running:
+                for crd in self.api.list("apiextensions.k8s.io/v1", "CustomResourceDefinition"):
+                    wait_established(self.api, crd["metadata"]["name"])
+                self.timings[f"{c.name} ready"] = self.controllers.start(c.name, self.objects).ready_in
+
+    def install(self, step: InstallRelease) -> None:
+        """The release's stand-in (:mod:`efa_stack.rehearsal.releases`): its objects applied, its CRDs established,
+        its controllers started and ready (what ``helm --wait`` waits for)."""
+        assert step.release is not None
+        try:
+            objects = release_objects(step.release.name, step.release.namespace)
+        except KeyError as err:
+            raise RolloutError(str(err)) from None
+        for obj in objects:
+            got = self.api.apply(self.transform(obj))
+            if not got.ok:
+                raise RolloutError(f"{step.id}: {obj['kind']} {obj['metadata']['name']}: {got.message()}")
+        for obj in objects:
+            if obj["kind"] == "CustomResourceDefinition":
+                wait_established(self.api, obj["metadata"]["name"])
+        for cls in RELEASES[step.release.name]:
+            self.timings[f"{cls.name} ready"] = self.controllers.start(cls.name, self.objects).ready_in
+
+    def available(self, step: WaitAvailable) -> None:
+        """A rendered Deployment: available (kwok runs its pod) and its local controller running. A Helm release's
+        Deployment is not rendered here: its local controller answered ready when the release was installed."""
+        owner = next((r for r in self.controllers.running.values() if r.controller.namespace == step.namespace
+                      and step.deployment in (r.controller.deployment, r.controller.release_deployment)), None)
+        if owner is None or not owner.process.running():
+            raise RolloutError(f"{step.id}: no local controller runs for Deployment {step.namespace}/{step.deployment}")
+        if owner.controller.deployment is not None:
+            poll(f"Deployment {step.namespace}/{step.deployment} available", lambda: True if deployment_available(
+                self.api, step.namespace, step.deployment) else None, ROLLOUT_TIMEOUT)
+
+    # --- nodes and jobs ---------------------------------------------------------------------------------------
+    def create_nodes(self, options: NodeOptions | None = None) -> list[dict[str, Any]]:
+        """Create the plan's nodes and wait until kwok reports every one Ready."""
+        nodes = plan_nodes(self.plan, options)
+        for node in nodes:
+            got = self.api.create(node)
+            if got.status != 201:
+                raise ApiError(f"Node {node['metadata']['name']}: {got.message()}")
+        self._wait_nodes_ready({n["metadata"]["name"] for n in nodes})
+        self.nodes += nodes
+        return nodes
+
+    def _wait_nodes_ready(self, names: set[str]) -> None:
+        def all_ready() -> bool | None:
+            ready = {n["metadata"]["name"] for n in self.api.list("v1", "Node") if any(
+                c["type"] == "Ready" and c["status"] == "True" for c in (n.get("status") or {}).get("conditions", []))}
+            return True if names <= ready else None
+
+        poll("every node Ready (kwok)", all_ready, NODES_READY_TIMEOUT)
+
+    def start(self, obj: dict[str, Any]) -> str:
+        """Run the job's ``efa-stack.io/start`` command (a ``kubectl patch --type merge`` or ``kubectl label``) against
+        the rehearsal's API server; returns the command."""
+        command = obj["metadata"].get("annotations", {}).get(contract.ANNOTATION_START)
+        if not command:
+            raise ValueError(f"{obj['kind']} {obj['metadata']['name']} has no {contract.ANNOTATION_START} annotation")
+        words = shlex.split(command)
+        target = {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+                  "metadata": {"name": words[3], "namespace": words[words.index("-n") + 1]}}
+        if words[:2] == ["kubectl", "patch"] and words[words.index("--type") + 1] == "merge":
+            patch = json.loads(words[words.index("-p") + 1])
+        elif words[:2] == ["kubectl", "label"]:
+            labels = dict(w.split("=", 1) for w in words[4:] if "=" in w and not w.startswith("-"))
+            patch = {"metadata": {"labels": labels}}
+        else:
+            raise ValueError(f"a start command the rehearsal does not know: {command}")
+        got = self.api.merge_patch(target, patch)
+        if not got.ok:
+            raise ApiError(f"{command}: {got.message()}")
+        return command
+
+    def pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        return self.api.list("v1", "Pod", namespace, label_selector=selector)
+
+    def node(self, name: str) -> dict[str, Any]:
+        return next(n for n in self.nodes if n["metadata"]["name"] == name)
+
+
+def local_controllers(objects: Sequence[dict[str, Any]], releases: Sequence[str]) -> list[LocalController]:
+    """The controllers of the rendered Deployments, then those standing in for the Helm releases."""
+    return [*controllers_for(list(objects)), *(cls() for r in releases for cls in RELEASES.get(r, ()))]
+
+
+@contextlib.contextmanager
+def rehearse(plan: ClusterPlan, state: Path, *, nodes: NodeOptions | None = None) -> Iterator[Rehearsal]:
+    """Build what is missing, plan the rollout of ``plan`` (:func:`k8s.rollout.plan_rollout`, the graph ``cdk deploy``
+    and ``apply.sh`` translate), start the control plane under ``state``, create the nodes and perform the rollout;
+    the processes stop when the ``with`` block ends."""
+    import cdk8s
+
+    from k8s.charts import build_charts
+
+    rollout = plan_rollout(plan, build_charts(plan, cdk8s.App()))
+    objects = [json.loads(json.dumps(o)) for objs in rollout.objects.values() for o in objs]
+    releases = [s.release.name for s in rollout.of_type(InstallRelease) if s.release is not None]
+    wanted = local_controllers(objects, releases)
+    bins = binaries([*CONTROL_PLANE, *(c.binary for c in wanted)])
+    with control_plane(state / "cluster", bins) as plane:
+        controllers = LocalControllers.create(plane, bins, wanted)
+        rehearsal = Rehearsal(plan, plane, controllers, rollout, objects, timings={"control plane": plane.started_in})
+        try:
+            started = time.monotonic()
+            rehearsal.create_nodes(nodes)
+            rehearsal.timings["nodes"] = time.monotonic() - started
+            started = time.monotonic()
+            rehearsal.performed = perform(plane.api, rollout, rehearsal)
+            rehearsal.timings["rollout"] = time.monotonic() - started
+            yield rehearsal
+        finally:
+            controllers.close()

@@ -1,0 +1,321 @@
+"""The template byte budget (efa_stack/planning/template_budget.py): every template a spec synthesizes fits
+CloudFormation's 1,000,000 bytes; at the documented envelope the largest parts move into nested stacks; a spec no
+layout fits is refused with the numbers and the fix.
+
+Templates are synthesized as ``cdk deploy`` synthesizes them: with the context the CDK CLI gives the app (path and
+asset metadata, version reporting; aws-cdk CLI 2.1148.1 ``contextFromSettings``), which adds bytes to every
+resource that the other tests' synths (tests/support.py) leave out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from efa_stack.planning.limits import CFN_MAX_RESOURCES
+from efa_stack.spec.errors import SpecError
+from tests.support import CLUSTERS, NO_ASSET_STAGING, ROOT, TEMPLATE_VALIDATION, fail_on_warnings, scratch_dir
+
+CFN_TEMPLATE_LIMIT = 1_000_000
+"""AWS CloudFormation User Guide, "Understand CloudFormation quotas": template body size in an S3 object, 1 MB."""
+CLI_CONTEXT = {
+    "aws:cdk:enable-path-metadata": True,
+    "aws:cdk:enable-asset-metadata": True,
+    "aws:cdk:version-reporting": True,
+}
+"""What the CDK CLI puts in the context of the app it deploys."""
+SHIPPED = sorted(p.name for p in CLUSTERS.glob("*.yaml"))
+
+HEAD = """apiVersion: eksctl.io/v1alpha5
+kind: ClusterConfig
+metadata: {name: envelope, region: us-west-2, version: "1.35"}
+availabilityZones: [us-west-2a, us-west-2b]
+"""
+KUEUE = "scheduling:\n  kueue: {enabled: true}\n"
+OWN_ROLE = ", iam: {attachPolicyARNs: [arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess]}"
+JOBS = """trainingJobs:
+  - {name: tj, nodeGroup: g0, image: public.ecr.aws/deep-learning-containers/pytorch:2.11.0-cu130-amzn2023, kind: trainjob,
+     fabric: efa, command: [python, -c, pass]}
+  - {name: pj, nodeGroup: g1, image: public.ecr.aws/deep-learning-containers/pytorch:2.11.0-cu130-amzn2023,
+     kind: pytorchjob, fabric: efa, command: [python, -c, pass]}
+"""
+STORAGE = "storage: {deploymentType: PERSISTENT_2, storageCapacityGiB: 4800, perUnitStorageThroughput: 250, nodeGroup: g0}\n"
+
+
+def groups(n: int, extra: str = "") -> str:
+    return "managedNodeGroups:\n" + "".join(
+        f"  - {{name: g{i}, instanceType: p5.48xlarge, minSize: 1, desiredCapacity: 1, maxSize: 1, "
+        f"availabilityZones: [us-west-2a], efaEnabled: true{extra}}}\n" for i in range(n))
+
+
+def pools(n: int) -> str:
+    return "karpenterNodePools:\n" + "".join(
+        f"  - {{name: pool{i}, instanceType: p5.48xlarge, maxNodes: 4, capacity: on-demand, "
+        f"availabilityZone: us-west-2a}}\n" for i in range(n))
+
+
+ISSUE_ENVELOPE = HEAD + groups(28) + KUEUE + pools(1)
+"""28 EFA node groups of p5.48xlarge, Kueue and one pool: 1,131,590 bytes in one template before the budget."""
+MOST_GROUPS = HEAD + groups(29, OWN_ROLE) + KUEUE + pools(1) + JOBS + STORAGE
+"""The most EKS node groups a spec can make (29, each with its own role and placement group) with Kueue, a pool,
+both training operators and FSx."""
+ENVELOPES = {"issue-envelope": ISSUE_ENVELOPE, "most-groups": MOST_GROUPS}
+
+
+@cache
+def deploy_synth(text: str) -> tuple[dict[str, int], dict[str, dict], Path]:
+    """The spec ``text`` synthesized as ``cdk deploy`` does: template file -> bytes, file -> template, the assembly."""
+    from aws_cdk import App
+
+    from efa_stack.planning.plan import build_plan
+    from efa_stack.spec.loader import parse_spec
+    from stacks.compose import build
+
+    plan = build_plan(parse_spec(text))
+    outdir = scratch_dir("budget-")
+    app = App(outdir=str(outdir), context={**NO_ASSET_STAGING, **CLI_CONTEXT},
+              builtin_cloud_formation_validation=TEMPLATE_VALIDATION)
+    build(app, plan)
+    app.synth()
+    fail_on_warnings(outdir)
+    files = sorted(outdir.glob("*.template.json"))
+    return ({p.name: p.stat().st_size for p in files}, {p.name: json.loads(p.read_text()) for p in files}, outdir)
+
+
+def layout_of(text: str):
+    import cdk8s
+
+    from efa_stack.planning.plan import build_plan
+    from efa_stack.spec.loader import parse_spec
+    from k8s.charts import build_charts
+    from k8s.rollout import plan_rollout
+    from stacks.compose import template_layout
+
+    plan = build_plan(parse_spec(text))
+    return template_layout(plan, plan_rollout(plan, build_charts(plan, cdk8s.App())))
+
+
+def modelled(layout, name: str) -> int:
+    """The layout's modelled bytes of the template file ``name``."""
+    from efa_stack.planning.template_budget import CHARTS, CLUSTER, NODE_GROUPS
+    from stacks.nesting import CHARTS_STACK_ID, NODE_GROUPS_STACK_ID
+
+    if not name.endswith(".nested.template.json"):
+        return layout.bytes[CLUSTER]
+    return layout.bytes[NODE_GROUPS if NODE_GROUPS_STACK_ID in name and CHARTS_STACK_ID not in name else CHARTS]
+
+
+# --- the envelope ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("envelope", sorted(ENVELOPES))
+def test_every_template_at_the_envelope_fits_cloudformation(envelope):
+    # GIVEN a spec at the documented envelope WHEN synthesized as cdk deploy synthesizes it
+    sizes, templates, _ = deploy_synth(ENVELOPES[envelope])
+    # THEN no template reaches CloudFormation's limit, nor the budget under it (cdk-nag passed, no CDK warning)
+    assert sizes and max(sizes.values()) <= 800_000 < CFN_TEMPLATE_LIMIT, sizes
+    # AND the parts moved into nested stacks, each a template of its own under the same limits
+    assert any(name.endswith(".nested.template.json") for name in sizes), sizes
+    assert all(len(t["Resources"]) < CFN_MAX_RESOURCES for t in templates.values())
+
+
+def test_the_envelope_moves_node_groups_from_the_end_and_karpenter_s_kept_crds():
+    layout = layout_of(ISSUE_ENVELOPE)
+    assert layout.nested_charts == ("karpenter-crd",)
+    moved = layout.nested_node_groups
+    assert moved and moved == tuple(f"g{i}" for i in range(28 - len(moved), 28))
+
+
+@pytest.mark.parametrize("envelope", sorted(ENVELOPES))
+def test_the_envelope_templates_pass_cfn_lint(envelope):
+    from tests.test_cfn_lint import lint
+
+    _, templates, _ = deploy_synth(ENVELOPES[envelope])
+    for name, template in templates.items():
+        errors = [f"{m.rule.id} {m.message}" for m in lint(template, "us-west-2") if m.rule.id.startswith("E")]
+        assert not errors, f"{name}: {errors}"
+
+
+def test_nested_node_groups_keep_their_names_and_wait_for_what_they_waited_for():
+    _, templates, _ = deploy_synth(ISSUE_ENVELOPE)
+    parent = templates["envelope-cluster.template.json"]
+    nested = next(t for n, t in templates.items() if "NodeGroups" in n and "KeptCharts" not in n)
+    names = sorted(r["Properties"]["NodegroupName"] for r in nested["Resources"].values()
+                   if r["Type"] == "AWS::EKS::Nodegroup")
+    assert names == sorted(layout_of(ISSUE_ENVELOPE).nested_node_groups)
+    (stack,) = [r for lid, r in parent["Resources"].items()
+                if r["Type"] == "AWS::CloudFormation::Stack" and lid.startswith("NodeGroups")]
+    # the VPC CNI and the Pod Identity agent before the nodes join, the network before they bootstrap
+    depends = stack["DependsOn"]
+    assert any(d.startswith("VpcCni") for d in depends) and "Vpc" in depends
+    assert any(d.startswith("ClusterEksPodIdentityAgentAddon") for d in depends)
+    # every EFA interface still carries the EFA group (EfaStack-EFA1 resolves it through the stack's parameters)
+    from efa_stack.checks.rules import App, efa_interfaces_carry_efa_group
+
+    app = App({n.removesuffix(".template.json"): t for n, t in templates.items()})
+    launch_templates = [(n, t) for n, _, t in app.resources("AWS::EC2::LaunchTemplate") if n.endswith(".nested")]
+    assert launch_templates and all(efa_interfaces_carry_efa_group(t, n, app).value == "compliant"
+                                    for n, t in launch_templates)
+
+
+def test_the_deploy_model_finds_nested_templates_by_their_asset_hash():
+    from efa_stack.tools.deploy_model import model_assembly
+
+    _, synthesized, outdir = deploy_synth(ISSUE_ENVELOPE)
+    templates = json.loads(json.dumps(synthesized))
+    for name, template in templates.items():  # as app.py and make bench synthesize: no asset metadata
+        for r in template["Resources"].values():
+            r.get("Metadata", {}).pop("aws:asset:path", None)
+        (outdir / name).write_text(json.dumps(template))
+    result = model_assembly(outdir)
+    nested = [s for s in result.stacks["envelope-cluster"].chain if s.type == "AWS::CloudFormation::Stack"]
+    assert all(s.minutes > 1 for s in nested)  # the nested template's own path, not the default figure
+
+
+# --- the model --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", SHIPPED)
+def test_the_model_never_under_counts_a_shipped_spec(spec):
+    text = (CLUSTERS / spec).read_text()
+    sizes, _, _ = deploy_synth(text)
+    layout = layout_of(text)
+    assert not layout.nested, f"{spec} fits one template and moves nothing"
+    for name, actual in sizes.items():
+        assert modelled(layout, name) >= actual, (name, modelled(layout, name), actual)
+
+
+@pytest.mark.parametrize("envelope", sorted(ENVELOPES))
+def test_the_model_never_under_counts_the_envelope_and_stays_close(envelope):
+    from efa_stack.planning.template_budget import MODEL_MARGIN
+
+    sizes, _, _ = deploy_synth(ENVELOPES[envelope])
+    layout = layout_of(ENVELOPES[envelope])
+    for name, actual in sizes.items():
+        model = modelled(layout, name)
+        assert actual <= model <= actual * (1 + MODEL_MARGIN), (name, model, actual)
+
+
+def test_a_manifest_counts_its_escaped_objects():
+    from efa_stack.planning.template_budget import RenderedChart, escaped_bytes, manifest_template_bytes
+
+    plain = RenderedChart("c", [{"kind": "ConfigMap", "data": {"a": ""}}])
+    quoted = RenderedChart("c", [{"kind": "ConfigMap", "data": {"a": 'say "hi"\n' * 100}}])
+    # each quote and newline is escaped once in the manifest string and again in the template
+    assert escaped_bytes('say "hi"\n') == len('"say \\"hi\\"\\n"')
+    grown = manifest_template_bytes(quoted, "t", 0) - manifest_template_bytes(plain, "t", 0)
+    assert grown == 100 * len('say \\\\\\"hi\\\\\\"\\\\n')
+
+
+# --- where parts go -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("count", [24, 26, 28])
+def test_appending_a_node_group_moves_no_other(count):
+    # GIVEN a spec whose node groups already fill the cluster stack WHEN one more is appended
+    before = layout_of(HEAD + groups(count) + KUEUE + pools(1))
+    after = layout_of(HEAD + groups(count + 1) + KUEUE + pools(1))
+    # THEN only the new group goes into the nested stack: every other stays where it was
+    assert before.nested_node_groups
+    assert after.nested_node_groups == (*before.nested_node_groups, f"g{count}")
+
+
+def test_only_charts_whose_objects_outlive_them_move():
+    layout = layout_of(MOST_GROUPS)
+    assert set(layout.nested_charts) == {"karpenter-crd", "training-operator-crd"}
+    assert not any(c.startswith("kueue") for c in layout.nested_charts)
+
+
+def padded(text: str, extra: int):
+    """The plan of ``text`` and what its cluster stack applies, with one more chart that cannot move (as the
+    training-jobs chart), ``extra`` bytes past what takes the cluster stack to the budget: what a spec holding
+    more than the cluster stack fits would render."""
+    import cdk8s
+
+    from efa_stack.planning.plan import build_plan
+    from efa_stack.planning.template_budget import BUDGET_BYTES, RenderedChart, stack_layout
+    from efa_stack.spec.loader import parse_spec
+    from k8s.charts import build_charts
+    from k8s.rollout import plan_rollout
+    from k8s.template_parts import rendered
+
+    plan = build_plan(parse_spec(text))
+    kubernetes = rendered(plan, plan_rollout(plan, build_charts(plan, cdk8s.App())))
+    fits = stack_layout(plan, kubernetes).bytes["cluster"]
+    pad = RenderedChart("padding", [{"kind": "ConfigMap", "data": {"x": "x" * (BUDGET_BYTES - fits + extra)}}],
+                        field="trainingJobs")
+    return plan, dataclasses.replace(kubernetes, charts=(*kubernetes.charts, pad))
+
+
+def refusal(text: str, extra: int):
+    from efa_stack.planning.template_budget import stack_layout
+
+    with pytest.raises(SpecError) as exc:
+        stack_layout(*padded(text, extra))
+    (p,) = exc.value.problems
+    return p
+
+
+def test_fails_a_spec_no_layout_fits_with_the_numbers_and_the_fix():
+    # GIVEN charts that cannot move and pass the budget on their own
+    p = refusal(HEAD + groups(1), 1_000_000)
+    # THEN the spec is refused naming the field that brings them, the bytes and the limits
+    assert p.field == "trainingJobs" and p.value.endswith(" bytes")
+    assert "the cluster stack's template would be about" in p.message and "trainingJobs 1," in p.message
+    assert "800,000 bytes" in p.message and "1,000,000 bytes" in p.message
+    assert "make what trainingJobs renders" in p.fix and "split the nodes over several clusters" in p.fix
+
+
+def test_the_fix_for_too_many_pools_fits():
+    from efa_stack.planning.template_budget import stack_layout
+
+    # GIVEN 29 pools and a cluster stack that does not fit even with Karpenter's CRDs and the group moved
+    p = refusal(HEAD + groups(1) + pools(29), 150_000)
+    # WHEN the fix names a number of pools THEN that many fit, with everything else the same
+    most = int(p.fix.split("use at most ")[1].split()[0])
+    assert 0 < most < 29
+    plan, kubernetes = padded(HEAD + groups(1) + pools(most), 0)
+    _, over = padded(HEAD + groups(1) + pools(29), 150_000)
+    assert stack_layout(plan, dataclasses.replace(kubernetes, charts=(*kubernetes.charts[:-1], over.charts[-1])))
+
+
+def test_the_fix_to_turn_kueue_off_fits():
+    from efa_stack.planning.template_budget import stack_layout
+
+    p = refusal(HEAD + groups(1) + KUEUE, 30_000)
+    assert "set scheduling.kueue.enabled: false" in p.fix
+    plan, kubernetes = padded(HEAD + groups(1), 0)
+    _, over = padded(HEAD + groups(1) + KUEUE, 30_000)
+    assert stack_layout(plan, dataclasses.replace(kubernetes, charts=(*kubernetes.charts[:-1], over.charts[-1])))
+
+
+def test_app_refuses_to_leave_a_template_cloudformation_refuses(tmp_path):
+    from efa_stack.planning.template_budget import templates_over_limit
+
+    (tmp_path / "a-cluster.template.json").write_text(" " * CFN_TEMPLATE_LIMIT)
+    (tmp_path / "ab12.nested.template.json").write_text(" " * (CFN_TEMPLATE_LIMIT + 1))
+    (found,) = templates_over_limit(tmp_path)
+    assert found.startswith("ab12.nested.template.json: 1,000,001 bytes")
+
+
+def test_synth_refuses_a_spec_no_layout_fits_before_any_template(tmp_path, capsys, monkeypatch):
+    from aws_cdk import App
+
+    import app as entry
+    from efa_stack.planning import template_budget
+
+    # GIVEN a budget the default spec does not fit, however its parts move
+    monkeypatch.setattr(template_budget, "BUDGET_BYTES", 100_000)
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(SystemExit) as exc:
+        entry.main(App(outdir=str(tmp_path / "out"), context={"spec": "clusters/default.yaml",
+                                                              "dist": str(tmp_path / "dist")}))
+    # THEN synth stops with the problem of the spec file, and leaves no template behind
+    assert exc.value.code == 1
+    err = capsys.readouterr().err
+    assert "clusters/default.yaml: 1 problem in the cluster spec" in err and "the cluster stack's template" in err
+    assert "Traceback" not in err and not list((tmp_path / "out").glob("*.template.json"))
