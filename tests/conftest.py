@@ -77,6 +77,26 @@ def default_synth() -> Synthesized:
     return synth_spec(str(CLUSTERS / "default.yaml"))
 
 
+@pytest.fixture(scope="session")
+def options_synth() -> Synthesized:
+    """The whole synth of tests.builders.OPTIONS (cluster options only the whole template shows)."""
+    from tests.builders import OPTIONS
+
+    return OPTIONS.synth()
+
+
+@pytest.fixture(scope="session")
+def private_synth() -> Synthesized:
+    """The whole synth of tests.builders.PRIVATE (private endpoint, scratch storage, a split reservation group)."""
+    from tests.builders import PRIVATE
+
+    return PRIVATE.synth()
+
+
+SESSION_SYNTHS = {"default_synth": "spec-default.yaml", "options_synth": "synth-options", "private_synth": "synth-private"}
+"""Session fixtures that are one synth -> the xdist group of the tests that use them."""
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Keep shared work on one xdist worker (``--dist loadgroup``, set in pyproject.toml):
@@ -87,7 +107,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     - tests that use a module-scoped fixture of their module (a synth, a moto catalog refresh) run on one
       worker per fixture, so the fixture is built once; a module whose fixture is the synth of a shipped
       spec says so in ``FIXTURE_SPECS`` (fixture name -> spec file name) and joins that spec's group;
-    - tests that use the session fixture ``default_synth`` join the group of clusters/default.yaml;
+    - tests that use a session fixture of :data:`SESSION_SYNTHS` join its group (``default_synth``: the group of
+      clusters/default.yaml);
     - tests marked ``pytest.mark.xdist_group(NAME)`` run in group NAME (tests/test_apiserver.py: one API server).
     Everything else is spread test by test."""
     for item in items:
@@ -107,8 +128,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     # no "::" in a group name: syrupy derives snapshot names from the node id
                     group = f"spec-{shipped}" if shipped else f"fixture-{Path(defs[-1].baseid).stem}-{name}"
                     break
-        if group is None and "default_synth" in getattr(item, "fixturenames", ()):
-            group = "spec-default.yaml"  # the session fixture is the synth of clusters/default.yaml
+        if group is None:  # a session fixture that is one synth (the one of clusters/default.yaml, ...)
+            group = next((g for name, g in SESSION_SYNTHS.items() if name in getattr(item, "fixturenames", ())), None)
         if group is None and (mark := item.get_closest_marker("xdist_group")) is not None:
             group = str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))  # an explicit mark
         if group is None:

@@ -2,8 +2,10 @@
 
 - paths, golden files and snapshots: :data:`ROOT`, :data:`CLUSTERS`, :data:`GOLDEN`, :func:`golden_check`,
   :func:`normalise_assets`; scratch space under :data:`SCRATCH`;
-- CDK: :func:`synth_spec` / :func:`synth_text` synthesize a spec once per test process (memoised);
-- spec texts and plans: :func:`cluster_spec` writes the small spec most tests start from (one EFA node group
+- CDK: :func:`synth_spec` / :func:`synth_text` synthesize a spec once per test process (memoised), for what only a
+  whole synth shows; :class:`StackFixture` builds one construct alone in one App and one Stack;
+- spec texts and plans: new tests build specs with tests/builders.py (typed pieces with overrides);
+  :func:`cluster_spec` writes the small spec most tests start from (one EFA node group
   ``gpu`` of p5.48xlarge in us-west-2a, a cluster spanning us-west-2a/b on Kubernetes 1.34; tests append to it,
   node group fields indented by four spaces), :func:`plan_of` plans a spec text, :func:`problems_of` returns the
   problems of one that is refused;
@@ -21,7 +23,7 @@ import tempfile
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache, cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +78,20 @@ class Synthesized:
 
     def resources(self, which: str, type_: str) -> dict[str, dict]:
         return {k: v for k, v in self.template(which)["Resources"].items() if v["Type"] == type_}
+
+
+def gpu_launch_template(s: Synthesized, name: str = "p5") -> dict:
+    """The ``LaunchTemplateData`` of node group ``name`` (its EKS name without hyphens) in the cluster stack."""
+    lts = s.resources("cluster", "AWS::EC2::LaunchTemplate")
+    (data,) = [v["Properties"]["LaunchTemplateData"] for k, v in lts.items() if k.startswith(f"NodeGroup{name}LaunchTemplate")]
+    return data
+
+
+def gpu_nodegroup(s: Synthesized, name: str = "p5") -> dict:
+    """The properties of the ``AWS::EKS::Nodegroup`` of node group ``name`` (its EKS name without hyphens)."""
+    ngs = s.resources("cluster", "AWS::EKS::Nodegroup")
+    (props,) = [v["Properties"] for k, v in ngs.items() if k.startswith(f"NodeGroup{name}NodeGroup")]
+    return props
 
 
 def construct_template(construct: Any, template: dict) -> dict:
@@ -165,6 +181,65 @@ def synth_text(text: str) -> Synthesized:
     f = scratch_dir("efa-stack-spec-") / "spec.yaml"
     f.write_text(text)
     return synth_spec(str(f))
+
+
+class StackFixture:
+    """One App and one Stack to build constructs in alone (aws-cdk-lib aws-eks-v2's ``testFixture``), with an imported
+    VPC, subnet and EKS cluster for the constructs that need one: a construct's props are tested on that construct,
+    not through a whole synth. :meth:`template` synthesizes the stack once; build everything before calling it."""
+
+    def __init__(self, region: str = "us-west-2", id: str = "Fixture") -> None:
+        from aws_cdk import App, Environment, Stack
+
+        self.app = App(builtin_cloud_formation_validation=TEMPLATE_VALIDATION)
+        self.stack = Stack(self.app, id, env=Environment(region=region))
+        self.region = region
+        self._template: dict | None = None
+
+    @cached_property
+    def vpc(self) -> Any:
+        from aws_cdk import aws_ec2 as ec2
+
+        return ec2.Vpc.from_vpc_attributes(self.stack, "Vpc", vpc_id="vpc-0abc", availability_zones=[f"{self.region}a"])
+
+    @cached_property
+    def subnet(self) -> Any:
+        from aws_cdk import aws_ec2 as ec2
+
+        return ec2.Subnet.from_subnet_attributes(self.stack, "Subnet", subnet_id="subnet-0abc",
+                                                 availability_zone=f"{self.region}a")
+
+    @cached_property
+    def cluster(self) -> Any:
+        from aws_cdk import aws_eks_v2 as eks
+
+        return eks.Cluster.from_cluster_attributes(self.stack, "Cluster", cluster_name="fixture", vpc=self.vpc)
+
+    def template(self) -> dict:
+        if self._template is None:
+            from aws_cdk.assertions import Template
+
+            self._template = Template.from_stack(self.stack).to_json()
+        return self._template
+
+    def assertions(self) -> Any:
+        from aws_cdk.assertions import Template
+
+        return Template.from_json(self.template())
+
+    def resources(self, type_: str) -> dict[str, dict]:
+        return {k: v for k, v in self.template()["Resources"].items() if v["Type"] == type_}
+
+    def logical_id(self, construct: Any) -> str:
+        """The logical id of ``construct`` (a CfnElement, or an L2 construct's default child)."""
+        from aws_cdk import CfnElement
+
+        element = construct if isinstance(construct, CfnElement) else construct.node.default_child
+        return str(self.stack.resolve(element.logical_id))
+
+    def props(self, construct: Any) -> dict:
+        """The CloudFormation properties ``construct`` synthesized to."""
+        return self.template()["Resources"][self.logical_id(construct)].get("Properties", {})
 
 
 def normalise_assets(text: str) -> str:
