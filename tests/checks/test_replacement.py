@@ -1,82 +1,55 @@
-"""No accidental replacement of long-lived resources, and deterministic synth."""
+"""The replacement check (efa_stack/checks/replacement.py): what deploying one template over another replaces, from
+the resource schemas, on hand-written templates and on the cluster stack of tests.builders.BASE before and after
+changes. The shipped specs' pinned logical ids and a deterministic synth: tests/shipped/test_reliability.py."""
 
 from __future__ import annotations
 
 import copy
-import re
-from pathlib import Path
+import json
 
 import pytest
 
 from efa_stack.checks.replacement import UnknownResourceType, replaced_resources, replacing_properties
-from tests.support import (
-    BASE,
-    CLUSTERS,
-    NO_ASSET_STAGING,
-    TEMPLATE_VALIDATION,
-    normalise_assets,
-    scratch_dir,
-    synth_spec,
-    synth_text,
-)
+from tests.builders import BASE, node_group
 
-# Logical ids of resources whose replacement destroys state. Changing one is a breaking change:
-# see docs/development.md, "Changing a pinned resource".
-PINNED = {"Vpc": "AWS::EC2::VPC", "EksCluster": "AWS::EKS::Cluster", "ClusterSecretsKey": "AWS::KMS::Key"}
-PINNED_STORAGE = {"LustreFileSystem": "AWS::FSx::FileSystem"}
-PINNED_S3_LINK = {"LustreS3Association": "AWS::FSx::DataRepositoryAssociation"}
+FREQUENT = BASE.with_group(desiredCapacity=3, maxSize=8, instanceType="p4d.24xlarge").add(
+    node_group("gpu2", "p5en.48xlarge", desired=2, max_size=3, private=True),
+).with_(ncclTest={"binary": "all_gather_perf", "maxBytes": "1G"})
+"""What changes often, at once: node counts, an added node group, the instance type, the NCCL sweep."""
+REPLACING = BASE.replace(name="t2").with_(
+    vpc={"cidr": "10.1.0.0/16"}, accessConfig={"bootstrapClusterCreatorAdminPermissions": False})
+"""Changes that replace state, at once: the VPC CIDR, the cluster's name, the creator's admin bootstrap."""
 
 
-@pytest.mark.parametrize("spec", sorted(p.name for p in CLUSTERS.glob("*.yaml")))
-def test_pinned_logical_ids(spec):
-    s = synth_spec(str(CLUSTERS / spec))
-    resources = s.template("cluster")["Resources"]
-    pinned = dict(PINNED) if s.plan.existing_vpc is None else {k: v for k, v in PINNED.items() if k != "Vpc"}
-    if s.plan.storage is not None:
-        pinned |= PINNED_STORAGE
-        if any(r["Type"] == "AWS::FSx::DataRepositoryAssociation" for r in resources.values()):
-            pinned |= PINNED_S3_LINK
-    for lid, type_ in pinned.items():
-        assert resources.get(lid, {}).get("Type") == type_, f"{spec}: {lid} moved"
+@pytest.fixture(scope="module")
+def before() -> dict:
+    """The cluster stack's template of tests.builders.BASE (one synth for the module's tests, on one worker)."""
+    return BASE.synth().template("cluster")
 
 
-def both(before: str, after: str, stack: str) -> list:
-    return replaced_resources(synth_text(before).template(stack), synth_text(after).template(stack))
+@pytest.fixture(scope="module")
+def replaced(before) -> set[tuple[str, str]]:
+    return {(r.logical_id, r.why) for r in replaced_resources(before, REPLACING.synth().template("cluster"))}
 
 
-@pytest.mark.parametrize(
-    "change",
-    [
-        pytest.param(lambda t: t.replace("desiredCapacity: 2\n    maxSize: 3", "desiredCapacity: 3\n    maxSize: 8"), id="node-counts"),
-        pytest.param(lambda t: t + BASE.split("managedNodeGroups:\n", 1)[1].replace("name: gpu", "name: gpu2").replace("p5.48xlarge", "p5en.48xlarge"), id="add-node-group"),
-        pytest.param(lambda t: t.replace("p5.48xlarge", "p4d.24xlarge"), id="instance-type"),
-        pytest.param(lambda t: t + "ncclTest: {binary: all_gather_perf, maxBytes: 1G}\n", id="nccl-sweep"),
-    ],
-)
-def test_frequent_changes_never_replace_the_cluster_or_network(change):
-    assert both(BASE, change(BASE), "cluster") == []
+def test_frequent_changes_never_replace_the_cluster_or_network(before):
+    assert replaced_resources(before, FREQUENT.synth().template("cluster")) == []
 
 
-def test_a_replacing_change_is_detected():
-    changed = BASE + "vpc: {cidr: 10.1.0.0/16}\n"
-    found = both(BASE, changed, "cluster")
-    assert ("Vpc", "CidrBlock changed") in {(r.logical_id, r.why) for r in found}
-    subnets = [r for r in found if r.type == "AWS::EC2::Subnet"]
-    assert subnets and all(r.why == "CidrBlock changed" for r in subnets)
+def test_a_replacing_change_is_detected(before, replaced):  # before first: its xdist group (tests/conftest.py)
+    assert ("Vpc", "CidrBlock changed") in replaced
+    subnets = [(lid, why) for lid, why in replaced if "Subnet" in lid]
+    assert subnets and all(why == "CidrBlock changed" for _, why in subnets)
 
 
-def test_a_renamed_cluster_is_detected():
-    found = both(BASE, BASE.replace("name: t,", "name: t2,"), "cluster")
-    assert ("EksCluster", "Name changed") in {(r.logical_id, r.why) for r in found}
+def test_a_renamed_cluster_is_detected(before, replaced):
+    assert ("EksCluster", "Name changed") in replaced
 
 
-def test_flipping_the_creator_admin_bootstrap_replaces_the_cluster():
+def test_flipping_the_creator_admin_bootstrap_replaces_the_cluster(before, replaced):
     # CloudFormation AWS::EKS::Cluster AccessConfig.BootstrapClusterCreatorAdminPermissions:
     # "Update requires: Replacement" (a createOnlyProperty of the resource schema)
-    found = both(BASE, BASE + "accessConfig: {bootstrapClusterCreatorAdminPermissions: false}\n", "cluster")
-    assert ("EksCluster", "AccessConfig.BootstrapClusterCreatorAdminPermissions changed") in {
-        (r.logical_id, r.why) for r in found
-    }
+    assert ("EksCluster", "AccessConfig.BootstrapClusterCreatorAdminPermissions changed") in replaced
 
 
 def cluster(**props):
@@ -140,40 +113,16 @@ def test_fails_on_a_type_without_a_schema():
         replaced_resources({"Resources": {"X": res}}, {"Resources": {"X": {**res, "Properties": {"A": 2}}}}, types=None)
 
 
-def synth_files(spec: Path) -> dict[str, str]:
-    from aws_cdk import App
-
-    from efa_stack.planning.plan import plan_from_file
-    from stacks.compose import build
-
-    out = scratch_dir("efa-stack-det-")
-    app = App(outdir=str(out), context=NO_ASSET_STAGING, builtin_cloud_formation_validation=TEMPLATE_VALIDATION)
-    build(app, plan_from_file(spec))
-    app.synth()
-    return {p.name: normalise_assets(p.read_text()) for p in sorted(out.glob("*.template.json"))}
-
-
-def test_synth_is_deterministic(default_synth):
-    """A fresh synth of the default spec writes the same templates as the session's earlier one."""
-    spec = CLUSTERS / "default.yaml"
-    earlier = default_synth.outdir
-    first = {p.name: normalise_assets(p.read_text()) for p in sorted(earlier.glob("*.template.json"))}
-    second = synth_files(spec)
-    assert first.keys() == second.keys() and len(first) == 1
-    for name, text in first.items():
-        assert text == second[name], name
-    assert not re.search(r"\d{4}-\d{2}-\d{2}T\d{2}:", "".join(first.values())), "timestamps in templates"
-
-
-def test_synth_warnings_are_read_from_the_stacks_metadata_files(tmp_path):
-    """aws-cdk-lib 2.275 writes a stack's annotations to its own metadata file (the manifest's
-    additionalMetadataFile), where the suite's warnings-are-errors check must find them."""
-    from aws_cdk import Annotations, App, Stack
-
-    from tests.support import synth_warnings
-
-    # CDK's built-in template validation is not what is tested (and costs seconds): off, as in the other test synths
-    app = App(outdir=str(tmp_path), builtin_cloud_formation_validation=False)
-    Annotations.of(Stack(app, "S")).add_warning_v2("efa-stack:test", "a warning the suite must see")
-    app.synth()
-    assert any("a warning the suite must see" in w for w in synth_warnings(tmp_path))
+def test_turning_efa_on_or_off_replaces_the_retained_file_system():
+    # GIVEN one file system, its EFA setting the only difference
+    lustre = {"Type": "AWS::FSx::FileSystem", "Properties": {
+        "FileSystemType": "LUSTRE", "StorageCapacity": 4800,
+        "LustreConfiguration": {"DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 1000,
+                                "MetadataConfiguration": {"Mode": "AUTOMATIC"}},
+    }}
+    efa = json.loads(json.dumps(lustre))
+    efa["Properties"]["LustreConfiguration"]["EfaEnabled"] = True
+    # THEN either way is a replacement (the FSx guide: EFA cannot be enabled or disabled on an existing file system)
+    for before, after in ((lustre, efa), (efa, lustre)):
+        found = replaced_resources({"Resources": {"Fs": before}}, {"Resources": {"Fs": after}})
+        assert [(r.logical_id, r.why) for r in found] == [("Fs", "LustreConfiguration.EfaEnabled changed")]

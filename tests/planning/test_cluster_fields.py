@@ -1,70 +1,67 @@
-"""eksctl cluster fields read with eksctl's meaning: vpc.id/vpc.subnets (an existing VPC),
-managedNodeGroups[].subnets and cloudWatch.clusterLogging; synthesized, or refused naming field, value and fix."""
+"""eksctl cluster fields read with eksctl's meaning: vpc.id/vpc.subnets (an existing VPC), managedNodeGroups[].subnets,
+cloudWatch.clusterLogging, the API endpoint, the control plane tier, accessConfig and iam.podIdentityAssociations;
+planned, or refused naming field, value and fix. Their templates: tests/stacks/test_cluster_stack.py (tests.builders
+OPTIONS) and tests/stacks/test_addons.py (Pod Identity associations)."""
 
 from __future__ import annotations
 
 import pytest
-from aws_cdk.assertions import Match, Template
 
 from efa_stack.planning.plan import plan_from_text
 from efa_stack.spec.errors import SpecError
-from tests.support import BASE, cluster_spec, one_problem, plan_of, problems_of, synth_text
+from tests.builders import BASE, OPTIONS
 
-VPC = (
-    "vpc:\n  id: vpc-0123456789abcdef0\n  subnets:\n    private:\n"
-    "      us-west-2a: {id: subnet-0aaaaaaaaaaaaaaa1}\n"
-    "      b-side: {id: subnet-0aaaaaaaaaaaaaaa2, az: us-west-2b}\n"
-)
-NO_ZONES = "availabilityZones: [us-west-2a, us-west-2b]\n"
-LOGGING = "cloudWatch:\n  clusterLogging: {enableTypes: [api, audit], logRetentionInDays: 30}\n"
+SUBNET_A, SUBNET_B = "subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2"
+PRIVATE = {"us-west-2a": {"id": SUBNET_A}, "b-side": {"id": SUBNET_B, "az": "us-west-2b"}}
+VPC = {"id": "vpc-0123456789abcdef0", "subnets": {"private": PRIVATE}}
+EXISTING = BASE.replace(zones=None).with_(vpc=VPC)
+"""BASE in the existing VPC of :data:`VPC`, its zones from the subnets."""
+LOGGING = {"clusterLogging": {"enableTypes": ["api", "audit"], "logRetentionInDays": 30}}
 
 
 def test_existing_vpc_plans_zones_from_subnets():
-    plan = plan_of(BASE.replace(NO_ZONES, "") + VPC)
+    plan = EXISTING.plan()
     assert plan.existing_vpc is not None
     assert plan.availability_zones == ("us-west-2a", "us-west-2b")
-    assert plan.existing_vpc.private_subnets == (
-        ("subnet-0aaaaaaaaaaaaaaa1", "us-west-2a"), ("subnet-0aaaaaaaaaaaaaaa2", "us-west-2b"),
-    )
+    assert plan.existing_vpc.private_subnets == ((SUBNET_A, "us-west-2a"), (SUBNET_B, "us-west-2b"))
 
 
 def test_node_group_subnets_name_the_existing_subnet():
-    text = BASE.replace(NO_ZONES, "").replace("    availabilityZones: [us-west-2a]\n", "    subnets: [b-side]\n") + VPC
-    (group,) = plan_of(text).node_groups
-    assert group.subnet_ids == ("subnet-0aaaaaaaaaaaaaaa2",)
+    (group,) = EXISTING.with_group(availabilityZones=None, subnets=["b-side"]).plan().node_groups
+    assert group.subnet_ids == (SUBNET_B,)
     assert group.availability_zones == ("us-west-2b",)
 
 
 @pytest.mark.parametrize(("vpc", "field", "value", "fix"), [
-    ("vpc:\n  id: vpc-0123456789abcdef0\n", "vpc.subnets", None, "vpc.subnets.private"),
-    (VPC.replace("us-west-2a: {id", "a-side: {id"), "vpc.subnets.private.a-side.az", None, "add az: <zone>"),
-    (VPC.replace(", az: us-west-2b", ", az: us-west-2a"), "vpc.subnets.private", ["us-west-2a"], "two or more zones"),
+    ({"id": "vpc-0123456789abcdef0"}, "vpc.subnets", None, "vpc.subnets.private"),
+    ({**VPC, "subnets": {"private": {"a-side": {"id": SUBNET_A}, "b-side": PRIVATE["b-side"]}}},
+     "vpc.subnets.private.a-side.az", None, "add az: <zone>"),
+    ({**VPC, "subnets": {"private": {**PRIVATE, "b-side": {"id": SUBNET_B, "az": "us-west-2a"}}}},
+     "vpc.subnets.private", ["us-west-2a"], "two or more zones"),
 ])
 def test_fails_existing_vpc_that_cannot_be_used(vpc, field, value, fix):
-    problems = problems_of(BASE.replace(NO_ZONES, "") + vpc)
+    problems = BASE.replace(zones=None).with_(vpc=vpc).problems()
     p = next(p for p in problems if p.field == field)
     assert p.value == value
     assert fix in p.fix
 
 
 def test_fails_efa_group_in_zone_without_existing_private_subnet():
-    text = BASE.replace(NO_ZONES, "").replace("[us-west-2a]", "[us-west-2c]") + VPC
-    p = one_problem(text)
+    p = EXISTING.with_group(availabilityZones=["us-west-2c"]).one_problem()
     assert (p.field, p.value) == ("managedNodeGroups[0].availabilityZones", "us-west-2c")
     assert "no private subnet of vpc.subnets" in p.message
     assert "add a private subnet of us-west-2c" in p.fix
 
 
 def test_fails_node_group_subnets_without_existing_vpc():
-    p = one_problem(BASE + "    subnets: [subnet-0aaaaaaaaaaaaaaa1]\n")
+    p = BASE.with_group(subnets=[SUBNET_A]).one_problem()
     assert p.field == "managedNodeGroups[0].subnets"
     assert "use availabilityZones" in p.fix
 
 
 def test_fails_placeholder_vpc_with_every_other_problem():
     # a published config's placeholders, and its other problems, in one run
-    text = BASE.replace(NO_ZONES, "").replace('version: "1.34"', 'version: "1.27"') + VPC.replace(
-        "vpc-0123456789abcdef0", "PLACEHOLDER_VPC_ID")
+    text = EXISTING.replace(version="1.27").with_(vpc={"id": "PLACEHOLDER_VPC_ID"}).text
     with pytest.raises(SpecError) as info:
         plan_from_text(text)
     problems = info.value.problems
@@ -110,122 +107,95 @@ def test_a_public_only_vpc_is_told_it_has_no_private_subnet_beside_its_bad_id():
 
 
 def test_fails_node_group_naming_a_public_subnet():
-    public = "    public:\n      us-west-2a: {id: subnet-0bbbbbbbbbbbbbbb1}\n"
-    text = BASE.replace(NO_ZONES, "").replace("    availabilityZones: [us-west-2a]\n", "    subnets: [us-west-2a]\n")
-    text = text + VPC.replace("    private:\n", public + "    private:\n")
-    text = text.replace("subnets: [us-west-2a]", "subnets: [subnet-0bbbbbbbbbbbbbbb1]")
-    p = one_problem(text)
-    assert (p.field, p.value) == ("managedNodeGroups[0].subnets", "subnet-0bbbbbbbbbbbbbbb1")
+    public = "subnet-0bbbbbbbbbbbbbbb1"
+    spec = EXISTING.with_(vpc={"subnets": {"public": {"us-west-2a": {"id": public}}}})
+    p = spec.with_group(availabilityZones=None, subnets=[public]).one_problem()
+    assert (p.field, p.value) == ("managedNodeGroups[0].subnets", public)
     assert "public subnet" in p.message and "vpc.subnets.private" in p.fix
 
 
 def test_control_plane_logging_as_eksctl_says():
-    plan = plan_of(BASE + LOGGING)
+    plan = BASE.with_(cloudWatch=LOGGING).plan()
     assert (plan.log_types, plan.log_retention_days) == (("api", "audit"), 30)
-    assert plan_of(BASE + "cloudWatch: {clusterLogging: {enableTypes: ['*']}}\n").log_types == (
+    assert BASE.with_(cloudWatch={"clusterLogging": {"enableTypes": ["*"]}}).plan().log_types == (
         "api", "audit", "authenticator", "controllerManager", "scheduler")
-    assert plan_of(BASE).log_types[-1] == "scheduler"  # without the section: every type, as before
-
-
-def test_control_plane_logging_synthesizes():
-    s = synth_text(cluster_spec("logs", desired=1, max_size=1) + LOGGING)
-    template = Template.from_json(s.template("cluster"))
-    template.has_resource_properties("AWS::EKS::Cluster", {
-        "Logging": {"ClusterLogging": {"EnabledTypes": [{"Type": "api"}, {"Type": "audit"}]}},
-    })
-    template.has_resource_properties("AWS::Logs::LogGroup", {
-        "LogGroupName": "/aws/eks/logs/cluster", "RetentionInDays": 30,
-    })
-    template.has_resource("AWS::EKS::Cluster", {"DependsOn": Match.array_with(["ControlPlaneLogGroup"])})
+    assert BASE.plan().log_types[-1] == "scheduler"  # without the section: every type, as before
 
 
 @pytest.mark.parametrize(("logging", "field", "value", "fix"), [
-    ("{enableTypes: [adit]}", "cloudWatch.clusterLogging.enableTypes[0]", "adit", "did you mean audit?"),
-    ("{enableTypes: [api], logRetentionInDays: 10}", "cloudWatch.clusterLogging.logRetentionInDays", 10, "use one of 1, 3"),
-    ("{logRetentionInDays: 30}", "cloudWatch.clusterLogging.logRetentionInDays", 30, "add enableTypes"),
+    ({"enableTypes": ["adit"]}, "cloudWatch.clusterLogging.enableTypes[0]", "adit", "did you mean audit?"),
+    ({"enableTypes": ["api"], "logRetentionInDays": 10}, "cloudWatch.clusterLogging.logRetentionInDays", 10,
+     "use one of 1, 3"),
+    ({"logRetentionInDays": 30}, "cloudWatch.clusterLogging.logRetentionInDays", 30, "add enableTypes"),
 ])
 def test_fails_control_plane_logging(logging, field, value, fix):
-    p = one_problem(BASE + f"cloudWatch: {{clusterLogging: {logging}}}\n")
+    p = BASE.with_(cloudWatch={"clusterLogging": logging}).one_problem()
     assert (p.field, p.value) == (field, value)
     assert fix in p.fix
 
 
+def test_fails_no_api_endpoint():
+    p = BASE.with_(vpc={"clusterEndpoints": {"publicAccess": False, "privateAccess": False}}).one_problem()
+    assert p.field == "vpc.clusterEndpoints"
+
+
+def test_fails_cidrs_without_public_endpoint():
+    p = BASE.with_(vpc={"clusterEndpoints": {"publicAccess": False}, "publicAccessCIDRs": ["203.0.113.0/24"]}).one_problem()
+    assert p.field == "vpc.publicAccessCIDRs"
+
+
+def test_control_plane_tier_is_planned_and_summarized():
+    plan = OPTIONS.plan()
+    assert plan.control_plane_tier == "tier-2xl"
+    assert "control plane tier-2xl" in plan.summary()
+
+
+def test_fails_unknown_control_plane_tier():
+    p = BASE.with_(controlPlaneScalingConfig={"tier": "tier-16xl"}).one_problem()
+    assert p.field == "controlPlaneScalingConfig.tier" and "tier-xl" in p.fix
+
+
 def test_fails_node_access_entry_with_groups():
-    text = BASE + (
-        "accessConfig:\n  accessEntries:\n    - principalARN: arn:aws:iam::111122223333:role/nodes\n"
-        "      type: EC2_LINUX\n      kubernetesGroups: [admins]\n"
-    )
-    p = one_problem(text)
+    p = BASE.with_(accessConfig={"accessEntries": [{
+        "principalARN": "arn:aws:iam::111122223333:role/nodes", "type": "EC2_LINUX", "kubernetesGroups": ["admins"],
+    }]}).one_problem()
     assert (p.field, p.value) == ("accessConfig.accessEntries[0].kubernetesGroups", ["admins"])
     assert "type: STANDARD" in p.fix
 
 
 def test_fails_config_map_authentication():
-    p = one_problem(BASE + "accessConfig: {authenticationMode: CONFIG_MAP}\n")
+    p = BASE.with_(accessConfig={"authenticationMode": "CONFIG_MAP"}).one_problem()
     assert (p.field, p.value) == ("accessConfig.authenticationMode", "CONFIG_MAP")
     assert "API_AND_CONFIG_MAP" in p.fix
 
 
-def test_api_and_config_map_authentication_synthesizes():
-    s = synth_text(cluster_spec("auth", desired=1, max_size=1) + "accessConfig: {authenticationMode: API_AND_CONFIG_MAP}\n")
-    Template.from_json(s.template("cluster")).has_resource_properties("AWS::EKS::Cluster", {
-        "AccessConfig": Match.object_like({"AuthenticationMode": "API_AND_CONFIG_MAP"}),
-    })
-
-
-PIA = (
-    "iam:\n  podIdentityAssociations:\n"
-    "    - {namespace: training, serviceAccountName: trainer, roleName: trainer-s3, tags: {team: ml},\n"
-    "       permissionPolicyARNs: [arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess]}\n"
-    "    - {namespace: default, serviceAccountName: reader, roleARN: arn:aws:iam::111122223333:role/reader}\n"
-)
-
-
-def test_pod_identity_associations_synthesize():
-    s = synth_text(cluster_spec("pia", desired=1, max_size=1) + PIA)
-    template = Template.from_json(s.template("cluster"))
-    template.has_resource_properties("AWS::EKS::PodIdentityAssociation", {
-        "Namespace": "training", "ServiceAccount": "trainer", "RoleArn": {"Fn::GetAtt": [Match.any_value(), "Arn"]},
-        "Tags": Match.array_with([{"Key": "team", "Value": "ml"}]),
-    })
-    template.has_resource_properties("AWS::EKS::PodIdentityAssociation", {
-        "Namespace": "default", "ServiceAccount": "reader", "RoleArn": "arn:aws:iam::111122223333:role/reader",
-    })
-    template.has_resource_properties("AWS::IAM::Role", {
-        "RoleName": "trainer-s3",
-        "ManagedPolicyArns": ["arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess"],
-        "AssumeRolePolicyDocument": Match.object_like({"Statement": Match.array_with([
-            Match.object_like({"Principal": {"Service": "pods.eks.amazonaws.com"}}),
-        ])}),
-    })
+def pod_identity(**entry) -> object:
+    return BASE.with_(iam={"podIdentityAssociations": [{"namespace": "a", "serviceAccountName": "b", **entry}]})
 
 
 @pytest.mark.parametrize(("entry", "field", "fix"), [
-    ("{namespace: a, serviceAccountName: b}", "iam.podIdentityAssociations[0].roleARN", "set roleARN"),
-    (("{namespace: a, serviceAccountName: b, roleARN: arn:aws:iam::111122223333:role/r, "
-     "permissionPolicyARNs: [arn:aws:iam::aws:policy/X]}"), "iam.podIdentityAssociations[0].permissionPolicyARNs",
-     "remove permissionPolicyARNs or roleARN"),
+    ({}, "iam.podIdentityAssociations[0].roleARN", "set roleARN"),
+    ({"roleARN": "arn:aws:iam::111122223333:role/r", "permissionPolicyARNs": ["arn:aws:iam::aws:policy/X"]},
+     "iam.podIdentityAssociations[0].permissionPolicyARNs", "remove permissionPolicyARNs or roleARN"),
 ])
 def test_fails_pod_identity_association_without_one_role(entry, field, fix):
-    p = one_problem(BASE + f"iam:\n  podIdentityAssociations: [{entry}]\n")
+    p = pod_identity(**entry).one_problem()
     assert p.field == field and fix in p.fix
 
 
 def test_fails_pod_identity_association_create_service_account_says_what_to_do():
-    (p,) = problems_of(BASE + "iam:\n  podIdentityAssociations:\n"
-                       "    - {namespace: a, serviceAccountName: b, roleARN: arn:aws:iam::111122223333:role/r, "
-                       "createServiceAccount: true}\n")
+    (p,) = pod_identity(roleARN="arn:aws:iam::111122223333:role/r", createServiceAccount=True).problems()
     assert p.field == "iam.podIdentityAssociations[0].createServiceAccount"
     assert "your workload's manifests" in p.fix
 
 
 def test_self_managed_node_groups_are_judged_as_managed_ones_in_the_same_run():
     # the fix for nodeGroups is "move each entry to managedNodeGroups": the entries' own problems come now
-    text = BASE + (
-        "nodeGroups:\n  - name: old\n    instanceType: p5.48xlarge\n    efaEnabled: true\n"
-        "    availabilityZones: [us-west-2a]\n    capacityReservation: {capacityReservationTarget: "
-        "{capacityReservationID: cr-xxxxxxxxxxxx}}\n    classicLoadBalancerNames: [lb]\n"
-    )
+    text = BASE.with_(nodeGroups=[{
+        "name": "old", "instanceType": "p5.48xlarge", "efaEnabled": True, "availabilityZones": ["us-west-2a"],
+        "capacityReservation": {"capacityReservationTarget": {"capacityReservationID": "cr-xxxxxxxxxxxx"}},
+        "classicLoadBalancerNames": ["lb"],
+    }]).text
     with pytest.raises(SpecError) as info:
         plan_from_text(text)
     got = [(p.field, p.message) for p in info.value.problems]

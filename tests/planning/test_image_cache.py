@@ -1,30 +1,28 @@
 """Images at scale (efa_stack/planning/image_cache.py): a job that starts an ECR Public image on more nodes than ECR
 Public serves in the kubelet's first back-off pulls it through an ECR pull through cache of the cluster's account;
-the stack rewrites the image, dist/ keeps the public reference."""
+the stack rewrites the image (tests/stacks/test_image_cache.py), dist/ keeps the public reference."""
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 import pytest
 
 from efa_stack import names
 from efa_stack.planning.image_cache import CACHE_THRESHOLD_NODES, ScaledImage, image_cache_plan
 from efa_stack.planning.plan import plan_from_file, plan_from_text
-from tests.support import CLUSTERS, built, synth_spec, synth_text
+from tests.builders import cluster, node_group
+from tests.support import CLUSTERS
 
 SCALE = "scale-1000-p5.yaml"
 NCCL_IMAGE = "public.ecr.aws/hpc-cloud/nccl-tests"
 
 
-def nodes_spec(nodes: int, image: str | None = None, region: str = "us-west-2", extra: str = "") -> str:
-    zones = {"us-west-2": "us-west-2a, us-west-2b", "us-gov-west-1": "us-gov-west-1a, us-gov-west-1b"}[region]
-    first = zones.split(",")[0]
-    return (f"apiVersion: eksctl.io/v1alpha5\nkind: ClusterConfig\n"
-            f'metadata: {{name: big, region: {region}, version: "1.35"}}\navailabilityZones: [{zones}]\n'
-            f"managedNodeGroups:\n  - {{name: p5, instanceType: p5.48xlarge, minSize: {nodes}, desiredCapacity: {nodes},"
-            f" maxSize: {nodes}, availabilityZones: [{first}], efaEnabled: true}}\n"
-            + (f"ncclTest: {{image: '{image}'}}\n" if image else "") + extra)
+def nodes_spec(nodes: int, image: str | None = None, region: str = "us-west-2", **sections: Any) -> str:
+    zones = (f"{region}a", f"{region}b")
+    spec = cluster(node_group("p5", min_size=nodes, desired=nodes, max_size=nodes, zones=zones[:1]),
+                   name="big", region=region, version="1.35", zones=zones)
+    return spec.with_(**({"ncclTest": {"image": image}} if image else {}), **sections).text
 
 
 # --- the plan ---------------------------------------------------------------------------------------------------
@@ -71,7 +69,7 @@ def test_the_summary_gives_the_numbers():
     assert "ECR interface endpoints and the S3 gateway endpoint (layers), not the NAT gateway" in text
     assert "80 s per GB of image for 1000 nodes" in text
     assert "dist/ keeps the public image references" in text
-    without = plan_from_text(nodes_spec(1000, extra="vpc: {interfaceEndpoints: false}\n")).summary()
+    without = plan_from_text(nodes_spec(1000, vpc={"interfaceEndpoints": False})).summary()
     assert "the ECR API over the NAT gateway (vpc.interfaceEndpoints is false)" in without
 
 
@@ -82,48 +80,3 @@ def test_cache_prefixes_are_valid_ecr_prefixes_and_distinct_per_cluster(cluster)
     assert prefix.endswith("/ecr-public")
     other = names.ecr_cache_prefix(cluster + "x", "ecr-public")
     assert other != prefix
-
-
-# --- the stack ----------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("spec", [SCALE])
-def test_the_stack_makes_the_rule_and_lets_every_node_role_import(spec):
-    s = synth_spec(str(CLUSTERS / spec))
-    (rule,) = s.resources("cluster", "AWS::ECR::PullThroughCacheRule").values()
-    assert rule["Properties"] == {"EcrRepositoryPrefix": "efa-scale-p5/ecr-public", "UpstreamRegistry": "ecr-public",
-                                  "UpstreamRegistryUrl": "public.ecr.aws"}
-    (policy_id, policy), = s.resources("cluster", "AWS::IAM::ManagedPolicy").items()
-    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
-    assert statement["Action"] == ["ecr:BatchImportUpstreamImage", "ecr:CreateRepository"]
-    assert json.dumps(statement["Resource"]).endswith(':repository/efa-scale-p5/ecr-public/*"]]}')
-    node_roles = [r for lid, r in s.resources("cluster", "AWS::IAM::Role").items() if lid.startswith("NodeRole")]
-    assert node_roles and all({"Ref": policy_id} in r["Properties"]["ManagedPolicyArns"] for r in node_roles)
-
-
-@pytest.mark.parametrize("spec", [SCALE])
-def test_the_stack_applies_the_job_through_the_cache_of_its_account(spec):
-    s = synth_spec(str(CLUSTERS / spec))
-    (rule_id,) = s.resources("cluster", "AWS::ECR::PullThroughCacheRule")
-    (job,) = [r for lid, r in s.resources("cluster", "Custom::AWSCDK-EKS-KubernetesResource").items()
-              if lid.startswith("Clusternccltests")]
-    sep, parts = job["Properties"]["Manifest"]["Fn::Join"]
-    accounts = [i for i, p in enumerate(parts) if p == {"Ref": "AWS::AccountId"}]
-    assert sep == "" and accounts  # the launcher and the workers
-    assert all(parts[i + 1].startswith(".dkr.ecr.us-west-2.amazonaws.com/efa-scale-p5/ecr-public/hpc-cloud/nccl-tests:")
-               and parts[i - 1].endswith('"image":"') for i in accounts)
-    assert not any(NCCL_IMAGE in p for p in parts if isinstance(p, str))
-    assert rule_id in job["DependsOn"]  # the rule exists before a pod pulls through it
-    # AND dist/ keeps the public reference: no account is known at synth, and the rule is the stack's
-    worker = built("scale-1000-p5").mpijob()["spec"]["mpiReplicaSpecs"]["Worker"]
-    (container,) = worker["template"]["spec"]["containers"]
-    assert container["image"].startswith(NCCL_IMAGE + ":")
-
-
-def test_a_pool_at_scale_gives_karpenter_s_node_role_the_import_too():
-    text = (CLUSTERS / "karpenter-p5.yaml").read_text().replace("maxNodes: 4 ", "maxNodes: 200 ")
-    s = synth_text(text)
-    (policy_id,) = s.resources("cluster", "AWS::IAM::ManagedPolicy")
-    (role,) = [r for lid, r in s.resources("cluster", "AWS::IAM::Role").items() if lid.startswith("KarpenterNodeRole")]
-    assert {"Ref": policy_id} in role["Properties"]["ManagedPolicyArns"]
-

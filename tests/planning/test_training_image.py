@@ -1,12 +1,9 @@
-"""The spec's trainingImage section: its plan, its problems, and a synth that needs no Docker."""
+"""The spec's trainingImage section: its plan and its problems (efa_stack/planning/image_compat.py). The image asset
+synthesized without Docker: tests/aws_constructs/test_training_image.py; in the cluster stack:
+tests/stacks/test_cluster_stack.py."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,31 +11,34 @@ import pytest
 from efa_stack.planning.image_compat import load, recipe_build_args
 from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec.errors import SpecError
+from tests.builders import shipped
 from tests.support import CLUSTERS, ROOT, scratch_dir
 
 RECIPE = ROOT / "images" / "efa-pytorch" / "Dockerfile"
 
 
-def spec_with(section: str, base: str = "default.yaml") -> Path:
+def spec_with(base: str = "default", **image: object) -> Path:
+    """clusters/<base>.yaml with the ``trainingImage`` fields ``image``, as a file (relative directories resolve from
+    the spec's folder)."""
     f = scratch_dir("efa-stack-image-") / "spec.yaml"
-    f.write_text((CLUSTERS / base).read_text() + "\n" + section)
+    f.write_text(shipped(base, trainingImage=image))
     return f
 
 
-def problems(section: str, base: str = "default.yaml") -> list:
+def problems(base: str = "default", **image: object) -> list:
     with pytest.raises(SpecError) as err:
-        plan_from_file(spec_with(section, base))
+        plan_from_file(spec_with(base, **image))
     return [p for p in err.value.problems if p.field.startswith("trainingImage")]
 
 
 def test_no_training_image_by_default():
     assert plan_from_file(CLUSTERS / "default.yaml").training_image is None
-    assert plan_from_file(spec_with("trainingImage:\n  build: false\n")).training_image is None
+    assert plan_from_file(spec_with(build=False)).training_image is None
 
 
 def test_build_args_are_the_tables_recipe_by_default():
     # GIVEN build: true and no versions WHEN planned THEN the build args are the table's recipe set, resolved
-    plan = plan_from_file(spec_with("trainingImage:\n  build: true\n"))
+    plan = plan_from_file(spec_with(build=True))
     image = plan.training_image
     assert image is not None
     recipe = load().recipe
@@ -52,7 +52,7 @@ def test_build_args_are_the_tables_recipe_by_default():
 def test_a_custom_dockerfile_pinning_its_own_versions_is_built_with_them(tmp_path):
     # GIVEN a build context whose Dockerfile pins PyTorch 2.11.0 (a known-good set with EFA installer 1.49.0)
     (tmp_path / "Dockerfile").write_text("ARG PYTORCH_VERSION=2.11.0\nARG EFA_INSTALLER_VERSION=1.49.0\nFROM scratch\n")
-    plan = plan_from_file(spec_with(f"trainingImage:\n  build: true\n  directory: {tmp_path}\n"))
+    plan = plan_from_file(spec_with(build=True, directory=str(tmp_path)))
     # THEN its pins win over the table's recipe, and the rest follows from the table
     assert plan.training_image is not None
     args = plan.training_image.build_args
@@ -60,7 +60,7 @@ def test_a_custom_dockerfile_pinning_its_own_versions_is_built_with_them(tmp_pat
 
 
 def test_versions_from_the_spec_override_the_recipe():
-    plan = plan_from_file(spec_with('trainingImage:\n  build: true\n  pytorchVersion: "2.12.1"\n'))
+    plan = plan_from_file(spec_with(build=True, pytorchVersion="2.12.1"))
     assert plan.training_image is not None
     assert plan.training_image.build_args["PYTORCH_VERSION"] == "2.12.1"
     assert plan.training_image.build_args["NCCL_VERSION"] == "2.29.7"
@@ -68,7 +68,7 @@ def test_versions_from_the_spec_override_the_recipe():
 
 def test_fails_known_bad_installer_with_the_fix():
     # GIVEN the recipe's PyTorch on EFA installer 1.47.0, whose aws-ofi-nccl 1.18.0 hangs large broadcasts
-    (p,) = problems('trainingImage:\n  build: true\n  efaInstallerVersion: "1.47.0"\n')
+    (p,) = problems(build=True, efaInstallerVersion="1.47.0")
     assert p.field == "trainingImage.efaInstallerVersion" and p.value == "1.47.0"
     assert "broadcast" in p.message and "deep-learning-containers#6551" in p.message
     # THEN the fix names the installer that is known-good with that PyTorch
@@ -76,71 +76,20 @@ def test_fails_known_bad_installer_with_the_fix():
 
 
 def test_fails_known_deadlock_of_pytorch_2_11_with_an_old_plugin():
-    (p,) = problems('trainingImage:\n  build: true\n  pytorchVersion: "2.11.0"\n  efaInstallerVersion: "1.45.1"\n')
+    (p,) = problems(build=True, pytorchVersion="2.11.0", efaInstallerVersion="1.45.1")
     assert p.field == "trainingImage.efaInstallerVersion" and "deadlock" in p.message and "1.49.0" in p.fix
 
 
 def test_fails_unknown_pytorch_version():
-    (p,) = problems('trainingImage:\n  build: true\n  pytorchVersion: "2.99.0"\n')
+    (p,) = problems(build=True, pytorchVersion="2.99.0")
     assert p.field == "trainingImage.pytorchVersion" and "2.11.0" in p.fix
 
 
 def test_fails_missing_build_context():
-    found = problems("trainingImage:\n  build: true\n  directory: images/does-not-exist\n")
+    found = problems(build=True, directory="images/does-not-exist")
     assert [p.field for p in found] == ["trainingImage.directory"]
 
 
 def test_fails_without_nvidia_gpu_node_groups():
-    found = problems("trainingImage:\n  build: true\n", base="trn2.yaml")
+    found = problems("trn2", build=True)
     assert [p.field for p in found] == ["trainingImage.build"]
-
-
-# --- synth: no Docker needed ---------------------------------------------------------------------------------
-
-SYNTH = """
-import sys
-from aws_cdk import App
-from efa_stack.planning.plan import plan_from_file
-from stacks.compose import build
-app = App(outdir=sys.argv[2], context={"aws:cdk:disable-asset-staging": True},
-          builtin_cloud_formation_validation=False)
-build(app, plan_from_file(sys.argv[1]))
-app.synth()
-"""
-
-
-@pytest.fixture(scope="module")
-def docker_free_synth() -> tuple[Path, str]:
-    """The default spec with ``trainingImage.build: true``, synthesized in a process whose PATH has node and
-    no docker (DockerImageAsset runs Docker only when the asset is published)."""
-    spec = spec_with("trainingImage:\n  build: true\n")
-    bin_dir = scratch_dir("efa-stack-bin-")
-    node = shutil.which("node", path=str(Path(sys.executable).parent)) or shutil.which("node")
-    assert node
-    (bin_dir / "node").symlink_to(node)
-    env = {**os.environ, "PATH": str(bin_dir)}
-    assert shutil.which("docker", path=env["PATH"]) is None
-    outdir = scratch_dir("efa-stack-image-out-")
-    result = subprocess.run(
-        [sys.executable, "-c", SYNTH, str(spec), str(outdir)], cwd=ROOT, env=env,
-        capture_output=True, text=True, timeout=300, check=False,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    return outdir, plan_from_file(spec).name
-
-
-def test_synth_without_docker_outputs_the_image_uri(docker_free_synth):
-    outdir, name = docker_free_synth
-    template = json.loads((outdir / f"{name}-cluster.template.json").read_text())
-    uri = template["Outputs"]["TrainingImageUri"]["Value"]
-    assert "dkr.ecr" in json.dumps(uri)
-
-
-def test_asset_carries_the_build_args_and_platform(docker_free_synth):
-    outdir, name = docker_free_synth
-    assets = json.loads((outdir / f"{name}-cluster.assets.json").read_text())
-    (image,) = assets["dockerImages"].values()
-    source = image["source"]
-    assert source["dockerBuildArgs"] == recipe_build_args()
-    assert source["platform"] == "linux/amd64"
-    assert Path(source["directory"]) == RECIPE.parent

@@ -1,108 +1,56 @@
-"""Shared training storage: the spec's ``storage`` section, the FSx for Lustre file system, its
-security group and S3 link, the CSI driver's add-on and IAM, and the PV/PVC the jobs mount.
+"""The storage part of the cluster stack (stacks/storage_stack.py): the FSx for Lustre file system in the nodes'
+network, its security group and S3 link, the CSI driver's add-on and IAM, the PV/PVC the jobs mount, and what waits
+for what; ``template("storage")`` is that part's resources (tests/support.py).
 
-Two specs are synthesized once each per session: ``clusters/fsx.yaml`` (PERSISTENT_2, S3 linked
-through a data repository association, dynamic provisioning on) and a SCRATCH_2 variant (S3 linked
-through ImportPath, static volume only). The storage is a part of the cluster stack; ``template("storage")``
-is that part's resources (tests/support.py).
+The synths: ``clusters/fsx.yaml`` (PERSISTENT_2, S3 linked through a data repository association, dynamic
+provisioning on), ``clusters/fsx-efa.yaml`` (EFA-enabled) and tests.builders.PRIVATE (SCRATCH_2, S3 linked through its
+import path, static volume only). The spec and plan: tests/planning/test_storage.py; the file system construct:
+tests/aws_constructs/test_fsx.py.
 """
 
 from __future__ import annotations
 
 import json
-import textwrap
-from typing import Any
 
 import pytest
-from aws_cdk import App, Environment, Stack
-from aws_cdk import aws_ec2 as ec2
-from aws_cdk.assertions import Match, Template
+from aws_cdk.assertions import Match
 
 from aws_constructs.fsx import (
     ASSOCIATION_LOGICAL_ID,
     FILE_SYSTEM_LOGICAL_ID,
     SECURITY_GROUP_DESCRIPTION,
     SECURITY_GROUP_LOGICAL_ID,
-    LustreFileSystem,
-    LustreFileSystemProps,
 )
-from efa_stack.checks.replacement import replaced_resources
-from efa_stack.planning.plan import build_plan
-from efa_stack.planning.storage import S3LinkPlan, bucket_name_problem, capacity_allowed, validate_storage
-from efa_stack.spec.errors import SpecError
-from efa_stack.spec.loader import parse_spec
-from k8s.storage import StaticVolumeProps, storage_manifests
 from stacks.storage_stack import FSX_CSI_CONTROLLER_SA
-from tests.support import (
-    BASE,
-    CLUSTERS,
-    Synthesized,
-    normalise_assets,
-    synth_spec,
-    synth_text,
-)
+from tests.support import CLUSTERS, Synthesized, normalise_assets, synth_spec
 from tests.test_cfn_lint import lint
 
-FSX_SPEC = str(CLUSTERS / "fsx.yaml")
-
-SCRATCH = BASE + """storage:
-  deploymentType: SCRATCH_2
-  storageCapacityGiB: 2400
-  s3:
-    bucket: training-data.example
-    prefix: tfrecords/
-    autoImport: [NEW, CHANGED]
-"""
-
-
-# --- helpers ---------------------------------------------------------------------------------
-
-
-def storage_problems(text: str) -> list:
-    """The storage problems of a spec, whether or not build_plan already runs validate_storage."""
-    spec = parse_spec(textwrap.dedent(text), source="t.yaml")
-    try:
-        plan = build_plan(spec, source="t.yaml")
-    except SpecError as exc:
-        return [p for p in exc.problems if p.field.startswith("storage")]
-    return validate_storage(spec, plan.node_groups)
-
-
-def one_problem(text: str):
-    problems = storage_problems(text)
-    assert len(problems) == 1, [p.render() for p in problems]
-    return problems[0]
-
-
-def with_storage(section: str) -> str:
-    return BASE + "storage:\n" + textwrap.indent(textwrap.dedent(section), "  ")
-
-
-def synth_storage(path: str) -> Synthesized:
-    """Synthesize ``path``; build() adds the storage to the cluster stack for a spec with a storage section."""
-    synth = synth_spec(path)
-    assert synth.stacks.storage is not None, f"{path} has no storage section"
-    return synth
-
-
-def synth_storage_text(text: str) -> Synthesized:
-    synth = synth_text(text)
-    assert synth.stacks.storage is not None, "the spec has no storage section"
-    return synth
-
-
-FIXTURE_SPECS = {"fsx": "fsx.yaml"}
+FIXTURE_SPECS = {"fsx": "fsx.yaml", "fsx_efa": "fsx-efa.yaml"}
 """Module fixtures that are a shipped spec's synth (tests/conftest.py runs them with that spec's tests)."""
+
+
+def synth_storage(spec: str) -> Synthesized:
+    """Synthesize clusters/``spec``; build() adds the storage to the cluster stack for a spec with a storage section."""
+    synth = synth_spec(str(CLUSTERS / spec))
+    assert synth.stacks.storage is not None, f"{spec} has no storage section"
+    return synth
 
 
 @pytest.fixture(scope="module")
 def fsx() -> Synthesized:
-    return synth_storage(FSX_SPEC)
+    return synth_storage("fsx.yaml")
 
 
 @pytest.fixture(scope="module")
-def scratch() -> Synthesized:
-    return synth_storage_text(SCRATCH)
+def fsx_efa() -> Synthesized:
+    return synth_storage("fsx-efa.yaml")
+
+
+@pytest.fixture
+def scratch(private_synth) -> Synthesized:
+    """tests.builders.PRIVATE's synth: SCRATCH_2 storage linked through its import path."""
+    assert private_synth.stacks.storage is not None
+    return private_synth
 
 
 def only(s: Synthesized, type_: str) -> tuple[str, dict]:
@@ -133,258 +81,9 @@ def by_kind(objects: list[dict], kind: str) -> dict:
     return obj
 
 
-# --- spec: off by default, defaults, valid input ------------------------------------------------
-
-
 def test_storage_is_off_by_default(default_synth):
     assert default_synth.plan.storage is None
     assert not any(name.endswith("-storage") for name in default_synth.templates)
-
-
-def test_enabled_false_keeps_the_section_but_creates_nothing():
-    plan = build_plan(parse_spec(with_storage("enabled: false\nstorageCapacityGiB: 3000\n")))
-    assert plan.storage is None
-
-
-def test_defaults_follow_the_gpu_node_group():
-    # GIVEN a spec with a CPU group first and the EFA GPU group second
-    text = BASE.replace("managedNodeGroups:\n", "managedNodeGroups:\n  - {name: cpu, instanceType: m7i.xlarge}\n")
-    # WHEN storage is turned on with defaults
-    plan = build_plan(parse_spec(text + "storage: {}\n"))
-    sp = plan.storage
-    # THEN the file system sits in the GPU group's zone, as PERSISTENT_2 at the lowest throughput
-    assert (sp.node_group, sp.availability_zone) == ("gpu", "us-west-2a")
-    assert (sp.deployment_type, sp.capacity_gib, sp.per_unit_storage_throughput) == ("PERSISTENT_2", 1200, 125)
-    assert sp.mount_path == "/fsx" and sp.claim_name == "fsx-claim" and sp.capacity_quantity == "1200Gi"
-    assert sp.lustre_version == "2.15" and sp.s3 is None and not sp.dynamic_provisioning
-    assert [(t.key, t.effect) for t in sp.tolerations] == [("nvidia.com/gpu", "NoSchedule")]
-
-
-def test_scratch_link_uses_import_path_and_association_only_on_persistent_2():
-    sp = build_plan(parse_spec(SCRATCH)).storage
-    assert sp.s3.kind == "import-path" and not sp.uses_association
-    assert sp.s3.data_repository_path == "s3://training-data.example/tfrecords/"
-    assert sp.s3.auto_import_policy == "NEW_CHANGED"
-    assert S3LinkPlan("b1b", "", "import-path", "/", True, (), ()).data_repository_path == "s3://b1b/"
-    assert sp.per_unit_storage_throughput is None
-    p2 = build_plan(parse_spec(SCRATCH.replace("SCRATCH_2", "PERSISTENT_2"))).storage
-    assert p2.s3.kind == "association" and p2.uses_association
-
-
-@pytest.mark.parametrize(
-    ("deployment_type", "gib", "ok"),
-    [
-        ("SCRATCH_2", 1200, True), ("SCRATCH_2", 2400, True), ("SCRATCH_2", 4800, True), ("SCRATCH_2", 3600, False),
-        ("PERSISTENT_2", 7200, True), ("PERSISTENT_2", 1000, False), ("PERSISTENT_1", 9600, True),
-        ("SCRATCH_1", 3600, True), ("SCRATCH_1", 7200, True), ("SCRATCH_1", 4800, False),
-    ],
-)
-def test_capacity_rules_per_deployment_type(deployment_type, gib, ok):
-    assert capacity_allowed(deployment_type, gib) is ok
-
-
-@pytest.mark.parametrize("name", ["abc", "my-bucket.v2", "training-data.example", "a" * 63, "1bucket"])
-def test_bucket_names_that_are_bucket_names(name):
-    assert bucket_name_problem(name) is None
-
-
-# --- spec: bad input, each a clear error before synth ------------------------------------------
-
-
-def test_fails_capacity_not_allowed_for_the_deployment_type():
-    p = one_problem(with_storage("deploymentType: PERSISTENT_2\nstorageCapacityGiB: 3000\n"))
-    assert (p.field, p.value) == ("storage.storageCapacityGiB", 3000)
-    assert "not allowed for deploymentType PERSISTENT_2" in p.message
-    assert "multiple of 2400" in p.fix and "2400 or 4800" in p.fix
-
-
-def test_fails_capacity_of_scratch_1_in_steps_of_2400():
-    p = one_problem(with_storage("deploymentType: SCRATCH_1\nstorageCapacityGiB: 4800\n"))
-    assert p.value == 4800 and "multiple of 3600" in p.fix and "3600 or 7200" in p.fix
-
-
-def test_fails_throughput_not_allowed_for_the_deployment_type():
-    p = one_problem(with_storage("deploymentType: PERSISTENT_2\nperUnitStorageThroughput: 200\n"))
-    assert (p.field, p.value) == ("storage.perUnitStorageThroughput", 200)
-    assert "not allowed for deploymentType PERSISTENT_2" in p.message
-    assert p.fix == "use one of 125, 250, 500, 1000 (MB/s per TiB)"
-
-
-def test_fails_throughput_on_a_scratch_file_system():
-    p = one_problem(with_storage("deploymentType: SCRATCH_2\nperUnitStorageThroughput: 125\n"))
-    assert p.field == "storage.perUnitStorageThroughput" and "SCRATCH_2" in p.message
-    assert "remove perUnitStorageThroughput" in p.fix
-
-
-def test_fails_s3_export_on_a_deployment_type_that_cannot_have_one():
-    # GIVEN a SCRATCH_2 file system, which links S3 through ImportPath (no data repository association)
-    text = SCRATCH + "    autoExport: [NEW]\n"
-    # WHEN the spec is validated THEN automatic export is refused, naming the type and the way out
-    p = one_problem(text)
-    assert (p.field, p.value) == ("storage.s3.autoExport", ["NEW"])
-    assert "data repository association" in p.message and "SCRATCH_2" in p.message
-    assert "PERSISTENT_2" in p.fix
-
-
-@pytest.mark.parametrize(
-    ("section", "field"),
-    [
-        ("fileSystemPath: /datasets", "storage.s3.fileSystemPath"),
-        ("importOnCreate: false", "storage.s3.importOnCreate"),
-    ],
-)
-def test_fails_association_only_link_settings_on_scratch(section, field):
-    assert one_problem(SCRATCH + f"    {section}\n").field == field
-
-
-def test_fails_auto_import_events_the_import_path_link_cannot_express():
-    p = one_problem(SCRATCH.replace("autoImport: [NEW, CHANGED]", "autoImport: [CHANGED]"))
-    assert (p.field, p.value) == ("storage.s3.autoImport", ["CHANGED"])
-
-
-@pytest.mark.parametrize(
-    ("bucket", "why"),
-    [
-        ("s3://my-bucket", "bucket name alone"),
-        ("my-bucket/tfrecords", "bucket name alone"),
-        ("ab", "3 to 63"),
-        ("b" * 64, "3 to 63"),
-        ("My_Bucket", "lowercase"),
-        ("-bucket", "begin and end"),
-        ("bucket.", "begin and end"),
-        ("my..bucket", "two adjacent periods"),
-        ("192.168.5.4", "IP address"),
-        ("xn--bucket", "'xn--'"),
-        ("data-s3alias", "'-s3alias'"),
-    ],
-)
-def test_fails_a_bucket_name_that_is_not_a_bucket_name(bucket, why):
-    p = one_problem(with_storage(f"s3: {{bucket: '{bucket}'}}\n"))
-    assert (p.field, p.value) == ("storage.s3.bucket", bucket)
-    assert p.message == "not an S3 bucket name" and why in p.fix
-
-
-def test_fails_storage_node_group_that_does_not_exist():
-    p = one_problem(with_storage("nodeGroup: gpus\n"))
-    assert (p.field, p.value) == ("storage.nodeGroup", "gpus") and "gpu" in p.fix
-
-
-def test_fails_all_storage_problems_at_once():
-    problems = storage_problems(with_storage(
-        "deploymentType: SCRATCH_2\nstorageCapacityGiB: 1000\nperUnitStorageThroughput: 50\n"
-        "s3: {bucket: Bad_Bucket, autoExport: [NEW]}\n"
-    ))
-    assert {p.field for p in problems} == {
-        "storage.storageCapacityGiB", "storage.perUnitStorageThroughput", "storage.s3.bucket", "storage.s3.autoExport",
-    }
-
-
-@pytest.mark.parametrize(
-    ("section", "field", "fix"),
-    [
-        ("deploymentTyp: SCRATCH_2", "storage.deploymentTyp", "did you mean 'deploymentType'?"),
-        ("deploymentType: SCRATCH_3", "storage.deploymentType", "use one of"),
-        ("dataCompression: GZIP", "storage.dataCompression", "use one of"),
-        ("s3: {bucket: b1b, autoExport: [MOVED]}", "storage.s3.autoExport[0]", "use one of"),
-    ],
-)
-def test_fails_malformed_storage_section_before_planning(section, field, fix):
-    with pytest.raises(SpecError) as info:
-        parse_spec(with_storage(section + "\n"), source="t.yaml")
-    (p,) = info.value.problems
-    assert p.field == field and fix in p.fix
-
-
-def test_fails_bad_storage_before_any_cloudformation():
-    """The storage plan exists only inside a plan, and build_plan validates the section first."""
-    spec = parse_spec(with_storage("storageCapacityGiB: 3000\n"))
-    with pytest.raises(SpecError) as info:
-        build_plan(spec)
-    assert [p.field for p in info.value.problems] == ["storage.storageCapacityGiB"]
-
-
-# --- the construct ---------------------------------------------------------------------------
-
-
-def _bare_stack() -> tuple[Stack, ec2.Vpc]:
-    stack = Stack(App(builtin_cloud_formation_validation=False), "Bare", env=Environment(region="us-west-2"))
-    vpc = ec2.Vpc(stack, "Vpc", availability_zones=["us-west-2a", "us-west-2b"], nat_gateways=0)
-    return stack, vpc
-
-
-def _lustre(stack: Stack, vpc: ec2.Vpc, **props) -> LustreFileSystem:
-    placement = {
-        "vpc": vpc, "subnet": vpc.isolated_subnets[0] if vpc.isolated_subnets else vpc.public_subnets[0],
-        "client_security_group_ids": ["sg-0123456789abcdef0"],
-    }
-    args: dict[str, Any] = {"deployment_type": "PERSISTENT_2", "storage_capacity_gib": 1200, "per_unit_storage_throughput": 125}
-    for key in list(props):
-        (placement if key in placement else args)[key] = props.pop(key)
-    return LustreFileSystem(stack, "Lustre", LustreFileSystemProps(**args), **placement)
-
-
-def test_pv_attributes_are_the_file_systems_own():
-    # GIVEN a file system construct and the static volume built from its attributes
-    stack, vpc = _bare_stack()
-    fs = _lustre(stack, vpc)
-    pv, pvc = storage_manifests(StaticVolumeProps(fs.file_system_id, fs.dns_name, fs.mount_name, "1200Gi"))
-    # WHEN the tokens are resolved in the stack
-    csi = stack.resolve(pv["spec"]["csi"])
-    lid = stack.resolve(fs.file_system.ref)["Ref"]
-    # THEN the handle, DNS name and mount name are the same file system resource
-    assert lid == FILE_SYSTEM_LOGICAL_ID
-    assert csi["volumeHandle"] == {"Ref": lid}
-    assert csi["volumeAttributes"] == {
-        "dnsname": {"Fn::GetAtt": [lid, "DNSName"]},
-        "mountname": {"Fn::GetAtt": [lid, "LustreMountName"]},
-    }
-    assert csi["driver"] == "fsx.csi.aws.com"
-    assert pvc["spec"]["volumeName"] == pv["metadata"]["name"] == "fsx-pv"
-
-
-@pytest.mark.parametrize(
-    ("props", "match"),
-    [
-        ({"storage_capacity_gib": 3000}, "storage_capacity_gib 3000 is not allowed for PERSISTENT_2"),
-        ({"per_unit_storage_throughput": 200}, "200 is not allowed for PERSISTENT_2; use one of 125"),
-        ({"per_unit_storage_throughput": None}, "PERSISTENT_2 needs per_unit_storage_throughput"),
-        ({"deployment_type": "SCRATCH_2"}, "given for SCRATCH_2, which has none"),
-        ({"deployment_type": "SCRATCH_3"}, "not an FSx for Lustre deployment type"),
-        ({"client_security_group_ids": []}, "at least one client security group"),
-        (
-            {"deployment_type": "SCRATCH_2", "per_unit_storage_throughput": None,
-             "s3": S3LinkPlan("b1b", "", "import-path", "/", True, (), ("NEW",))},
-            "automatic export needs a data repository association",
-        ),
-    ],
-)
-def test_fails_construct_props_outside_what_fsx_accepts(props, match):
-    stack, vpc = _bare_stack()
-    with pytest.raises(ValueError, match=match):
-        _lustre(stack, vpc, **props)
-
-
-def _bare_template(**props) -> dict:
-    stack, vpc = _bare_stack()
-    _lustre(stack, vpc, **props)
-    return Template.from_stack(stack).to_json()
-
-
-def test_routine_changes_never_replace_the_file_system():
-    # GIVEN a PERSISTENT_2 file system WHEN capacity, throughput and compression change
-    link = S3LinkPlan("b1b", "p", "association", "/", True, ("NEW",), ())
-    before = _bare_template(s3=link)
-    after = _bare_template(
-        storage_capacity_gib=2400, per_unit_storage_throughput=250, data_compression="LZ4",
-        s3=S3LinkPlan("b1b", "p", "association", "/", True, ("NEW", "CHANGED"), ("NEW",)),
-    )
-    # THEN CloudFormation updates it in place
-    assert replaced_resources(before, after) == []
-    # AND a deployment type change is a replacement (the old one is retained, see the README)
-    changed = _bare_template(deployment_type="PERSISTENT_1", per_unit_storage_throughput=50)
-    assert ("LustreFileSystem", "LustreConfiguration.DeploymentType changed") in {
-        (r.logical_id, r.why) for r in replaced_resources(before, changed)
-    }
 
 
 # --- the storage part: file system -------------------------------------------------------------
@@ -675,9 +374,8 @@ def test_stack_exposes_mount_path_and_claim(fsx):
 # --- validation tools and snapshot ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("which", ["fsx", "scratch"])
-def test_storage_template_has_no_cfn_lint_errors(which, request):
-    s = request.getfixturevalue(which)
+def test_storage_template_has_no_cfn_lint_errors(fsx):
+    s = fsx  # the SCRATCH_2 file system's own template: tests/aws_constructs/test_fsx.py
     matches = lint(s.template("cluster"), s.plan.region)
     errors = [f"{m.rule.id} {m.message}" for m in matches if m.rule.id.startswith("E")]
     assert not errors, "\n".join(errors)
@@ -688,39 +386,26 @@ def test_storage_stack_snapshot(fsx, snapshot):
     assert json.loads(text) == snapshot
 
 
-def test_nccl_job_mounts_the_claim_and_nodes_get_the_lustre_client():
-    """The storage section reaches the NCCL job and the GPU nodes' user data, from one spec."""
-    import yaml
-
-    from efa_stack.planning.plan import plan_from_file
-    from k8s.dist import render_dist
-    from tests.support import CLUSTERS
-
-    plan = plan_from_file(CLUSTERS / "fsx.yaml")
-    sp = plan.storage
-    (job,) = [o for o in yaml.safe_load_all(render_dist(plan)["40-nccl-tests.yaml"]) if o and o["kind"] == "MPIJob"]
-    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
-    assert {"name": "fsx", "persistentVolumeClaim": {"claimName": sp.claim_name}} in worker["volumes"]
-    assert {"mountPath": sp.mount_path, "name": "fsx"} in worker["containers"][0]["volumeMounts"]
-    gpu = [n for n in plan.node_groups if n.role == "gpu"]
-    assert gpu and all(n.lustre_client for n in gpu) and not plan.system.lustre_client
+# --- the EFA-enabled example spec (clusters/fsx-efa.yaml) ------------------------------------------------------
 
 
-def test_every_node_group_that_can_mount_the_claim_gets_the_lustre_client():
-    """The claim is ReadWriteMany and the CSI node plugin runs on every node: CPU node groups mount it
-    too, so they install the client as well (not only GPU/Neuron groups)."""
-    from tests.support import plan_of
-
-    text = BASE + (
-        "  - {name: cpu, instanceType: m7i.xlarge, availabilityZones: [us-west-2a]}\n"
-        "storage: {}\n"
-    )
-    plan = plan_of(text)
-    assert {n.name: n.lustre_client for n in plan.node_groups} == {"gpu": True, "cpu": True}
+def test_example_spec_synthesizes_an_efa_file_system_with_clean_cfn_lint(fsx_efa):
+    cluster = fsx_efa.template("cluster")
+    (fs,) = [r for r in cluster["Resources"].values() if r["Type"] == "AWS::FSx::FileSystem"]
+    assert fs["Properties"]["LustreConfiguration"]["EfaEnabled"] is True
+    errors = [f"{m.rule.id} {m.message}" for m in lint(cluster, fsx_efa.plan.region) if m.rule.id.startswith("E")]
+    assert not errors, "\n".join(errors)
 
 
-def test_nodes_without_storage_do_not_install_lustre():
-    from efa_stack.planning.plan import plan_from_file
-    from tests.support import CLUSTERS
+def test_example_spec_runs_the_efa_client_setup_on_the_efa_nodes_only(fsx_efa):
+    templates = [r for r in fsx_efa.template("cluster")["Resources"].values() if r["Type"] == "AWS::EC2::LaunchTemplate"]
+    with_setup = [r for r in templates if "./setup.sh)" in json.dumps(r)]
+    assert len(with_setup) == 1 and len(templates) > 1
+    (efa_template,) = with_setup
+    nics = efa_template["Properties"]["LaunchTemplateData"]["NetworkInterfaces"]
+    assert sum(n["InterfaceType"] == "efa-only" for n in nics) == 32
 
-    assert not any(n.lustre_client for n in plan_from_file(CLUSTERS / "default.yaml").all_node_groups)
+
+def test_example_spec_storage_snapshot(fsx_efa, snapshot):
+    text = normalise_assets(json.dumps(fsx_efa.template("storage"), indent=1, sort_keys=True))
+    assert json.loads(text) == snapshot
