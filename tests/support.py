@@ -32,6 +32,7 @@ import yaml
 
 if TYPE_CHECKING:  # imported where used: conftest.py imports this module in every test process, the xdist controller too
     from efa_stack.planning.plan import ClusterPlan
+    from efa_stack.rehearsal.binaries import Binary
     from efa_stack.spec.errors import Problem
 
 LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -348,6 +349,19 @@ def structural_problems(text: str) -> list[Problem]:
     with pytest.raises(SpecError) as info:
         parse_spec(textwrap.dedent(text), source=SOURCE)
     return info.value.problems
+
+
+# --- upstream files ---------------------------------------------------------------------------------------
+
+
+def upstream_file(binary: Binary, path: str) -> Path:
+    """The file ``path`` of the Go module ``binary`` is built from (``tools/build.sh --module-dir``: the version that
+    ``tools/<module>/go.mod`` requires, downloaded into Go's module cache when missing and checked against the
+    ``go.sum`` beside it, so that the pin and the digest are those two files' lines). ``make test`` downloads these
+    modules for the rehearsal; the tests read upstream's manifests there instead of keeping copies."""
+    from efa_stack.rehearsal.releases import module_dir
+
+    return module_dir(binary) / path
 
 
 # --- cdk8s charts -------------------------------------------------------------------------------------------

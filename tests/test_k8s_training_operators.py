@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -50,9 +49,9 @@ from tests.support import (
     golden_check,
     spec_text,
     synth_text,
+    upstream_file,
 )
 
-UPSTREAM_ROLE = Path(__file__).parent / "fixtures" / "upstream" / "training-operator-v1.9.4-role.yaml"
 SYSTEM = {contract.LABEL_ROLE: contract.SYSTEM_NODE_GROUP}
 
 
@@ -163,7 +162,9 @@ def test_pytorch_v1_manifests_fit_the_kubectl_handler_and_validate():
 # --- Training Operator v1: objects ----------------------------------------------------------------
 
 def test_v1_cluster_role_is_upstreams_exactly():
-    (upstream,) = [d for d in yaml.safe_load_all(UPSTREAM_ROLE.read_text()) if d]
+    # kubeflow/training-operator@v1.9.4 manifests/base/rbac/role.yaml, generated from the +kubebuilder:rbac markers
+    role_file = upstream_file("training-operator", "manifests/base/rbac/role.yaml")
+    (upstream,) = [d for d in yaml.safe_load_all(role_file.read_text()) if d]
     role = one(v1_objects(), "ClusterRole")
     assert role["rules"] == upstream["rules"]
 

@@ -36,14 +36,15 @@ OPERATOR_CLEAN_POD_POLICIES = ("None", "Running", "All")
 @functools.cache
 def _vendored_schemas() -> dict[tuple[str, str], dict[str, Any]]:
     """(apiVersion, kind) -> the served schema of the vendored Kueue and Karpenter CRDs (k8s/crds/) and of the
-    Kubeflow Trainer CRDs its Helm chart installs (tests/fixtures/upstream/, provenance in SOURCES.md)."""
+    Kubeflow Trainer CRDs its Helm chart installs (kubeflow/trainer@v2.3.0 manifests/base/crds/, from the Go module
+    tests.support.upstream_file reads)."""
     import yaml
 
     from k8s import karpenter, kueue
-    from tests.support import LOADER, ROOT
+    from tests.support import LOADER, upstream_file
 
-    trainer = [yaml.load((ROOT / "tests" / "fixtures" / "upstream" / f"trainer.kubeflow.org_{n}.yaml").read_text(),
-                         Loader=LOADER) for n in ("clustertrainingruntimes", "trainjobs")]
+    trainer = [yaml.load(upstream_file("trainer-controller-manager", f"manifests/base/crds/trainer.kubeflow.org_{n}.yaml")
+                         .read_text(), Loader=LOADER) for n in ("clustertrainingruntimes", "trainjobs")]
     schemas = {}
     for d in [*kueue.crd_documents(), *karpenter.crd_documents(), *trainer]:
         group, kind = d["spec"]["group"], d["spec"]["names"]["kind"]
