@@ -29,6 +29,7 @@ from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec.models import KUBERNETES_VERSIONS
 from efa_stack.tools import verify
 from k8s import acceptance as manifests
+from tests.fixtures.acceptance.make_fixtures import NODE_LOGS, made_log
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = Path(__file__).resolve().parent / "fixtures" / "acceptance"
@@ -38,7 +39,8 @@ GOOD_PAIR = (Path(__file__).resolve().parent / "fixtures" / "nccl" / "p5.48xlarg
 
 
 def _text(name: str) -> str:
-    return (FIX / name).read_text()
+    """A fixture of tests/fixtures/acceptance/, or the check pod's log ``make_fixtures.NODE_LOGS`` names."""
+    return made_log(name) if name in NODE_LOGS else (FIX / name).read_text()
 
 
 def _bind(method: Any, *args: Any, **kwargs: Any) -> None:
