@@ -460,6 +460,50 @@ managedNodeGroups:
 {extra}"""
 
 
+@cache
+def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
+    """(apiVersion, kind) -> the ``openAPIV3Schema`` of each served version of the CRDs efa-stack installs from upstream:
+    Kueue's and Karpenter's (k8s/crds/), the Training Operator's PyTorchJob (k8s/crds/), and the Kubeflow Trainer's
+    that its Helm chart installs (kubeflow/trainer@v2.3.0 manifests/base/crds/, :func:`upstream_file`)."""
+    from k8s import karpenter, kueue
+    from k8s.training_operators import pytorchjob_crd_document
+
+    trainer = [yaml.load(upstream_file("trainer-controller-manager", f"manifests/base/crds/trainer.kubeflow.org_{n}.yaml")
+                         .read_text(), Loader=LOADER) for n in ("clustertrainingruntimes", "trainjobs")]
+    schemas = {}
+    for d in [*kueue.crd_documents(), *karpenter.crd_documents(), pytorchjob_crd_document(), *trainer]:
+        group, kind = d["spec"]["group"], d["spec"]["names"]["kind"]
+        for v in d["spec"]["versions"]:
+            if v.get("served"):
+                schemas[(f"{group}/{v['name']}", kind)] = v["schema"]["openAPIV3Schema"]
+    return schemas
+
+
+_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
+
+
+def schema_validate(instance: Any, schema: dict[str, Any]) -> None:
+    """``jsonschema.validate(instance, schema)``, with each schema object checked against its meta-schema and its
+    validator made once per process: checking a CRD's schema costs a hundred times more than validating an object
+    with it. ``schema`` must not change after its first use (the schemas of :func:`crd_schemas` and :func:`crd_schema`
+    do not)."""
+    import jsonschema
+
+    known = _VALIDATORS.get(id(schema))
+    if known is None or known[0] is not schema:
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+        known = _VALIDATORS[id(schema)] = (schema, cls(schema))
+    error = jsonschema.exceptions.best_match(known[1].iter_errors(instance))
+    if error is not None:
+        raise error
+
+
+def crd_validate(obj: dict[str, Any]) -> None:
+    """``obj`` against the schema of its CRD (:func:`crd_schemas`)."""
+    schema_validate(obj, crd_schemas()[(obj["apiVersion"], obj["kind"])])
+
+
 @lru_cache(maxsize=1)
 def crd() -> dict[str, Any]:
     return yaml.safe_load(CRD_FILE.read_text())

@@ -196,16 +196,15 @@ def test_dcgm_container_runs_privileged_from_the_pinned_image_and_hands_its_gpus
 
 
 def test_every_rendered_check_pod_and_pair_job_is_valid_kubernetes() -> None:
-    import jsonschema
     import kubernetes_validate
 
-    from tests.support import crd_schema
+    from tests.support import crd_schema, schema_validate
 
     _, core, custom = _run(_healthy(), slow={NODES[1]})
     for pod in core.created:
         kubernetes_validate.validate(pod, KUBERNETES_VERSIONS[0], strict=True)
     for job in custom.created:
-        jsonschema.validate(job, crd_schema())
+        schema_validate(job, crd_schema())
         for role, replica in job["spec"]["mpiReplicaSpecs"].items():
             kubernetes_validate.validate({"apiVersion": "v1", "kind": "PodTemplate", "template": replica["template"],
                                           "metadata": {"name": f"{job['metadata']['name']}-{role.lower()}"}},

@@ -25,9 +25,12 @@ from tests.support import (
     _build,
     built,
     built_text,
+    crd_schemas,
+    crd_validate,
     golden_check,
     plan_of,
     problems_of,
+    schema_validate,
     spec_text,
 )
 
@@ -538,26 +541,16 @@ def test_apply_script_waits_for_the_controller_before_the_queues():
 # --- offline validation --------------------------------------------------------------------------------
 
 
-def _schemas() -> dict[tuple[str, str], dict[str, Any]]:
-    out = {}
-    for doc in crd_documents():
-        for version in doc["spec"]["versions"]:
-            out[(f"{doc['spec']['group']}/{version['name']}", doc["spec"]["names"]["kind"])] = (
-                version["schema"]["openAPIV3Schema"]
-            )
-    return out
-
-
 def test_every_kueue_object_validates_against_its_crd_and_the_rest_against_kubernetes():
     b = built("tas-p5")
-    schemas = _schemas()
+    schemas = crd_schemas()
     seen = set()
     for chart, obj in b.objects():
         if not chart.startswith("kueue"):
             continue
         key = (obj["apiVersion"], obj["kind"])
         if key in schemas:
-            jsonschema.validate(obj, schemas[key])
+            schema_validate(obj, schemas[key])
             seen.add(obj["kind"])
         else:
             kubernetes_validate.validate(obj, b.plan.kubernetes_version, strict=True)
@@ -575,7 +568,7 @@ def test_fails_a_broken_kueue_object_against_its_crd(kind, fault):
     obj = json.loads(json.dumps(next(o for _, o in b.objects() if o["kind"] == kind)))
     fault(obj)
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(obj, _schemas()[(obj["apiVersion"], kind)])
+        crd_validate(obj)
 
 
 def test_every_kueue_chart_fits_the_kubectl_handler_limit():

@@ -130,6 +130,7 @@ def test_the_envelope_moves_node_groups_from_the_end_and_karpenter_s_kept_crds()
     assert moved and moved == tuple(f"g{i}" for i in range(28 - len(moved), 28))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("envelope", sorted(ENVELOPES))
 def test_the_envelope_templates_pass_cfn_lint(envelope):
     from tests.test_cfn_lint import lint

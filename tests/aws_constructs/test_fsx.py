@@ -150,6 +150,7 @@ def test_fails_construct_props_an_efa_file_system_cannot_have(props, match):
         _efa_stack(**props)
 
 
+@pytest.mark.integration
 def test_a_scratch_file_system_linked_through_its_import_path_has_no_cfn_lint_errors():
     # GIVEN the SCRATCH_2 storage of tests.builders.PRIVATE as the cluster stack passes it to the construct
     storage = PRIVATE.plan().storage
