@@ -59,8 +59,9 @@ def scratch_dir(prefix: str) -> Path:
 class Synthesized:
     plan: Any
     stacks: Any
-    templates: dict[str, dict]  # stack name -> template
-    outdir: Path
+    templates: dict[str, dict]  # stack name -> template, without what the CLI's context adds (:func:`without_cli_metadata`)
+    outdir: Path  # the cloud assembly, as ``cdk deploy`` synthesizes it
+    template_bytes: dict[str, int]  # template file name -> its size in the assembly
 
     def template(self, which: str) -> dict:
         """The template of stack ``which`` (``cluster``), or of the ``network`` or ``storage`` part of the cluster
@@ -154,26 +155,61 @@ template of every shipped spec (tests/test_cfn_lint.py). ``make synth``, ``cdk s
 tests (tests/test_app.py) keep it on."""
 
 
-@cache
-def synth_spec(path: str, subnet_zones: tuple[tuple[str, str], ...] = ()) -> Synthesized:
-    """Synthesize the spec at ``path`` (with ``subnet_zones``: the zones ``efa-stack lookup`` would record)."""
+CLI_CONTEXT = {
+    "aws:cdk:enable-path-metadata": True,
+    "aws:cdk:enable-asset-metadata": True,
+    "aws:cdk:version-reporting": True,
+}
+"""What the CDK CLI puts in the context of the app it synthesizes for ``cdk deploy`` (aws-cdk CLI 2.1148.1
+``contextFromSettings``): path and asset metadata on every resource, and version reporting (an ``AWS::CDK::Metadata``
+resource). Test synths take it too, so that one synth per spec gives both the bytes ``cdk deploy`` uploads
+(tests/test_template_budget.py) and, without what it adds (:func:`without_cli_metadata`), the templates
+``python app.py`` writes."""
+
+
+def without_cli_metadata(template: dict) -> dict:
+    """``template`` without what :data:`CLI_CONTEXT` adds to it: the ``aws:cdk:path`` and ``aws:asset:*`` metadata of
+    its resources and the ``AWS::CDK::Metadata`` resource (tests/shipped/test_reliability.py compares the rest with a
+    synth without that context)."""
+    out = dict(template)
+    resources = {}
+    for key, resource in template.get("Resources", {}).items():
+        if resource["Type"] == "AWS::CDK::Metadata":
+            continue
+        metadata = {k: v for k, v in resource.get("Metadata", {}).items()
+                    if k != "aws:cdk:path" and not k.startswith("aws:asset:")}
+        resources[key] = {k: v for k, v in resource.items() if k != "Metadata"} | ({"Metadata": metadata} if metadata else {})
+    if "Resources" in template:
+        out["Resources"] = resources
+    return out
+
+
+def _synth_app(outdir: Path, plan: Any, context: dict[str, Any]) -> Any:
+    """``plan``'s stacks synthesized into ``outdir``, failing on a synth warning; returns the stacks."""
     from aws_cdk import App
 
-    from efa_stack.planning.plan import plan_from_file
     from stacks.compose import build
 
-    plan = plan_from_file(path, subnet_zones=dict(subnet_zones))
-    outdir = scratch_dir("efa-stack-test-")
-    app = App(
-        outdir=str(outdir), context=NO_ASSET_STAGING, builtin_cloud_formation_validation=TEMPLATE_VALIDATION
-    )
+    app = App(outdir=str(outdir), context=context, builtin_cloud_formation_validation=TEMPLATE_VALIDATION)
     stacks = build(app, plan)
     app.synth()
     fail_on_warnings(outdir)
-    templates = {
-        p.name.removesuffix(".template.json"): json.loads(p.read_text()) for p in outdir.glob("*.template.json")
-    }
-    return Synthesized(plan=plan, stacks=stacks, templates=templates, outdir=outdir)
+    return stacks
+
+
+@cache
+def synth_spec(path: str, subnet_zones: tuple[tuple[str, str], ...] = ()) -> Synthesized:
+    """Synthesize the spec at ``path`` (with ``subnet_zones``: the zones ``efa-stack lookup`` would record) as
+    ``cdk deploy`` does (:data:`CLI_CONTEXT`)."""
+    from efa_stack.planning.plan import plan_from_file
+
+    plan = plan_from_file(path, subnet_zones=dict(subnet_zones))
+    outdir = scratch_dir("efa-stack-test-")
+    stacks = _synth_app(outdir, plan, {**NO_ASSET_STAGING, **CLI_CONTEXT})
+    files = sorted(outdir.glob("*.template.json"))
+    templates = {p.name.removesuffix(".template.json"): without_cli_metadata(json.loads(p.read_text())) for p in files}
+    return Synthesized(plan=plan, stacks=stacks, templates=templates, outdir=outdir,
+                       template_bytes={p.name: p.stat().st_size for p in files})
 
 
 @cache

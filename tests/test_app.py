@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT
+from tests.support import ROOT, synth_spec
 
 CDK_CLI = ROOT / "node_modules" / ".bin" / "cdk"
 
@@ -40,6 +40,7 @@ def test_bad_spec_exits_with_message_and_no_template(tmp_path):
     assert not list((tmp_path / "out").glob("*.template.json"))
 
 
+@pytest.mark.xdist_group("spec-eksctl-efa-cluster.yaml")  # the worker that synthesizes the spec for its other tests
 def test_app_synthesizes_spec_from_context_and_prints_summary(tmp_path, monkeypatch, capsys):
     """In process (one synth): the summary, the templates, dist/, and the charts built once for both."""
     import cdk8s
@@ -77,6 +78,9 @@ def test_app_synthesizes_spec_from_context_and_prints_summary(tmp_path, monkeypa
     assert [c.node.id for c in charts] == [c.node.id for c in calls[0].node.children]
     names = sorted(p.name for p in (tmp_path / "out").glob("*.template.json"))
     assert names == ["my-efa-cluster-cluster.template.json"]
+    # AND the template is the tests' synth of the spec without what the CDK CLI's context adds (tests.support)
+    written = json.loads((tmp_path / "out" / names[0]).read_text())
+    assert written == synth_spec(str(ROOT / ctx["spec"])).template("cluster")
     assert "my-efa-ng: p5.48xlarge in us-west-2a, 1/2/3 nodes" in stderr
     assert "8 GPU + 32 EFA per node" in stderr
     assert "1 ENA + 32 efa-only on 32 cards" in stderr

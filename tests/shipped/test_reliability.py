@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import CLUSTERS, NO_ASSET_STAGING, TEMPLATE_VALIDATION, normalise_assets, scratch_dir, synth_spec
+from tests.support import CLI_CONTEXT, CLUSTERS, NO_ASSET_STAGING, _synth_app, normalise_assets, scratch_dir, synth_spec
 
 # Logical ids of resources whose replacement destroys state. Changing one is a breaking change:
 # see docs/development.md, "Changing a pinned resource".
@@ -35,20 +35,17 @@ def test_pinned_logical_ids(spec):
 
 
 def synth_files(spec: Path) -> dict[str, str]:
-    from aws_cdk import App
-
+    """The template files of a fresh synth of ``spec``, in the context of the session's synths."""
     from efa_stack.planning.plan import plan_from_file
-    from stacks.compose import build
 
     out = scratch_dir("efa-stack-det-")
-    app = App(outdir=str(out), context=NO_ASSET_STAGING, builtin_cloud_formation_validation=TEMPLATE_VALIDATION)
-    build(app, plan_from_file(spec))
-    app.synth()
+    _synth_app(out, plan_from_file(spec), {**NO_ASSET_STAGING, **CLI_CONTEXT})
     return {p.name: normalise_assets(p.read_text()) for p in sorted(out.glob("*.template.json"))}
 
 
 def test_synth_is_deterministic(default_synth):
-    """A fresh synth of the default spec writes the same templates as the session's earlier one."""
+    """A fresh synth of the default spec writes the same templates as the session's earlier one (that they are what
+    ``python app.py`` writes, without the CDK CLI's context: tests/test_app.py)."""
     spec = CLUSTERS / "default.yaml"
     earlier = default_synth.outdir
     first = {p.name: normalise_assets(p.read_text()) for p in sorted(earlier.glob("*.template.json"))}
