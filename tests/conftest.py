@@ -72,6 +72,22 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     atexit.register(_exit_worker_now)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _read_once() -> None:
+    """Data files third-party libraries read again on every call are read once per test process: botocore's service
+    models (a new boto3 session creates its own loader, which parses the EC2 model, several MB of JSON, again: one
+    loader per data path serves every session) and kubernetes-validate's schemas (``validate`` reads the schema of
+    the kind and the version's definitions from disk on every call). Neither library changes what it read."""
+    import functools
+
+    import botocore.loaders
+    import botocore.session
+    import kubernetes_validate.utils
+
+    botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)
+    kubernetes_validate.utils.schema_contents = functools.cache(kubernetes_validate.utils.schema_contents)
+
+
 @pytest.fixture(scope="session")
 def default_synth() -> Synthesized:
     return synth_spec(str(CLUSTERS / "default.yaml"))

@@ -279,6 +279,45 @@ class StackFixture:
         return self.template()["Resources"][self.logical_id(construct)].get("Properties", {})
 
 
+@dataclass
+class NodeGroupsAlone:
+    """Node groups of plans as the cluster stack builds them (``node_group_props``, ``node_role_of``), each alone in
+    one :class:`StackFixture`: construct id -> the ManagedNodeGroup and its node role."""
+
+    fixture: StackFixture
+    groups: dict[str, Any]
+    roles: dict[str, Any]
+    shared_role: Any
+
+    @classmethod
+    def build(cls, entries: dict[str, tuple[ClusterPlan, str]]) -> NodeGroupsAlone:
+        """``entries``: construct id -> (a plan, the name of one of its node groups)."""
+        from aws_cdk import aws_iam as iam
+
+        from aws_constructs.node_group import ManagedNodeGroup
+        from stacks.node_groups import node_group_props, node_role_of
+
+        f = StackFixture()
+        shared = iam.Role(f.stack, "SharedNodeRole", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
+        groups, roles = {}, {}
+        for key, (plan, name) in entries.items():
+            ng = plan.node_group(name)
+            roles[key] = node_role_of(f.stack, ng, shared, plan.name)
+            groups[key] = ManagedNodeGroup(
+                f.stack, key, node_group_props(ng), cluster=f.cluster, subnets=[f.subnet],
+                security_group_ids=["sg-cluster", "sg-efa"] if ng.efa_enabled else ["sg-cluster"], node_role=roles[key])
+        f.template()
+        return cls(f, groups, roles, shared)
+
+    def nodegroup(self, key: str) -> dict:
+        """The ``AWS::EKS::Nodegroup`` properties of node group ``key``."""
+        return self.fixture.props(self.groups[key].nodegroup)
+
+    def launch_data(self, key: str) -> dict:
+        """The ``LaunchTemplateData`` of node group ``key``."""
+        return self.fixture.props(self.groups[key].launch_template.launch_template)["LaunchTemplateData"]
+
+
 def normalise_assets(text: str) -> str:
     """Asset hashes change with CDK internals, not with behaviour: replace them."""
     text = re.sub(r"[0-9a-f]{64}", "<asset-hash>", text)

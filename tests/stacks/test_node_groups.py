@@ -10,13 +10,10 @@ import base64
 from typing import Any
 
 import pytest
-from aws_cdk import aws_iam as iam
-from aws_cdk.assertions import Match, Template
+from aws_cdk.assertions import Match
 
-from aws_constructs.node_group import ManagedNodeGroup
-from stacks.node_groups import node_group_props, node_role_of
 from tests.builders import BASE, cpu_group, node_group
-from tests.support import StackFixture
+from tests.support import NodeGroupsAlone
 
 POLICY = "arn:aws:iam::111122223333:policy/training-data"
 ROLE = "arn:aws:iam::111122223333:role/existing-node-role"
@@ -58,30 +55,17 @@ GROUPS: dict[str, tuple[Any, str]] = {
 
 
 @pytest.fixture(scope="module")
-def groups() -> tuple[StackFixture, dict[str, ManagedNodeGroup]]:
+def groups() -> NodeGroupsAlone:
     """Every node group of :data:`GROUPS` as its stack builds it, in one fixture stack."""
-    f = StackFixture()
-    shared = iam.Role(f.stack, "SharedNodeRole", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
-    built = {}
-    for key, (spec, name) in GROUPS.items():
-        ng = spec.plan().node_group(name)
-        built[key] = ManagedNodeGroup(
-            f.stack, key, node_group_props(ng), cluster=f.cluster, subnets=[f.subnet],
-            security_group_ids=["sg-cluster", "sg-efa"] if ng.efa_enabled else ["sg-cluster"],
-            node_role=node_role_of(f.stack, ng, shared, spec.name),
-        )
-    f.template()
-    return f, built
+    return NodeGroupsAlone.build({key: (spec.plan(), name) for key, (spec, name) in GROUPS.items()})
 
 
-def nodegroup(groups, key: str) -> dict:
-    f, built = groups
-    return f.props(built[key].nodegroup)
+def nodegroup(groups: NodeGroupsAlone, key: str) -> dict:
+    return groups.nodegroup(key)
 
 
-def launch_template(groups, key: str) -> dict:
-    f, built = groups
-    return f.props(built[key].launch_template.launch_template)["LaunchTemplateData"]
+def launch_template(groups: NodeGroupsAlone, key: str) -> dict:
+    return groups.launch_data(key)
 
 
 def test_neuron_node_group_uses_neuron_ami_and_taint(groups):
@@ -103,8 +87,7 @@ def test_legacy_layout_renders_efa_interfaces(groups):
 
 
 def test_named_placement_group_is_referenced_not_created(groups):
-    _, built = groups
-    assert built["Named"].placement_group is None
+    assert groups.groups["Named"].placement_group is None
     data = launch_template(groups, "Named")
     assert data["Placement"] == {"GroupName": "pg-reserved"}
     assert data["BlockDeviceMappings"][0]["Ebs"]["Iops"] == 4000
@@ -128,8 +111,7 @@ def test_user_data_merges_node_config_and_commands(groups):
 
 
 def test_node_group_iam_gives_its_own_role(groups):
-    f, _ = groups
-    template = Template.from_json(f.template())
+    template = groups.fixture.assertions()
     template.has_resource_properties("AWS::IAM::Role", {
         "Description": Match.string_like_regexp("node group gpu"),
         "RoleName": "p5-nodes",
