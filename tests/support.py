@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -316,6 +317,13 @@ class NodeGroupsAlone:
     def launch_data(self, key: str) -> dict:
         """The ``LaunchTemplateData`` of node group ``key``."""
         return self.fixture.props(self.groups[key].launch_template.launch_template)["LaunchTemplateData"]
+
+
+@cache
+def source_tree(path: Path) -> ast.Module:
+    """The syntax tree of the Python file ``path``, parsed once per test process (the tests of the code's shape,
+    layers, contract and docs read every module of the project)."""
+    return ast.parse(path.read_text(), filename=str(path))
 
 
 def normalise_assets(text: str) -> str:
