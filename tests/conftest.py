@@ -113,6 +113,14 @@ SESSION_SYNTHS = {"default_synth": "spec-default.yaml", "options_synth": "synth-
 """Session fixtures that are one synth -> the xdist group of the tests that use them."""
 
 
+def _named_spec(item: pytest.Item, stems: set[str]) -> str | None:
+    """The one shipped spec (by stem) that the test function's code names as a string constant, if exactly one."""
+    code = getattr(getattr(item, "function", None), "__code__", None)
+    consts = {c.removesuffix(".yaml") for c in (code.co_consts if code else ()) if isinstance(c, str)}
+    named = consts & stems
+    return named.pop() if len(named) == 1 else None
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Keep shared work on one xdist worker (``--dist loadgroup``, set in pyproject.toml):
@@ -125,8 +133,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
       spec says so in ``FIXTURE_SPECS`` (fixture name -> spec file name) and joins that spec's group;
     - tests that use a session fixture of :data:`SESSION_SYNTHS` join its group (``default_synth``: the group of
       clusters/default.yaml);
-    - tests marked ``pytest.mark.xdist_group(NAME)`` run in group NAME (tests/test_apiserver.py: one API server).
+    - tests marked ``pytest.mark.xdist_group(NAME)`` run in group NAME (tests/test_apiserver.py: one API server);
+    - a test that names one shipped spec in its code (``built("tas-p5")``, ``CLUSTERS / "tas-p5.yaml"``: a string
+      constant of its function, :func:`_named_spec`) joins that spec's group, where its charts and synth are made.
     Everything else is spread test by test."""
+    stems = {p.stem for p in CLUSTERS.glob("*.yaml")} - {"default"}  # "default" is a namespace as often as a spec
     for item in items:
         group = None
         params = getattr(getattr(item, "callspec", None), "params", {})
@@ -148,6 +159,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             group = next((g for name, g in SESSION_SYNTHS.items() if name in getattr(item, "fixturenames", ())), None)
         if group is None and (mark := item.get_closest_marker("xdist_group")) is not None:
             group = str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))  # an explicit mark
+        if group is None and (named := _named_spec(item, stems)) is not None:
+            group = f"spec-{named}.yaml"
         if group is None:
             continue
         item.add_marker(pytest.mark.xdist_group(group))

@@ -22,7 +22,7 @@ import os
 import re
 import tempfile
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache, cached_property, lru_cache
 from pathlib import Path
@@ -501,6 +501,16 @@ def _build(plan: Any) -> Built:
     charts = build_charts(plan, cdk8s.App())
     manifests = {c.node.id: json.loads(json.dumps(c.to_json())) for c in charts}
     return Built(plan=plan, charts=charts, manifests=manifests)
+
+
+def chart_alone(plan: Any, build: Callable[[Any], Any]) -> Built:
+    """One construct of the charts, built alone from ``plan`` in one cdk8s Chart (``build(chart)`` adds it): its
+    objects without every chart of the spec (Kueue's charts alone cost a third of a second of CPU)."""
+    import cdk8s
+
+    chart = cdk8s.Chart(cdk8s.App(), "alone", disable_resource_name_hashes=True)
+    build(chart)
+    return Built(plan=plan, charts=[chart], manifests={"alone": json.loads(json.dumps(chart.to_json()))})
 
 
 @cache
