@@ -95,6 +95,21 @@ def test_every_template_at_the_envelope_fits_cloudformation(envelope):
     assert all(len(t["Resources"]) < CFN_MAX_RESOURCES for t in templates.values())
 
 
+@ENVELOPE_SYNTHS
+def test_the_most_eks_node_groups_a_spec_can_make_keep_every_template_under_500_resources():
+    """29 EFA node groups (the quota of 30 with the system group), each with its own placement group and its own
+    node role, synthesize with every stack under CloudFormation's 500 resources per stack (AWS CloudFormation
+    User Guide, "Understand CloudFormation quotas"): EKS's quota, not CloudFormation's, bounds the node groups."""
+    from efa_stack.spec.models import MAX_MANAGED_NODE_GROUPS, MAX_USER_NODE_GROUPS
+
+    s = synth_text(MOST_GROUPS)
+    types = [r["Type"] for t in s.templates.values() for r in t["Resources"].values()]
+    assert types.count("AWS::EKS::Nodegroup") == MAX_MANAGED_NODE_GROUPS
+    assert types.count("AWS::EC2::PlacementGroup") == MAX_USER_NODE_GROUPS
+    sizes = {name: len(t["Resources"]) for name, t in s.templates.items()}
+    assert all(n < CFN_MAX_RESOURCES for n in sizes.values()), sizes
+
+
 def test_the_envelope_moves_node_groups_from_the_end_and_karpenter_s_kept_crds():
     layout = layout_of(ISSUE_ENVELOPE)
     assert layout.nested_charts == ("karpenter-crd",)

@@ -16,9 +16,8 @@ from aws_constructs.dashboard import EFA_WIDGETS, GPU_WIDGETS, NVLINK_NOTE
 from efa_stack import contract, names
 from efa_stack.planning.addons import CLOUDWATCH_AGENT_SERVICE_ACCOUNT, CLOUDWATCH_OBSERVABILITY, pinned_version
 from efa_stack.planning.limits import CFN_MAX_RESOURCES
-from efa_stack.spec.models import DEFAULT_KUBERNETES_VERSION, MAX_MANAGED_NODE_GROUPS, MAX_USER_NODE_GROUPS
+from efa_stack.spec.models import DEFAULT_KUBERNETES_VERSION
 from stacks.cluster_stack import CRD_ESTABLISHED_JSONPATH
-from tests.builders import cluster, node_group
 from tests.support import CLUSTERS, gpu_launch_template, gpu_nodegroup, synth_spec
 
 
@@ -490,20 +489,6 @@ def test_split_parts_are_counted_against_the_stack_size(spec):
     bound = count_cluster_resources([g.placement_group for g in groups], [len(g.parts) for g in groups], network=network)
     assert actual <= bound < CFN_MAX_RESOURCES
     assert bound - CLUSTER_STACK_FIXED_RESOURCES - network == 2 * (1 + 3) + 1
-
-
-def test_the_most_eks_node_groups_a_spec_can_make_keep_every_template_under_500_resources():
-    """29 EFA node groups (the quota of 30 with the system group), each with its own placement group and its own
-    node role, synthesize with every stack under CloudFormation's 500 resources per stack (AWS CloudFormation
-    User Guide, "Understand CloudFormation quotas"): EKS's quota, not CloudFormation's, bounds the node groups."""
-    role = {"attachPolicyARNs": ["arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess"]}
-    s = cluster(*(node_group(f"g{i}", desired=1, max_size=1, iam=role) for i in range(MAX_USER_NODE_GROUPS)),
-                name="scale").synth()
-    nodegroups = s.resources("cluster", "AWS::EKS::Nodegroup")
-    assert len(nodegroups) == MAX_MANAGED_NODE_GROUPS
-    assert len(s.resources("cluster", "AWS::EC2::PlacementGroup")) == MAX_USER_NODE_GROUPS
-    sizes = {name: len(t["Resources"]) for name, t in s.templates.items()}
-    assert all(n < CFN_MAX_RESOURCES for n in sizes.values()), sizes
 
 
 def test_the_training_image_is_the_plans_recipe_with_its_build_args_and_output(options_synth):
