@@ -116,7 +116,7 @@ SESSION_SYNTHS = {"default_synth": "spec-default.yaml", "options_synth": "synth-
 def _named_spec(item: pytest.Item, stems: set[str]) -> str | None:
     """The one shipped spec (by stem) that the test function's code names as a string constant, if exactly one."""
     code = getattr(getattr(item, "function", None), "__code__", None)
-    consts = {c.removesuffix(".yaml") for c in (code.co_consts if code else ()) if isinstance(c, str)}
+    consts = {c.rpartition("/")[2].removesuffix(".yaml") for c in (code.co_consts if code else ()) if isinstance(c, str)}
     named = consts & stems
     return named.pop() if len(named) == 1 else None
 

@@ -198,10 +198,14 @@ def _synth_app(outdir: Path, plan: Any, context: dict[str, Any]) -> Any:
     return stacks
 
 
-@cache
 def synth_spec(path: str, subnet_zones: tuple[tuple[str, str], ...] = ()) -> Synthesized:
     """Synthesize the spec at ``path`` (with ``subnet_zones``: the zones ``efa-stack lookup`` would record) as
-    ``cdk deploy`` does (:data:`CLI_CONTEXT`)."""
+    ``cdk deploy`` does (:data:`CLI_CONTEXT`), once per process for each file however its path is written."""
+    return _synth_file(str((ROOT / path).resolve()), subnet_zones)
+
+
+@cache
+def _synth_file(path: str, subnet_zones: tuple[tuple[str, str], ...]) -> Synthesized:
     from efa_stack.planning.plan import plan_from_file
 
     plan = plan_from_file(path, subnet_zones=dict(subnet_zones))

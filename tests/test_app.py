@@ -26,6 +26,7 @@ def cdk_synth(tmp_path, spec: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.integration
 def test_bad_spec_exits_with_message_and_no_template(tmp_path):
     """The one test through the CDK CLI (a full synth is tested in process below, to keep the suite fast)."""
     bad = tmp_path / "bad.yaml"
@@ -50,6 +51,8 @@ def test_app_synthesizes_spec_from_context_and_prints_summary(tmp_path, monkeypa
     import k8s.charts
     import stacks.compose
 
+    ctx = {"spec": "clusters/eksctl-efa-cluster.yaml", "dist": str(tmp_path / "dist")}
+    expected = synth_spec(str(ROOT / ctx["spec"])).template("cluster")  # the tests' synth, before the patches below
     # GIVEN a counter around the chart builder, and around the cluster stack's use of charts
     calls: list[cdk8s.App] = []
     applied: list[list] = []
@@ -67,7 +70,6 @@ def test_app_synthesizes_spec_from_context_and_prints_summary(tmp_path, monkeypa
     monkeypatch.setattr(k8s.charts, "build_charts", counting_build)
     monkeypatch.setattr(stacks.compose, "build", recording_apply)
     # WHEN the entry point synthesizes the eksctl spec
-    ctx = {"spec": "clusters/eksctl-efa-cluster.yaml", "dist": str(tmp_path / "dist")}
     monkeypatch.chdir(ROOT)
     # (CDK's built-in template validation is off, as in every test synth: cfn-lint checks each shipped template)
     entry.main(App(outdir=str(tmp_path / "out"), context=ctx, builtin_cloud_formation_validation=False))
@@ -80,7 +82,7 @@ def test_app_synthesizes_spec_from_context_and_prints_summary(tmp_path, monkeypa
     assert names == ["my-efa-cluster-cluster.template.json"]
     # AND the template is the tests' synth of the spec without what the CDK CLI's context adds (tests.support)
     written = json.loads((tmp_path / "out" / names[0]).read_text())
-    assert written == synth_spec(str(ROOT / ctx["spec"])).template("cluster")
+    assert written == expected
     assert "my-efa-ng: p5.48xlarge in us-west-2a, 1/2/3 nodes" in stderr
     assert "8 GPU + 32 EFA per node" in stderr
     assert "1 ENA + 32 efa-only on 32 cards" in stderr
