@@ -441,6 +441,21 @@ def structural_problems(text: str) -> list[Problem]:
 # --- upstream files ---------------------------------------------------------------------------------------
 
 
+@cache
+def moto_instance_types() -> dict[str, Any]:
+    """moto's recording of EC2's DescribeInstanceTypes answers (getmoto/moto moto/ec2/resources/instance_types.json.gz,
+    what ``moto.ec2.models.instance_types.INSTANCE_TYPES`` holds), read without importing moto's EC2 backend, whose
+    import asks botocore for every region of every service (about 2 s of CPU)."""
+    import gzip
+    import importlib.util
+
+    spec = importlib.util.find_spec("moto")
+    assert spec is not None and spec.submodule_search_locations
+    data = Path(spec.submodule_search_locations[0]) / "ec2" / "resources" / "instance_types.json.gz"
+    types: dict[str, Any] = json.loads(gzip.decompress(data.read_bytes()))
+    return types
+
+
 def upstream_file(binary: Binary, path: str) -> Path:
     """The file ``path`` of the Go module ``binary`` is built from (``tools/build.sh --module-dir``: the version that
     ``tools/<module>/go.mod`` requires, downloaded into Go's module cache when missing and checked against the

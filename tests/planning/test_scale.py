@@ -102,12 +102,11 @@ def test_ipv4_per_interface_data_is_moto_s_recorded_describe_instance_types():
     # what moto serves as DescribeInstanceTypes: getmoto/moto@5.2.1 moto/ec2/models/instance_types.py,
     # InstanceTypeBackend.describe_instance_types returns the entries of INSTANCE_TYPES (its recorded data file), read
     # here without starting moto's mock (the paginated calls took about 20 s of CPU)
-    from moto.ec2.models.instance_types import INSTANCE_TYPES
-
     from efa_stack.planning.addressing import _ipv4_data
+    from tests.support import moto_instance_types
 
     data = _ipv4_data()["ipv4_per_interface"]
-    recorded = {name: t["NetworkInfo"]["Ipv4AddressesPerInterface"] for name, t in INSTANCE_TYPES.items()}
+    recorded = {name: t["NetworkInfo"]["Ipv4AddressesPerInterface"] for name, t in moto_instance_types().items()}
     assert data and all(recorded[k] == v for k, v in data.items())
     assert data["p5.48xlarge"] == 50
 
