@@ -185,32 +185,37 @@ def without_cli_metadata(template: dict) -> dict:
     return out
 
 
-def _synth_app(outdir: Path, plan: Any, context: dict[str, Any]) -> Any:
-    """``plan``'s stacks synthesized into ``outdir``, failing on a synth warning; returns the stacks."""
+def _synth_app(outdir: Path, plan: Any, context: dict[str, Any], nag: bool = False) -> Any:
+    """``plan``'s stacks synthesized into ``outdir``, failing on a synth warning (with ``nag``, on a finding of the
+    cdk-nag packs too); returns the stacks."""
     from aws_cdk import App
 
     from stacks.compose import build
 
     app = App(outdir=str(outdir), context=context, builtin_cloud_formation_validation=TEMPLATE_VALIDATION)
-    stacks = build(app, plan)
+    stacks = build(app, plan, nag=nag)
     app.synth()
     fail_on_warnings(outdir)
     return stacks
 
 
-def synth_spec(path: str, subnet_zones: tuple[tuple[str, str], ...] = ()) -> Synthesized:
+def synth_spec(path: str, subnet_zones: tuple[tuple[str, str], ...] = (), *, nag: bool = False) -> Synthesized:
     """Synthesize the spec at ``path`` (with ``subnet_zones``: the zones ``efa-stack lookup`` would record) as
-    ``cdk deploy`` does (:data:`CLI_CONTEXT`), once per process for each file however its path is written."""
-    return _synth_file(str((ROOT / path).resolve()), subnet_zones)
+    ``cdk deploy`` does (:data:`CLI_CONTEXT`), once per process for each file however its path is written.
+
+    Without ``nag`` the cdk-nag packs do not run (the templates are the same; the packs cost a third of a synth):
+    the project's rules are checked on the templates (tests/checks/test_policies.py), and both packs over whole
+    synths in the integration tier (``nag=True``)."""
+    return _synth_file(str((ROOT / path).resolve()), subnet_zones, nag)
 
 
 @cache
-def _synth_file(path: str, subnet_zones: tuple[tuple[str, str], ...]) -> Synthesized:
+def _synth_file(path: str, subnet_zones: tuple[tuple[str, str], ...], nag: bool) -> Synthesized:
     from efa_stack.planning.plan import plan_from_file
 
     plan = plan_from_file(path, subnet_zones=dict(subnet_zones))
     outdir = scratch_dir("efa-stack-test-")
-    stacks = _synth_app(outdir, plan, {**NO_ASSET_STAGING, **CLI_CONTEXT})
+    stacks = _synth_app(outdir, plan, {**NO_ASSET_STAGING, **CLI_CONTEXT}, nag)
     files = sorted(outdir.glob("*.template.json"))
     templates = {p.name.removesuffix(".template.json"): without_cli_metadata(json.loads(p.read_text())) for p in files}
     return Synthesized(plan=plan, stacks=stacks, templates=templates, outdir=outdir,
@@ -218,11 +223,11 @@ def _synth_file(path: str, subnet_zones: tuple[tuple[str, str], ...]) -> Synthes
 
 
 @cache
-def synth_text(text: str) -> Synthesized:
-    """Synthesize a spec given as YAML text (written to a temporary file)."""
+def synth_text(text: str, *, nag: bool = False) -> Synthesized:
+    """Synthesize a spec given as YAML text (written to a temporary file; ``nag``: :func:`synth_spec`)."""
     f = scratch_dir("efa-stack-spec-") / "spec.yaml"
     f.write_text(text)
-    return synth_spec(str(f))
+    return synth_spec(str(f), nag=nag)
 
 
 class StackFixture:

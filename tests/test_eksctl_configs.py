@@ -329,7 +329,7 @@ def test_every_accepted_public_config_synthesizes(name):
     # the whole synth, with cdk-nag and the project's rules (a finding fails it), of the file as published (or filled
     # in): every planned node group is an EKS node group
     path = _filled_in_file(name) if name in FILLED_IN_SYNTHESIZE else FIXTURES / name
-    s = synth_spec(str(path), SUBNET_ZONES if name in FILLED_IN_SYNTHESIZE else ())
+    s = synth_spec(str(path), SUBNET_ZONES if name in FILLED_IN_SYNTHESIZE else (), nag=True)
     assert sorted(_nodegroups(s)) == sorted(g.name for g in s.plan.all_node_groups)
 
 

@@ -319,8 +319,20 @@ def test_build_checks_every_synth_with_both_packs(monkeypatch, nag):
 
 @pytest.mark.parametrize("spec", sorted(p.name for p in CLUSTERS.glob("*.yaml")))
 def test_every_shipped_spec_passes_the_project_rules(spec):
-    s = synth_spec(str(CLUSTERS / spec))  # the synth ran EfaStackChecks already; the runner agrees
+    s = synth_spec(str(CLUSTERS / spec))
     assert check_templates(s.templates, HOST_ACCESS_WORKLOADS) == []
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("spec", sorted(p.name for p in CLUSTERS.glob("*.yaml")))
+def test_every_shipped_spec_passes_both_cdk_nag_packs(spec):
+    # GIVEN the whole synth with the AwsSolutions and EfaStack packs (stacks.compose.build's nag; that a finding of
+    # either fails the synth: test_build_checks_every_synth_with_both_packs) THEN it passes, and AwsSolutions' report
+    # has no violation
+    s = synth_spec(str(CLUSTERS / spec), nag=True)
+    report = json.loads((s.outdir / "validation-report.json").read_text())
+    assert [(p["conclusion"], p["violations"]) for p in report["pluginReports"] if p["pluginName"] == "AwsSolutions"] == [
+        ("success", [])]
 
 
 def test_project_rules_catch_a_missing_efa_group(default_synth):
