@@ -191,8 +191,8 @@ KUEUE_QUEUE_NAME: Final = "efa-stack-jobs"
 NETWORK_LAYER_LABEL_PREFIX: Final = "topology.k8s.aws/network-node-layer-"
 """EKS labels a node of a supported instance type ``topology.k8s.aws/network-node-layer-1`` (top) .. -3 or -4."""
 
-# Karpenter (aws/karpenter-provider-aws tag v1.14.1, commit bde00654cd316fddb3dccfba3f5ac07039865429; k8s/karpenter.py,
-# aws_constructs/karpenter.py): API groups and versions (pkg/apis/crds/karpenter.sh_nodepools.yaml,
+# Karpenter (aws/karpenter-provider-aws tag v1.15.1, Go module zip h1:6eH///KgWKDwD2R6wHRnKGN8Vu8OHueaXjNdx64TnuY=;
+# k8s/karpenter.py, aws_constructs/karpenter.py): API groups and versions (pkg/apis/crds/karpenter.sh_nodepools.yaml,
 # karpenter.k8s.aws_ec2nodeclasses.yaml, karpenter.sh_nodeoverlays.yaml), the pod annotation that keeps a node
 # from voluntary disruption (website/content/en/v1.14/concepts/disruption.md "Pod-Level Controls"), the
 # labels its nodes carry (concepts/scheduling.md "Well-Known Labels") and the tag key its docs select
@@ -207,7 +207,7 @@ KARPENTER_SERVICE_ACCOUNT: Final = "karpenter"
 KARPENTER_RELEASE: Final = "karpenter"
 KARPENTER_DEPLOYMENT: Final = KARPENTER_RELEASE
 """The controller's Deployment: ``karpenter.fullname``, the release name when it contains the chart name
-(aws/karpenter-provider-aws@v1.14.1 charts/karpenter/templates/_helpers.tpl, templates/deployment.yaml)."""
+(aws/karpenter-provider-aws@v1.15.1 charts/karpenter/templates/_helpers.tpl, templates/deployment.yaml)."""
 KARPENTER_DO_NOT_DISRUPT: Final = "karpenter.sh/do-not-disrupt"
 KARPENTER_NODEPOOL_LABEL: Final = "karpenter.sh/nodepool"
 KARPENTER_CAPACITY_TYPE_LABEL: Final = "karpenter.sh/capacity-type"

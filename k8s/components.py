@@ -126,7 +126,7 @@ COMPONENTS: tuple[Component, ...] = (
     # helm_handler), so Helm installs the chart's crds/ unless they exist, and skips those that do (helm.sh, "Custom
     # Resource Definitions"). Its finalizers guard the pools, which follow its wait and the release: an EC2NodeClass
     # and its NodeClaims carry finalizers only the controller clears, terminating the nodes
-    # (karpenter-provider-aws@v1.14.1 pkg/controllers/nodeclass/controller.go; website v1.14 concepts/disruption.md,
+    # (karpenter-provider-aws@v1.15.1 pkg/controllers/nodeclass/controller.go; website v1.14 concepts/disruption.md,
     # "Termination Controller"), so on deletion the pools go while the controller still runs.
     Component(KARPENTER, 33, helm=True, after_established=POOL_KIND_CRDS, controller=ControllerWait(
         "KarpenterAvailable", contract.KARPENTER_DEPLOYMENT, contract.KARPENTER_NAMESPACE,

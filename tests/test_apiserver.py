@@ -632,7 +632,7 @@ BROKEN_KUEUE_OBJECTS: dict[str, tuple[str, Callable[[dict[str, Any]], Any], str]
 
 @pytest.fixture(scope="session")
 def karpenter_crds(apiserver) -> None:
-    """The Karpenter v1.14.1 CRDs efa-stack vendors (k8s/crds/karpenter/), established."""
+    """The Karpenter v1.15.1 CRDs efa-stack vendors (k8s/crds/karpenter/), established."""
     from k8s.karpenter import crd_documents
 
     for crd in crd_documents():
@@ -659,7 +659,7 @@ BROKEN_KARPENTER_OBJECTS: dict[str, tuple[str, Callable[[dict[str, Any]], Any], 
         "NodePool", lambda o: o["spec"]["template"]["metadata"]["labels"].update({"karpenter.sh/nodepool": "x"}),
         "is restricted"),
 }
-"""Karpenter objects that break a CEL rule of the vendored v1.14.1 CRDs: kind, fault, the rule's message."""
+"""Karpenter objects that break a CEL rule of the vendored v1.15.1 CRDs: kind, fault, the rule's message."""
 
 
 # CRD-defined kinds whose objects the server checks against the vendored CRDs' CEL rules: the fixture that
@@ -745,15 +745,17 @@ def test_the_server_accepts_the_eniconfigs_of_custom_networking(apiserver, enico
 
 def test_the_server_accepts_a_custom_networking_pools_node_class(apiserver, karpenter_crds):
     # GIVEN a p5en pool under VPC CNI custom networking (vpc.podCIDR) WHEN its EC2NodeClass is rendered, THEN it carries
-    # the plan's kubelet.maxPods and the server takes it against the vendored v1.14.1 CRD; a negative maxPods is refused
+    # the plan's kubelet.maxPods beside the CPU and topology manager settings, and the server takes it against the
+    # vendored v1.15.1 CRD, whose kubelet schema is an open object (x-kubernetes-preserve-unknown-fields): the
+    # controller, not the server, checks the fields against the kubelet's type (pkg/apis/v1/
+    # kubeletconfiguration_validation.go ValidateKubeletConfig), so the server keeps every field as written
     from tests.support import _build, plan_of
     from tests.test_custom_networking import pool_spec
 
     plan = plan_of(pool_spec("p5en.48xlarge"))
     node_class = json.loads(json.dumps(_build(plan).find("EC2NodeClass", "pool0")))
-    assert node_class["spec"]["kubelet"]["maxPods"] == plan.addresses.max_pods("pool0")
+    assert node_class["spec"]["kubelet"] == {"cpuManagerPolicy": "static", "topologyManagerPolicy": "restricted",
+                                             "topologyManagerScope": "pod", "maxPods": plan.addresses.max_pods("pool0")}
     got = apiserver.dry_run_create(node_class)
     assert got.status == 201, got.message()
-    node_class["spec"]["kubelet"]["maxPods"] = -1
-    got = apiserver.dry_run_create(node_class)
-    assert got.status == 422 and "maxPods" in got.message(), got.message()
+    assert got.body["spec"]["kubelet"] == node_class["spec"]["kubelet"]

@@ -270,13 +270,20 @@ def test_a_process_whose_starter_is_killed_dies_with_it(tmp_path):
     assert not _alive(child)
 
 
+KWOK_CORE_HELD_BACK = {"1.15.1": "v1.14.1"}
+"""Karpenter releases whose core module the Go module proxy does not serve, and the core version the kwok provider
+stays at meanwhile: aws/karpenter-provider-aws v1.15.1 requires sigs.k8s.io/karpenter v1.15.1, whose zip the proxy
+refuses ("This module version is not available"). tools/karpenter-kwok/go.mod says the same."""
+
+
 def test_karpenter_cores_kwok_provider_is_pinned_with_the_karpenter_release():
-    # tools/karpenter-kwok/go.mod requires the core module the pinned aws/karpenter-provider-aws release requires
+    # tools/karpenter-kwok/go.mod requires the core module the pinned aws/karpenter-provider-aws release requires, or,
+    # while the proxy does not serve that one, the core held back to (KWOK_CORE_HELD_BACK)
     from efa_stack.planning.karpenter import KARPENTER_VERSION
 
     go_mod = (Path(__file__).resolve().parents[1] / "tools" / "karpenter-kwok" / "go.mod").read_text()
     required = re.findall(r"^(?:require)?\s*sigs\.k8s\.io/karpenter (v\S+)", go_mod, re.MULTILINE)
-    assert required == [f"v{KARPENTER_VERSION}"], (
+    assert required == [KWOK_CORE_HELD_BACK.get(KARPENTER_VERSION, f"v{KARPENTER_VERSION}")], (
         f"tools/karpenter-kwok/go.mod requires {required}, Karpenter is {KARPENTER_VERSION}: require the core version "
         "that release's go.mod requires (see the comment there)")
 

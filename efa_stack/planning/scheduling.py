@@ -138,7 +138,7 @@ that needs a new node gets as long. The clock starts at the Workload's ``Admitte
 KARPENTER_REGISTRATION_SECONDS = 15 * 60
 """How long Karpenter waits for a node it launches to register before it deletes the NodeClaim and tries again:
 kubernetes-sigs/karpenter@6e7eab7a0f485d7225eb98995fad9b66c79b322b (the core module of aws/karpenter-provider-aws
-v1.14.1, go.mod) pkg/controllers/nodeclaim/lifecycle/liveness.go ``registrationTimeout = time.Minute * 15``, counted
+v1.14.1, go.mod; the same in core v1.15.0) pkg/controllers/nodeclaim/lifecycle/liveness.go ``registrationTimeout = time.Minute * 15``, counted
 from the NodeClaim's ``Registered`` condition, which is initialised with ``Launched`` when the claim is created
 (pkg/apis/v1/nodeclaim_status.go ``NewReadyConditions``); the launch itself must succeed within ``LaunchTimeout``
 (5 minutes) of that. A node Karpenter still waits for may take this long."""
