@@ -30,6 +30,7 @@ from efa_stack.rehearsal.client import Api, ApiError, poll
 from efa_stack.rehearsal.kwok import COMPLETE_ANNOTATION
 
 POLL_INTERVAL = 0.25
+KARPENTER_REFUSAL = "Failed to schedule pod, "
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 """The label JobSet v0.12.0 puts on every pod of a JobSet (api/jobset/v1alpha2 ``JobSetNameKey``); a TrainJob's
 JobSet has the TrainJob's name (kubeflow/trainer@v2.3.0 pkg/runtime/framework/plugins/jobset)."""
@@ -174,6 +175,8 @@ class _Watch:
 
     reasons: list[str] = field(default_factory=list)
     workload_message: str = ""
+    no_launch: bool = False
+    """Karpenter said it launches no node for a pending pod."""
     admitted_at: float | None = None
     running_at: float | None = None
     waiting_since: float | None = None
@@ -275,11 +278,29 @@ class JobFollower:
         pending = _pending_reason(pods)
         if pending:
             watch.saw(pending, now)
+        if self._elastic(job):
+            for message in self.karpenter_refusals(pods):
+                watch.saw(message, now)
+                watch.no_launch = True
         return False
+
+    def karpenter_refusals(self, pods: Sequence[dict[str, Any]]) -> list[str]:
+        """Karpenter's events on pending ``pods`` that say it launches no node for them (kubernetes-sigs/
+        karpenter@v1.14.1 pkg/controllers/provisioning/scheduling/events.go ``PodFailedToScheduleEvent``)."""
+        out = []
+        for pod in pods:
+            if pod["spec"].get("nodeName"):
+                continue
+            meta = pod["metadata"]
+            events = self.api.list("v1", "Event", meta["namespace"], field_selector=f"involvedObject.uid={meta['uid']}")
+            out += [f"pod {meta['name']}: {e['message']}" for e in events
+                    if str(e.get("message", "")).startswith(KARPENTER_REFUSAL)]
+        return out
 
     def land(self, job: dict[str, Any], *, timeout: float, settle: float) -> JobOutcome:
         """Start ``job`` and follow it until every pod runs, until it has waited ``settle`` seconds with a reason (a
-        queued job Kueue does not admit; pods no node takes, unless a Karpenter pool may launch one), or ``timeout``."""
+        queued job Kueue does not admit; pods no node takes, and on a Karpenter pool, which launches nodes for pending
+        pods, Karpenter's word that it launches none), or ``timeout``."""
         command = self.start_command(job)
         started = self.clock()
         queued = contract.KUEUE_QUEUE_LABEL in command
@@ -288,7 +309,8 @@ class JobFollower:
         while not self._poll(job, watch, started, queued):
             now = self.clock()
             waited = now - watch.waiting_since if watch.waiting_since is not None else 0.0
-            if now - started > timeout or (waited > settle and not (patient and (watch.admitted_at is not None or not queued))):
+            launching = patient and (watch.admitted_at is not None or not queued) and not watch.no_launch
+            if now - started > timeout or (waited > settle and not launching):
                 break
             time.sleep(POLL_INTERVAL)
         return self.outcome(job, command, watch, queued)

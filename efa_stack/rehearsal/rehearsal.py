@@ -19,6 +19,7 @@ import json
 import shlex
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,10 @@ from k8s.rollout import ApplyChart, InstallRelease, Nodes, Rollout, WaitAvailabl
 
 ROLLOUT_TIMEOUT = 300
 """Seconds a controller's Deployment may take to become available (``apply.sh`` allows 300, k8s/dist.py)."""
-NODES_READY_TIMEOUT = 60
+NODES_READY_TIMEOUT = 300
+"""Seconds for kwok to report every node Ready (1,000 nodes on a busy 2-core machine take a minute)."""
+NODE_REQUESTS = 8
+"""Node creations in flight at once."""
 Progress = Callable[[str], None]
 
 
@@ -159,11 +163,12 @@ class Rehearsal:
         return self.add_nodes([*plan_nodes(self.plan, options), *reserved_pool_nodes(self.plan)])
 
     def add_nodes(self, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Create ``nodes`` and wait until kwok reports every one Ready."""
-        for node in nodes:
-            got = self.api.create(node)
-            if got.status != 201:
-                raise ApiError(f"Node {node['metadata']['name']}: {got.message()}")
+        """Create ``nodes`` (several requests at a time: a group of 1,000 nodes is one request each) and wait until
+        kwok reports every one Ready."""
+        with ThreadPoolExecutor(NODE_REQUESTS) as pool:
+            for node, got in zip(nodes, pool.map(self.api.create, nodes), strict=True):
+                if got.status != 201:
+                    raise ApiError(f"Node {node['metadata']['name']}: {got.message()}")
         self._wait_nodes_ready({n["metadata"]["name"] for n in nodes})
         self.nodes += nodes
         return nodes
