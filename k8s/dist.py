@@ -20,7 +20,13 @@ import yaml
 from efa_stack import contract
 from efa_stack.planning.plan import ClusterPlan
 from k8s.charts import build_charts
-from k8s.components import KARPENTER, KUBEFLOW_TRAINER, chart_file_name
+from k8s.components import (
+    KARPENTER,
+    KUBEFLOW_TRAINER,
+    NODE_FEATURE_DISCOVERY,
+    NVIDIA_DRA_DRIVER,
+    chart_file_name,
+)
 from k8s.rollout import (
     ApplyChart,
     HelmRelease,
@@ -204,7 +210,8 @@ def helm_files(rollout: Rollout) -> dict[str, str]:
     return out
 
 
-_RELEASE_TITLES = {KUBEFLOW_TRAINER: "Kubeflow Trainer v2", KARPENTER: "Karpenter"}
+_RELEASE_TITLES = {KUBEFLOW_TRAINER: "Kubeflow Trainer v2", KARPENTER: "Karpenter",
+                   NODE_FEATURE_DISCOVERY: "Node Feature Discovery", NVIDIA_DRA_DRIVER: "NVIDIA DRA driver"}
 
 
 def first_step(rollout: Rollout) -> list[str]:
@@ -295,7 +302,8 @@ def _script(plan: ClusterPlan, rollout: Rollout, commands: list[str]) -> str:
     return "\n".join(lines + commands) + "\n"
 
 
-_HELM_NAMES = {KUBEFLOW_TRAINER: "Kubeflow Trainer", KARPENTER: "Karpenter"}
+_HELM_NAMES = {KUBEFLOW_TRAINER: "Kubeflow Trainer", KARPENTER: "Karpenter",
+               NODE_FEATURE_DISCOVERY: "Node Feature Discovery", NVIDIA_DRA_DRIVER: "the NVIDIA DRA driver"}
 
 
 def dist_files(plan: ClusterPlan, charts: Sequence[cdk8s.Chart] | None = None,

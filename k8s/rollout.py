@@ -37,7 +37,15 @@ import cdk8s
 
 from efa_stack import contract
 from efa_stack.planning.plan import ClusterPlan
-from k8s.components import BY_ID, COMPONENTS, KARPENTER, KUBEFLOW_TRAINER, ControllerWait
+from k8s.components import (
+    BY_ID,
+    COMPONENTS,
+    KARPENTER,
+    KUBEFLOW_TRAINER,
+    NODE_FEATURE_DISCOVERY,
+    NVIDIA_DRA_DRIVER,
+    ControllerWait,
+)
 
 NODES = "nodes"
 """The id of the :class:`Nodes` step: the node groups the controllers run on."""
@@ -55,6 +63,7 @@ _CRD_WAIT_PREFIX = {
     contract.KARPENTER_GROUP: "Karpenter",
     contract.KARPENTER_AWS_GROUP: "Karpenter",
     contract.TRAINER_GROUP: "Trainer",
+    contract.COMPUTE_DOMAIN_GROUP: "NvidiaDra",
 }
 
 
@@ -330,7 +339,39 @@ def releases(plan: ClusterPlan) -> dict[str, HelmRelease]:
             namespace=k.namespace, skip_crds=True,
             values=k.values(replicas=controller_replicas(plan.system.min_size), node_selector=system_node_selector()),
         )
+    out.update(_ultraserver_releases(plan))
     return out
+
+
+def _ultraserver_releases(plan: ClusterPlan) -> dict[str, HelmRelease]:
+    """Node Feature Discovery and the NVIDIA DRA driver (ComputeDomains only) when the plan has UltraServer node
+    groups (k8s/compute_domains.py)."""
+    from efa_stack.planning.node_groups import taints_of
+    from k8s.compute_domains import (
+        NFD_CHART,
+        NFD_VERSION,
+        NVIDIA_DRA_CHART,
+        NVIDIA_DRA_VERSION,
+        nfd_values,
+        nvidia_dra_values,
+        ultraserver_groups,
+    )
+
+    groups = ultraserver_groups(plan.node_groups)
+    if not groups:
+        return {}
+    taints = taints_of(groups)
+    return {
+        NODE_FEATURE_DISCOVERY: HelmRelease(
+            name=contract.NFD_RELEASE, chart=NFD_CHART.rsplit("/", 1)[-1], repository=NFD_CHART, version=NFD_VERSION,
+            namespace=contract.NFD_NAMESPACE, values=nfd_values(groups, taints),
+        ),
+        NVIDIA_DRA_DRIVER: HelmRelease(
+            name=contract.NVIDIA_DRA_RELEASE, chart=NVIDIA_DRA_CHART.rsplit("/", 1)[-1], repository=NVIDIA_DRA_CHART,
+            version=NVIDIA_DRA_VERSION, namespace=contract.NVIDIA_DRA_NAMESPACE, values=nvidia_dra_values(groups, taints),
+            crds=(contract.COMPUTE_DOMAIN_CRD_NAME, contract.COMPUTE_DOMAIN_CLIQUE_CRD_NAME),
+        ),
+    }
 
 
 def _crd_kinds(objects: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
@@ -420,7 +461,8 @@ def plan_rollout(plan: ClusterPlan, charts: Sequence[cdk8s.Chart]) -> Rollout:
 
 
 def _release_construct_id(component: str) -> str:
-    return {KUBEFLOW_TRAINER: "KubeflowTrainer", KARPENTER: "Karpenter"}[component]
+    return {KUBEFLOW_TRAINER: "KubeflowTrainer", KARPENTER: "Karpenter", NODE_FEATURE_DISCOVERY: "NodeFeatureDiscovery",
+            NVIDIA_DRA_DRIVER: "NvidiaDraDriver"}[component]
 
 
 def _release_kinds(rels: Mapping[str, HelmRelease]) -> dict[tuple[str, str], str]:
@@ -430,6 +472,8 @@ def _release_kinds(rels: Mapping[str, HelmRelease]) -> dict[tuple[str, str], str
         out[(contract.TRAINER_GROUP, contract.TRAINJOB_KIND)] = contract.TRAINJOB_CRD_NAME
         out[(contract.TRAINER_GROUP, contract.CLUSTER_TRAINING_RUNTIME_KIND)] = contract.CLUSTER_TRAINING_RUNTIME_CRD_NAME
         out[(contract.TRAINER_GROUP, contract.TRAINING_RUNTIME_KIND)] = contract.TRAINING_RUNTIME_CRD_NAME
+    if NVIDIA_DRA_DRIVER in rels:
+        out[(contract.COMPUTE_DOMAIN_GROUP, contract.COMPUTE_DOMAIN_KIND)] = contract.COMPUTE_DOMAIN_CRD_NAME
     return out
 
 

@@ -26,6 +26,7 @@ from efa_stack.planning.training import (
     VolumePlan,
     WorkerPlan,
 )
+from k8s.compute_domains import channel_claim, clique_affinity, worker_claims
 from k8s.efa_guard import guard_init_container
 from k8s.mpijob import pod_template_json
 from k8s.nccl_tests import InfinibandSettings, nccl_fabric_env
@@ -149,7 +150,13 @@ def worker_pod_template(
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
 ) -> k8s_l1.PodTemplateSpec:
-    """The worker pod: on the node group, tolerating its taints, every device of the node, /dev/shm, volumes."""
+    """The worker pod: on the node group, tolerating its taints, every device of the node, /dev/shm, volumes; on an
+    UltraServer node group also its job's ComputeDomain channel claim, and the job's workers kept in one NVLink domain
+    when they fit one (labelled with the job's name for that: k8s/compute_domains.py)."""
+    domain = worker.compute_domain
+    if domain is not None:
+        labels = {**(labels or {}), contract.LABEL_TRAINING_JOB: domain.name}
+    together = clique_affinity(domain, {contract.LABEL_TRAINING_JOB: domain.name}) if domain is not None else None
     init, env = worker_init_and_env(worker, image)
     env = env + list(extra_env or [])
     res = worker_resources(worker)
@@ -169,6 +176,8 @@ def worker_pod_template(
             restart_policy="Never",
             node_selector={contract.LABEL_NODE_GROUP: worker.sizing.node_group},
             tolerations=tolerations(taints) or None,
+            affinity=k8s_l1.Affinity(pod_affinity=together) if together is not None else None,
+            resource_claims=worker_claims(domain) or None,
             init_containers=init or None,
             containers=[k8s_l1.Container(
                 name=container_name,
@@ -177,7 +186,7 @@ def worker_pod_template(
                 command=command or None,
                 args=args or None,
                 env=[k8s_l1.EnvVar(name=k, value=v) for k, v in env] or None,
-                resources=k8s_l1.ResourceRequirements(limits=res, requests=res),
+                resources=k8s_l1.ResourceRequirements(limits=res, requests=res, claims=channel_claim(domain) or None),
                 security_context=security,
                 volume_mounts=mounts,
             )],
