@@ -30,6 +30,9 @@ from efa_stack.rehearsal.client import Api, ApiError, poll
 from efa_stack.rehearsal.kwok import COMPLETE_ANNOTATION
 
 POLL_INTERVAL = 0.25
+POD_SECONDS = 0.25
+"""Seconds added to a job's timeout per pod it makes: the operator creates each, the scheduler binds each and kwok runs
+each, one API round trip apiece (a 1,000-worker job gets about four minutes more on a loaded 2-core machine)."""
 KARPENTER_REFUSAL = "Failed to schedule pod, "
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 """The label JobSet v0.12.0 puts on every pod of a JobSet (api/jobset/v1alpha2 ``JobSetNameKey``); a TrainJob's
@@ -163,6 +166,11 @@ class JobOutcome:
             "completed": self.completed, "seconds_to_admission": _round(self.seconds_to_admission),
             "seconds_to_running": _round(self.seconds_to_running),
         }
+
+
+def allowed(job: dict[str, Any], timeout: float) -> float:
+    """``timeout`` for a job of one pod per worker and a leader, plus :data:`POD_SECONDS` for each of its pods."""
+    return timeout + POD_SECONDS * (KINDS[job["kind"]].worker_count(job) + 1)
 
 
 def _round(value: float | None) -> float | None:
@@ -303,6 +311,7 @@ class JobFollower:
         pods, Karpenter's word that it launches none), or ``timeout``."""
         command = self.start_command(job)
         started = self.clock()
+        timeout = allowed(job, timeout)
         queued = contract.KUEUE_QUEUE_LABEL in command
         watch = _Watch()
         patient = self._elastic(job)
@@ -352,7 +361,7 @@ class JobFollower:
             return True if conditions(live.body).get(kind.done, {}).get("status") == "True" else None
 
         try:
-            return poll(f"{job['kind']} {_name(job)} {kind.done}", finished, timeout, POLL_INTERVAL)
+            return poll(f"{job['kind']} {_name(job)} {kind.done}", finished, allowed(job, timeout), POLL_INTERVAL)
         except TimeoutError:
             return False
 
@@ -365,4 +374,4 @@ class JobFollower:
                 return None
             return True if not self.workers(job) and not self.leaders(job) else None
 
-        poll(f"{job['kind']} {_name(job)} deleted", gone, timeout, POLL_INTERVAL)
+        poll(f"{job['kind']} {_name(job)} deleted", gone, allowed(job, timeout), POLL_INTERVAL)

@@ -129,6 +129,8 @@ class Rehearsal:
             objects = release_objects(step.release.name, step.release.namespace)
         except KeyError as err:
             raise RolloutError(str(err)) from None
+        for cls in RELEASES[step.release.name]:  # taken on first: the release's webhooks point at them
+            self.controllers.add(cls())
         for obj in objects:
             got = self.api.apply(self.transform(obj))
             if not got.ok:
@@ -139,7 +141,6 @@ class Rehearsal:
         for cls in RELEASES[step.release.name]:
             before = self.controllers.running.get(cls.name)
             if before is None:
-                self.controllers.add(cls())
                 self.timings[f"{cls.name} ready"] = self.controllers.start(cls.name, self.objects,
                                                                            step.release.values).ready_in
             elif dict(before.values) != dict(step.release.values):  # helm upgrade with new values: new pods
