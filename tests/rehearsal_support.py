@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from efa_stack import contract
-from efa_stack.planning.node_groups import NodeGroupPlan
+from efa_stack.planning.node_groups import ComputeDomainPlan, NodeGroupPlan
 from efa_stack.planning.plan import ClusterPlan, plan_from_file, plan_from_text
 from efa_stack.planning.scheduling import FlavorPlan
 from efa_stack.rehearsal.client import poll
@@ -96,6 +96,14 @@ def job_group(r: Rehearsal, job: dict[str, Any]) -> NodeGroupPlan:
 
 def job_flavor(r: Rehearsal, job: dict[str, Any]) -> FlavorPlan | None:
     return r.plan.kueue.flavor(job_group(r, job).name) if r.plan.kueue is not None else None
+
+
+def compute_domain(r: Rehearsal, job: dict[str, Any]) -> ComputeDomainPlan | None:
+    """The plan's ComputeDomain of ``job`` (a job on an UltraServer node group), or None."""
+    name = job["metadata"]["name"]
+    domains = {**{j.name: j.compute_domain for j in r.plan.nccl_jobs},
+               **{j.name: j.worker.compute_domain for j in r.plan.training_jobs}}
+    return domains.get(name)
 
 
 def is_pool(r: Rehearsal, group: NodeGroupPlan) -> bool:

@@ -32,17 +32,21 @@ import pytest
 
 from efa_stack import contract
 from efa_stack.planning.scheduling import layer_label, network_layers
+from efa_stack.rehearsal.compute_domains import COMPUTE_DOMAIN_LABEL, DRIVER
 from efa_stack.rehearsal.jobs import KINDS, JobOutcome, pod_running
 from efa_stack.rehearsal.nodes import NodeOptions
 from efa_stack.rehearsal.rehearsal import Rehearsal, deployment_available, rehearse
+from efa_stack.rehearsal.releases import RELEASES, release_objects
 from efa_stack.rehearsal.update import update
 from k8s.nccl_tests import GATE_NAME
+from k8s.rollout import HelmRelease, InstallRelease
 from tests.rehearsal_support import (
     JOB_TIMEOUT,
     SETTLE,
     VARIANTS,
     add_nodes,
     changed_spec,
+    compute_domain,
     cordon,
     delete_nodes,
     fresh,
@@ -113,11 +117,22 @@ def test_every_rendered_controller_is_available_and_serves(rehearsed):
         assert {_role(rehearsed, p["spec"]["nodeName"]) for p in pods} == {"system"}
         running = [c for c in rehearsed.controllers.running.values() if c.controller.deployment == name]
         assert running and running[0].process.running(), f"no local controller for {namespace}/{name}"
-    # AND the controllers standing in for the Helm releases run too
-    releases = {s.release.name for s in rehearsed.rollout.steps if getattr(s, "release", None) is not None}
-    standing_in = {r.controller.name for r in rehearsed.controllers.running.values() if r.controller.deployment is None}
-    assert releases <= standing_in | {"jobset"}, (releases, standing_in)
+    # AND the controllers standing in for the Helm releases run too; a release stood in for by its objects alone
+    # (Node Feature Discovery) has its Deployments available, their pods run by kwok
+    for helm in _releases(rehearsed):
+        for cls in RELEASES[helm.name]:
+            running = rehearsed.controllers.running.get(cls.name)
+            assert running is not None and running.process.running(), f"release {helm.name}: {cls.name} does not run"
+        if not RELEASES[helm.name]:
+            mine = [(ns, name) for ns, name in rehearsed.release_deployments if ns == helm.namespace]
+            assert mine, f"release {helm.name}: neither a local controller nor a Deployment stands in for it"
+            for ns, name in mine:
+                assert deployment_available(rehearsed.api, ns, name), f"release {helm.name}: {ns}/{name}"
     rehearsed.plane.check_running()
+
+
+def _releases(r: Rehearsal) -> list[HelmRelease]:
+    return [s.release for s in r.rollout.of_type(InstallRelease) if s.release is not None]
 
 
 # --- 2. jobs ------------------------------------------------------------------------------------------------
@@ -132,6 +147,10 @@ def assert_placed(r: Rehearsal, job: dict[str, Any], outcome: JobOutcome) -> Non
     assert {node_labels(r, n)[contract.LABEL_NODE_GROUP] for n in outcome.nodes} == {group.name}, outcome
     if outcome.launcher_node is not None:
         assert _role(r, outcome.launcher_node) == "system", outcome
+    domain = compute_domain(r, job)
+    if domain is not None and domain.within_domain:
+        # a job that fits one NVLink domain keeps its workers in one GFD clique (k8s/compute_domains.py)
+        assert len({node_labels(r, n)[contract.GPU_CLIQUE_LABEL] for n in outcome.nodes}) == 1, outcome
     flavor = job_flavor(r, job)
     if r.plan.kueue is None:
         assert not outcome.queued and outcome.flavors == {}, outcome
@@ -146,6 +165,39 @@ def assert_placed(r: Rehearsal, job: dict[str, Any], outcome: JobOutcome) -> Non
         assert len({node_labels(r, n)[bottom] for n in outcome.nodes}) == 1, outcome
 
 
+def _daemon_set_nodes(r: Rehearsal, uid: str) -> set[str] | None:
+    """The nodes of the running pods of the IMEX daemon DaemonSet the driver's controller made for ComputeDomain
+    ``uid`` (None until there is such a DaemonSet)."""
+    selector = f"{COMPUTE_DOMAIN_LABEL}={uid}"
+    if not r.api.list("apps/v1", "DaemonSet", contract.NVIDIA_DRA_NAMESPACE, label_selector=selector):
+        return None
+    return {p["spec"]["nodeName"] for p in r.pods(contract.NVIDIA_DRA_NAMESPACE, selector) if pod_running(p)}
+
+
+def assert_compute_domain(r: Rehearsal, job: dict[str, Any], outcome: JobOutcome) -> None:
+    """An UltraServer job's ComputeDomain as the NVIDIA DRA driver's controller serves it: its finalizer on it, the
+    channel ResourceClaimTemplate the workers claim made by it, each worker's channel allocated on its own node from
+    the slices the kubelet plugin publishes, and the IMEX daemon DaemonSet it made running on exactly the job's
+    nodes (the plugin labels each node whose channel it prepared)."""
+    domain = compute_domain(r, job)
+    assert domain is not None
+    cd = r.api.get({"apiVersion": contract.COMPUTE_DOMAIN_API_VERSION, "kind": contract.COMPUTE_DOMAIN_KIND,
+                    "metadata": {"namespace": domain.namespace, "name": domain.name}}).body
+    uid = cd["metadata"]["uid"]
+    assert COMPUTE_DOMAIN_LABEL in cd["metadata"].get("finalizers", []), cd["metadata"]
+    template = r.api.get({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                          "metadata": {"namespace": domain.namespace, "name": domain.channel_claim_template}}).body
+    assert template["metadata"]["labels"][COMPUTE_DOMAIN_LABEL] == uid, template["metadata"]
+    claims = {c["metadata"]["name"]: c for c in r.api.list("resource.k8s.io/v1", "ResourceClaim", domain.namespace)}
+    for pod in r.jobs.workers(job):
+        (ref,) = pod["status"]["resourceClaimStatuses"]
+        (result,) = claims[ref["resourceClaimName"]]["status"]["allocation"]["devices"]["results"]
+        assert (result["driver"], result["pool"], result["device"]) == (DRIVER, pod["spec"]["nodeName"], "channel-0")
+    nodes = wait_for(f"the IMEX daemons of ComputeDomain {domain.name} on its {len(outcome.nodes)} nodes",
+                     lambda: True if _daemon_set_nodes(r, uid) == set(outcome.nodes) else None)
+    assert nodes
+
+
 @pytest.mark.jobs
 def test_every_job_started_as_documented_lands_and_completes(rehearsed):
     for job in jobs(rehearsed):
@@ -156,6 +208,8 @@ def test_every_job_started_as_documented_lands_and_completes(rehearsed):
         # THEN every pod runs, placed as the plan means
         assert outcome.landed, outcome.reason
         assert_placed(rehearsed, job, outcome)
+        if compute_domain(rehearsed, job) is not None:
+            assert_compute_domain(rehearsed, job, outcome)
         # AND it completes once its pods exit 0 (the next job finds its nodes free)
         assert rehearsed.jobs.finish(outcome, job, JOB_TIMEOUT).completed, outcome
 
@@ -167,13 +221,18 @@ SERVED_GROUPS = {
     contract.EFA_DEVICE_PLUGIN_NAME: lambda g: g.efa_enabled,
     contract.NVIDIA_DEVICE_PLUGIN_NAME: lambda g: g.role == "gpu",
     contract.NEURON_DEVICE_PLUGIN_NAME: lambda g: g.role == "neuron",
+    contract.GPU_FEATURE_DISCOVERY_NAME: lambda g: g.ultraserver is not None,
+    f"{contract.NVIDIA_DRA_RELEASE}-kubelet-plugin": lambda g: g.ultraserver is not None,
+    f"{contract.NFD_RELEASE}-worker": lambda g: g.ultraserver is not None,
 }
-"""DaemonSet -> the node groups whose every node it must run on (the plan's own facts: EFA, GPU, Neuron groups)."""
+"""DaemonSet -> the node groups whose every node it must run on (the plan's own facts: EFA, GPU, Neuron groups;
+UltraServer groups for GPU feature discovery, the NVIDIA DRA driver's kubelet plugin and NFD's worker)."""
 
 
 def test_every_daemonset_runs_on_every_node_it_must_serve(rehearsed):
-    # GIVEN the device plugin DaemonSets of the spec and the live nodes (a pool's launched ones too)
-    daemonsets = [o for o in rehearsed.objects if o["kind"] == "DaemonSet"]
+    # GIVEN the DaemonSets of the spec and of the Helm releases' stand-ins, and the live nodes (a pool's launched ones)
+    stand_ins = [o for helm in _releases(rehearsed) for o in release_objects(helm.name, helm.namespace, helm.values)]
+    daemonsets = [o for o in [*rehearsed.objects, *stand_ins] if o["kind"] == "DaemonSet"]
     assert daemonsets
     groups = [*rehearsed.plan.all_node_groups, *rehearsed.plan.pool_groups]
     for ds in daemonsets:
@@ -266,6 +325,10 @@ def test_a_quarantined_node_is_avoided_or_replaced_in_the_domain_the_docs_say(re
     workers = KINDS[job["kind"]].worker_count(job)
     size = len([n for n in live_nodes(r, group.name)])
     topology = flavor is not None and flavor.topology is not None
+    domain = compute_domain(r, job)
+    if domain is not None and domain.within_domain and workers == domain.domain_nodes:
+        _quarantined_in_a_whole_nvlink_domain(r, job)
+        return
     # GIVEN spare nodes of the job's group: with a topology, two more in the job's domain and one in another
     spares = add_nodes(r, group, range(size, size + (3 if topology else 1)), size + 2 if topology else None)
     fresh(r, job)
@@ -308,6 +371,33 @@ def test_a_quarantined_node_is_avoided_or_replaced_in_the_domain_the_docs_say(re
         r.reapply(job)
 
 
+def _quarantined_in_a_whole_nvlink_domain(r: Rehearsal, job: dict[str, Any]) -> None:
+    """An UltraServer job whose workers fill its NVLink domain (every node of the UltraServer) has no node to avoid a
+    quarantined one with: no other node shares the domain, and its workers must stay in one clique."""
+    group = job_group(r, job)
+    bad = live_nodes(r, group.name)[0]["metadata"]["name"]
+    fresh(r, job)
+    try:
+        # WHEN a node of its UltraServer is quarantined before the job starts
+        quarantine(r, bad)
+        outcome = r.jobs.land(job, timeout=JOB_TIMEOUT, settle=SETTLE)
+        log(f"{r.name}: {job['metadata']['name']} with {bad} quarantined: {outcome.reason}")
+        # THEN it does not run, says why, and no worker runs on the quarantined node or outside the domain
+        assert not outcome.running and any("nodes are available" in m for m in outcome.reasons), outcome
+        running = [p["spec"]["nodeName"] for p in r.jobs.workers(job) if pod_running(p)]
+        assert bad not in running
+        assert len({node_labels(r, n)[contract.GPU_CLIQUE_LABEL] for n in running}) <= 1, running
+        # AND once the node is released (or replaced in its UltraServer), the job lands in its domain
+        release(r, bad)
+        outcome = r.jobs.land(job, timeout=JOB_TIMEOUT, settle=JOB_TIMEOUT)
+        assert outcome.landed and bad in outcome.nodes, outcome
+        assert_placed(r, job, outcome)
+    finally:
+        release(r, bad)
+        r.jobs.remove(job, JOB_TIMEOUT)
+        r.reapply(job)
+
+
 # --- 6. a spec change ---------------------------------------------------------------------------------------
 
 
@@ -321,6 +411,8 @@ def test_a_spec_change_reapplied_keeps_the_rest_and_takes_effect_in_the_controll
 
     r = rehearsed
     before_jobs = {(j["kind"], j["metadata"]["name"]): r.api.get(j).body["metadata"]["uid"] for j in jobs(r)}
+    domains = {j["metadata"]["name"]: d for j in jobs(r) if (d := compute_domain(r, j)) is not None}
+    domain_uids = {name: _compute_domain_uid(r, d) for name, d in domains.items()}
     crds = _uids(r, "CustomResourceDefinition", "apiextensions.k8s.io/v1")
     kueue = r.controllers.running.get("kueue")
     kueue_pid = kueue.process.pid if kueue is not None else None
@@ -340,6 +432,17 @@ def test_a_spec_change_reapplied_keeps_the_rest_and_takes_effect_in_the_controll
             assert live.status == 404, key
     assert {k: v for k, v in _uids(r, "CustomResourceDefinition", "apiextensions.k8s.io/v1").items()
             if k in crds} == crds
+    # AND a removed UltraServer job's ComputeDomain is gone once the NVIDIA DRA driver's controller cleared its
+    # finalizer, with the channel template and the IMEX daemon DaemonSet it made; a kept one's are there
+    for name, domain in domains.items():
+        uid = domain_uids[name]
+        made = {(kind, o["metadata"]["name"]) for api, kind in (("resource.k8s.io/v1", "ResourceClaimTemplate"),
+                                                              ("apps/v1", "DaemonSet"))
+                for o in r.api.list(api, kind, label_selector=f"{COMPUTE_DOMAIN_LABEL}={uid}")}
+        if any(n == name for _, n in after):
+            assert _compute_domain_uid(r, domain) == uid and len(made) == 3, (name, made)
+        else:
+            assert _compute_domain_uid(r, domain) is None and not made, (name, made)
     # AND Kueue, whose configuration changed, runs with the new one: its Deployment rolled a new pod and the
     # controller restarted from it
     if plan.kueue is not None:
@@ -353,6 +456,12 @@ def test_a_spec_change_reapplied_keeps_the_rest_and_takes_effect_in_the_controll
     outcome = r.jobs.land(job, timeout=JOB_TIMEOUT, settle=JOB_TIMEOUT)
     assert outcome.landed, outcome.reason
     assert_placed(r, job, outcome)
+
+
+def _compute_domain_uid(r: Rehearsal, domain: Any) -> str | None:
+    got = r.api.get({"apiVersion": contract.COMPUTE_DOMAIN_API_VERSION, "kind": contract.COMPUTE_DOMAIN_KIND,
+                     "metadata": {"namespace": domain.namespace, "name": domain.name}})
+    return str(got.body["metadata"]["uid"]) if got.status == 200 else None
 
 
 KIND_API = {contract.MPIJOB_KIND: contract.MPIJOB_API_VERSION, contract.TRAINJOB_KIND: contract.TRAINER_API_VERSION,

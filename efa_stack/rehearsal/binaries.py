@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
+from functools import cache
 from pathlib import Path
 from typing import Literal
 
@@ -26,10 +27,12 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = ROOT / "tools" / "build.sh"
 BUILD_TIMEOUT = 3 * 3600
 """Seconds a first build of every binary may take on a busy 2-core machine."""
+MODULE_TIMEOUT = 600
+"""Seconds ``tools/build.sh --module-dir`` may take (a module download)."""
 
 Binary = Literal[
     "etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok", "kueue", "mpi-operator", "jobset",
-    "trainer-controller-manager", "training-operator", "karpenter-kwok",
+    "trainer-controller-manager", "training-operator", "karpenter-kwok", "compute-domain-controller",
 ]
 CONTROL_PLANE: tuple[Binary, ...] = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok")
 
@@ -85,3 +88,14 @@ def binaries(names: Iterable[Binary], *, echo: Callable[[str], None] | None = to
     if missing:
         raise BuildError(f"{BUILD_SCRIPT} did not leave {', '.join(missing)}:\n{out}{err[-2000:]}")
     return found
+
+
+@cache
+def module_dir(binary: Binary) -> Path:
+    """The source folder of the Go module ``binary`` is built from (downloaded when missing): upstream's manifests
+    and charts at exactly the binary's version."""
+    proc = subprocess.run([str(BUILD_SCRIPT), "--module-dir", binary], cwd=ROOT, capture_output=True, text=True,
+                          timeout=MODULE_TIMEOUT, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{BUILD_SCRIPT} --module-dir {binary}: {proc.stderr.strip()}")
+    return Path(proc.stdout.strip())

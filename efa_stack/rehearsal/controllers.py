@@ -93,6 +93,8 @@ class Launch:
     args: list[str]
     env: dict[str, str]
     changes: list[str] = field(default_factory=list)
+    program: str | None = None
+    """What runs instead of the controller's binary (which it then starts itself, or a stand-in's interpreter)."""
 
 
 @dataclass
@@ -107,6 +109,8 @@ class Context:
     webhooks: WebhookServing
     plan: ClusterPlan | None = None
     values: Mapping[str, Any] = field(default_factory=dict)
+    binary: Path | None = None
+    """The controller's built binary (None for a stand-in without one)."""
 
     @property
     def api(self) -> Api:
@@ -195,7 +199,8 @@ class LocalController:
 
     name: str
     """The rollout's component id (:mod:`k8s.components`) of what it runs, or its own for a subchart's controller."""
-    binary: Binary
+    binary: Binary | None
+    """What tools/build.sh builds for it; None for a stand-in that runs in Python (:attr:`Launch.program`)."""
     namespace: str
     service_account: str
     deployment: str | None = None
@@ -473,11 +478,12 @@ class LocalControllers:
         """Start controller ``name`` under its ServiceAccount's token and wait until it is ready (``values``: its
         release's values)."""
         c = next(x for x in self.controllers if x.name == name)
-        if c.binary not in self.bins:  # a controller a spec change added
+        if c.binary is not None and c.binary not in self.bins:  # a controller a spec change added
             self.bins = {**self.bins, **binaries([c.binary])}
         folder = self.plane.state / "controllers" / name
         (folder / "tmp").mkdir(parents=True, exist_ok=True)
-        ctx = Context(self.plane, objects, folder, self.ports[name], self.webhooks, self.plan, values or {})
+        ctx = Context(self.plane, objects, folder, self.ports[name], self.webhooks, self.plan, values or {},
+                      self.bins[c.binary] if c.binary is not None else None)
         for lock in c.locks:
             if lock not in self.locks:
                 self.held.enter_context(machine_lock(lock))
@@ -491,7 +497,8 @@ class LocalControllers:
         kubeconfig = self.plane.kubeconfig(f"{name}", token)
         env = {**launch.env, "KUBECONFIG": str(kubeconfig), "HOME": str(folder)}
         started = time.monotonic()
-        process = self.plane.processes.start(name, [str(self.bins[c.binary]), *launch.args],
+        program = launch.program or str(ctx.binary)
+        process = self.plane.processes.start(name, [program, *launch.args],
                                              self.plane.state / "logs" / f"{name}.log", env=env, cwd=folder)
         process.wait_ready(lambda: c.ready(ctx), READY_TIMEOUT)
         running = Running(c, process, launch, time.monotonic() - started, self.template(c), values or {})

@@ -2,8 +2,9 @@
 
 Each Node carries what an EKS node of its group would: the group's labels and taints, the labels EKS puts on nodes
 (instance type, region, zone, capacity type, node group, and ``topology.k8s.aws/network-node-layer-1..N`` for the
-instance types EC2 reports a network topology for), and an allocatable computed from the plan's own rules: GPUs, EFA
-devices and Neuron devices per node, the hugepages the group reserves at boot, CPU less nodeadm's kubeReserved,
+instance types EC2 reports a network topology for), the NVLink domain GPU feature discovery labels on UltraServer
+nodes (``nvidia.com/gpu.clique``, :func:`efa_stack.rehearsal.compute_domains.gfd_labels`), and an allocatable
+computed from the plan's own rules: GPUs, EFA devices and Neuron devices per node, the hugepages the group reserves at boot, CPU less nodeadm's kubeReserved,
 memory less kubeReserved, evictionHard and those hugepages (the kubelet subtracts pre-allocated hugepages from
 allocatable memory), and the kubelet's maxPods from the address plan. No figure is typed here; what a scheduler,
 Kueue or a DaemonSet controller decides about a node, they decide from these objects.
@@ -21,6 +22,7 @@ from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.planning.plan import ClusterPlan
 from efa_stack.planning.scheduling import HOSTNAME_LABEL, layer_label, network_layers
 from efa_stack.planning.tuning import allocatable_cpu_milli
+from efa_stack.rehearsal.compute_domains import gfd_labels
 from efa_stack.rehearsal.kwok import NODE_ANNOTATION, NODE_ANNOTATION_VALUE
 
 # Well-known labels the kubelet sets (kubernetes.io/docs/reference/labels-annotations-taints).
@@ -150,6 +152,7 @@ def group_nodes(plan: ClusterPlan, group: NodeGroupPlan, options: NodeOptions,
             EKS_CAPACITY_TYPE_LABEL: capacity_type(group),
             EKS_NODEGROUP_LABEL: part.name,
             **topology_labels(group, zone, index, options.nodes_per_domain),
+            **gfd_labels(plan.name, group, index),
             **group.labels,
         }
         taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in group.taints]

@@ -76,6 +76,8 @@ class Rehearsal:
     progress: Progress = to_stderr
     name: str = ""
     """What the caller calls this rehearsal (a spec's name), for messages."""
+    release_deployments: set[tuple[str, str]] = field(default_factory=set)
+    """(namespace, name) of the Deployments among the Helm releases' stand-in objects."""
 
     @property
     def api(self) -> Api:
@@ -126,7 +128,7 @@ class Rehearsal:
         its controllers started and ready (what ``helm --wait`` waits for)."""
         assert step.release is not None
         try:
-            objects = release_objects(step.release.name, step.release.namespace)
+            objects = release_objects(step.release.name, step.release.namespace, step.release.values)
         except KeyError as err:
             raise RolloutError(str(err)) from None
         for cls in RELEASES[step.release.name]:  # taken on first: the release's webhooks point at them
@@ -135,6 +137,8 @@ class Rehearsal:
             got = self.api.apply(self.transform(obj))
             if not got.ok:
                 raise RolloutError(f"{step.id}: {obj['kind']} {obj['metadata']['name']}: {got.message()}")
+            if obj["kind"] == "Deployment":
+                self.release_deployments.add((obj["metadata"]["namespace"], obj["metadata"]["name"]))
         for obj in objects:
             if obj["kind"] == "CustomResourceDefinition":
                 wait_established(self.api, obj["metadata"]["name"])
@@ -149,9 +153,13 @@ class Rehearsal:
 
     def available(self, step: WaitAvailable) -> None:
         """A rendered Deployment: available (kwok runs its pod) and its local controller running. A Helm release's
-        Deployment is not rendered here: its local controller answered ready when the release was installed."""
+        Deployment is not rendered here: its local controller answered ready when the release was installed, or, where
+        the release's stand-in is the Deployment itself, that is available."""
         owner = next((r for r in self.controllers.running.values() if r.controller.namespace == step.namespace
                       and step.deployment in (r.controller.deployment, r.controller.release_deployment)), None)
+        if owner is None and (step.namespace, step.deployment) in self.release_deployments:
+            self._wait_rolled_out(step.namespace, step.deployment)  # a stand-in object kwok runs, no process
+            return
         if owner is None or not owner.process.running():
             raise RolloutError(f"{step.id}: no local controller runs for Deployment {step.namespace}/{step.deployment}")
         if owner.controller.deployment is not None:
@@ -236,7 +244,7 @@ def rehearse(plan: ClusterPlan, state: Path, *, nodes: NodeOptions | None = None
     objects = [json.loads(json.dumps(o)) for objs in rollout.objects.values() for o in objs]
     releases = [s.release.name for s in rollout.of_type(InstallRelease) if s.release is not None]
     wanted = local_controllers(objects, releases)
-    bins = binaries([*CONTROL_PLANE, *(c.binary for c in wanted)], echo=progress)
+    bins = binaries([*CONTROL_PLANE, *(c.binary for c in wanted if c.binary is not None)], echo=progress)
     progress(f"starting the control plane in {state}")
     with control_plane(state / "cluster", bins) as plane:
         known = (*(cls() for cls in CONTROLLERS.values()), *(cls() for v in RELEASES.values() for cls in v))
