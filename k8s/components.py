@@ -34,6 +34,9 @@ KUEUE_QUEUES = "kueue-queues"
 KARPENTER_CRD = "karpenter-crd"
 KARPENTER = "karpenter"
 KARPENTER_POOLS = "karpenter-pools"
+AWS_DRANET = "aws-dranet"
+NEURON_DRA = "neuron-dra-driver"
+RESOURCE_CLAIMS = "resource-claims"
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,10 @@ COMPONENTS: tuple[Component, ...] = (
     Component(EFA_DEVICE_PLUGIN, 10),
     Component(NVIDIA_DEVICE_PLUGIN, 11),
     Component(NEURON_DEVICE_PLUGIN, 12),
+    # The DRA drivers of ``devices: dra`` node groups (k8s/dra.py): node agents like the device plugins, as Helm
+    # releases of their upstream charts; each chart creates its DeviceClass. No controller to wait for.
+    Component(AWS_DRANET, 15, helm=True),
+    Component(NEURON_DRA, 16, helm=True),
     Component(MPI_OPERATOR_CRD, 20),
     # The PyTorchJob and Karpenter CRDs outlive their last objects: deleting a CRD deletes every object of its kind,
     # NodePools and NodeClaims with the nodes they hold.
@@ -140,6 +147,8 @@ COMPONENTS: tuple[Component, ...] = (
         crds=(f"workloads.{contract.KUEUE_GROUP}",), serves=(KUEUE_QUEUES,),
     )),
     Component(KARPENTER_POOLS, 36, after=(KARPENTER,)),
+    # The jobs' ResourceClaimTemplates, after the drivers whose DeviceClasses they name.
+    Component(RESOURCE_CLAIMS, 37, after=(AWS_DRANET, NEURON_DRA)),
     Component(KUEUE_QUEUES, 38),
     Component(NCCL_TESTS, 40),
     Component(TRAINING_RUNTIMES, 45),

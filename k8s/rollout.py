@@ -37,7 +37,7 @@ import cdk8s
 
 from efa_stack import contract
 from efa_stack.planning.plan import ClusterPlan
-from k8s.components import BY_ID, COMPONENTS, KARPENTER, KUBEFLOW_TRAINER, ControllerWait
+from k8s.components import AWS_DRANET, BY_ID, COMPONENTS, KARPENTER, KUBEFLOW_TRAINER, NEURON_DRA, ControllerWait
 
 NODES = "nodes"
 """The id of the :class:`Nodes` step: the node groups the controllers run on."""
@@ -330,6 +330,29 @@ def releases(plan: ClusterPlan) -> dict[str, HelmRelease]:
             namespace=k.namespace, skip_crds=True,
             values=k.values(replicas=controller_replicas(plan.system.min_size), node_selector=system_node_selector()),
         )
+    out.update(_dra_releases(plan))
+    return out
+
+
+def _dra_releases(plan: ClusterPlan) -> dict[str, HelmRelease]:
+    """The DRA drivers of the plan's ``devices: dra`` groups and pools (k8s/dra.py): aws-dranet for EFA, the Neuron
+    chart's DRA driver for Neuron devices."""
+    from k8s import dra
+
+    every = (*plan.node_groups, *plan.pool_groups)
+    out: dict[str, HelmRelease] = {}
+    efa = dra.dra_groups(every, "efa")
+    if efa:
+        out[AWS_DRANET] = HelmRelease(
+            name=contract.AWS_DRANET_RELEASE, chart=dra.AWS_DRANET_CHART, repository=dra.AWS_DRANET_REPOSITORY,
+            version=dra.AWS_DRANET_VERSION, namespace=contract.KUBE_SYSTEM, values=dra.aws_dranet_values(efa, plan.region),
+        )
+    neuron = dra.dra_groups(every, "neuron")
+    if neuron:
+        out[NEURON_DRA] = HelmRelease(
+            name=contract.NEURON_DRA_RELEASE, chart=dra.NEURON_CHART, repository=dra.NEURON_CHART_REPOSITORY,
+            version=dra.NEURON_CHART_VERSION, namespace=contract.KUBE_SYSTEM, values=dra.neuron_dra_values(neuron),
+        )
     return out
 
 
@@ -420,7 +443,8 @@ def plan_rollout(plan: ClusterPlan, charts: Sequence[cdk8s.Chart]) -> Rollout:
 
 
 def _release_construct_id(component: str) -> str:
-    return {KUBEFLOW_TRAINER: "KubeflowTrainer", KARPENTER: "Karpenter"}[component]
+    return {KUBEFLOW_TRAINER: "KubeflowTrainer", KARPENTER: "Karpenter", AWS_DRANET: "AwsDranet",
+            NEURON_DRA: "NeuronDraDriver"}[component]
 
 
 def _release_kinds(rels: Mapping[str, HelmRelease]) -> dict[tuple[str, str], str]:

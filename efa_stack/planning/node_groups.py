@@ -153,6 +153,9 @@ class NodeGroupPlan:
     """eksctl ``nodeRepairConfig.nodeRepairConfigOverrides``: (condition, reason, minutes, action) each."""
     update: NodeUpdatePlan = field(default_factory=NodeUpdatePlan)
     """Nodes a version update replaces at once (eksctl ``updateConfig``); unset: EKS's default, one at a time."""
+    devices: contract.DeviceMechanism = contract.DEVICES_PLUGIN
+    """How pods get the nodes' devices: ``plugin`` (the device plugins) or ``dra`` (the DRA drivers; the nodes carry
+    ``efa-stack.io/devices: dra``, :mod:`efa_stack.planning.dra`)."""
     spec_path: str = ""
     """Where the spec declares the group: ``managedNodeGroups[i]``, ``karpenterNodePools[i]`` (a pool's nodes) or
     ``systemNodeGroup``; problems found later (by the job checks, the address plan) name its fields from here."""

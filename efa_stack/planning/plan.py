@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from efa_stack import contract, names
-from efa_stack.planning import catalog
+from efa_stack.planning import catalog, dra
 from efa_stack.planning.addons import (
     CLOUDWATCH_OBSERVABILITY,
     VPC_CNI,
@@ -347,6 +347,7 @@ def _node_stage(ctx: PlanContext) -> None:
             "CIDRs restrict the public endpoint, which is off", "remove publicAccessCIDRs or set clusterEndpoints.publicAccess: true",
         ))
     ctx.system = plan_system_group(spec.system_node_group, ctx.azs, ctx.problems)
+    ctx.problems.extend(dra.mix_problems(ctx.job_groups))
 
 
 def _addon_stage(ctx: PlanContext) -> None:
@@ -401,6 +402,11 @@ def _kueue_stage(ctx: PlanContext) -> None:
     )
     ctx.problems.extend(found)
     ctx.warnings.extend(warnings)
+    if cfg.enabled:
+        groups = {g.name: g for g in ctx.job_groups}
+        queued = [*(("ncclTest", j.node_group, j.worker.claims) for j in ((ctx.nccl_job,) if ctx.nccl_job else ())),
+                  *((f"trainingJobs[{i}]", j.node_group, j.worker.sizing.claims) for i, j in enumerate(ctx.training_jobs))]
+        ctx.problems.extend(dra.queue_problems(cfg.topology, [(w, groups[n], c) for w, n, c in queued if n in groups]))
 
 
 def _binding_stage(ctx: PlanContext) -> None:
