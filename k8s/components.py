@@ -34,8 +34,8 @@ KUEUE_QUEUES = "kueue-queues"
 KARPENTER_CRD = "karpenter-crd"
 KARPENTER = "karpenter"
 KARPENTER_POOLS = "karpenter-pools"
-AWS_DRANET = "aws-dranet"
-NEURON_DRA = "neuron-dra-driver"
+AWS_DRANET = contract.AWS_DRANET_RELEASE
+NEURON_DRA = contract.NEURON_DRA_RELEASE
 RESOURCE_CLAIMS = "resource-claims"
 
 

@@ -23,7 +23,7 @@ website/content/en/preview/tasks/dra.md, "Running DRA drivers alongside device p
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import cdk8s
@@ -40,7 +40,8 @@ from k8s.scheduling import CRITICAL_ADDONS_ONLY, dra_node_selector
 AWS_DRANET_REPOSITORY = "https://aws.github.io/eks-charts"
 """aws/eks-charts@5239609 stable/aws-dranet/README.md, Installation: ``helm repo add eks
 https://aws.github.io/eks-charts`` then ``helm install aws-dranet eks/aws-dranet --namespace kube-system``."""
-AWS_DRANET_CHART = "aws-dranet"
+AWS_DRANET_CHART = contract.AWS_DRANET_RELEASE
+"""The chart's name, which is also the release's (the chart README installs ``aws-dranet eks/aws-dranet``)."""
 AWS_DRANET_VERSION = "1.0.0"
 AWS_DRANET_IMAGE_REPOSITORY = "eks/dranet"
 """values.yaml ``image.repository`` is ``602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/dranet`` (tag
@@ -174,3 +175,72 @@ def pod_node_selector(claims: WorkerClaims | None) -> dict[str, str]:
     """What a worker adds to its node group's ``nodeSelector``: ``efa-stack.io/devices: dra`` when it claims DRA
     devices (nothing otherwise)."""
     return dra_node_selector() if claims is not None else {}
+
+
+# --- where each driver runs -----------------------------------------------------------------------------------------
+
+AWS_DRANET_CRITICAL_TOLERATION = {"key": CRITICAL_ADDONS_ONLY, "operator": "Exists"}
+"""aws-dranet 1.0.0 templates/daemonset.yaml: the one toleration the DaemonSet always has, before ``tolerations``."""
+AUTO_MODE_LABEL = "eks.amazonaws.com/compute-type"
+
+
+def dranet_placement(values: Mapping[str, Any], instance_types: Iterable[str]) -> dict[str, Any]:
+    """The placement fields of the aws-dranet 1.0.0 DaemonSet's pod as its template renders them with ``values``
+    (templates/daemonset.yaml): ``CriticalAddonsOnly`` then the values' tolerations, the values' ``nodeSelector``, and a
+    required node affinity per ``supportedInstanceLabels`` key: the instance type ``In`` the chart's list (``instance_
+    types``) and ``eks.amazonaws.com/compute-type NotIn [auto]``."""
+    return {
+        "nodeSelector": dict(values.get("nodeSelector") or {}),
+        "tolerations": [AWS_DRANET_CRITICAL_TOLERATION, *(values.get("tolerations") or [])],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [
+                {"key": contract.INSTANCE_TYPE_LABEL, "operator": "In", "values": sorted(instance_types)},
+                {"key": AUTO_MODE_LABEL, "operator": "NotIn", "values": ["auto"]},
+            ]},
+        ]}}},
+    }
+
+
+def neuron_dra_placement(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The Neuron DRA driver DaemonSet's placement fields from its ``draDriver`` values
+    (templates/dra-driver/dra-driver-daemonset.yaml at 97e1b7d: ``tolerations``, ``nodeSelector``; efa-stack leaves
+    ``affinity`` to the chart, whose instance-type list is a superset of the Trainium types efa-stack accepts)."""
+    dra = values.get("draDriver") or {}
+    return {"nodeSelector": dict(dra.get("nodeSelector") or {}), "tolerations": list(dra.get("tolerations") or [])}
+
+
+def _requirement_holds(req: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key, op, values = req["key"], req["operator"], req.get("values") or []
+    if op == "In":
+        return labels.get(key) in values
+    if op == "NotIn":
+        return labels.get(key) not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    raise ValueError(f"node selector operator {op} is not modelled")
+
+
+def _tolerated(taint: Taint, tolerations: Iterable[Mapping[str, Any]]) -> bool:
+    for t in tolerations:
+        if t.get("key") not in (None, taint.key) or t.get("effect") not in (None, "", taint.effect):
+            continue
+        if t.get("operator", "Equal") == "Exists" or t.get("value", "") == taint.value:
+            return True
+    return False
+
+
+def runs_on(placement: Mapping[str, Any], labels: Mapping[str, str], taints: Iterable[Taint]) -> bool:
+    """Whether a pod with ``placement`` (its ``nodeSelector``, required node affinity and ``tolerations``) may run on a
+    node with ``labels`` and ``taints``, by the rules of the scheduler's NodeAffinity and TaintToleration plugins (a
+    DaemonSet pod tolerates the not-ready and unreachable taints, which a healthy node has none of)."""
+    if any(labels.get(k) != v for k, v in (placement.get("nodeSelector") or {}).items()):
+        return False
+    required = (((placement.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = required.get("nodeSelectorTerms") or []
+    if terms and not any(all(_requirement_holds(r, labels) for r in term.get("matchExpressions") or [])
+                         for term in terms):
+        return False
+    return all(_tolerated(t, placement.get("tolerations") or []) for t in taints if t.effect != "PreferNoSchedule")

@@ -249,7 +249,7 @@ def template_name(group: str, claim: str) -> str:
     return f"{group.lower()}-{claim}"
 
 
-def _split(group: str, kind: DeviceKind, total: int) -> list[ClaimTemplatePlan]:
+def kind_claims(group: str, kind: DeviceKind, total: int) -> list[ClaimTemplatePlan]:
     """``total`` devices of ``kind`` in claims of at most :data:`MAX_DEVICES_PER_CLAIM`."""
     out = []
     for i, start in enumerate(range(0, total, MAX_DEVICES_PER_CLAIM)):
@@ -262,7 +262,7 @@ def _split(group: str, kind: DeviceKind, total: int) -> list[ClaimTemplatePlan]:
 def whole_node_claims(group: NodeGroupPlan, *, efa: bool) -> WorkerClaims:
     """Every device of a node of ``group``, one kind per claim (EFA only when the job runs over EFA), no constraint."""
     kinds = [k for k in device_kinds(group) if k != "efa" or efa]
-    return WorkerClaims(tuple(t for k in kinds for t in _split(group.name, k, devices_per_node(group, k))))
+    return WorkerClaims(tuple(t for k in kinds for t in kind_claims(group.name, k, devices_per_node(group, k))))
 
 
 def aligned_claims(group: NodeGroupPlan, gpus: int, roots: PcieRoots) -> WorkerClaims:
