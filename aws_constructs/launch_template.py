@@ -44,7 +44,11 @@ class LaunchTemplateProps:
     capacity: str = contract.ON_DEMAND
     """``on-demand``, ``reservation`` (a targeted capacity reservation) or ``capacity-block``."""
     reservation_id: str | None = None
-    """The ``cr-...`` id; required unless ``capacity`` is on-demand."""
+    """The ``cr-...`` id; required unless ``capacity`` is on-demand or ``reservation_resource_group_arn`` is given."""
+    reservation_resource_group_arn: str | None = None
+    """A resource group of reservations to launch into (``CapacityReservationTarget.CapacityReservationResourceGroupArn``,
+    CloudFormation ``AWS::EC2::LaunchTemplate CapacityReservationTarget``): an UltraServer's Capacity Block holds several
+    reservations; none when None. Not together with ``reservation_id``."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags on the instances and volumes (none by default)."""
     hugepages_2mi_mib: int = 0
@@ -69,6 +73,11 @@ class LaunchTemplateProps:
     cluster_node_config: str | None = None
     """The cluster's details as a ``NodeConfig`` (:func:`aws_constructs.user_data.cluster_node_config`), needed
     with ``image_id``."""
+    module_options: Sequence[tuple[str, str]] = ()
+    """``NVreg_<name>=<value>`` options of the NVIDIA kernel module the user data sets before the kubelet starts
+    (:func:`efa_stack.planning.user_data.module_option_script`; UltraServer nodes); none by default."""
+    local_storage: str | None = None
+    """nodeadm's instance store policy (``RAID0``, ``RAID10``, ``Mount``); None leaves the instance stores alone."""
 
     @property
     def efa_enabled(self) -> bool:
@@ -88,8 +97,13 @@ class EfaLaunchTemplate(Construct):
         volume_type, volume_iops, volume_throughput = props.volume_type, props.volume_iops, props.volume_throughput
         if capacity not in (contract.ON_DEMAND, *contract.RESERVED_CAPACITY):
             raise ValueError(f"capacity must be on-demand, reservation or capacity-block, got {capacity!r}")
-        if capacity != contract.ON_DEMAND and not reservation_id:
-            raise ValueError(f"capacity {capacity!r} needs reservation_id (cr-...)")
+        group_arn = props.reservation_resource_group_arn
+        if capacity != contract.ON_DEMAND and not (reservation_id or group_arn):
+            raise ValueError(f"capacity {capacity!r} needs reservation_id (cr-...) or reservation_resource_group_arn")
+        if reservation_id and group_arn:
+            raise ValueError("give reservation_id or reservation_resource_group_arn, not both")
+        if group_arn and capacity == contract.ON_DEMAND:
+            raise ValueError("reservation_resource_group_arn is for capacity reservation or capacity-block")
         # EC2 requires Iops for io1/io2 (CloudFormation "AWS::EC2::LaunchTemplate Ebs", Iops); a template
         # without it fails at launch, not at deploy. Ranges are checked in planning.limits.validate_volume.
         if volume_type in ("io1", "io2") and volume_iops is None:
@@ -133,6 +147,7 @@ class EfaLaunchTemplate(Construct):
             props.hugepages_2mi_mib, props.lustre_client, props.kubelet_config,
             pre_bootstrap_commands=props.pre_bootstrap_commands, extra_node_config=props.node_config,
             cluster_node_config=props.cluster_node_config, lustre_efa=props.lustre_efa,
+            module_options=props.module_options, local_storage=props.local_storage,
         )
         if props.image_id and not props.cluster_node_config:
             raise ValueError("a custom AMI (image_id) needs cluster_node_config: EKS adds no bootstrap for it")
@@ -161,10 +176,10 @@ class EfaLaunchTemplate(Construct):
             placement=L.PlacementProperty(group_name=placement_group_name) if placement_group_name else None,
             capacity_reservation_specification=L.CapacityReservationSpecificationProperty(
                 capacity_reservation_target=L.CapacityReservationTargetProperty(
-                    capacity_reservation_id=reservation_id
+                    capacity_reservation_id=reservation_id, capacity_reservation_resource_group_arn=group_arn,
                 )
             )
-            if reservation_id
+            if reservation_id or group_arn
             else None,
             instance_market_options=L.InstanceMarketOptionsProperty(market_type=contract.EC2_CAPACITY_BLOCK)
             if capacity == contract.CAPACITY_BLOCK

@@ -39,6 +39,9 @@ class ManagedNodeGroupProps:
     its own name, ``<name>-<n>``, and the group's ``name`` in its tags)."""
     ami_type: str = "AL2023_X86_64_STANDARD"
     """Member name of ``aws_eks_v2.NodegroupAmiType`` (``AL2023_X86_64_NVIDIA`` for GPU nodes)."""
+    release_version: str | None = None
+    """The EKS-optimized AMI release (``1.35.6-20260714``, CloudFormation ``AWS::EKS::Nodegroup ReleaseVersion``); None:
+    the latest release for the cluster's version when the group is created. Not with a custom AMI."""
     min_size: int = 1
     desired_size: int = 1
     max_size: int = 1
@@ -120,6 +123,8 @@ class ManagedNodeGroup(Construct):
                 "placementGroup: false in the spec: the node group opts out of its cluster placement group",
                 pack=contract.NAG_PACK_NAME,
             )
+        if plan.release_version and lt.image_id:
+            raise ValueError("release_version picks an EKS-optimized AMI release; a custom AMI (image_id) has none")
         self.nodegroup = eks.Nodegroup(
             self,
             "NodeGroup",
@@ -144,6 +149,7 @@ class ManagedNodeGroup(Construct):
             enable_node_auto_repair=True if plan.node_repair else None,
             max_unavailable=plan.max_unavailable,
             max_unavailable_percentage=plan.max_unavailable_percentage,
+            release_version=plan.release_version,
         )
         if plan.instance_types:
             # As CloudFormation AWS::EKS::Nodegroup InstanceTypes: aws_eks_v2.Nodegroup's own instance type check

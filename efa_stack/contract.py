@@ -168,7 +168,7 @@ QUARANTINE_TAINT_KEY: Final = LABEL_PREFIX + "quarantine"
 LABEL_ACCEPTANCE: Final = LABEL_PREFIX + "acceptance"
 # The checks, in the order they run; names in the verdict, the --json document and the taint reasons.
 AcceptanceCheck = Literal[
-    "gpu-count", "dcgm", "software", "efa-devices", "efa-pingpong", "lustre-efa", "nccl-single", "nccl-pair",
+    "gpu-count", "dcgm", "software", "nvreg", "efa-devices", "efa-pingpong", "lustre-efa", "nccl-single", "nccl-pair",
 ]
 ACCEPTANCE_CHECKS: Final = get_args(AcceptanceCheck)
 
@@ -212,6 +212,34 @@ KARPENTER_DO_NOT_DISRUPT: Final = "karpenter.sh/do-not-disrupt"
 KARPENTER_NODEPOOL_LABEL: Final = "karpenter.sh/nodepool"
 KARPENTER_CAPACITY_TYPE_LABEL: Final = "karpenter.sh/capacity-type"
 KARPENTER_DISCOVERY_TAG: Final = "karpenter.sh/discovery"
+
+# --- UltraServers: ComputeDomains (efa_stack/planning/ultraserver.py, k8s/compute_domains.py) ----------------------
+# The NVIDIA DRA driver, kubernetes-sigs/dra-driver-nvidia-gpu tag v0.4.1 (commit 764900e7833798a1528bd52a2af3e1b2d5f7a616):
+# the ComputeDomain API (api/nvidia.com/resource/v1beta1/computedomain.go; the chart's
+# crds/resource.nvidia.com_computedomains.yaml serves v1beta1 only), the chart (deployments/helm/dra-driver-nvidia-gpu,
+# published as oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu: docs/install.md) and the
+# controller's Deployment (templates/controller.yaml: ``<chart name>-controller``).
+COMPUTE_DOMAIN_GROUP: Final = "resource.nvidia.com"
+COMPUTE_DOMAIN_VERSION: Final = "v1beta1"
+COMPUTE_DOMAIN_API_VERSION: Final = f"{COMPUTE_DOMAIN_GROUP}/{COMPUTE_DOMAIN_VERSION}"
+COMPUTE_DOMAIN_KIND: Final = "ComputeDomain"
+COMPUTE_DOMAIN_CRD_NAME: Final = f"computedomains.{COMPUTE_DOMAIN_GROUP}"
+COMPUTE_DOMAIN_CLIQUE_CRD_NAME: Final = f"computedomaincliques.{COMPUTE_DOMAIN_GROUP}"
+NVIDIA_DRA_RELEASE: Final = "dra-driver-nvidia-gpu"
+NVIDIA_DRA_NAMESPACE: Final = "dra-driver-nvidia-gpu"
+NVIDIA_DRA_CONTROLLER: Final = f"{NVIDIA_DRA_RELEASE}-controller"
+COMPUTE_DOMAIN_CLAIM: Final = "compute-domain-channel"
+"""The name of the workers' pod claim on their ComputeDomain's channel (a DNS label, the EKS GB200 page's name)."""
+# GPU feature discovery (NVIDIA/k8s-device-plugin@v0.19.3 internal/lm/imex.go): the NVLink domain label,
+# ``<cluster UUID>.<clique id>``; NFD (kubernetes-sigs/node-feature-discovery@v0.18.3) turns GFD's labels into node labels.
+GPU_CLIQUE_LABEL: Final = "nvidia.com/gpu.clique"
+GPU_FEATURE_DISCOVERY_NAME: Final = "gpu-feature-discovery"
+NFD_RELEASE: Final = "node-feature-discovery"
+NFD_NAMESPACE: Final = "node-feature-discovery"
+NFD_MASTER: Final = f"{NFD_RELEASE}-master"
+"""NFD's master Deployment: ``<fullname>-master``, the fullname being the release name when it contains the chart name
+(kubernetes-sigs/node-feature-discovery@v0.18.3 deployment/helm/node-feature-discovery/templates/_helpers.tpl,
+templates/master.yaml)."""
 
 # --- The DRA device layer (``devices: dra``; efa_stack/planning/dra.py, k8s/dra.py, docs/design/dra.md) -----------
 LABEL_DEVICES: Final = LABEL_PREFIX + "devices"

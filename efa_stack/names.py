@@ -202,6 +202,20 @@ def mpi_launcher_job_name(job: str) -> str:
     return f"{job}{MPI_LAUNCHER_SUFFIX}"
 
 
+COMPUTE_DOMAIN_CHANNEL_SUFFIX = "-channel"
+
+
+def compute_domain_channel_name(job: str) -> str:
+    """The ``ResourceClaimTemplate`` the NVIDIA DRA driver creates for the ComputeDomain of ``job`` (its
+    ``spec.channel.resourceClaimTemplate.name``): ``<job>-channel``, a DNS-1123 subdomain as every object name (job
+    names are DNS labels of at most 63 characters, so the suffix always fits the subdomain's 253)."""
+    name = f"{job}{COMPUTE_DOMAIN_CHANNEL_SUFFIX}"
+    problem = DNS1123_SUBDOMAIN.violation(name)
+    if problem is not None:
+        raise ValueError(f"ComputeDomain channel template {name!r}: {problem}")
+    return name
+
+
 ACCEPTANCE_JOB_PREFIX = "accept-"
 
 

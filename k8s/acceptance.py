@@ -36,6 +36,11 @@ CHECK_CONTAINER = "check"
 DCGM_CONTAINER = "dcgm"
 LUSTRE_CONTAINER = "lustre"
 LUSTRE_VOLUME = "fsx"
+NVIDIA_PROC_VOLUME = "proc-nvidia"
+NVIDIA_PROC_DIR = "/proc/driver/nvidia"
+"""The NVIDIA driver's procfs directory on the host; its ``params`` file lists the module's parameters (NVIDIA/aicr's
+GB200 NVreg preflight reads the same file: validators/performance/nccl_preflight_nvreg.go)."""
+NVIDIA_PROC_MOUNT = "/host-proc-nvidia"
 DCGM_MEMORY_MIB = 2048
 PAIR_MAX_BYTES = "4G"
 PAIR_BACKOFF_LIMIT = 0
@@ -134,7 +139,10 @@ def pair_job(job: NcclJobPlan, group: NodeGroupPlan, name: str, nodes: tuple[str
     ``PAIR_MAX_BYTES`` as the largest message, the acceptance label, and tolerations of the group's taints
     plus the quarantine taint.
     """
-    pair = dataclasses.replace(job, name=name, namespace=namespace, workers=2, suspend=False, max_bytes=PAIR_MAX_BYTES)
+    # No ComputeDomain: without IMEX channels NCCL cannot use multi-node NVLink, so a pair on an UltraServer measures
+    # EFA between the two nodes (the fabric acceptance judges), and it claims no other job's channel.
+    pair = dataclasses.replace(job, name=name, namespace=namespace, workers=2, suspend=False, max_bytes=PAIR_MAX_BYTES,
+                               compute_domain=None)
     props = NcclTestsJobProps(job=pair, taints=acceptance_taints(group), backoff_limit=PAIR_BACKOFF_LIMIT,
                               labels=labels_of(group), pin_nodes=tuple(nodes))
     chart = scratch_chart()
@@ -220,6 +228,15 @@ class AcceptanceCheckPod(Construct):
             name=LUSTRE_VOLUME,
             persistent_volume_claim=k8s_l1.PersistentVolumeClaimVolumeSource(claim_name=lustre.claim_name),
         )] if lustre is not None else []
+        # UltraServer nodes: the host's NVIDIA procfs directory, read-only, for the module options check (check.sh
+        # node, NVREG_PARAMS); the container's own /proc/driver/nvidia is what the container runtime mounts
+        nvreg = group.ultraserver is not None
+        nvreg_mounts = [k8s_l1.VolumeMount(name=NVIDIA_PROC_VOLUME, mount_path=NVIDIA_PROC_MOUNT, read_only=True)] \
+            if nvreg else []
+        if nvreg:
+            env.append(k8s_l1.EnvVar(name="NVREG_PARAMS", value=f"{NVIDIA_PROC_MOUNT}/params"))
+            extra_volumes.append(k8s_l1.Volume(name=NVIDIA_PROC_VOLUME, host_path=k8s_l1.HostPathVolumeSource(
+                path=NVIDIA_PROC_DIR, type="Directory")))
         self.pod = k8s_l1.KubePod(
             self,
             "Pod",
@@ -250,7 +267,7 @@ class AcceptanceCheckPod(Construct):
                                  str(efa_expected), DCGM_RESULT, *([LUSTRE_RESULT] if lustre is not None else [])],
                         env=env,
                         resources=k8s_l1.ResourceRequirements(requests=limits, limits=dict(limits)),
-                        volume_mounts=[results, k8s_l1.VolumeMount(name="dshm", mount_path="/dev/shm")],
+                        volume_mounts=[results, k8s_l1.VolumeMount(name="dshm", mount_path="/dev/shm"), *nvreg_mounts],
                     )
                 ],
                 volumes=[

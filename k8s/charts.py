@@ -20,7 +20,9 @@ from efa_stack.planning.plan import ClusterPlan
 from efa_stack.planning.training import TrainingJobPlan
 from k8s.components import (
     CHART_ORDER,
+    COMPUTE_DOMAINS,
     EFA_DEVICE_PLUGIN,
+    GPU_FEATURE_DISCOVERY,
     KARPENTER_CRD,
     KARPENTER_POOLS,
     KUEUE,
@@ -38,6 +40,7 @@ from k8s.components import (
     TRAINING_OPERATOR_CRD,
     TRAINING_RUNTIMES,
 )
+from k8s.compute_domains import ComputeDomain, GpuFeatureDiscovery, GpuFeatureDiscoveryProps, ultraserver_groups
 from k8s.dra import ResourceClaimTemplates
 from k8s.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginProps
 from k8s.karpenter import KarpenterCrds, KarpenterPools
@@ -53,6 +56,7 @@ HOST_ACCESS_WORKLOADS: tuple[str, ...] = (
     contract.EFA_DEVICE_PLUGIN_NAME,
     contract.NVIDIA_DEVICE_PLUGIN_NAME,
     contract.NEURON_DEVICE_PLUGIN_NAME,
+    contract.GPU_FEATURE_DISCOVERY_NAME,
 )
 """The only workloads allowed host access (hostPath, hostNetwork, privileged); each says why in
 its ``efa-stack.io/host-access-reason`` annotation (checked by policies.rules K8S2)."""
@@ -91,6 +95,11 @@ def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
     if neuron_groups:
         chart = charts[NEURON_DEVICE_PLUGIN] = _chart(app, NEURON_DEVICE_PLUGIN)
         NeuronDevicePlugin(chart, "NeuronDevicePlugin", NeuronDevicePluginProps(tolerate=taints_of(neuron_groups)))
+    ultra = ultraserver_groups(groups)
+    if ultra:
+        chart = charts[GPU_FEATURE_DISCOVERY] = _chart(app, GPU_FEATURE_DISCOVERY)
+        GpuFeatureDiscovery(chart, "GpuFeatureDiscovery", GpuFeatureDiscoveryProps(
+            groups=tuple(ultra), tolerate=taints_of(ultra)))
 
     crd_chart = charts[MPI_OPERATOR_CRD] = _chart(app, MPI_OPERATOR_CRD)
     MpiJobCrd(crd_chart, "MpiJobCrd")
@@ -107,6 +116,7 @@ def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
 
     _kueue_charts(plan, app, charts)
     _karpenter_charts(plan, app, charts)
+    _compute_domain_chart(plan, app, charts)
     templates = claim_templates(plan)
     if templates:
         ResourceClaimTemplates(_chart_of(app, charts, RESOURCE_CLAIMS), "ResourceClaimTemplates", templates)
@@ -122,12 +132,26 @@ def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
             storage_claim=storage.claim_name if storage else None,
             storage_mount_path=storage.mount_path if storage else contract.FSX_MOUNT_PATH,
         ))
-        for needed in (MPI_OPERATOR, NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE_QUEUES, RESOURCE_CLAIMS):
+        for needed in (MPI_OPERATOR, NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE_QUEUES, COMPUTE_DOMAINS,
+                       RESOURCE_CLAIMS):
             if needed in charts and not (needed == EFA_DEVICE_PLUGIN and job.worker.fabric != "efa"):
                 chart.add_dependency(charts[needed])
 
     _training_charts(plan, app, charts)
     return [charts[c] for c in sorted(charts, key=CHART_ORDER.__getitem__)]
+
+
+def _compute_domain_chart(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.Chart]) -> None:
+    """``compute-domains`` (39): the ComputeDomain of every job on an UltraServer node group, one per job
+    (k8s/compute_domains.py). The NVIDIA DRA driver's release brings their CRD, and its controller's availability comes
+    before them (k8s/components.py); the job charts follow."""
+    domains = [d for d in (*(j.compute_domain for j in plan.nccl_jobs),
+                           *(j.worker.compute_domain for j in plan.training_jobs)) if d is not None]
+    if not domains:
+        return
+    chart = charts[COMPUTE_DOMAINS] = _chart(app, COMPUTE_DOMAINS)
+    for d in domains:
+        ComputeDomain(chart, f"{d.namespace}-{d.name}", d)
 
 
 def _chart_of(app: Construct, charts: dict[str, cdk8s.Chart], chart_id: str) -> cdk8s.Chart:
@@ -186,7 +210,8 @@ def _training_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.
     jobs = plan.training_jobs
     if not jobs:
         return
-    needed = [c for c in (NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE_QUEUES, RESOURCE_CLAIMS) if c in charts]
+    needed = [c for c in (NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE_QUEUES, COMPUTE_DOMAINS, RESOURCE_CLAIMS)
+              if c in charts]
     runtimes = runtimes_of(jobs)
     if runtimes:
         chart = charts[TRAINING_RUNTIMES] = _chart(app, TRAINING_RUNTIMES)
@@ -196,9 +221,10 @@ def _training_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.
                 name=name, worker=worker, image=image, queue=first.queue, do_not_disrupt=first.do_not_disrupt,
             ))
         # A runtime is not a queued object (Kueue admits the jobs, not their templates): it follows the device
-        # plugins, not the queues; nor the claim templates (it only names them; the jobs follow them).
+        # plugins, not the queues; nor the ComputeDomains or the claim templates (it only names their claim templates;
+        # the jobs follow them).
         for c in needed:
-            if c not in (KUEUE_QUEUES, RESOURCE_CLAIMS):
+            if c not in (KUEUE_QUEUES, COMPUTE_DOMAINS, RESOURCE_CLAIMS):
                 chart.add_dependency(charts[c])
     chart = charts[TRAINING_JOBS] = _chart(app, TRAINING_JOBS)
     for job in jobs:

@@ -19,6 +19,10 @@ from k8s.karpenter import POOL_KIND_CRDS
 EFA_DEVICE_PLUGIN = "efa-device-plugin"
 NVIDIA_DEVICE_PLUGIN = "nvidia-device-plugin"
 NEURON_DEVICE_PLUGIN = "neuron-device-plugin"
+GPU_FEATURE_DISCOVERY = contract.GPU_FEATURE_DISCOVERY_NAME
+NODE_FEATURE_DISCOVERY = contract.NFD_RELEASE
+NVIDIA_DRA_DRIVER = "nvidia-dra-driver"
+COMPUTE_DOMAINS = "compute-domains"
 MPI_OPERATOR_CRD = "mpi-operator-crd"
 MPI_OPERATOR = "mpi-operator"
 NCCL_TESTS = "nccl-tests"
@@ -86,6 +90,12 @@ COMPONENTS: tuple[Component, ...] = (
     Component(EFA_DEVICE_PLUGIN, 10),
     Component(NVIDIA_DEVICE_PLUGIN, 11),
     Component(NEURON_DEVICE_PLUGIN, 12),
+    # UltraServer node groups (k8s/compute_domains.py): GFD labels the NVLink domain, NFD's release turns its features
+    # into node labels.
+    Component(GPU_FEATURE_DISCOVERY, 13),
+    Component(NODE_FEATURE_DISCOVERY, 14, helm=True, controller=ControllerWait(
+        "NodeFeatureDiscoveryAvailable", contract.NFD_MASTER, contract.NFD_NAMESPACE,
+    )),
     # The DRA drivers of ``devices: dra`` node groups (k8s/dra.py): node agents like the device plugins, as Helm
     # releases of their upstream charts; each chart creates its DeviceClass. No controller to wait for.
     Component(AWS_DRANET, 15, helm=True),
@@ -146,10 +156,19 @@ COMPONENTS: tuple[Component, ...] = (
         "KueueAvailable", contract.KUEUE_CONTROLLER, contract.KUEUE_NAMESPACE,
         crds=(f"workloads.{contract.KUEUE_GROUP}",), serves=(KUEUE_QUEUES,),
     )),
+    # The NVIDIA DRA driver for ComputeDomains (CRDs in the chart's crds/, which Helm installs and never deletes). Its
+    # controller clears the finalizer it puts on every ComputeDomain (kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1
+    # cmd/compute-domain-controller/computedomain.go ``RemoveFinalizer``) and creates each one's channel
+    # ResourceClaimTemplate, so the ComputeDomains follow its availability and are deleted while it still runs.
+    Component(NVIDIA_DRA_DRIVER, 35, helm=True, controller=ControllerWait(
+        "NvidiaDraAvailable", contract.NVIDIA_DRA_CONTROLLER, contract.NVIDIA_DRA_NAMESPACE,
+        crds=(contract.COMPUTE_DOMAIN_CRD_NAME,), serves=(COMPUTE_DOMAINS,),
+    )),
     Component(KARPENTER_POOLS, 36, after=(KARPENTER,)),
     # The jobs' ResourceClaimTemplates, after the drivers whose DeviceClasses they name.
-    Component(RESOURCE_CLAIMS, 37, after=(AWS_DRANET, NEURON_DRA)),
+    Component(RESOURCE_CLAIMS, 37, after=(AWS_DRANET, NEURON_DRA, NVIDIA_DRA_DRIVER)),
     Component(KUEUE_QUEUES, 38),
+    Component(COMPUTE_DOMAINS, 39),
     Component(NCCL_TESTS, 40),
     Component(TRAINING_RUNTIMES, 45),
     Component(TRAINING_JOBS, 50),

@@ -20,7 +20,15 @@ import yaml
 from efa_stack import contract
 from efa_stack.planning.plan import ClusterPlan
 from k8s.charts import build_charts
-from k8s.components import AWS_DRANET, KARPENTER, KUBEFLOW_TRAINER, NEURON_DRA, chart_file_name
+from k8s.components import (
+    AWS_DRANET,
+    KARPENTER,
+    KUBEFLOW_TRAINER,
+    NEURON_DRA,
+    NODE_FEATURE_DISCOVERY,
+    NVIDIA_DRA_DRIVER,
+    chart_file_name,
+)
 from k8s.rollout import (
     ApplyChart,
     HelmRelease,
@@ -207,8 +215,9 @@ def helm_files(rollout: Rollout) -> dict[str, str]:
     return out
 
 
-_RELEASE_TITLES = {KUBEFLOW_TRAINER: "Kubeflow Trainer v2", KARPENTER: "Karpenter", AWS_DRANET: "the EFA DRA driver",
-                   NEURON_DRA: "the Neuron DRA driver"}
+_RELEASE_TITLES = {KUBEFLOW_TRAINER: "Kubeflow Trainer v2", KARPENTER: "Karpenter",
+                   NODE_FEATURE_DISCOVERY: "Node Feature Discovery", NVIDIA_DRA_DRIVER: "NVIDIA DRA driver",
+                   AWS_DRANET: "the EFA DRA driver", NEURON_DRA: "the Neuron DRA driver"}
 
 
 def first_step(rollout: Rollout) -> list[str]:
@@ -286,7 +295,8 @@ def _script(plan: ClusterPlan, rollout: Rollout, commands: list[str]) -> str:
         charts = [_HELM_NAMES[c] for c in releases]
         oci = all(s.release is not None and s.release.repository.startswith("oci://")
                   for s in rollout.of_type(InstallRelease))
-        what = " and ".join(charts) + ("" if not oci else " (an oci:// chart)" if len(charts) == 1 else " (oci:// charts)")
+        what = (", ".join(charts[:-1]) + " and " if len(charts) > 1 else "") + charts[-1] + (
+            "" if not oci else " (an oci:// chart)" if len(charts) == 1 else " (oci:// charts)")
         lines.append(
             'command -v helm >/dev/null 2>&1 || { echo "efa-stack: helm 3.8 or later is needed to install '
             f'{what}; nothing was applied" >&2; exit 1; }}'
@@ -301,8 +311,9 @@ def _script(plan: ClusterPlan, rollout: Rollout, commands: list[str]) -> str:
     return "\n".join(lines + commands) + "\n"
 
 
-_HELM_NAMES = {KUBEFLOW_TRAINER: "Kubeflow Trainer", KARPENTER: "Karpenter", AWS_DRANET: "the EFA DRA driver",
-               NEURON_DRA: "the Neuron DRA driver"}
+_HELM_NAMES = {KUBEFLOW_TRAINER: "Kubeflow Trainer", KARPENTER: "Karpenter",
+               NODE_FEATURE_DISCOVERY: "Node Feature Discovery", NVIDIA_DRA_DRIVER: "the NVIDIA DRA driver",
+               AWS_DRANET: "the EFA DRA driver", NEURON_DRA: "the Neuron DRA driver"}
 
 
 def dist_files(plan: ClusterPlan, charts: Sequence[cdk8s.Chart] | None = None,

@@ -34,7 +34,7 @@ from efa_stack import contract
 from efa_stack.planning.dra import ClaimTemplatePlan, DeviceKind, WorkerClaims
 from efa_stack.planning.node_groups import NodeGroupPlan, Taint, taints_of
 from k8s.images import eks_registry
-from k8s.scheduling import CRITICAL_ADDONS_ONLY, dra_node_selector
+from k8s.scheduling import CRITICAL_ADDONS_ONLY, ON_DRA_NODES, LabelRequirement, dra_node_selector
 
 # --- the releases -------------------------------------------------------------------------------------------------
 AWS_DRANET_REPOSITORY = "https://aws.github.io/eks-charts"
@@ -94,6 +94,38 @@ def neuron_dra_values(groups: Sequence[NodeGroupPlan]) -> dict[str, Any]:
             "tolerations": [{"key": CRITICAL_ADDONS_ONLY, "operator": "Exists"}, *_tolerations(taints_of(groups))],
         },
     }
+
+
+def nvidia_gpu_values(groups: Sequence[NodeGroupPlan]) -> dict[str, Any]:
+    """The NVIDIA DRA driver's values (chart ``dra-driver-nvidia-gpu`` 0.4.1, values.yaml) for the NVIDIA ``devices: dra``
+    ``groups``: GPUs on, ComputeDomains off (no UltraServer group beside them: efa_stack/planning/dra.py
+    ``mix_problems``), ``gpuResourcesEnabledOverride: true`` (the chart refuses GPU allocation without it:
+    templates/validation.yaml, "this DRA driver cannot be deployed alongside the standard GPU device plugin on the same
+    node", a promise efa-stack keeps with ``NOT_ON_DRA_NODES``), the kubelet plugin's required node affinity on the DRA
+    nodes with NVIDIA GPUs instead of the chart's NFD or GPU Operator labels (a list in values replaces the chart's),
+    tolerating the groups' taints; the webhook off, as the chart's default."""
+    return {
+        "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}},
+        "gpuResourcesEnabledOverride": True,
+        "kubeletPlugin": {
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [
+                    {"key": r.key, "operator": r.operator, "values": list(r.values)}
+                    for r in (ON_DRA_NODES, LabelRequirement(contract.LABEL_ACCELERATOR, "In", ("nvidia",)))
+                ]},
+            ]}}},
+            "tolerations": _tolerations(taints_of(groups)),
+        },
+        "webhook": {"enabled": False},
+    }
+
+
+def nvidia_gpu_placement(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The NVIDIA DRA driver's kubelet plugin DaemonSet's placement fields from its values (templates/kubeletplugin.yaml:
+    ``kubeletPlugin.nodeSelector``, ``.affinity``, ``.tolerations``, each rendered as given)."""
+    plugin = values.get("kubeletPlugin") or {}
+    return {"nodeSelector": dict(plugin.get("nodeSelector") or {}), "affinity": plugin.get("affinity") or {},
+            "tolerations": list(plugin.get("tolerations") or [])}
 
 
 # --- the DeviceClasses the charts create ----------------------------------------------------------------------------

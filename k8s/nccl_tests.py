@@ -15,8 +15,9 @@ from constructs import Construct
 
 from efa_stack import contract
 from efa_stack.planning.nccl import WORKER_WAIT_SECONDS, NcclJobPlan
-from efa_stack.planning.node_groups import Taint
+from efa_stack.planning.node_groups import ComputeDomainPlan, Taint
 from efa_stack.planning.scheduling import QueueBinding
+from k8s.compute_domains import channel_claim, clique_affinity, worker_claims
 from k8s.dra import container_claims, pod_claims, pod_node_selector
 from k8s.efa_guard import fail_closed_env, guard_init_container
 from k8s.mpijob import LauncherCreationPolicy, MpiJob, MpiJobProps, MpiJobSpec, ReplicaSpec, RunPolicy
@@ -158,13 +159,23 @@ def fabric_env(props: NcclTestsJobProps) -> list[tuple[str, str]]:
         ("LD_LIBRARY_PATH", layout.ld_library_path(job.worker.lib_arch)),
         ("NCCL_DEBUG", "INFO"),
     ]
-    return env + nccl_fabric_env(
+    return env + mnnvl_env(job) + nccl_fabric_env(
         job.worker.fabric,
         gpudirect_rdma=job.worker.gpudirect_rdma,
         tuner_plugin=layout.tuner_plugin_path(job.worker.lib_arch),
         infiniband=props.infiniband,
         efa_guard=job.efa_guard,
     )
+
+
+def mnnvl_env(job: NcclJobPlan) -> list[tuple[str, str]]:
+    """Multi-node NVLink for a job kept in one NVLink domain through its ComputeDomain: ``NCCL_MNNVL_ENABLE=1`` and
+    ``NCCL_NVLS_ENABLE=1`` (NCCL's environment variables; NVIDIA/aicr runs its GB200/GB300 NVLS check with both), so
+    the all_reduce measures MNNVL and NVLS rather than a fallback; none for other jobs (EFA across domains)."""
+    domain = job.compute_domain
+    if domain is None or not domain.within_domain:
+        return []
+    return [("NCCL_MNNVL_ENABLE", "1"), ("NCCL_NVLS_ENABLE", "1")]
 
 
 def nccl_fabric_env(
@@ -358,12 +369,16 @@ def pin_to_nodes(nodes: tuple[str, ...]) -> k8s_l1.NodeAffinity:
     )
 
 
-def worker_affinity(worker_labels: dict[str, str], pin_nodes: tuple[str, ...]) -> k8s_l1.Affinity:
-    """One worker per node (pod anti-affinity) and, with ``pin_nodes``, only on those nodes."""
+def worker_affinity(worker_labels: dict[str, str], pin_nodes: tuple[str, ...],
+                    domain: ComputeDomainPlan | None = None) -> k8s_l1.Affinity:
+    """One worker per node (pod anti-affinity), with ``pin_nodes`` only on those nodes, and with a ComputeDomain that
+    fits one NVLink domain all in one ``nvidia.com/gpu.clique`` (:func:`k8s.compute_domains.clique_affinity`)."""
     spread = one_pod_per_node(worker_labels)
-    if not pin_nodes:
+    together = clique_affinity(domain, worker_labels)
+    if not pin_nodes and together is None:
         return spread
-    return k8s_l1.Affinity(node_affinity=pin_to_nodes(pin_nodes), pod_anti_affinity=spread.pod_anti_affinity)
+    return k8s_l1.Affinity(node_affinity=pin_to_nodes(pin_nodes) if pin_nodes else None,
+                           pod_anti_affinity=spread.pod_anti_affinity, pod_affinity=together)
 
 
 class NcclTestsJob(Construct):
@@ -406,9 +421,9 @@ class NcclTestsJob(Construct):
             ),
             spec=k8s_l1.PodSpec(
                 node_selector={contract.LABEL_NODE_GROUP: job.node_group, **pod_node_selector(job.worker.claims)},
-                resource_claims=pod_claims(job.worker.claims) or None,
                 tolerations=tolerations(job.worker.taints if props.taints is None else props.taints) or None,
-                affinity=worker_affinity(worker_labels, props.pin_nodes),
+                affinity=worker_affinity(worker_labels, props.pin_nodes, job.compute_domain),
+                resource_claims=[*pod_claims(job.worker.claims), *worker_claims(job.compute_domain)] or None,
                 init_containers=worker_init_containers(props) or None,
                 containers=[
                     # No command: the operator starts sshd (/usr/sbin/sshd -De) for mpirun to reach.
@@ -418,7 +433,8 @@ class NcclTestsJob(Construct):
                         image_pull_policy="IfNotPresent",
                         env=env,
                         resources=k8s_l1.ResourceRequirements(
-                            limits=resources, requests=resources, claims=container_claims(job.worker.claims) or None,
+                            limits=resources, requests=resources,
+                            claims=[*container_claims(job.worker.claims), *channel_claim(job.compute_domain)] or None,
                         ),
                         security_context=security,
                         volume_mounts=[k8s_l1.VolumeMount(name="dshm", mount_path="/dev/shm")]

@@ -26,6 +26,7 @@ from efa_stack.planning.training import (
     VolumePlan,
     WorkerPlan,
 )
+from k8s.compute_domains import channel_claim, clique_affinity, worker_claims
 from k8s.dra import container_claims, pod_claims, pod_node_selector
 from k8s.efa_guard import guard_init_container
 from k8s.mpijob import pod_template_json
@@ -153,7 +154,13 @@ def worker_pod_template(
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
 ) -> k8s_l1.PodTemplateSpec:
-    """The worker pod: on the node group, tolerating its taints, every device of the node, /dev/shm, volumes."""
+    """The worker pod: on the node group, tolerating its taints, every device of the node, /dev/shm, volumes; on an
+    UltraServer node group also its job's ComputeDomain channel claim, and the job's workers kept in one NVLink domain
+    when they fit one (labelled with the job's name for that: k8s/compute_domains.py)."""
+    domain = worker.compute_domain
+    if domain is not None:
+        labels = {**(labels or {}), contract.LABEL_TRAINING_JOB: domain.name}
+    together = clique_affinity(domain, {contract.LABEL_TRAINING_JOB: domain.name}) if domain is not None else None
     init, env = worker_init_and_env(worker, image)
     env = env + list(extra_env or [])
     res = worker_resources(worker)
@@ -172,8 +179,9 @@ def worker_pod_template(
         spec=k8s_l1.PodSpec(
             restart_policy="Never",
             node_selector={contract.LABEL_NODE_GROUP: worker.sizing.node_group, **pod_node_selector(worker.sizing.claims)},
-            resource_claims=pod_claims(worker.sizing.claims) or None,
             tolerations=tolerations(taints) or None,
+            affinity=k8s_l1.Affinity(pod_affinity=together) if together is not None else None,
+            resource_claims=[*pod_claims(worker.sizing.claims), *worker_claims(domain)] or None,
             init_containers=init or None,
             containers=[k8s_l1.Container(
                 name=container_name,
@@ -183,7 +191,8 @@ def worker_pod_template(
                 args=args or None,
                 env=[k8s_l1.EnvVar(name=k, value=v) for k, v in env] or None,
                 resources=k8s_l1.ResourceRequirements(
-                    limits=res, requests=res, claims=container_claims(worker.sizing.claims) or None,
+                    limits=res, requests=res,
+                    claims=[*container_claims(worker.sizing.claims), *channel_claim(domain)] or None,
                 ),
                 security_context=security,
                 volume_mounts=mounts,

@@ -6,7 +6,8 @@ tools/kube-apiserver/build.sh builds both from the Go modules pinned in tools/ku
 skipped. For every shipped spec the test writes ``dist/<cluster>/`` and runs the steps of its
 ``apply.sh`` against the server: every object is server-side applied for real (``kubectl apply
 --server-side`` does the same PATCH), the CRDs of the Kubeflow Trainer release are those of the rehearsal's
-stand-in for it (upstream's at the chart's versions, efa_stack/rehearsal/releases.py), the waits poll each CRD until
+stand-in for it (upstream's at the chart's versions, efa_stack/rehearsal/releases.py), those of a release with no
+stand-in (the NVIDIA DRA driver's ComputeDomain) come from tests/fixtures/upstream/, the waits poll each CRD until
 it is Established. Then the pods the controllers would create from each
 pod template (DaemonSet, Deployment, MPIJob launcher and worker, TrainJob on its ClusterTrainingRuntime,
 PyTorchJob) are created with ``dryRun=All``: the server validates and admits them in full but stores
@@ -46,6 +47,7 @@ from tests.support import CLUSTERS, LOADER, ROOT
 pytestmark = pytest.mark.xdist_group("apiserver")
 
 BUILD_SCRIPT = ROOT / "tools" / "kube-apiserver" / "build.sh"
+UPSTREAM = Path(__file__).resolve().parent / "fixtures" / "upstream"
 
 BUILD_TIMEOUT = 3600
 """Seconds for build.sh: the first build compiles kube-apiserver from source (minutes; see docs/development.md)."""
@@ -124,11 +126,20 @@ def _release_crds_json(release: str, namespace: str) -> str:
     return json.dumps([o for o in objects if o["kind"] == "CustomResourceDefinition"])
 
 
-def _release_crds(release: str, namespace: str) -> list[dict[str, Any]]:
+def _release_crds(release: str, namespace: str, vendored: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """The CRDs Helm release ``release`` installs: those of the rehearsal's stand-in for it
     (efa_stack/rehearsal/releases.py: upstream's at the chart's versions, the Trainer's three and JobSet's), a
-    fresh copy per call."""
+    fresh copy per call; a release with no stand-in installs the CRDs of ``vendored`` (its ``HelmRelease.crds``)
+    kept in tests/fixtures/upstream/ (``<group>_<plural>.yaml``: the NVIDIA DRA driver's ComputeDomain at the
+    pinned chart version; a CRD kept nowhere there is left out)."""
     crds: list[dict[str, Any]] = json.loads(_release_crds_json(release, namespace))
+    if crds:
+        return crds
+    for name in vendored:
+        plural, group = name.split(".", 1)
+        path = UPSTREAM / f"{group}_{plural}.yaml"
+        if path.is_file():
+            crds += [o for o in _documents(path.read_text()) if o]
     return crds
 
 
@@ -193,8 +204,11 @@ def apply_steps(script: str) -> list[list[str]]:
 def run_apply_script(api: Api, dist: Path, plan: Any) -> Run:
     """The steps of ``dist/apply.sh`` of ``plan`` against ``api``: kubectl apply (server-side, for real), helm
     (its namespace and CRDs), the waits for Established; ``kubectl rollout status`` needs a controller."""
+    from k8s.rollout import releases
+
     run = Run(api)
     steps = apply_steps((dist / "apply.sh").read_text())
+    vendored = {r.name: () if r.skip_crds else r.crds for r in releases(plan).values()}
     for words in steps:
         line = shlex.join(words)
         if words[0] in {"set", "cd", "command"}:
@@ -204,7 +218,7 @@ def run_apply_script(api: Api, dist: Path, plan: Any) -> Run:
             assert words[1:3] == ["upgrade", "--install"] and "--create-namespace" in words, line
             namespace = words[words.index("--namespace") + 1]
             run.apply(f"helm {words[3]}", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-            for crd in _release_crds(words[3], namespace):
+            for crd in _release_crds(words[3], namespace, vendored.get(words[3], ())):
                 run.apply(f"helm {words[3]} (upstream's CRDs)", crd)
         elif words[:2] == ["kubectl", "apply"] or action == "apply":
             target = words[1] if action == "apply" else words[words.index("-f") + 1]

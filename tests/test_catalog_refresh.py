@@ -34,8 +34,8 @@ def test_refresh_reproduces_the_checked_in_catalog(refreshed):
     summary, catalog, _ = refreshed
     checked_in = json.loads(CATALOG_FILE.read_text())
     assert catalog["instance_types"] == checked_in["instance_types"], "run `make catalog`"
-    # 303 EFA-capable types in moto's recording, plus dl1.24xlarge from the supplement
-    assert summary.efa_capable == checked_in["efa_capable"] == 304
+    # 303 EFA-capable types in moto's recording, plus dl1.24xlarge and p6e-gb200.36xlarge from the supplement
+    assert summary.efa_capable == checked_in["efa_capable"] == 305
 
 
 def test_refresh_writes_region_zones(refreshed):

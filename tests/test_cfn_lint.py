@@ -40,12 +40,26 @@ def _lint_text(text: str, region: str) -> tuple:
     return tuple(_runner(region).validate_template(decoded))
 
 
+UNKNOWN_TO_CFN_LINT = ("p6e-gb200.36xlarge",)
+"""Instance types the pinned cfn-lint's schemas lack: its AWS::EC2::LaunchTemplate ``InstanceType`` enum names no
+p6e-gb200 type in any region (cfnlint/data/schemas/providers/*.json), while EC2 sells it as UltraServers through
+Capacity Blocks (the EKS User Guide, "Use P6e-GB200 UltraServers with Amazon EKS"). Only that finding (E3628 on a
+launch template's instance type) is set aside, for these types only."""
+
+
+def _stale_schema(match: Any) -> bool:
+    path = "/".join(map(str, match.path))
+    return (match.rule.id == "E3628" and path.endswith("LaunchTemplateData/InstanceType")
+            and any(f"'{t}'" in match.message for t in UNKNOWN_TO_CFN_LINT))
+
+
 @pytest.mark.parametrize("spec", SPECS)
 def test_templates_have_no_cfn_lint_errors(spec):
     s = synth_spec(str(CLUSTERS / spec))
     for name, template in s.templates.items():
         matches = lint(template, s.plan.region)
-        errors = [f"{m.rule.id} {m.message} ({'/'.join(map(str, m.path))})" for m in matches if m.rule.id.startswith("E")]
+        errors = [f"{m.rule.id} {m.message} ({'/'.join(map(str, m.path))})" for m in matches
+                  if m.rule.id.startswith("E") and not _stale_schema(m)]
         assert not errors, f"{name}:\n" + "\n".join(errors)
 
 
@@ -73,6 +87,7 @@ def test_cluster_stack_fits_the_resource_count_the_limit_check_assumes(spec):
     pool_groups = len(plan.karpenter.new_placement_groups) if plan.karpenter is not None else 0
     bound = count_cluster_resources(groups, parts, network=network, storage=plan.storage is not None,
                                     karpenter=plan.karpenter is not None, pool_placement_groups=pool_groups,
-                                    kueue=plan.kueue is not None)
+                                    kueue=plan.kueue is not None,
+                                    ultraservers=any(g.ultraserver for g in plan.node_groups))
     assert actual <= bound
     assert bound - actual <= CLUSTER_STACK_FIXED_RESOURCES  # the bound is near, not a blanket allowance

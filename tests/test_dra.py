@@ -18,7 +18,7 @@ from efa_stack.planning import catalog, dra
 from efa_stack.planning.catalog import GpuInfo
 from efa_stack.spec.errors import SpecError
 from k8s import dra as k8s_dra
-from k8s.components import AWS_DRANET, NEURON_DRA, RESOURCE_CLAIMS, chart_file_name
+from k8s.components import AWS_DRANET, NEURON_DRA, NVIDIA_DRA_DRIVER, RESOURCE_CLAIMS, chart_file_name
 from k8s.dist import dist_files, helm_command
 from k8s.rollout import apply_id, release_id, releases
 from tests.support import GOLDEN, _build, built, golden_check, plan_of, problems_of
@@ -293,7 +293,7 @@ def test_dra_release_values_and_device_classes_match_the_golden_files():
     b = built("dra-p5")
     folder = GOLDEN / "dra"
     for rel in releases(b.plan).values():
-        if rel.name in (contract.AWS_DRANET_RELEASE, contract.NEURON_DRA_RELEASE):
+        if rel.name in (contract.AWS_DRANET_RELEASE, contract.NEURON_DRA_RELEASE, contract.NVIDIA_DRA_RELEASE):
             golden_check(folder / "helm" / f"{rel.name}-values.yaml", yaml.safe_dump(dict(rel.values), sort_keys=False))
     classes = k8s_dra.device_classes(["gpu", "efa", "neuron"])
     golden_check(folder / "device-classes.yaml", yaml.safe_dump_all(classes, sort_keys=False))
@@ -325,6 +325,8 @@ def _placements(b) -> list[tuple[str, str, dict[str, Any]]]:
         out.append(("dra", "efa", k8s_dra.dranet_placement(rels[AWS_DRANET].values, dra.dranet_instance_types())))
     if NEURON_DRA in rels:
         out.append(("dra", "neuron", k8s_dra.neuron_dra_placement(rels[NEURON_DRA].values)))
+    if NVIDIA_DRA_DRIVER in rels:
+        out.append(("dra", "gpu", k8s_dra.nvidia_gpu_placement(rels[NVIDIA_DRA_DRIVER].values)))
     return out
 
 
@@ -350,7 +352,7 @@ def test_no_node_gets_a_device_plugin_and_a_dra_driver_for_one_device_kind(group
             mechanisms = {m for m, k in running if k == kind}
             assert len(mechanisms) <= 1, f"{g.name} ({g.instance_type}): {kind} by {mechanisms}"
             assert mechanisms <= {g.devices}, f"{g.name} uses {g.devices} but {mechanisms} serve its {kind}"
-            if g.devices == "dra" and kind != "gpu":  # the GPU DRA driver: k8s/dra.py, with the NVIDIA release
+            if g.devices == "dra":
                 assert mechanisms == {"dra"}, f"{g.name}: no DRA driver for its {kind}"
     for pod in _worker_pods(b):
         where = [g for g in plan.node_groups if k8s_dra.runs_on(

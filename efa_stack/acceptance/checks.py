@@ -279,6 +279,63 @@ def judge_software(sections: dict[str, Section], instance_type: str) -> Evidence
     return Evidence("software", "pass", measured, want)
 
 
+# --- NVIDIA module options and driver branch (UltraServer nodes) ----------------------------------------------------
+
+PARAM_LINE = re.compile(r"^([A-Za-z][A-Za-z0-9]*): (.*)$")
+DMA_BUF_ERROR = "NVRM: dma-buf attach failed: topology not supported for mapping type FORCE_PCIE"
+"""The kernel's message when EFA cannot attach GPU memory on NVIDIA Grace Blackwell (NVIDIA/aicr#2383; aicr's NVreg
+preflight quotes it, validators/performance/nccl_preflight_nvreg.go)."""
+
+
+def parse_params(text: str) -> dict[str, str]:
+    """``/proc/driver/nvidia/params``: one ``Name: value`` line per module parameter (the ``NVreg_`` prefix dropped), as
+    NVIDIA/aicr's preflight reads it (pattern ``^GrdmaPciTopoCheckOverride: 1$``); other lines are ignored."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        m = PARAM_LINE.match(line.strip())
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def judge_nvreg(section: Section | None, options: tuple[tuple[str, str], ...], driver_branch: str,
+                driver: str | None) -> Evidence:
+    """An UltraServer node runs the NVIDIA module with the options efa-stack's user data sets (``options``:
+    ``GrdmaPciTopoCheckOverride`` ``1`` on EFA groups) and a driver of ``driver_branch`` (``driver``: the version
+    ``nvidia-smi`` printed, None when not read). Without the option "NCCL silently falls back to Socket"
+    (NVIDIA/aicr@0747914 recipes/overlays/gb300-eks-training.yaml); R595 and later drop it (NVIDIA/aicr#2383)."""
+    shown = ", ".join(f"{k}: {v}" for k, v in options)
+    want = (f"{shown} in /proc/driver/nvidia/params and " if options else "") + f"an R{driver_branch} NVIDIA driver"
+    got = finished("nvreg", section, want)
+    if isinstance(got, Evidence):
+        return got
+    section = got
+    params = parse_params(section.text)
+    if section.rc != 0 or not params:
+        return Evidence("nvreg", "failed", f"no module parameters (cat exit {section.rc})", want,
+                        f"{_tail(section.text)}; the NVIDIA driver is not loaded, or /proc/driver/nvidia is not the "
+                        "host's")
+    problems: list[str] = []
+    wrong = [f"{k}: {params.get(k, 'absent')}" for k, v in options if params.get(k) != v]
+    if wrong:
+        problems.append(
+            f"without {shown} the kernel refuses EFA's dma-buf attach of GPU memory ('{DMA_BUF_ERROR}') and NCCL "
+            "falls back to sockets: the user data writes /etc/modprobe.d/90-efa-stack-nvidia.conf and reloads the "
+            "module before the kubelet starts; on the node check that file and `journalctl -u cloud-final`, then "
+            "reboot the node (modprobe reads the option when it loads the module)")
+    branch = driver.split(".")[0] if driver else None
+    if branch is not None and branch != driver_branch:
+        problems.append(
+            f"driver {driver} is not of the R{driver_branch} branch: R595 and later drop "
+            "NVreg_GrdmaPciTopoCheckOverride and break EFA on these nodes (NVIDIA/aicr#2383); pin the node group's "
+            f"releaseVersion to an AMI release that gives the R{driver_branch} driver")
+    measured = ", ".join(wrong) if wrong else shown or "module parameters read"
+    measured += f", driver {driver}" if driver else ", driver not read"
+    if problems:
+        return Evidence("nvreg", "failed", measured, want, "; ".join(problems))
+    return Evidence("nvreg", "pass", measured, want)
+
+
 # --- Lustre over EFA (an EFA-enabled FSx file system) ---------------------------------------------------------
 
 LUSTRE_SECTIONS = ("lnet-before", "lnet-unit", "lustre-write", "lnet-after")

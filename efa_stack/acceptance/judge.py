@@ -108,8 +108,9 @@ def round_one(nodes: list[str]) -> tuple[list[tuple[str, str]], str | None]:
 
 
 def pair_status(log: str | None, state: str, message: str, instance_type: str, source: str,
-                threshold: float) -> tuple[NodeStatus, float | None, str]:
-    """One pair's MPIJob outcome judged with nccl_report: (status, busbw, detail)."""
+                threshold: float, floor_gbps: float | None = None) -> tuple[NodeStatus, float | None, str]:
+    """One pair's MPIJob outcome judged with nccl_report: (status, busbw, detail). ``floor_gbps``: a bus bandwidth the
+    pair must reach besides nccl-report's mark (an UltraServer's EFA floor, data/ultraservers.json)."""
     from efa_stack import nccl_report
 
     if state != "Succeeded" or not log:
@@ -124,6 +125,8 @@ def pair_status(log: str | None, state: str, message: str, instance_type: str, s
         return "failed", busbw, verdict.summary
     if verdict.status == "below expectation":
         return "slow", busbw, verdict.summary
+    if floor_gbps is not None and (busbw is None or busbw < floor_gbps):
+        return "slow", busbw, f"{verdict.summary}; below the {floor_gbps:g} GB/s EFA floor of this UltraServer type"
     return "pass", busbw, verdict.summary
 
 

@@ -39,6 +39,7 @@ from efa_stack.names import acceptance_pair_job_name
 from efa_stack.nccl_report.hosts import HostAnalysis
 from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.planning.plan import ClusterPlan
+from efa_stack.planning.ultraserver import nccl_floors
 from k8s import acceptance as manifests
 from k8s.images import DCGM_IMAGE
 
@@ -220,6 +221,9 @@ class Runner:
             checks.judge_dcgm(sections.get("dcgm"), self.dcgm_level),
             checks.judge_software(sections, g.instance_type),
         ]
+        if g.ultraserver is not None:
+            ev.append(checks.judge_nvreg(sections.get("nvreg"), g.ultraserver.module_options, g.ultraserver.driver_branch,
+                                         checks.node_software(sections)["nvidiaDriver"]))
         if self.efa:
             ev += [checks.judge_efa_devices(sections.get("efa-devices"), g.efa_devices_per_node),
                    checks.judge_pingpong(sections.get("efa-pingpong"))]
@@ -256,8 +260,9 @@ class Runner:
                     log = launcher_log(self.core, name, self.namespace)
                 except UserError as exc:
                     outcome = replace(outcome, message=outcome.message + f" (launcher log unavailable: {exc.message})")
+            floor = nccl_floors().net_busbw_gbps if self.group.ultraserver is not None else None
             status, busbw, detail = judge.pair_status(log, outcome.state, outcome.message, self.group.instance_type,
-                                                      f"{name}-launcher.log", self.threshold)
+                                                      f"{name}-launcher.log", self.threshold, floor)
         finally:
             _delete_quietly(self.custom.delete_namespaced_custom_object, contract.MPIJOB_GROUP,
                             contract.MPIJOB_VERSION, self.namespace, contract.MPIJOB_PLURAL, name)

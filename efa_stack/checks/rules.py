@@ -187,7 +187,7 @@ def efa_launch_template_placed_or_reserved(launch_template: Resource) -> Complia
     if data.get("Placement", {}).get("GroupName"):
         return C
     target = data.get("CapacityReservationSpecification", {}).get("CapacityReservationTarget", {})
-    return C if target.get("CapacityReservationId") else N
+    return C if target.get("CapacityReservationId") or target.get("CapacityReservationResourceGroupArn") else N
 
 
 # --- EFA4 ------------------------------------------------------------------------------------------

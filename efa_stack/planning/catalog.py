@@ -24,6 +24,8 @@ CATALOG_FILE = DATA_DIR / "instance_catalog.json"
 REGIONS_FILE = DATA_DIR / "regions.json"
 SUPPLEMENT_FILE = DATA_DIR / "instance_supplement.json"
 """Types EC2 sells that moto's recording lacks, from the EC2 documentation; a live refresh's own answer wins."""
+ULTRASERVER_FILE = DATA_DIR / "ultraservers.json"
+"""Instance types EC2 sells only as UltraServers, with what their node groups need (efa_stack/planning/ultraserver.py)."""
 
 
 
@@ -188,12 +190,20 @@ def nearest_types(name: str, accept: Callable[[InstanceType], bool] | None = Non
         m = _FAMILY.match(record.family)
         if m is None or m["series"] != want["series"] or not take(record):
             continue
+        if record.name in ultraserver_only() and record.family != family:
+            continue  # sold as UltraServers only: a node group of it needs its own settings, never a drop-in
         gap = abs(int(m["generation"]) - int(want["generation"]))
         tier = 0 if record.family == family else 1 if gap == 0 else 2
         # a size that is not one (huge, metal): the largest first, the sizes EFA training runs on
         distance = abs(math.log2(_units(record) / wanted_units)) if wanted_units else -_units(record)
         ranked.append((tier, gap, distance, record.name))
     return [r[-1] for r in sorted(ranked)[:n]]
+
+
+@cache
+def ultraserver_only() -> frozenset[str]:
+    """The instance types EC2 sells only as UltraServers (data/ultraservers.json ``instanceTypes``)."""
+    return frozenset(json.loads(ULTRASERVER_FILE.read_text())["instanceTypes"])
 
 
 def family_sizes(family: str) -> list[str]:

@@ -42,6 +42,37 @@ def _efa_kind(card: NetworkCard, prefer: contract.EfaInterfaceType) -> contract.
     return None
 
 
+def _takes_efa_at_card0(card: NetworkCard, wanted: int, layout: contract.InterfaceLayout) -> bool:
+    """Whether card 0 carries an EFA device in ``layout`` (the rules of :func:`interface_layout` for card 0)."""
+    if wanted < 1:
+        return False
+    if layout == "legacy" or card.max_interfaces < 2:
+        return _efa_kind(card, "efa") == "efa"
+    return card.max_interfaces > 1 and _efa_kind(card, contract.EFA_ONLY) is not None
+
+
+def _spread(cards: list[NetworkCard], wanted: int, layout: contract.InterfaceLayout) -> list[NetworkCard]:
+    """``cards`` with the further EFA cards thinned to one per group when the instance type has more EFA-capable
+    cards than EFA devices to place and their number is a whole multiple of it: card 0, then every k-th EFA-capable
+    further card (k = their number / the EFA devices left), the other cards in between dropped.
+
+    EKS's GB200 page configures a p6e-gb200.36xlarge (17 cards, 4 EFA devices) with "1 efa-only interface in each NCI
+    group" (awsdocs/amazon-eks-user-guide@00e3293 latest/ug/ml/ml-eks-nvidia-ultraserver.adoc, "Install the EFA device
+    plugin"): one EFA device per equal group of consecutive cards. That the groups are consecutive cards is read from
+    that sentence, not from the API; every other type in the catalog has no more EFA-capable further cards than EFA
+    devices to place, so this changes none of them (tests/test_catalog_layout.py)."""
+    if not cards:
+        return cards
+    first, further = cards[0], cards[1:]
+    left = wanted - (1 if first.index == 0 and _takes_efa_at_card0(first, wanted, layout) else 0)
+    capable = [c for c in further if c.efa_capable]
+    if left < 1 or len(capable) <= left or len(capable) % left:
+        return cards
+    step = len(capable) // left
+    keep = {c.index for c in capable[::step]}
+    return [first, *(c for c in further if c.index in keep or not c.efa_capable)]
+
+
 def interface_layout(
     instance: InstanceType, layout: contract.InterfaceLayout = "current", *, ena_on_efa_cards: bool = False
 ) -> tuple[Interface, ...]:
@@ -51,7 +82,7 @@ def interface_layout(
     if layout not in LAYOUTS:
         raise LayoutError(f"unknown layout {layout!r}; expected one of {', '.join(LAYOUTS)}")
     wanted = instance.max_efa_interfaces
-    cards = sorted(instance.network_cards, key=lambda c: c.index)
+    cards = _spread(sorted(instance.network_cards, key=lambda c: c.index), wanted, layout)
     result: list[Interface] = []
     efa = 0
     for card in cards:

@@ -275,6 +275,10 @@ KARPENTER_RESOURCES = 19
 (aws_constructs/karpenter.py: role and policy, Pod Identity association, interruption queue with its policy and
 five rules, node role with its access entry, Helm release and the wait for its replica, the CRD and pools charts,
 a wait per pool kind's CRD); tests/test_cfn_lint.py checks it."""
+ULTRASERVER_RESOURCES = 7
+"""What UltraServer node groups add to the cluster stack, whatever their number (k8s/components.py): the GPU feature
+discovery and ComputeDomains charts, the Node Feature Discovery and NVIDIA DRA driver Helm releases with a wait for
+each one's controller, and the wait for the ComputeDomain CRD; tests/test_cfn_lint.py checks it."""
 KARPENTER_PLACEMENT_GROUP_RESOURCES = 2
 """Per cluster placement group the stack creates for a pool: the custom resource and its policy
 (aws_constructs/karpenter.py ``PoolPlacementGroup``)."""
@@ -294,18 +298,20 @@ def network_resource_count(zones: int, nat_gateways: int, interface_endpoints: b
 def count_cluster_resources(
     new_placement_groups: Iterable[bool], parts: Iterable[int] | None = None, *, network: int = 0,
     storage: bool = False, karpenter: bool = False, pool_placement_groups: int = 0, kueue: bool = False,
+    ultraservers: bool = False,
 ) -> int:
     """Resources of the cluster stack, at most, for node groups that do or do not create a placement group and
     that become ``parts`` EKS node groups each (one each when None), with ``network`` resources of the network
     (:func:`network_resource_count`), the storage's when ``storage``, the Karpenter controller's when
-    ``karpenter`` with ``pool_placement_groups`` placement groups created for its pools, and Kueue's when
-    ``kueue``."""
+    ``karpenter`` with ``pool_placement_groups`` placement groups created for its pools, Kueue's when ``kueue``, and
+    the UltraServer components' when ``ultraservers``."""
     flags = list(new_placement_groups)
     counts = list(parts) if parts is not None else [1] * len(flags)
     pools = (KARPENTER_PLACEMENT_GROUP_RESOURCES * pool_placement_groups
              + (CUSTOM_RESOURCE_PROVIDER_RESOURCES if pool_placement_groups else 0))
     return (CLUSTER_STACK_FIXED_RESOURCES + network + (STORAGE_RESOURCES if storage else 0)
-            + (KARPENTER_RESOURCES + pools if karpenter else 0) + (KUEUE_RESOURCES if kueue else 0)) + sum(
+            + (KARPENTER_RESOURCES + pools if karpenter else 0) + (KUEUE_RESOURCES if kueue else 0)
+            + (ULTRASERVER_RESOURCES if ultraservers else 0)) + sum(
         RESOURCES_PER_NODE_GROUP * n + (RESOURCES_PER_NEW_PLACEMENT_GROUP if new else 0)
         for new, n in zip(flags, counts, strict=True)
     )
@@ -313,7 +319,7 @@ def count_cluster_resources(
 
 def validate_plan_limits(
     plan_groups: Sequence, *, network: int = 0, storage: bool = False, karpenter: bool = False,
-    pool_placement_groups: int = 0, kueue: bool = False,
+    pool_placement_groups: int = 0, kueue: bool = False, ultraservers: bool = False,
 ) -> list[Problem]:
     """The CloudFormation and VPC quota checks above for planned node groups
     (:class:`efa_stack.planning.plan.NodeGroupPlan`) plus the system group (addresses:
@@ -322,7 +328,7 @@ def validate_plan_limits(
     resources = count_cluster_resources(
         [False, *(g.placement_group for g in plan_groups)], [1, *(len(g.parts) for g in plan_groups)],
         network=network, storage=storage, karpenter=karpenter, pool_placement_groups=pool_placement_groups,
-        kueue=kueue,
+        kueue=kueue, ultraservers=ultraservers,
     )
     sgs = [2 if g.efa_enabled else 1 for g in plan_groups]
     return validate_quotas(group_names, resources, sgs)

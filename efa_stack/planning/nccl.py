@@ -15,8 +15,9 @@ from efa_stack import contract
 from efa_stack.names import nccl_job_name, nccl_job_problems
 from efa_stack.planning.catalog import InstanceType
 from efa_stack.planning.dra import WorkerClaims, aligned_problems, worker_claims
-from efa_stack.planning.node_groups import NodeGroupPlan, Taint
+from efa_stack.planning.node_groups import ComputeDomainPlan, NodeGroupPlan, Taint
 from efa_stack.planning.queue_binding import QueueBinding
+from efa_stack.planning.ultraserver import compute_domain_for
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.models import NcclTest
 
@@ -253,6 +254,9 @@ class NcclJobPlan:
     worker_wait_seconds: int = WORKER_WAIT_SECONDS
     """How long the launcher waits for its workers before mpirun
     (:func:`efa_stack.planning.scheduling.worker_wait_seconds`)."""
+    compute_domain: ComputeDomainPlan | None = None
+    """The job's ComputeDomain on an UltraServer node group (IMEX channels for multi-node NVLink; the workers claim
+    one and stay in one NVLink domain when they fit one); None elsewhere."""
 
     @property
     def node_group(self) -> str:
@@ -333,8 +337,9 @@ def nccl_job_plan(node_groups: Sequence[NodeGroupPlan], cfg: NcclTest) -> NcclJo
     if cfg.fabric == "efa" and not ng.efa_enabled:
         return None
     assert ng.instance.gpu is not None
+    name = nccl_job_name(ng.name)
     return NcclJobPlan(
-        name=nccl_job_name(ng.name),
+        name=name,
         namespace=contract.NCCL_JOB_NAMESPACE,
         gpu_name=ng.instance.gpu.name,
         workers=ng.desired_size,
@@ -348,6 +353,7 @@ def nccl_job_plan(node_groups: Sequence[NodeGroupPlan], cfg: NcclTest) -> NcclJo
         image=cfg.image,
         suspend=cfg.suspend,
         efa_guard=cfg.fabric == "efa" and cfg.efa_guard,
+        compute_domain=compute_domain_for(name, contract.NCCL_JOB_NAMESPACE, ng.desired_size, ng),
     )
 
 

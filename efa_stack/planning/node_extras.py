@@ -116,11 +116,31 @@ def node_update_of(prefix: str, ng: ManagedNodeGroupSpec, max_size: int, problem
     return NodeUpdatePlan(count, percentage)
 
 
-def capacity_of(prefix: str, ng: ManagedNodeGroupSpec, problems: list[Problem]) -> tuple[contract.CapacityKind, str | None]:
-    """``capacity``, or what eksctl's ``capacityReservation`` and ``instanceMarketOptions`` say the same way."""
+RESOURCE_GROUP_ARN = re.compile(r"^arn:aws[a-z-]*:resource-groups:[a-z0-9-]+:\d{12}:group/[A-Za-z0-9_.-]{1,300}$")
+"""A resource group's ARN: ``arn:<partition>:resource-groups:<region>:<account>:group/<name>``, the name of letters,
+digits, ``_``, ``.`` and ``-``, at most 300 (AWS Resource Groups API Reference, ``Group.GroupArn`` and
+``GroupName``)."""
+
+
+@dataclass(frozen=True)
+class CapacityChoice:
+    """How a node group's instances are bought: the kind, and the reservation or the resource group of reservations
+    (an UltraServer Capacity Block) its launch template targets."""
+
+    kind: contract.CapacityKind
+    reservation_id: str | None = None
+    resource_group_arn: str | None = None
+
+
+def capacity_of(prefix: str, ng: ManagedNodeGroupSpec, problems: list[Problem], *,
+                groups_allowed: bool = False) -> CapacityChoice:
+    """``capacity``, or what eksctl's ``capacityReservation`` and ``instanceMarketOptions`` say the same way.
+    ``groups_allowed``: the node group may target a resource group of reservations (UltraServer node groups, whose
+    Capacity Block holds several reservations: EC2 User Guide, "Capacity Blocks for ML", UltraServers; the launch
+    template's ``CapacityReservationTarget.CapacityReservationResourceGroupArn``)."""
     cr, market = ng.capacity_reservation, ng.instance_market_options
     if cr is None and market is None:
-        return ng.capacity.type, ng.capacity.reservation_id
+        return CapacityChoice(ng.capacity.type, ng.capacity.reservation_id)
     kind: contract.CapacityKind = contract.CAPACITY_BLOCK if market is not None else contract.RESERVATION
     target = cr.capacity_reservation_target if cr is not None else None
     eksctl_fields = " and ".join(
@@ -138,12 +158,15 @@ def capacity_of(prefix: str, ng: ManagedNodeGroupSpec, problems: list[Problem]) 
             "a Capacity Block is named by capacityReservation",
             "add capacityReservation: {capacityReservationTarget: {capacityReservationID: cr-...}}",
         ))
-        return kind, None
+        return CapacityChoice(kind)
+    group_arn = target.capacity_reservation_resource_group_arn if target is not None else None
+    if group_arn and groups_allowed and target is not None and target.capacity_reservation_id is None:
+        return CapacityChoice(kind, None, _resource_group(prefix, group_arn, cr.capacity_reservation_preference, problems))
     if target is None or target.capacity_reservation_id is None:
         shown = target.model_dump(by_alias=True, exclude_none=True) if target is not None else \
             cr.model_dump(by_alias=True, exclude_none=True)
-        reason = ("a reservation resource group is not supported"
-                  if target is not None and target.capacity_reservation_resource_group_arn else
+        reason = ("a resource group of reservations is taken by UltraServer node groups only (p6e-gb200.36xlarge)"
+                  if group_arn else
                   f"capacityReservationPreference: {cr.capacity_reservation_preference} is not supported"
                   if cr.capacity_reservation_preference else "no reservation is named")
         problems.append(Problem(
@@ -151,12 +174,12 @@ def capacity_of(prefix: str, ng: ManagedNodeGroupSpec, problems: list[Problem]) 
             "name it: capacityReservation: {capacityReservationTarget: {capacityReservationID: cr-...}} "
             "(`aws ec2 describe-capacity-reservations` lists them)",
         ))
-        return kind, None
+        return CapacityChoice(kind)
     rid = target.capacity_reservation_id
-    if target.capacity_reservation_resource_group_arn:
+    if group_arn:
         problems.append(Problem(
             f"{prefix}.capacityReservation.capacityReservationTarget.capacityReservationResourceGroupARN",
-            target.capacity_reservation_resource_group_arn, "give either a reservation id or a resource group",
+            group_arn, "give either a reservation id or a resource group",
             "remove capacityReservationResourceGroupARN (the reservation id is used)",
         ))
     if cr.capacity_reservation_preference not in (None, "capacity-reservations-only"):
@@ -173,8 +196,29 @@ def capacity_of(prefix: str, ng: ManagedNodeGroupSpec, problems: list[Problem]) 
             "replace it with your reservation's or Capacity Block's id, e.g. cr-0123456789abcdef0 "
             "(`aws ec2 describe-capacity-reservations`)",
         ))
-        return kind, None
-    return kind, rid
+        return CapacityChoice(kind)
+    return CapacityChoice(kind, rid)
+
+
+def _resource_group(prefix: str, arn: str, preference: str | None, problems: list[Problem]) -> str | None:
+    """A resource group of reservations as the target, checked: its ARN's form, and no preference besides
+    ``capacity-reservations-only`` (a target, as with a named reservation)."""
+    where = f"{prefix}.capacityReservation.capacityReservationTarget.capacityReservationResourceGroupARN"
+    if preference not in (None, "capacity-reservations-only"):
+        problems.append(Problem(
+            f"{prefix}.capacityReservation.capacityReservationPreference", preference,
+            "a preference other than capacity-reservations-only does not go with a targeted resource group",
+            "remove capacityReservationPreference",
+        ))
+    if not RESOURCE_GROUP_ARN.match(arn):
+        problems.append(Problem(
+            where, arn, "a placeholder left in the file" if PLACEHOLDER.search(arn) else "not a resource group ARN",
+            "write the ARN of the resource group that holds the UltraServer's Capacity Blocks, e.g. "
+            "arn:aws:resource-groups:us-east-1:123456789012:group/gb200-ultraserver "
+            "(`aws resource-groups list-groups`)",
+        ))
+        return None
+    return arn
 
 
 def node_extras(

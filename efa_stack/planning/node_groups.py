@@ -78,6 +78,40 @@ class LustreEfaClient:
 
 
 @dataclass(frozen=True)
+class UltraServerNodes:
+    """What the nodes of an UltraServer node group (NVIDIA Grace Blackwell, ``p6e-gb200.36xlarge``) need beyond an EFA
+    GPU group's (:func:`efa_stack.planning.ultraserver.ultraserver_nodes`, data/ultraservers.json)."""
+
+    ultra_server_type: str
+    """The UltraServer type of the group's Capacity Block (``u-p6e-gb200x72``)."""
+    domain_nodes: int
+    """Instances in one UltraServer, one NVLink domain (``nvidia.com/gpu.clique``): 18 in a ``u-p6e-gb200x72``."""
+    driver_branch: str
+    """The NVIDIA driver branch the nodes must run (``580``); ``verify --acceptance`` reads it on the nodes."""
+    module_options: tuple[tuple[str, str], ...] = ()
+    """``NVreg_<name>=<value>`` options of the ``nvidia`` kernel module the user data sets (``GrdmaPciTopoCheckOverride``,
+    ``1`` on EFA groups); ``verify --acceptance`` reads them back from ``/proc/driver/nvidia/params``."""
+    local_storage: str = "RAID0"
+    """nodeadm's instance store policy (``NodeConfig`` ``spec.instance.localStorage.strategy``)."""
+
+
+@dataclass(frozen=True)
+class ComputeDomainPlan:
+    """The ComputeDomain of one job on an UltraServer node group (:func:`efa_stack.planning.ultraserver.compute_domain_for`):
+    the NVIDIA DRA driver sets up IMEX channels across the job's nodes, and the workers claim one through the
+    ``ResourceClaimTemplate`` the driver creates for it."""
+
+    name: str
+    namespace: str
+    channel_claim_template: str
+    """The ``ResourceClaimTemplate`` the driver creates from the ComputeDomain (``spec.channel.resourceClaimTemplate.name``)."""
+    domain_nodes: int
+    """Instances in one NVLink domain of the group."""
+    within_domain: bool
+    """The job's workers fit one NVLink domain: they are kept in one ``nvidia.com/gpu.clique``."""
+
+
+@dataclass(frozen=True)
 class NodeGroupPlan:
     """Everything derived for one managed node group, or for the nodes of one Karpenter pool
     (:attr:`efa_stack.planning.karpenter.KarpenterPoolPlan.group`): both are planned from the fields they share by
@@ -156,6 +190,14 @@ class NodeGroupPlan:
     devices: contract.DeviceMechanism = contract.DEVICES_PLUGIN
     """How pods get the nodes' devices: ``plugin`` (the device plugins) or ``dra`` (the DRA drivers; the nodes carry
     ``efa-stack.io/devices: dra``, :mod:`efa_stack.planning.dra`)."""
+    reservation_resource_group_arn: str | None = None
+    """A resource group of Capacity Blocks the launch template targets instead of ``reservation_id`` (an UltraServer
+    node group's, eksctl ``capacityReservationResourceGroupARN``)."""
+    release_version: str | None = None
+    """The EKS-optimized AMI release of the nodes (eksctl ``releaseVersion``, ``1.35.6-20260714``): the node group's
+    ``ReleaseVersion``; None: the release EKS recommends when the group is created."""
+    ultraserver: UltraServerNodes | None = None
+    """What an UltraServer node group's nodes need (:class:`UltraServerNodes`); None for every other group."""
     spec_path: str = ""
     """Where the spec declares the group: ``managedNodeGroups[i]``, ``karpenterNodePools[i]`` (a pool's nodes) or
     ``systemNodeGroup``; problems found later (by the job checks, the address plan) name its fields from here."""
@@ -219,7 +261,7 @@ class NodeGroupPlan:
             return "spot"
         if self.capacity == contract.ON_DEMAND:
             return contract.ON_DEMAND
-        return f"{self.capacity} {self.reservation_id}"
+        return f"{self.capacity} {self.reservation_id or self.reservation_resource_group_arn}"
 
     def parts_summary(self) -> str:
         """``""``, or ``, as 3 EKS node groups p5-1..p5-3 (334/333/333 max)`` for a split group."""

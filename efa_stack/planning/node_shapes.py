@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from efa_stack import contract, names
-from efa_stack.planning import catalog, dra
+from efa_stack.planning import catalog, dra, ultraserver
 from efa_stack.planning.addons import NodeRepairPlan, node_repair_plan
 from efa_stack.planning.catalog import InstanceType, UnknownInstanceType
 from efa_stack.planning.karpenter import (
@@ -34,8 +34,15 @@ from efa_stack.planning.karpenter import (
 from efa_stack.planning.layout import Interface, LayoutError, interface_layout
 from efa_stack.planning.limits import validate_volume
 from efa_stack.planning.nccl import node_hugepages_mib
-from efa_stack.planning.node_extras import NodeExtras, NodeUpdatePlan, capacity_of, node_extras, node_update_of
-from efa_stack.planning.node_groups import NodeGroupPlan, Taint
+from efa_stack.planning.node_extras import (
+    CapacityChoice,
+    NodeExtras,
+    NodeUpdatePlan,
+    capacity_of,
+    node_extras,
+    node_update_of,
+)
+from efa_stack.planning.node_groups import NodeGroupPlan, Taint, UltraServerNodes
 from efa_stack.planning.node_software import ami_driver_problems
 from efa_stack.planning.tuning import KubeletTuning, kubelet_tuning
 from efa_stack.planning.versions import offered
@@ -100,7 +107,8 @@ class Shape:
         extras: NodeExtras = NO_EXTRAS, node_repair: NodeRepairPlan | None = None,
         node_repair_overrides: tuple[tuple[str, str, int, str], ...] = (), tags: Mapping[str, str] | None = None,
         subnet_ids: tuple[str, ...] = (), instance_types: tuple[str, ...] = (), spot: bool = False,
-        update: NodeUpdatePlan = NO_UPDATE,
+        update: NodeUpdatePlan = NO_UPDATE, reservation_resource_group_arn: str | None = None,
+        release_version: str | None = None, ultraserver_nodes: UltraServerNodes | None = None,
     ) -> NodeGroupPlan:
         """The :class:`NodeGroupPlan` of this shape with what its kind decided (zones, sizes, capacity, ...)."""
         return NodeGroupPlan(
@@ -148,6 +156,9 @@ class Shape:
             spot=spot,
             devices=spec.devices,
             spec_path=spec_path,
+            reservation_resource_group_arn=reservation_resource_group_arn,
+            release_version=release_version,
+            ultraserver=ultraserver_nodes,
         )
 
 
@@ -177,7 +188,8 @@ def lookup(
     try:
         instance = catalog.get(name)
     except UnknownInstanceType as exc:
-        problems.append(Problem(field_name, name, "unknown instance type", exc.advice(accept)))
+        problems.append(ultraserver.unknown_type_problem(field_name, name)
+                        or Problem(field_name, name, "unknown instance type", exc.advice(accept)))
         return None
     unsupported = instance.unsupported_accelerator
     if unsupported is not None:
@@ -409,10 +421,12 @@ def _group_zones(
 
 
 def _group_capacity(
-    prefix: str, ng: ManagedNodeGroupSpec, problems: list[Problem],
-) -> tuple[contract.CapacityKind, str | None]:
-    """How a node group's instances are bought (``capacity`` or eksctl's spelling), with Spot checked against it."""
-    cap_type, reservation_id = capacity_of(prefix, ng, problems)
+    prefix: str, ng: ManagedNodeGroupSpec, problems: list[Problem], *, groups_allowed: bool = False,
+) -> CapacityChoice:
+    """How a node group's instances are bought (``capacity`` or eksctl's spelling), with Spot checked against it;
+    ``groups_allowed``: an UltraServer node group, which may target a resource group of reservations."""
+    choice = capacity_of(prefix, ng, problems, groups_allowed=groups_allowed)
+    cap_type, reservation_id = choice.kind, choice.reservation_id
     if ng.spot and (ng.efa_enabled or cap_type != contract.ON_DEMAND):
         problems.append(Problem(
             f"{prefix}.spot", True,
@@ -434,7 +448,7 @@ def _group_capacity(
             "a reservation id is only used with capacity type 'reservation' or 'capacity-block'",
             "set capacity.type: reservation (or capacity-block), or remove reservationId",
         ))
-    return cap_type, reservation_id
+    return choice
 
 
 def plan_managed_group(i: int, ng: ManagedNodeGroupSpec, ctx: NodeContext, problems: list[Problem]) -> NodeGroupPlan | None:
@@ -451,7 +465,9 @@ def plan_managed_group(i: int, ng: ManagedNodeGroupSpec, ctx: NodeContext, probl
             "set privateNetworking: true (or remove it); nodes reach the internet through NAT",
         ))
     azs, subnet_ids = _group_zones(prefix, ng, ctx, problems)
-    cap_type, reservation_id = _group_capacity(prefix, ng, problems)
+    choice = _group_capacity(prefix, ng, problems,
+                             groups_allowed=instance is not None and ultraserver.kind_of(instance.name) is not None)
+    cap_type = choice.kind
     shape = plan_shape(
         prefix, ng, instance, problems, efa=ng.efa_enabled, capacity=cap_type, placement=ng.placement, tags=ng.tags,
         refuse_no_efa=lambda t: Problem(
@@ -478,12 +494,17 @@ def plan_managed_group(i: int, ng: ManagedNodeGroupSpec, ctx: NodeContext, probl
     if ng.devices == contract.DEVICES_DRA:
         problems.extend(dra.group_problems(
             prefix, shape.instance, efa=ng.efa_enabled, kubernetes_version=ctx.kubernetes_version))
-    return shape.plan(
+    group = shape.plan(
         ng, ctx, spec_path=prefix, zones=azs, sizes=sizes, efa=ng.efa_enabled, capacity=cap_type,
-        reservation_id=reservation_id, extras=extras, node_repair=repair, node_repair_overrides=overrides,
+        reservation_id=choice.reservation_id, extras=extras, node_repair=repair, node_repair_overrides=overrides,
         tags=ng.tags, subnet_ids=subnet_ids, instance_types=instance_types, spot=ng.spot,
-        update=node_update_of(prefix, ng, sizes[2], problems),
+        update=node_update_of(prefix, ng, sizes[2], problems), reservation_resource_group_arn=choice.resource_group_arn,
+        release_version=ng.release_version,
+        ultraserver_nodes=ultraserver.ultraserver_nodes(prefix, ng, shape.instance, choice, ctx.kubernetes_version,
+                                                        problems),
     )
+    problems.extend(ultraserver.release_problems(prefix, ng, group, ctx.kubernetes_version))
+    return group
 
 
 def plan_managed_groups(spec: ClusterSpec, ctx: NodeContext, problems: list[Problem]) -> list[NodeGroupPlan]:
@@ -513,6 +534,9 @@ def plan_pool(i: int, pool: KarpenterNodePoolSpec, ctx: NodeContext, problems: l
     feature); None when its instance type or interfaces cannot be planned. Its problems go to ``problems``."""
     prefix = f"karpenterNodePools[{i}]"
     ids = list(pool.capacity_reservation_ids)
+    refused = ultraserver.pool_problem(prefix, pool.instance_type)
+    if refused is not None:
+        problems.append(refused)
     problems.extend(capacity_problems(prefix, pool.capacity, ids, pool.replicas, pool.max_nodes))
     instance = lookup(f"{prefix}.instanceType", pool.instance_type, problems, efa_usable)
     zones = (pool.availability_zone,) if pool.availability_zone is not None else ctx.zones[:1]

@@ -50,6 +50,7 @@ from efa_stack.planning.observability import ObservabilityPlan, observability_pl
 from efa_stack.planning.scheduling import KueuePlan, integrations_of, kueue_plan, worker_wait_seconds
 from efa_stack.planning.storage import StoragePlan, storage_plan, validate_storage, with_lustre_efa
 from efa_stack.planning.training import TrainingJobPlan, training_job_plans
+from efa_stack.planning.ultraserver import kueue_problems, ultraserver_warnings
 from efa_stack.planning.versions import today as versions_today
 from efa_stack.planning.versions import version_problems, version_warnings
 from efa_stack.planning.vpc import ExistingVpc, cluster_zones, existing_vpc
@@ -390,6 +391,10 @@ def _kueue_stage(ctx: PlanContext) -> None:
     if cfg.enabled and ctx.spec.training_jobs and not ctx.training_jobs:
         ctx.unchecked.append("scheduling.kueue for trainingJobs: the queues need the training jobs planned")
     jobs = [*((ctx.nccl_job,) if ctx.nccl_job else ()), *ctx.training_jobs]
+    ctx.problems.extend(kueue_problems(cfg.enabled, [
+        *(("ncclTest", j.compute_domain) for j in ((ctx.nccl_job,) if ctx.nccl_job else ())),
+        *((f"trainingJobs {j.name}", j.worker.compute_domain) for j in ctx.training_jobs),
+    ]))
     operators = TrainingOperatorsPlan.of(ctx.spec, ctx.training_jobs)
     workers = [
         *(("ncclTest", j.node_group, j.workers) for j in ((ctx.nccl_job,) if ctx.nccl_job else ())),
@@ -439,7 +444,7 @@ def _limits_stage(ctx: PlanContext) -> None:
             existing_vpc=False,
         ), storage=spec.storage is not None, karpenter=bool(spec.karpenter_node_pools),
             pool_placement_groups=sum(1 for g in ctx.pool_groups if g.placement_group),
-            kueue=spec.scheduling.kueue.enabled))
+            kueue=spec.scheduling.kueue.enabled, ultraservers=any(g.ultraserver for g in ctx.groups)))
 
 
 def _address_stage(ctx: PlanContext) -> None:
@@ -554,7 +559,7 @@ def _assemble(ctx: PlanContext) -> ClusterPlan:
         ),
         existing_vpc=ctx.existing,
         warnings=(*version_warnings(md.version, ctx.today), *infiniband_warnings(spec), *ctx.warnings,
-                  *ami_driver_warnings(ctx.karpenter, md.version)),
+                  *ami_driver_warnings(ctx.karpenter, md.version), *ultraserver_warnings(groups, md.version)),
         authentication_mode=spec.access_config.authentication_mode,
         control_plane_tier=spec.control_plane_scaling_config.tier if spec.control_plane_scaling_config else None,
         pod_identities=tuple(

@@ -206,6 +206,8 @@ TOKEN_BYTES = 120
 """Each deploy-time value in a manifest (``{"Ref": "AWS::AccountId"}`` between two parts of an ``Fn::Join``)."""
 USER_DATA_BYTES = 60
 """``{"Fn::Base64": ...}`` around the user data."""
+RELEASE_VERSION_BYTES = 20
+"""An EKS node group's ``ReleaseVersion`` key besides its value (UltraServer groups pin one)."""
 CUSTOM_AMI_BYTES = 1_200
 """The cluster's details in the user data of a custom AMI (an ``Fn::Join`` of the cluster's attributes)."""
 INLINE_POLICY_BYTES = 700
@@ -275,10 +277,12 @@ def node_group_template_bytes(plan: ClusterPlan, ng: NodeGroupPlan, *, nested: b
     launch_template = (LAUNCH_TEMPLATE_BYTES + len(ng.interfaces) * interface + 3 * tag_bytes
                        + (escaped_bytes(user_data) + USER_DATA_BYTES if user_data else 0)
                        + (CUSTOM_AMI_BYTES + (3 * ref if nested else 0) if ng.ami_id else 0)
-                       + (0 if ng.interfaces else 2 * (ref if nested else INTERFACE_BYTES // 4)))
+                       + (0 if ng.interfaces else 2 * (ref if nested else INTERFACE_BYTES // 4))
+                       + len(ng.reservation_resource_group_arn or ""))
     repair = ng.node_repair_cfn()
     node_group = (NODE_GROUP_BYTES + _json_bytes(ng.labels) + _json_bytes([dataclasses.asdict(t) for t in ng.taints])
                   + tag_bytes + _json_bytes(list(ng.instance_types)) + (_json_bytes(repair) if repair else 0)
+                  + (len(ng.release_version) + RELEASE_VERSION_BYTES if ng.release_version else 0)
                   + (ref * (2 + len(ng.availability_zones)) if nested else node_dependencies(plan) * DEPENDS_ON_BYTES))
     parts = ng.parts
     name_bytes = sum(NAME_REPEATS * len(p.name) for p in parts)
@@ -296,8 +300,11 @@ def _user_data(plan: ClusterPlan, ng: NodeGroupPlan) -> str | None:
     AMI counted by :data:`CUSTOM_AMI_BYTES` instead."""
     max_pods = plan.addresses.max_pods(ng.name) if plan.addresses is not None and ng.ami_id else None
     kubelet = {**ng.kubelet.as_kubelet_config(), **({"maxPods": str(max_pods)} if max_pods else {})}
+    ultra = ng.ultraserver
     return node_user_data(ng.hugepages_2mi_mib, ng.lustre_client, kubelet,
-                          pre_bootstrap_commands=ng.pre_bootstrap_commands, extra_node_config=ng.node_config)
+                          pre_bootstrap_commands=ng.pre_bootstrap_commands, extra_node_config=ng.node_config,
+                          module_options=ultra.module_options if ultra else (),
+                          local_storage=ultra.local_storage if ultra else None)
 
 
 def _network_resources(plan: ClusterPlan) -> int:

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from efa_stack import contract
 from efa_stack.names import DNS1035_LABEL, DNS1123_SUBDOMAIN, NameRule
 from efa_stack.planning.nccl import WorkerSizing, worker_sizing
-from efa_stack.planning.node_groups import NodeGroupPlan
+from efa_stack.planning.node_groups import ComputeDomainPlan, NodeGroupPlan
 from efa_stack.planning.queue_binding import QueueBinding
+from efa_stack.planning.ultraserver import compute_domain_for
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.models import ClusterSpec, TrainingJobSpec
 
@@ -73,6 +74,9 @@ class WorkerPlan:
     volumes: tuple[VolumePlan, ...] = ()
     efa_guard: bool = False
     """Run the EFA guard and name the aws-ofi-nccl network in ``NCCL_NET`` (``efaGuard`` with fabric efa)."""
+    compute_domain: ComputeDomainPlan | None = None
+    """The job's ComputeDomain on an UltraServer node group: the worker claims its IMEX channel (so a TrainJob's
+    runtime is the job's own) and stays in one NVLink domain when the job fits one; None elsewhere."""
 
     @property
     def nproc_per_node(self) -> int:
@@ -212,7 +216,7 @@ def _volumes(prefix: str, job: TrainingJobSpec, spec: ClusterSpec, problems: lis
 
 
 def _worker(
-    prefix: str, job: TrainingJobSpec, ng: NodeGroupPlan, spec: ClusterSpec, problems: list[Problem]
+    prefix: str, job: TrainingJobSpec, ng: NodeGroupPlan, spec: ClusterSpec, problems: list[Problem], nnodes: int,
 ) -> WorkerPlan | None:
     before = len(problems)
     if ng.instance.accelerator != "nvidia" or ng.gpus_per_node < 1:
@@ -242,6 +246,7 @@ def _worker(
         socket_ifname=job.socket_ifname if ib else None,
         volumes=volumes,
         efa_guard=job.fabric == "efa" and job.efa_guard,
+        compute_domain=compute_domain_for(job.name, job.namespace, nnodes, ng),
     )
 
 
@@ -314,7 +319,7 @@ def training_job_plans(
                 "node group up by itself)",
             ))
         problems.extend(_name_problems(prefix, job, nnodes))
-        worker = _worker(prefix, job, ng, spec, problems)
+        worker = _worker(prefix, job, ng, spec, problems, nnodes)
         if worker is not None:
             drafts.append((job, nnodes, worker))
     if problems:

@@ -1,14 +1,16 @@
 """User data for EFA nodes, as the MIME multi-part document EKS managed node groups and Karpenter (EC2NodeClass
 ``userData``) merge.
 
-Up to two parts: a script that reserves the 2 MiB hugepages (and installs the Lustre client with FSx, and with an
+The parts: a script that reserves the 2 MiB hugepages (and installs the Lustre client with FSx, and with an
 EFA-enabled file system runs AWS's EFA client setup), and a nodeadm ``NodeConfig`` with the kubelet CPU/topology
-settings of :mod:`efa_stack.planning.tuning`.
+settings of :mod:`efa_stack.planning.tuning`; on UltraServer nodes also a script that sets NVIDIA kernel module options
+(:func:`module_option_script`) and a ``NodeConfig`` that stripes the instance stores (:func:`instance_node_config`).
 GPU clocks are left to the AMI. How nodeadm merges the parts, with sources: docs/design/node-tuning.md.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from efa_stack.planning import lustre_efa as efa_fsx
@@ -18,6 +20,14 @@ BOUNDARY = "==EFASTACK=="
 NODECONFIG_CONTENT_TYPE = "application/node.eks.aws"
 NODECONFIG_API_VERSION = "node.eks.aws/v1alpha1"
 SYSCTL_FILE = "/etc/sysctl.d/90-efa-stack-hugepages.conf"
+MODPROBE_FILE = "/etc/modprobe.d/90-efa-stack-nvidia.conf"
+"""Where the NVIDIA module options go; the EKS AL2023 NVIDIA AMI writes its own to ``40-eks-nvidia-openrm.conf``
+(awslabs/amazon-eks-ami@v20260724 templates/al2023/runtime/gpu/nvidia-kmod-load.sh)."""
+LOCAL_STORAGE_STRATEGIES = ("RAID0", "RAID10", "Mount")
+"""nodeadm's instance store policies (awslabs/amazon-eks-ami@v20260724 nodeadm/api/v1alpha1/nodeconfig_types.go
+``LocalStorageStrategy``)."""
+NVIDIA_MODULES = ("nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia_peermem", "nvidia")
+"""The NVIDIA kernel modules, users before the module they use (unloaded in this order, loaded back in reverse)."""
 HUGEPAGE_MIB = 2
 
 
@@ -48,6 +58,76 @@ def node_config(kubelet_config: Mapping[str, str]) -> str:
     return "\n".join(lines)
 
 
+def instance_node_config(local_storage: str) -> str:
+    """A nodeadm ``NodeConfig`` with ``spec.instance.localStorage.strategy``: nodeadm assembles the instance stores
+    (``RAID0``: one striped volume) and puts the kubelet's and containerd's directories on it (the EKS GB200 page:
+    "Setting to RAID0 stripes the instance stores and configures the container runtime and kubelet to make use of this
+    ephemeral storage")."""
+    if local_storage not in LOCAL_STORAGE_STRATEGIES:
+        raise ValueError(f"local storage strategy {local_storage!r}: one of {', '.join(LOCAL_STORAGE_STRATEGIES)}")
+    return "\n".join([
+        "---",
+        f"apiVersion: {NODECONFIG_API_VERSION}",
+        "kind: NodeConfig",
+        "spec:",
+        "  instance:",
+        "    localStorage:",
+        f"      strategy: {local_storage}",
+    ])
+
+
+def module_option_script(options: Sequence[tuple[str, str]]) -> str:
+    """A script that sets ``NVreg_<name>=<value>`` options of the ``nvidia`` kernel module before the kubelet starts.
+
+    **Not proven on hardware** (no document read says how to set a module option on the EKS AL2023 NVIDIA AMI; the
+    AMI sets none of these itself: awslabs/amazon-eks-ami@v20260724 templates/al2023/runtime/gpu/nvidia-kmod-load.sh
+    writes only ``NVreg_CoherentGPUMemoryMode`` and, on g4dn/g5/g5g, ``NVreg_EnableGpuFirmware``). What it does:
+
+    1. writes the options to :data:`MODPROBE_FILE`, which modprobe reads whenever it loads the module;
+    2. waits for the AMI's ``nvidia-kmod-load.service`` (a oneshot that installs the driver kind the GPUs need and
+       runs ``After=network-online.target``, as cloud-init's final stage does: ``systemctl start`` returns once it has
+       run);
+    3. when the module is loaded already without the options (``/proc/driver/nvidia/params``), stops the NVIDIA
+       services that hold it, unloads the NVIDIA modules, loads them back and starts the services again.
+
+    The script runs in cloud-init's final stage, which nodeadm waits for before it starts the kubelet
+    (``nodeadm-run.service``: ``After=nodeadm-config.service cloud-final.service``, same tag,
+    templates/al2023/runtime/rootfs/etc/systemd/system/nodeadm-run.service). It never fails the boot: a node where it
+    could not reload the module joins, and ``efa-stack verify --acceptance`` fails it (its NVreg check)."""
+    for name, value in options:
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", name) or not re.fullmatch(r"[0-9A-Za-z]+", value):
+            raise ValueError(f"module option {name}={value}: letters and digits only")
+    line = "options nvidia " + " ".join(f"NVreg_{k}={v}" for k, v in options)
+    wanted = " && ".join(f"grep -qx '{k}: {v}' /proc/driver/nvidia/params" for k, v in options)
+    loaded = " ".join(NVIDIA_MODULES)
+    return "\n".join([
+        "#!/bin/bash",
+        "set -uo pipefail",
+        "# efa-stack: NVIDIA kernel module options (EFA on NVIDIA Grace Blackwell needs NVreg_GrdmaPciTopoCheckOverride=1,",
+        "# or NCCL falls back to sockets). Not proven on hardware: `efa-stack verify --acceptance` checks the result.",
+        f'echo "{line}" > {MODPROBE_FILE}',
+        "systemctl start nvidia-kmod-load.service || echo 'efa-stack: nvidia-kmod-load.service did not run' >&2",
+        "if [ ! -r /proc/driver/nvidia/params ]; then exit 0; fi  # not loaded yet: modprobe will read the options",
+        f"if {wanted}; then exit 0; fi",
+        'echo "efa-stack: the nvidia module is loaded without its options: reloading it" >&2',
+        "services=()",
+        "for unit in nvidia-imex nvidia-fabricmanager nvidia-persistenced; do",
+        '  if systemctl is-active --quiet "$unit"; then systemctl stop "$unit" && services+=("$unit"); fi',
+        "done",
+        "reload=()",
+        f"for module in {loaded}; do",
+        '  if [ -d "/sys/module/$module" ]; then',
+        '    if modprobe -r "$module"; then reload=("$module" "${reload[@]}"); else',
+        '      echo "efa-stack: cannot unload $module (in use): the options take effect at the next boot" >&2; break',
+        "    fi",
+        "  fi",
+        "done",
+        'for module in "${reload[@]}"; do modprobe "$module" || echo "efa-stack: cannot load $module" >&2; done',
+        'for unit in "${services[@]}"; do systemctl start "$unit" || echo "efa-stack: cannot start $unit" >&2; done',
+        "exit 0",
+    ])
+
+
 def node_user_data(
     hugepages_mib: int = 0,
     lustre_client: bool = False,
@@ -57,6 +137,8 @@ def node_user_data(
     extra_node_config: str | None = None,
     cluster_node_config: str | None = None,
     lustre_efa: LustreEfaClient | None = None,
+    module_options: Sequence[tuple[str, str]] = (),
+    local_storage: str | None = None,
 ) -> str | None:
     """The MIME document for a node, or None when nothing needs to run or be configured.
 
@@ -69,6 +151,9 @@ def node_user_data(
     ``cluster_node_config`` (:func:`cluster_node_config`, for a custom AMI, where EKS adds no bootstrap of its
     own) comes first among the ``NodeConfig`` parts. ``lustre_efa`` (with ``lustre_client``) runs AWS's EFA client
     setup for an EFA-enabled file system after the client is installed (:func:`lustre_efa_commands`).
+    ``module_options`` (UltraServer nodes) set NVIDIA kernel module options before the kubelet starts
+    (:func:`module_option_script`); ``local_storage`` adds a ``NodeConfig`` with nodeadm's instance store policy
+    (:func:`instance_node_config`).
     """
     if lustre_efa is not None and not lustre_client:
         raise ValueError("lustre_efa configures the Lustre client for EFA: it needs lustre_client")
@@ -76,6 +161,8 @@ def node_user_data(
     script = _script(hugepages_mib, lustre_client, lustre_efa)
     if script is not None:
         parts.append(('text/x-shellscript; charset="us-ascii"', script))
+    if module_options:
+        parts.append(('text/x-shellscript; charset="us-ascii"', module_option_script(module_options)))
     if pre_bootstrap_commands:
         body = "\n".join(["#!/bin/bash", "set -euo pipefail", "# eksctl preBootstrapCommands", *pre_bootstrap_commands])
         parts.append(('text/x-shellscript; charset="us-ascii"', body))
@@ -83,6 +170,8 @@ def node_user_data(
         parts.append((NODECONFIG_CONTENT_TYPE, cluster_node_config))
     if kubelet_config:
         parts.append((NODECONFIG_CONTENT_TYPE, node_config(kubelet_config)))
+    if local_storage:
+        parts.append((NODECONFIG_CONTENT_TYPE, instance_node_config(local_storage)))
     if extra_node_config:
         if BOUNDARY in extra_node_config:
             raise ValueError(f"the NodeConfig document must not contain the MIME boundary {BOUNDARY}")

@@ -541,7 +541,9 @@ class CapacityReservationTargetSpec(_Model):
     capacity_reservation_id: str | None = Field(None, alias="capacityReservationID")
     """The On-Demand Capacity Reservation or Capacity Block (``cr-...``)."""
     capacity_reservation_resource_group_arn: str | None = Field(None, alias="capacityReservationResourceGroupARN")
-    """A resource group of reservations (not supported: name one reservation)."""
+    """A resource group of reservations (``arn:aws:resource-groups:<region>:<account>:group/<name>``): EC2 launches into
+    any reservation of the group. Taken on UltraServer node groups (``p6e-gb200.36xlarge``), whose Capacity Block
+    holds several reservations; other node groups name one reservation."""
 
 
 class CapacityReservationSpec(_Model):
@@ -724,6 +726,16 @@ class ManagedNodeGroupSpec(NodeGroupBase):
     """eksctl: a custom AMI (``ami-...``, an Amazon Linux 2023 EKS node image with the EFA and accelerator
     software; needs ``amiFamily: AmazonLinux2023``): the launch template names it and its user data carries
     the cluster's details for nodeadm. ``auto``/``auto-ssm``: the EKS-optimized AMI (the default)."""
+    release_version: str | None = Field(None, alias="releaseVersion", pattern=r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]{8}$")
+    """eksctl: the EKS-optimized AMI release of the nodes, as EKS spells it (``1.35.6-20260714``: the Kubernetes version
+    and the amazon-eks-ami release date; the public SSM parameter ``.../recommended/release_version`` of the group's
+    AMI type shows the current one): the node group's ``ReleaseVersion``, so the NVIDIA driver the nodes get is the one that release gives the instance type
+    (efa_stack/planning/data/eks_al2023_nvidia_drivers.json) and a known-bad one is refused before the deploy. Default:
+    the release EKS recommends when the group is created. Not with a custom ``ami``."""
+    ultra_server_type: str | None = Field(None, alias="ultraServerType", pattern=r"^u-[a-z0-9-]+x[0-9]+$")
+    """Extension, UltraServer node groups (``p6e-gb200.36xlarge``): the UltraServer type of the group's Capacity Block,
+    ``u-p6e-gb200x72`` (18 instances in one NVLink domain) or ``u-p6e-gb200x36`` (9). A job that fits one NVLink
+    domain is kept inside it."""
 
 
 class SystemNodeGroup(_Model):
@@ -1188,7 +1200,6 @@ UNSUPPORTED_NODEGROUP_FIELDS: dict[str, str] = {
     "volumeEncrypted": "remove it; volumes are always encrypted",
     "volumeKmsKeyID": "remove it",
     "maxPodsPerNode": "remove it",
-    "releaseVersion": "remove it",
     "enableDetailedMonitoring": "remove it",
     "propagateASGTags": "remove it",
     "asgSuspendProcesses": "remove it",

@@ -13,7 +13,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore import exceptions as _bex
@@ -152,6 +152,9 @@ class Clients:
     ssm: Any = None
     """SSM client for the AMI release EKS gives a new node group (None: only the Karpenter pools' pinned releases
     are judged)."""
+    resource_groups: Any = None
+    """Resource Groups client for the Capacity Blocks of UltraServer node groups that target a resource group (None:
+    those are not checked)."""
 
     @classmethod
     def from_session(cls, session: Any, region: str, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Clients:
@@ -162,12 +165,13 @@ class Clients:
             max_attempts=max_attempts,
             eks=session.client("eks", region_name=region, config=cfg),
             ssm=session.client("ssm", region_name=region, config=cfg),
+            resource_groups=session.client("resource-groups", region_name=region, config=cfg),
         )
 
 
 _IAM_SERVICE = {
     "GetServiceQuota": "servicequotas", "GetAWSDefaultServiceQuota": "servicequotas", "DescribeAddonVersions": "eks",
-    "GetParameter": "ssm",
+    "GetParameter": "ssm", "ListGroupResources": "resource-groups",
 }
 
 
@@ -723,6 +727,69 @@ def _pool_reservations(ec2: Any, plan: ClusterPlan, now: datetime) -> list[Findi
     return findings
 
 
+CAPACITY_RESERVATION_TYPE = "AWS::EC2::CapacityReservation"
+ULTRASERVER_BLOCK_END = timedelta(minutes=60)
+
+
+@_guarded("reservation")
+def check_reservation_groups(
+    rg: Any, ec2: Any, plan: ClusterPlan, *, now: datetime | None = None, max_attempts: int | None = None
+) -> list[Finding]:
+    """Each resource group an UltraServer node group launches into (the launch template's
+    ``CapacityReservationResourceGroupArn``): it exists, it holds Capacity Blocks (AWS Resource Groups
+    ``ListGroupResources``, filtered to ``AWS::EC2::CapacityReservation``), each usable for the node group as a named
+    reservation would be (its type, zone, state and kind: :func:`reservation_findings`), and together enough
+    instances for the group's desired size."""
+    now = now or datetime.now(UTC)
+    findings: list[Finding] = []
+    for g in plan.all_node_groups:
+        arn = g.reservation_resource_group_arn
+        if arn is None:
+            continue
+        try:
+            found = _paginate(rg, "list_group_resources", "Resources", Group=arn,
+                              Filters=[{"Name": "resource-type", "Values": [CAPACITY_RESERVATION_TYPE]}])
+        except ClientError as exc:
+            if _code(exc) not in ("NotFoundException", "BadRequestException"):
+                raise
+            findings.append(Finding(
+                "reservation", FAIL, f"resource group {arn} of node group {g.name} does not exist in {plan.region} "
+                "for this account", "check the ARN (aws resource-groups list-groups); the group is the one EC2 made for "
+                "the UltraServer's Capacity Blocks, or one you made of them", g.name,
+            ))
+            continue
+        ids = sorted({str(r["Identifier"]["ResourceArn"]).rsplit("/", 1)[-1] for r in found
+                      if r.get("Identifier", {}).get("ResourceType") == CAPACITY_RESERVATION_TYPE})
+        if not ids:
+            findings.append(Finding(
+                "reservation", FAIL, f"resource group {arn} of node group {g.name} holds no capacity reservation",
+                "add the UltraServer's Capacity Blocks to the group, or name one of them: capacityReservationTarget: "
+                "{capacityReservationID: cr-...}", g.name,
+            ))
+            continue
+        items = _paginate(ec2, "describe_capacity_reservations", "CapacityReservations", CapacityReservationIds=ids)
+        for r in items:
+            findings.extend(reservation_findings(g, r, now, counts=False))
+        total = sum(int(r.get("TotalInstanceCount", 0)) for r in items
+                    if r.get("InstanceType") == g.instance_type and r.get("AvailabilityZone") == g.availability_zone)
+        status = PASS if total >= g.desired_size else FAIL
+        ends = [r["EndDate"] for r in items if isinstance(r.get("EndDate"), datetime)]
+        # "With 30 minutes (for instance types) or 60 minutes (for UltraServer types) left in your Capacity Block
+        # reservation, we begin terminating any instances" (EC2, as quoted by aws/karpenter-provider-aws
+        # website/content/en/docs/tasks/odcrs.md)
+        minutes = int(ULTRASERVER_BLOCK_END.total_seconds() // 60)
+        ending = (f"; EC2 begins terminating its instances {minutes} minutes before the first block ends, "
+                  f"{_when(min(ends) - ULTRASERVER_BLOCK_END, now)}" if ends else "")
+        findings.append(Finding(
+            "reservation", status,
+            f"resource group {arn}: {len(items)} reservations hold {total} {g.instance_type} in {g.availability_zone} "
+            f"for desiredCapacity {g.desired_size} of node group {g.name}{ending}",
+            "" if status == PASS else f"lower desiredCapacity (and minSize) of {g.name} to {total} or below, or add "
+            "reservations of its type and zone to the group", g.name,
+        ))
+    return findings
+
+
 TOPOLOGY_CHECK = "reservation-topology"
 
 
@@ -1048,8 +1115,8 @@ def _driver_finding(group: NodeGroupPlan, k8s: str, release: str, how: str) -> F
 
 def check_nvidia_drivers(ssm: Any, plan: ClusterPlan, *, max_attempts: int | None = None) -> list[Finding]:
     """The NVIDIA driver the EKS AL2023 NVIDIA AMI gives each GPU node group's instance type, against the known-bad
-    rows of the table of EFA software (efa_stack/planning/node_software.py): a managed node group gets the release
-    SSM recommends today (an EKS managed node group without ``releaseVersion`` is created from it); a Karpenter pool
+    rows of the table of EFA software (efa_stack/planning/node_software.py): a managed node group gets its
+    ``releaseVersion``, or without one the release SSM recommends today (EKS creates it from that); a Karpenter pool
     its pinned ``amiVersion``; a custom AMI cannot be judged before it runs. An unread parameter or a release the
     data does not know warns: ``efa-stack verify --acceptance`` reads the driver on the nodes."""
     findings: list[Finding] = []
@@ -1064,6 +1131,10 @@ def check_nvidia_drivers(ssm: Any, plan: ClusterPlan, *, max_attempts: int | Non
                 "after the deploy, run `efa-stack verify --acceptance`: it reads the driver on the nodes and fails a "
                 "known-bad one", g.name,
             ))
+            continue
+        pinned = node_software.release_of(g.release_version) if g.release_version else None
+        if pinned is not None:  # the node group's releaseVersion: what EKS creates it from
+            findings.append(_driver_finding(g, k8s, pinned, f"the node group's releaseVersion {g.release_version}"))
             continue
         if ssm is None or g.ami_type not in AMI_SSM_PATH:
             continue
@@ -1158,6 +1229,8 @@ def run_preflight(
     findings += check_quotas(clients.quotas, clients.ec2, plan, max_attempts=attempts)
     findings += check_reservations(clients.ec2, plan, now=now, max_attempts=attempts)
     findings += check_reservation_topology(clients.ec2, plan, max_attempts=attempts)
+    if clients.resource_groups is not None:
+        findings += check_reservation_groups(clients.resource_groups, clients.ec2, plan, now=now, max_attempts=attempts)
     if clients.eks is not None:
         findings += check_cluster_version(clients.eks, plan, max_attempts=attempts)
         findings += check_addon_versions(clients.eks, plan, max_attempts=attempts)

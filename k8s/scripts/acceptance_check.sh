@@ -9,7 +9,8 @@
 #                                             (init container, privileged, host PID namespace, the FSx claim at
 #                                              MOUNT: writes the LNet sections to OUTFILE)
 #   check.sh node GPUS EFA DCGMFILE [LUSTREFILE]
-#                                             (nccl-tests image: every other section; EFA 0 skips the EFA checks)
+#                                             (nccl-tests image: every other section; EFA 0 skips the EFA checks;
+#                                              with NVREG_PARAMS set, the NVIDIA module's parameters from that file)
 # The script never fails itself (exit 0): the verdict is read from the sections.
 set -u
 mode="${1:?usage: check.sh dcgm LEVEL OUTFILE | lustre MOUNT MIB UNIT SECONDS OUTFILE | node GPUS EFA DCGMFILE [LUSTREFILE]}"
@@ -85,6 +86,11 @@ case "$mode" in
     # NVIDIA driver (one line per GPU), the EFA kernel driver's module version (MODULE_VERSION, e.g. "3.1.0g":
     # amzn/amzn-drivers kernel/linux/efa/src/efa_main.c; /sys/module is the host's) and the libfabric jobs load.
     section nvidia-driver nvidia-smi --query-gpu=driver_version --format=csv,noheader
+    # UltraServer nodes: the nvidia module's parameters as the kernel holds them (the host's /proc/driver/nvidia,
+    # mounted read-only), one "Name: value" line each; the module option efa-stack's user data sets must be there.
+    if [ -n "${NVREG_PARAMS:-}" ]; then
+      section nvreg cat "$NVREG_PARAMS"
+    fi
     if [ -s "$dcgmfile" ]; then
       cat "$dcgmfile"
     else

@@ -5,7 +5,7 @@
 # Kubeflow Trainer's CRDs come with its Helm release; the objects of those kinds wait for them too.
 set -eu
 cd "$(dirname "$0")"
-command -v helm >/dev/null 2>&1 || { echo "efa-stack: helm 3.8 or later is needed to install the EFA DRA driver and Kubeflow Trainer; nothing was applied" >&2; exit 1; }
+command -v helm >/dev/null 2>&1 || { echo "efa-stack: helm 3.8 or later is needed to install the EFA DRA driver, Kubeflow Trainer and the NVIDIA DRA driver; nothing was applied" >&2; exit 1; }
 # wait_established CRD: poll until the CRD's Established condition is "True". Not `kubectl wait
 # --for=condition=established`: it fails at once for a CRD that has no status yet, and a condition that
 # is present but "False" is not established. Gives up after EFA_STACK_CRD_WAIT_TRIES polls.
@@ -39,6 +39,7 @@ apply_until_admitted() {
 kubectl apply -f .
 helm upgrade --install aws-dranet aws-dranet --repo https://aws.github.io/eks-charts --version 1.0.0 --namespace kube-system --create-namespace --wait --timeout 10m --values helm/aws-dranet-values.yaml
 helm upgrade --install kubeflow-trainer oci://ghcr.io/kubeflow/charts/kubeflow-trainer --version 2.3.0 --namespace kubeflow-system --create-namespace --wait --timeout 10m --values helm/kubeflow-trainer-values.yaml
+helm upgrade --install dra-driver-nvidia-gpu oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu --version 0.4.1 --namespace dra-driver-nvidia-gpu --create-namespace --wait --timeout 10m --values helm/dra-driver-nvidia-gpu-values.yaml
 wait_established clustertrainingruntimes.trainer.kubeflow.org
 wait_established mpijobs.kubeflow.org
 wait_established trainjobs.trainer.kubeflow.org
