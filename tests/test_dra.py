@@ -4,7 +4,6 @@ driver for one device kind (docs/design/dra.md)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -15,13 +14,12 @@ from hypothesis import strategies as st
 
 from efa_stack import contract
 from efa_stack.planning import catalog, dra
-from efa_stack.planning.catalog import GpuInfo
 from efa_stack.spec.errors import SpecError
 from k8s import dra as k8s_dra
 from k8s.components import AWS_DRANET, NEURON_DRA, NVIDIA_DRA_DRIVER, RESOURCE_CLAIMS, chart_file_name
 from k8s.dist import dist_files, helm_command
 from k8s.rollout import apply_id, release_id, releases
-from tests.support import GOLDEN, _build, built, golden_check, plan_of, problems_of
+from tests.support import CLUSTERS, GOLDEN, _build, built, golden_check, plan_of, problems_of
 
 HEADER = """
 apiVersion: eksctl.io/v1alpha5
@@ -187,20 +185,15 @@ def test_fails_sub_node_workers_that_do_not_fit(itype, gpus, words, fix):
     assert words in p.message and fix in p.fix, p.render()
 
 
-def _ultraserver() -> catalog.InstanceType:
-    base = catalog.get("p5.48xlarge")
-    return base.model_copy(update={"name": "p6e-gb200.36xlarge", "gpu": GpuInfo(
-        count=4, name="GB200", manufacturer="NVIDIA", memory_mib=189471)})
-
-
 def test_fails_dra_on_ultraserver_groups_and_beside_them():
-    (p,) = dra.group_problems("managedNodeGroups[0]", _ultraserver(), efa=True, kubernetes_version="1.35")
+    gb200 = (CLUSTERS / "gb200-ultraserver.yaml").read_text()
+    anchor = "    ultraServerType: u-p6e-gb200x72\n"
+    p = problem_at(gb200.replace(anchor, anchor + "    devices: dra\n"), "managedNodeGroups[0].devices")
     assert "UltraServer" in p.message and p.fix == "remove devices: dra from this node group"
-    p5 = built("dra-p5").plan.node_groups[0]
-    ultra = dataclasses.replace(p5, name="gb200", instance=_ultraserver(), devices="plugin", spec_path="managedNodeGroups[1]")
-    (p,) = dra.mix_problems([p5, ultra])
-    assert p.field == "managedNodeGroups[0].devices" and "double allocation" in p.message
-    assert dra.mix_problems([p5]) == []
+    p5 = ("  - {name: p5, instanceType: p5.48xlarge, minSize: 1, maxSize: 1, availabilityZones: [us-east-1a], "
+          "efaEnabled: true, devices: dra}\n")
+    p = problem_at(gb200.replace("\nncclTest:", p5 + "\nncclTest:"), "managedNodeGroups[1].devices")
+    assert "double allocation" in p.message and "devices: plugin" in p.fix
 
 
 # --- the cluster side ----------------------------------------------------------------------------------------------

@@ -333,7 +333,7 @@ def mix_problems(groups: list[NodeGroupPlan]) -> list[Problem]:
             "the NVIDIA device plugin hands them out (double allocation)",
             "keep devices: plugin on this node group, or put it in a cluster without UltraServer node groups",
         )
-        for g in groups if g.devices == contract.DEVICES_DRA and g.gpus_per_node
+        for g in groups if g.devices == contract.DEVICES_DRA and g.gpus_per_node and not is_ultraserver(g.instance)
     ]
 
 
