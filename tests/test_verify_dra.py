@@ -128,3 +128,16 @@ def test_acceptance_refuses_a_dra_node_group_and_says_what_checks_it():
     with pytest.raises(UserError) as default:
         run.select_group(P5_DRA, None, no_efa=False, dcgm_level=2)
     assert "(on DRA: gpu)" in default.value.message
+
+
+@pytest.mark.parametrize("itype", ["p5.48xlarge", "p4d.24xlarge", "trn2.48xlarge"])
+def test_the_slices_the_rehearsal_publishes_pass_verify(itype):
+    # the rehearsal's stand-in for the drivers (efa_stack/rehearsal/resource_slices.py) and verify agree on a node
+    from efa_stack.planning.dra import device_kinds
+    from efa_stack.rehearsal.resource_slices import node_slice
+
+    plan = plan_of(spec(itype, "dra"))
+    group = plan.node_group("gpu")
+    published = [node_slice("n-0", kind, group) for kind in device_kinds(group)]
+    check = verify.check_node(node("n-0", itype), group, published)
+    assert check.status == "pass", check.problems
