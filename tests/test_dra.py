@@ -352,3 +352,10 @@ def test_no_node_gets_a_device_plugin_and_a_dra_driver_for_one_device_kind(group
             pod["spec"], {**g.labels, contract.INSTANCE_TYPE_LABEL: g.instance_type}, g.taints)]
         claims = bool(pod["spec"].get("resourceClaims"))
         assert where and all((g.devices == "dra") == claims for g in where), json.dumps(pod["spec"])[:300]
+
+
+def test_the_summary_says_which_groups_get_their_devices_from_dra():
+    summary = built("dra-p5").plan.summary()
+    (line,) = [ln for ln in summary.splitlines() if ln.startswith("  p5: ")]
+    assert line.endswith(", devices from DRA drivers")
+    assert "DRA" not in built("default").plan.summary()

@@ -141,3 +141,14 @@ def test_the_slices_the_rehearsal_publishes_pass_verify(itype):
     published = [node_slice("n-0", kind, group) for kind in device_kinds(group)]
     check = verify.check_node(node("n-0", itype), group, published)
     assert check.status == "pass", check.problems
+
+
+def test_a_sub_node_nccl_test_is_not_judged_against_the_nodes_line_rate():
+    # ncclTest.gpusPerWorker: 1 drives 4 of the node's 32 EFA devices; the whole-node job of the same group is judged
+    from efa_stack.planning.plan import plan_from_file
+    from tests.support import CLUSTERS
+
+    sub = plan_from_file(CLUSTERS / "dra-p5.yaml")
+    assert verify._judged_instance_type(sub, sub.node_group("p5")) is None
+    whole = plan_of(spec("p5.48xlarge", "dra"))
+    assert verify._judged_instance_type(whole, whole.node_group("gpu")) == "p5.48xlarge"

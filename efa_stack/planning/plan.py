@@ -198,6 +198,7 @@ class ClusterPlan:
                 f"{accel} + {n.efa_devices_per_node} EFA per node, "
                 f"interfaces {n.layout_summary()}, {n.capacity_summary()}"
                 + (", placement group" if n.placement_group else "") + n.parts_summary()
+                + (", devices from DRA drivers" if n.devices == contract.DEVICES_DRA else "")
             )
         for p in self.karpenter.pools if self.karpenter is not None else ():
             g = p.group
@@ -207,6 +208,7 @@ class ClusterPlan:
                 + f", {g.gpus_per_node} GPU + {g.efa_devices_per_node} EFA per node, interfaces {g.layout_summary()}, "
                 + (f"{g.capacity} {', '.join(p.reservation_ids)}" if p.reserved else contract.ON_DEMAND)
                 + (f", placement group {p.placement_group_name}" if p.placement_group_name else "")
+                + (", devices from DRA drivers" if g.devices == contract.DEVICES_DRA else "")
             )
         if self.addresses is not None:
             lines += self.addresses.summary_lines()

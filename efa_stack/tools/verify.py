@@ -437,9 +437,11 @@ def run_nccl_job(core: Any, custom: Any, group: NodeGroupPlan, options: VerifyOp
 
 
 def _judged_instance_type(plan: ClusterPlan, group: NodeGroupPlan) -> str | None:
-    """Judge the run against the EFA line rate only when the job runs over EFA (not the tcp baseline)."""
+    """Judge the run against the EFA line rate only when the job runs over EFA (not the tcp baseline) with whole-node
+    workers: a sub-node worker (``ncclTest.gpusPerWorker``) drives a few of the node's EFA devices, so the node's line
+    rate says nothing about it (its transport is still judged)."""
     job = next((j for j in plan.nccl_jobs if j.node_group == group.name), None)
-    if job is not None and job.worker.fabric != "efa":
+    if job is not None and (job.worker.fabric != "efa" or job.worker.gpus < group.gpus_per_node):
         return None
     return group.instance_type
 
