@@ -14,8 +14,10 @@ Then the deploy model (efa_stack/tools/deploy_model.py): every shipped spec unde
 into a temporary directory (``python app.py``, as above) and its first ``cdk deploy --all --concurrency
 DEPLOY_CONCURRENCY`` is modelled from the templates; the critical path in minutes, its slowest steps, and the
 per-type figures used with their sources are printed against DEPLOY_TARGET_MIN (docs/design/deploy-model.md).
-Results also go to .bench/results.json. The exit status is non-zero when a synth ratio or a modelled deploy is
-over its target, or the suite fails.
+Last, the warm rehearsal of every shipped spec (``efa-stack rehearse --spec S --json``, the binaries built first by
+tools/build.sh so that no build is timed): its wall time against REHEARSE_TARGET_S on this machine, the ratio to the
+target, whether every job landed. Results also go to .bench/results.json. The exit status is non-zero when a synth ratio or a modelled deploy is
+over its target, the suite fails, or a rehearsal does not land every job.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ SPECS: dict[str, float | None] = {SPEC: TARGET, "clusters/training-p5.yaml": Non
 SUITE_TARGET_S = 60.0
 DEPLOY_TARGET_MIN = TARGET_MINUTES
 """The modelled first deploy of every shipped spec, in minutes."""
+REHEARSE_TARGET_S = 120.0
+"""The warm rehearsal of one shipped spec, wall seconds on 2 cores (docs/rehearse.md)."""
 DEPLOY_CONCURRENCY = 1
 """The ``cdk deploy --concurrency`` the model replays: what ``make deploy`` runs (the CLI's default, 1)."""
 
@@ -108,6 +112,32 @@ def deploy_models() -> tuple[dict[str, object], bool]:
             "figures": figures}, within
 
 
+def rehearsals() -> tuple[dict[str, object], bool]:
+    """The warm rehearsal of every shipped spec, printed; returns the results and whether every job of every spec
+    landed (the wall time is printed against its target, not part of the exit status: other load changes it)."""
+    subprocess.run([str(ROOT / "tools" / "build.sh")], cwd=ROOT, check=True, capture_output=True)
+    command = str(Path(sys.executable).parent / "efa-stack")
+    print(f"warm rehearsal per shipped spec (efa-stack rehearse --spec S --json; target <= {REHEARSE_TARGET_S:.0f} s "
+          f"wall on {os.cpu_count()} cores)")
+    results: dict[str, object] = {}
+    landed = True
+    for spec in sorted(str(p.relative_to(ROOT)) for p in (ROOT / "clusters").glob("*.yaml")):
+        start = time.perf_counter()
+        done = subprocess.run([command, "rehearse", "--spec", spec, "--json"], cwd=ROOT, capture_output=True,
+                              text=True, check=False)
+        wall = time.perf_counter() - start
+        report = json.loads(done.stdout) if done.stdout.startswith("{") else {}
+        ok = done.returncode == 0
+        landed = landed and ok
+        jobs = report.get("jobs", [])
+        verdict = "ok" if wall <= REHEARSE_TARGET_S else "OVER TARGET"
+        print(f"  {spec:<34} {wall:6.1f} s  {wall / REHEARSE_TARGET_S:4.2f}x of target  {verdict}  "
+              f"{len(jobs)} job(s) {'landed' if ok else 'NOT LANDED: ' + (report.get('error') or done.stderr[-300:])}")
+        results[spec] = {"wall_s": round(wall, 1), "ratio_to_target": round(wall / REHEARSE_TARGET_S, 2),
+                         "exit_code": done.returncode, "jobs": len(jobs), "timings": report.get("timings", {})}
+    return {"target_s": REHEARSE_TARGET_S, "specs": results}, landed
+
+
 def main() -> int:
     dist = Path(tempfile.mkdtemp(prefix="bench-dist-"))
     empty_cmd = [sys.executable, "bench/empty_app.py"]
@@ -128,8 +158,8 @@ def main() -> int:
     load_before = os.getloadavg()[0]
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    tests = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "-q"], cwd=ROOT, capture_output=True, text=True,
-                           check=False)
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "-q", "-m", "not rehearsal"], cwd=ROOT,
+                           capture_output=True, text=True, check=False)
     t_suite = time.perf_counter() - start
     load_after = os.getloadavg()[0]
     cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -168,7 +198,7 @@ def main() -> int:
                    else f"(target <= {target:.1f}x)  {'ok' if ratios[spec] <= target else 'OVER TARGET'}")
         print(f"  {f'python app.py ({spec})':<{width}}  {medians[spec]:6.2f} s  {ratios[spec]:5.2f}x  {verdict}")
     verdict = "ok" if t_suite <= SUITE_TARGET_S else "OVER TARGET"
-    print(f"test suite (pytest -n 2) wall time  {t_suite:6.1f} s  (target <= {SUITE_TARGET_S:.0f} s on 2 cores)  {verdict}  "
+    print(f"test suite (pytest -n 2 -m 'not rehearsal'; the rehearsals are timed below) wall time  {t_suite:6.1f} s  (target <= {SUITE_TARGET_S:.0f} s on 2 cores)  {verdict}  "
           f"{'passed' if tests.returncode == 0 else 'FAILED'}")
     print(f"  CPU time (user+sys, all processes) {cpu_suite:6.1f} s; load average (1 min) before/after "
           f"{load_before:.2f}/{load_after:.2f} on {os.cpu_count()} cores. The exit status does not depend on the wall "
@@ -177,10 +207,12 @@ def main() -> int:
         print(tests.stdout[-4000:] + tests.stderr[-2000:])
     deploy, deploy_within = deploy_models()
     results["deploy_model"] = deploy
+    rehearsed, landed = rehearsals()
+    results["rehearsal"] = rehearsed
     out = ROOT / ".bench"
     out.mkdir(exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-    return 0 if within and deploy_within and tests.returncode == 0 else 1
+    return 0 if within and deploy_within and landed and tests.returncode == 0 else 1
 
 
 if __name__ == "__main__":

@@ -284,11 +284,13 @@ def wait_for_workers_script(props: NcclTestsJobProps) -> str:
 
 
 def launcher_creation_policy(props: NcclTestsJobProps) -> LauncherCreationPolicy:
-    """``WaitForWorkersReady`` unless Kueue queues the job, then ``AtStartup``: Kueue creates the MPIJob
-    suspended and resumes it on admission, and the operator evaluates WaitForWorkersReady only when it creates
-    the launcher Job, which it does while the job is suspended (no workers: 0 of 0 ready), so on resume the
-    launcher starts with the workers anyway (kubeflow/mpi-operator issue #615, pull request #868). The launcher's
-    own gate (:func:`wait_for_workers_script`) waits for every worker in both cases."""
+    """``WaitForWorkersReady`` unless Kueue queues the job, then ``AtStartup``. The operator evaluates
+    WaitForWorkersReady only when it creates the launcher Job, which it does while the job is suspended (no workers:
+    0 of 0 ready; kubeflow/mpi-operator@v0.8.2 pkg/controller/mpi_job_controller.go:678, issue #615, pull request
+    #868), so for a job applied suspended (every job efa-stack renders: Kueue resumes a queued one, the start
+    command an unqueued one) the launcher starts with the workers; the policy holds the launcher only for a job a
+    user applies unsuspended. The launcher's own gate (:func:`wait_for_workers_script`) waits for every worker in
+    every case; the rehearsal shows the launcher beside pending workers (tests/test_rehearsal.py, too few nodes)."""
     return "AtStartup" if props.queue is not None else "WaitForWorkersReady"
 
 

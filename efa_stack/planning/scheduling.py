@@ -358,7 +358,14 @@ def kueue_plan(
     )
     resources = _covered(groups)
     flavors: list[FlavorPlan] = []
-    for g in groups:
+    # The system flavor first: Kueue tries a resource group's flavors in order and, after a scheduling cycle in which
+    # a flavor fit the quota but not the topology, starts the next cycle at the flavor after it (kubernetes-sigs/
+    # kueue@v0.19.2 pkg/workload/workload.go ``NextFlavorToTryForPodSetResource``); with the system flavor last, every
+    # other cycle of a job that does not fit tries only that flavor, and its Workload's message names it ("Flavor
+    # "system" does not support TopologyAwareScheduling") instead of the topology. First, it is tried and passed
+    # over in every cycle (pkg/scheduler/flavorassigner/flavorassigner.go ``findFlavorForPodSets``), so the message
+    # names the worker group's flavor or topology; a launcher takes it at once.
+    for g in [system, *node_groups]:
         layers = 0 if g.name in untopological else network_layers(g.instance_type)
         figures = node_figures(g)
         flavors.append(FlavorPlan(

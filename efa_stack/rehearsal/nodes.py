@@ -11,7 +11,7 @@ Kueue or a DaemonSet controller decides about a node, they decide from these obj
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -56,6 +56,15 @@ class NodeOptions:
     def __post_init__(self) -> None:
         if self.nodes_per_domain is not None and self.nodes_per_domain < 1:
             raise ValueError(f"nodes_per_domain must be at least 1, not {self.nodes_per_domain}")
+
+
+def quarantine_patch(node: Mapping[str, Any], reason: str) -> dict[str, Any]:
+    """The patch ``efa-stack verify --acceptance --quarantine`` sends for ``node``: cordoned and tainted
+    ``efa-stack.io/quarantine=<reason>:NoSchedule``, its own taints kept (efa_stack/acceptance/run.py
+    ``Runner.quarantine``: ``Node.spec.taints`` has no patch merge key, so the list is sent whole)."""
+    kept = [t for t in (node.get("spec") or {}).get("taints") or [] if t["key"] != contract.QUARANTINE_TAINT_KEY]
+    taint = {"key": contract.QUARANTINE_TAINT_KEY, "value": reason, "effect": "NoSchedule"}
+    return {"spec": {"unschedulable": True, "taints": [*kept, taint]}}
 
 
 def node_name(group: NodeGroupPlan, index: int) -> str:
@@ -120,11 +129,14 @@ def topology_labels(group: NodeGroupPlan, zone: str, index: int, nodes_per_domai
     return out
 
 
-def group_nodes(plan: ClusterPlan, group: NodeGroupPlan, options: NodeOptions) -> list[dict[str, Any]]:
-    """The Node objects of ``group`` (zones taken in turn, as a node group spreads over its subnets)."""
+def group_nodes(plan: ClusterPlan, group: NodeGroupPlan, options: NodeOptions,
+                indexes: Iterable[int] | None = None) -> list[dict[str, Any]]:
+    """The Node objects of ``group`` (zones taken in turn, as a node group spreads over its subnets): its members at
+    the size ``options`` asks for, or those of ``indexes`` (more nodes of the group than the plan has, for a scenario
+    that needs a spare one)."""
     parts = group.parts
     nodes = []
-    for index in range(group_size(group, options.size)):
+    for index in indexes if indexes is not None else range(group_size(group, options.size)):
         name = node_name(group, index)
         zone = group.availability_zones[index % len(group.availability_zones)]
         part = parts[index % len(parts)]

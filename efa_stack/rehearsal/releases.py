@@ -28,6 +28,8 @@ import yaml
 from efa_stack import contract
 from efa_stack.rehearsal.binaries import BUILD_SCRIPT, ROOT, Binary
 from efa_stack.rehearsal.controllers import Context, Launch, LocalController, deep_merge, flatten, http_ok
+from efa_stack.rehearsal.karpenter import KarpenterKwok
+from efa_stack.rehearsal.karpenter import release_objects as karpenter_objects
 from k8s.components import KUBEFLOW_TRAINER
 
 LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -222,6 +224,7 @@ class JobSetController(LocalController):
 
 RELEASES: dict[str, tuple[type[LocalController], ...]] = {
     contract.TRAINER_RELEASE: (JobSetController, TrainerController),
+    contract.KARPENTER_RELEASE: (KarpenterKwok,),
 }
 """Helm release -> the local controllers that stand in for its Deployments (JobSet first: the Trainer's runtimes
 need its CRD)."""
@@ -229,7 +232,9 @@ need its CRD)."""
 
 def release_objects(release: str, namespace: str) -> list[dict[str, Any]]:
     """The objects the rehearsal applies for ``release`` (Namespace first)."""
-    if release != contract.TRAINER_RELEASE:
-        raise KeyError(f"Helm release {release}: the rehearsal has no stand-in for it")
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-    return [ns, *jobset_objects(namespace), *trainer_objects(namespace)]
+    if release == contract.TRAINER_RELEASE:
+        return [ns, *jobset_objects(namespace), *trainer_objects(namespace)]
+    if release == contract.KARPENTER_RELEASE:
+        return [ns, *karpenter_objects(module_dir(KarpenterKwok.binary))]
+    raise KeyError(f"Helm release {release}: the rehearsal has no stand-in for it")
