@@ -138,7 +138,7 @@ def test_the_slices_the_rehearsal_publishes_pass_verify(itype):
 
     plan = plan_of(spec(itype, "dra"))
     group = plan.node_group("gpu")
-    published = [node_slice("n-0", kind, group) for kind in device_kinds(group)]
+    published = [node_slice({"metadata": {"name": "n-0", "uid": "u-0"}}, kind, group) for kind in device_kinds(group)]
     check = verify.check_node(node("n-0", itype), group, published)
     assert check.status == "pass", check.problems
 

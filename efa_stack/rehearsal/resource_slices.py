@@ -1,23 +1,30 @@
-"""The DRA drivers in the rehearsal: what each would publish on the nodes it runs on, so that the real kube-scheduler
-allocates the claims efa-stack renders (docs/design/dra.md).
+"""The DRA drivers in the rehearsal: where each runs, and what it would publish on the nodes it runs on, so that the
+real kube-scheduler allocates the claims efa-stack renders (docs/design/dra.md).
 
-No driver runs here (no kubelet, no devices). In its place, for every Helm release of a DRA driver the rollout installs:
+No driver runs here (no kubelet, no devices). In its place, for every Helm release of a DRA driver the rollout installs
+(:meth:`efa_stack.rehearsal.rehearsal.Rehearsal.install`):
 
-- :func:`stand_in_objects`: what the chart creates that the scheduler reads, its DeviceClass (k8s/dra.py
-  ``device_classes``, as the chart renders it);
-- :func:`published_slices`: on every node the driver's DaemonSet would run on (its placement from the release's values,
-  :func:`k8s.dra.runs_on`), one ResourceSlice per driver with the node's devices from the catalog: the node group's
-  EFA devices, GPUs or Neuron devices, and where data/dra_devices.json has the instance type's PCIe roots, the
-  ``resource.kubernetes.io/pcieRoot`` of each device. Device names and attributes are formed as the drivers form them
-  (kubernetes-sigs/dranet@v1.2.0 ``pkg/names.NormalizePCIAddress``, ``pkg/apis/attributes.go``;
-  kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1 ``cmd/gpu-kubelet-plugin/deviceinfo.go`` ``gpu-<minor>``; Neuron's
-  ``neurondevice<i>``, aws-neuron/aws-neuron-sdk ``containers/neuron-dra.rst``); the PCI addresses are made up;
-- :func:`without_plugin_resources`: a ``devices: dra`` node's allocatable without the device plugins' resources, which
-  no plugin advertises there.
+- :func:`stand_in_objects`: what the chart creates that the cluster acts on: its DeviceClass (k8s/dra.py
+  ``device_classes``, as the chart renders it) and its kubelet plugin's DaemonSet with the chart's placement fields
+  rendered from the release's values (:func:`placement`), so that the real DaemonSet controller and scheduler decide
+  which nodes run the driver;
+- :func:`node_slice`: on every node where that DaemonSet's pod runs, one ResourceSlice per driver with the node's
+  devices from the catalog: the node group's EFA devices, GPUs or Neuron devices, and where data/dra_devices.json has
+  the instance type's PCIe roots, the ``resource.kubernetes.io/pcieRoot`` of each device, owned by the Node as the
+  drivers' slices are (k8s.io/dynamic-resource-allocation@v0.35.4 kubeletplugin/draplugin.go ``PublishResources``:
+  the owner is the Node; resourceslice/resourceslicecontroller.go: a controller owner reference), so they go with it.
+  Device names and attributes are formed as the drivers form them (kubernetes-sigs/dranet@v1.2.0
+  ``pkg/names.NormalizePCIAddress``, ``pkg/apis/attributes.go``; kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1
+  ``cmd/gpu-kubelet-plugin/deviceinfo.go`` ``gpu-<minor>``; Neuron's ``neurondevice<i>``, aws-neuron/aws-neuron-sdk
+  ``containers/neuron-dra.rst``); the PCI addresses are made up.
 
-Rehearsed: the scheduler's allocation of every claim against these slices (counts, the ``matchAttribute`` pairing of a
-GPU with its PCIe root's EFA devices, no device given twice). Not rehearsed: the drivers themselves (discovery,
-``NodePrepareResources``, what a container sees).
+A ``devices: dra`` node advertises none of the device plugins' resources (efa_stack/rehearsal/nodes.py
+``allocatable``).
+
+Rehearsed: where the drivers run (their DaemonSets placed by the real controllers), the scheduler's allocation of
+every claim against these slices (counts, the ``matchAttribute`` pairing of a GPU with its PCIe root's EFA devices,
+no device given twice). Not rehearsed: the drivers themselves (discovery, ``NodePrepareResources``, what a container
+sees) and the rest of their charts.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from efa_stack.planning import dra
 from efa_stack.planning.dra import DeviceKind
 from efa_stack.planning.node_groups import NodeGroupPlan, Taint
 from efa_stack.planning.plan import ClusterPlan
+from efa_stack.rehearsal.client import Api, ApiError, poll
 from k8s import dra as k8s_dra
 from k8s.components import AWS_DRANET, NEURON_DRA, NVIDIA_DRA_DRIVER
 from k8s.rollout import HelmRelease
@@ -50,9 +58,29 @@ def release_kind(component: str, release: HelmRelease) -> DeviceKind | None:
     return kind
 
 
-def stand_in_objects(kind: DeviceKind) -> list[dict[str, Any]]:
-    """What the driver's chart creates that the rehearsal needs: its DeviceClass."""
-    return k8s_dra.device_classes([kind])
+DRIVER_LABEL = "app.kubernetes.io/name"
+"""The label of the stand-in DaemonSet's pods: the release's name."""
+
+
+def driver_daemonset(release: HelmRelease, where: Mapping[str, Any]) -> dict[str, Any]:
+    """The release's kubelet plugin DaemonSet, as far as placement goes: its pods carry the chart's ``nodeSelector``,
+    required node affinity and tolerations (``where``); named after the release, in its namespace."""
+    labels = {DRIVER_LABEL: release.name}
+    pod: dict[str, Any] = {"containers": [{"name": "kubelet-plugin", "image": f"{release.chart}:{release.version}"}]}
+    pod.update({k: v for k, v in where.items() if v})
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": release.name, "namespace": release.namespace, "labels": labels},
+            "spec": {"selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": pod}}}
+
+
+def stand_in_objects(component: str, release: HelmRelease) -> list[dict[str, Any]]:
+    """What the driver's chart creates that the rehearsal needs: its DeviceClass and its DaemonSet (in the release's
+    namespace, which ``helm upgrade --install --create-namespace`` creates)."""
+    kind = release_kind(component, release)
+    assert kind is not None, release.name
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": release.namespace}}
+    return [namespace, *k8s_dra.device_classes([kind]), driver_daemonset(release, placement(component, release))]
 
 
 def placement(component: str, release: HelmRelease) -> dict[str, Any]:
@@ -135,46 +163,83 @@ def neuron_devices(group: NodeGroupPlan) -> list[dict[str, Any]]:
 DEVICES = {"efa": efa_devices, "gpu": gpu_devices, "neuron": neuron_devices}
 
 
-def node_slice(node: str, kind: DeviceKind, group: NodeGroupPlan) -> dict[str, Any]:
-    """The ResourceSlice of driver ``kind`` on ``node`` (one pool named after the node, one slice, as the drivers'
-    ``resourceslice`` controller publishes a node's devices)."""
+def node_slice(node: Mapping[str, Any], kind: DeviceKind, group: NodeGroupPlan) -> dict[str, Any]:
+    """The ResourceSlice of driver ``kind`` on ``node`` (a live Node: its name and uid), one pool named after the node,
+    one slice, owned by the node, as the drivers' ``resourceslice`` controller publishes a node's devices."""
     driver = dra.DRIVERS[kind]
+    name, uid = node["metadata"]["name"], node["metadata"].get("uid")
+    meta: dict[str, Any] = {"name": f"{name}-{driver}"}
+    if uid:
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid, "controller": True}]
     return {
-        "apiVersion": contract.RESOURCE_API_VERSION, "kind": contract.RESOURCE_SLICE_KIND,
-        "metadata": {"name": f"{node}-{driver}"},
-        "spec": {"driver": driver, "nodeName": node,
-                 "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+        "apiVersion": contract.RESOURCE_API_VERSION, "kind": contract.RESOURCE_SLICE_KIND, "metadata": meta,
+        "spec": {"driver": driver, "nodeName": name,
+                 "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
                  "devices": DEVICES[kind](group)},
     }
 
 
-def _taints(node: Mapping[str, Any]) -> list[Taint]:
-    return [Taint(t["key"], t.get("value", ""), t["effect"]) for t in (node.get("spec") or {}).get("taints") or []]
-
-
 def published_slices(plan: ClusterPlan, component: str, release: HelmRelease,
                      nodes: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The ResourceSlices the release's driver publishes: one per node of ``nodes`` its DaemonSet runs on."""
+    """The ResourceSlices the release's driver publishes on ``nodes`` (the live nodes its DaemonSet's pods run on)."""
     kind = release_kind(component, release)
     if kind is None:
         return []
-    where = placement(component, release)
     out = []
     for node in nodes:
-        labels = node["metadata"].get("labels") or {}
-        group = plan.node_group(labels[contract.LABEL_NODE_GROUP])
-        if k8s_dra.runs_on(where, labels, _taints(node)) and dra.devices_per_node(group, kind):
-            out.append(node_slice(node["metadata"]["name"], kind, group))
+        group = plan.node_group(node["metadata"]["labels"][contract.LABEL_NODE_GROUP])
+        if dra.devices_per_node(group, kind):
+            out.append(node_slice(node, kind, group))
     return out
 
 
-def without_plugin_resources(node: dict[str, Any]) -> dict[str, Any]:
-    """``node`` with none of the device plugins' resources in its allocatable and capacity when it is a ``devices: dra``
-    node (no device plugin runs there: k8s/scheduling.py ``NOT_ON_DRA_NODES``)."""
-    if (node["metadata"].get("labels") or {}).get(contract.LABEL_DEVICES) != contract.DEVICES_DRA:
-        return node
-    status = node.get("status") or {}
-    for field in ("allocatable", "capacity"):
-        for resource in dra.PLUGIN_RESOURCES.values():
-            (status.get(field) or {}).pop(resource, None)
-    return node
+DRIVER_TIMEOUT = 120
+"""Seconds for a driver's DaemonSet pod to run on every node it must run on (kwok runs a bound pod at once)."""
+
+
+NODE_CONDITION_TAINTS = "node.kubernetes.io/"
+"""The prefix of the taints Kubernetes itself puts on a node: a DaemonSet's pod tolerates those for memory, disk and PID
+pressure and ``unschedulable`` (kubernetes@v1.35.4 pkg/controller/daemon/util/daemonset_util.go
+``AddOrUpdateDaemonPodTolerations``), and ``not-ready`` stays on a node that kwok just reported Ready until the node
+lifecycle controller takes it off, after which the pod is placed."""
+
+
+def _taints(node: Mapping[str, Any]) -> list[Taint]:
+    """The node's own taints (its group's, a quarantine), without those Kubernetes puts on by node condition."""
+    return [Taint(t["key"], t.get("value", ""), t["effect"]) for t in (node.get("spec") or {}).get("taints") or []
+            if not t["key"].startswith(NODE_CONDITION_TAINTS)]
+
+
+def driver_pods(api: Api, release: HelmRelease) -> list[dict[str, Any]]:
+    """The pods of the release's stand-in DaemonSet."""
+    return api.list("v1", "Pod", release.namespace, label_selector=f"{DRIVER_LABEL}={release.name}")
+
+
+def _running_on(api: Api, release: HelmRelease) -> set[str]:
+    return {p["spec"]["nodeName"] for p in driver_pods(api, release)
+            if (p.get("status") or {}).get("phase") == "Running" and p["spec"].get("nodeName")}
+
+
+def publish(api: Api, plan: ClusterPlan, drivers: Iterable[tuple[str, HelmRelease]],
+            timeout: float = DRIVER_TIMEOUT) -> None:
+    """What the installed ``drivers`` (component, release) publish once their pods run: wait until the DaemonSet's pod
+    runs on every live node its placement admits (:func:`k8s.dra.runs_on`; a node added since, too), then apply the
+    ResourceSlices of every node it runs on. ApiError when a pod never runs where it should, or a slice is refused."""
+    for component, release in drivers:
+        where = placement(component, release)
+        nodes = {n["metadata"]["name"]: n for n in api.list("v1", "Node")}
+        want = {name for name, n in nodes.items()
+                if k8s_dra.runs_on(where, n["metadata"].get("labels") or {}, _taints(n))}
+
+        def everywhere(r: HelmRelease = release, w: set[str] = want) -> set[str] | None:
+            got = _running_on(api, r)
+            return got if w <= got else None
+
+        try:
+            running = poll(f"DaemonSet {release.namespace}/{release.name} running on {sorted(want)}", everywhere, timeout)
+        except TimeoutError as err:
+            raise ApiError(f"{err} (it runs on {sorted(_running_on(api, release))})") from None
+        for obj in published_slices(plan, component, release, [nodes[n] for n in sorted(running) if n in nodes]):
+            got = api.apply(obj)
+            if not got.ok:
+                raise ApiError(f"ResourceSlice {obj['metadata']['name']}: {got.message()}")
