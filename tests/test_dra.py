@@ -213,7 +213,9 @@ def _worker_pods(b) -> list[dict[str, Any]]:
 
 
 def test_dra_workers_claim_their_devices_and_request_none_from_a_device_plugin():
-    pods = _worker_pods(built("dra-p5"))
+    b = built("dra-p5")
+    pods = _worker_pods(b)
+    templates = {o["metadata"]["name"]: o for o in b.manifests[RESOURCE_CLAIMS]}
     assert len(pods) == 2
     for pod in pods:
         spec_ = pod["spec"]
@@ -227,6 +229,19 @@ def test_dra_workers_claim_their_devices_and_request_none_from_a_device_plugin()
         assert contract.EFA_RESOURCE not in guard["resources"]["limits"]
         assert {c["name"] for c in guard["resources"]["claims"]} <= set(claims)
         assert {"name": "EFA_GUARD_DEVICES", "value": "dra"} in guard["env"]
+        # the guard expects the EFA devices its claims request (4 for the aligned 1-GPU worker, 32 for a whole node)
+        env = {e["name"]: e.get("value") for e in guard["env"]}
+        efa = sum(r["exactly"]["count"] for c in guard["resources"]["claims"]
+                  for r in templates[claims[c["name"]]]["spec"]["spec"]["devices"]["requests"]
+                  if r["exactly"]["deviceClassName"] == contract.EFA_DEVICE_CLASS)
+        assert env["EFA_GUARD_EXPECTED_EFA"] == str(efa) and efa in (4, 32), env
+
+
+def test_an_mpijob_launcher_claims_no_device():
+    (job,) = [o for _, o in built("dra-p5").objects() if o["kind"] == "MPIJob"]
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    assert "resourceClaims" not in launcher and contract.LABEL_DEVICES not in launcher.get("nodeSelector", {})
+    assert not [c for c in launcher["containers"] if c["resources"].get("claims")]
 
 
 def test_pytorchjob_master_and_workers_claim_the_same_templates():
