@@ -241,6 +241,36 @@ NFD_MASTER: Final = f"{NFD_RELEASE}-master"
 (kubernetes-sigs/node-feature-discovery@v0.18.3 deployment/helm/node-feature-discovery/templates/_helpers.tpl,
 templates/master.yaml)."""
 
+# --- The DRA device layer (``devices: dra``; efa_stack/planning/dra.py, k8s/dra.py, docs/design/dra.md) -----------
+LABEL_DEVICES: Final = LABEL_PREFIX + "devices"
+"""On the nodes of a ``devices: dra`` node group or pool (value ``dra``): the DRA drivers run only there, the device
+plugins never there, and every job on the group selects it."""
+DeviceMechanism = Literal["plugin", "dra"]
+DEVICES_PLUGIN: Final = "plugin"
+DEVICES_DRA: Final = "dra"
+# kubernetes/kubernetes v1.35 (k8s.io/api v0.35.4 resource/v1): the API group and version of DeviceClass,
+# ResourceSlice, ResourceClaim and ResourceClaimTemplate.
+RESOURCE_GROUP: Final = "resource.k8s.io"
+RESOURCE_API_VERSION: Final = f"{RESOURCE_GROUP}/v1"
+RESOURCE_CLAIM_TEMPLATE_KIND: Final = "ResourceClaimTemplate"
+DEVICE_CLASS_KIND: Final = "DeviceClass"
+RESOURCE_SLICE_KIND: Final = "ResourceSlice"
+PCIE_ROOT_ATTRIBUTE: Final = "resource.kubernetes.io/pcieRoot"
+"""The attribute both the NVIDIA and the EFA DRA driver publish for a device's PCIe root (k8s.io/dynamic-resource-
+allocation deviceattribute ``GetPCIeRootAttributeByPCIBusID``)."""
+# The drivers and the DeviceClasses their pinned charts create: aws/eks-charts@5239609 stable/aws-dranet 1.0.0
+# templates/deviceclass.yaml (kubernetes-sigs/dranet@v1.2.0 cmd/dranet/app.go ``driverName``);
+# kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1 templates/deviceclass-gpu.yaml (cmd/gpu-kubelet-plugin/main.go
+# ``DriverName``); aws-neuron/neuron-helm-charts@97e1b7d templates/dra-driver/dra-driver-deviceclass.yaml.
+EFA_DRA_DRIVER: Final = "dra.net"
+EFA_DEVICE_CLASS: Final = "efa.networking.k8s.aws"
+GPU_DRA_DRIVER: Final = "gpu.nvidia.com"
+GPU_DEVICE_CLASS: Final = GPU_DRA_DRIVER
+NEURON_DRA_DRIVER: Final = "neuron.aws.com"
+NEURON_DEVICE_CLASS: Final = NEURON_DRA_DRIVER
+AWS_DRANET_RELEASE: Final = "aws-dranet"
+NEURON_DRA_RELEASE: Final = "neuron-dra-driver"
+
 # --- existing VPCs -----------------------------------------------------------------------------------------------
 
 CDK_CONTEXT_FILE: Final = "cdk.context.json"

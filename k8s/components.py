@@ -38,6 +38,9 @@ KUEUE_QUEUES = "kueue-queues"
 KARPENTER_CRD = "karpenter-crd"
 KARPENTER = "karpenter"
 KARPENTER_POOLS = "karpenter-pools"
+AWS_DRANET = contract.AWS_DRANET_RELEASE
+NEURON_DRA = contract.NEURON_DRA_RELEASE
+RESOURCE_CLAIMS = "resource-claims"
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,10 @@ COMPONENTS: tuple[Component, ...] = (
     Component(NODE_FEATURE_DISCOVERY, 14, helm=True, controller=ControllerWait(
         "NodeFeatureDiscoveryAvailable", contract.NFD_MASTER, contract.NFD_NAMESPACE,
     )),
+    # The DRA drivers of ``devices: dra`` node groups (k8s/dra.py): node agents like the device plugins, as Helm
+    # releases of their upstream charts; each chart creates its DeviceClass. No controller to wait for.
+    Component(AWS_DRANET, 15, helm=True),
+    Component(NEURON_DRA, 16, helm=True),
     Component(MPI_OPERATOR_CRD, 20),
     # The PyTorchJob and Karpenter CRDs outlive their last objects: deleting a CRD deletes every object of its kind,
     # NodePools and NodeClaims with the nodes they hold.
@@ -158,6 +165,8 @@ COMPONENTS: tuple[Component, ...] = (
         crds=(contract.COMPUTE_DOMAIN_CRD_NAME,), serves=(COMPUTE_DOMAINS,),
     )),
     Component(KARPENTER_POOLS, 36, after=(KARPENTER,)),
+    # The jobs' ResourceClaimTemplates, after the drivers whose DeviceClasses they name.
+    Component(RESOURCE_CLAIMS, 37, after=(AWS_DRANET, NEURON_DRA, NVIDIA_DRA_DRIVER)),
     Component(KUEUE_QUEUES, 38),
     Component(COMPUTE_DOMAINS, 39),
     Component(NCCL_TESTS, 40),

@@ -759,3 +759,47 @@ def test_the_server_accepts_a_custom_networking_pools_node_class(apiserver, karp
     got = apiserver.dry_run_create(node_class)
     assert got.status == 201, got.message()
     assert got.body["spec"]["kubelet"] == node_class["spec"]["kubelet"]
+
+
+# --- the DRA device layer's resource.k8s.io/v1 objects --------------------------------------------------------------
+
+
+def test_dra_device_classes_and_the_claim_limit_on_the_server(apiserver):
+    # GIVEN the DeviceClasses the pinned DRA charts create, as k8s/dra.py renders them for the rehearsal
+    from efa_stack import contract
+    from efa_stack.planning.dra import MAX_DEVICES_PER_CLAIM
+    from k8s.dra import device_classes
+
+    classes = device_classes(["gpu", "efa", "neuron"])
+    try:
+        # WHEN they are applied THEN the server stores their selectors as rendered
+        for dc in classes:
+            got = apiserver.apply(dc)
+            assert got.status in (200, 201), got.message()
+            assert apiserver.get(dc).body["spec"]["selectors"] == dc["spec"]["selectors"]
+        # AND drops the NVIDIA chart's extendedResourceName: the DRAExtendedResource gate is off on 1.35, so the
+        # field of the extended-resource bridge is dropped, not refused (why efa-stack builds no bridge:
+        # docs/design/dra.md)
+        gpu = next(dc for dc in classes if dc["metadata"]["name"] == contract.GPU_DEVICE_CLASS)
+        assert gpu["spec"]["extendedResourceName"] == contract.GPU_RESOURCE
+        assert "extendedResourceName" not in apiserver.get(gpu).body["spec"]
+        # AND a claim's allocation holds at most 32 devices (why efa-stack claims a whole node by device kind)
+        _ensure_default_service_account(apiserver, "default")
+        claim = {"apiVersion": contract.RESOURCE_API_VERSION, "kind": "ResourceClaim",
+                 "metadata": {"name": "forty-devices", "namespace": "default"},
+                 "spec": {"devices": {"requests": [{"name": "efa", "exactly": {
+                     "deviceClassName": contract.EFA_DEVICE_CLASS, "allocationMode": "ExactCount", "count": 40}}]}}}
+        got = apiserver.create(claim)
+        assert got.status == 201, got.message()
+        results = [{"request": "efa", "driver": contract.EFA_DRA_DRIVER, "pool": "n", "device": f"pci-{i}"}
+                   for i in range(MAX_DEVICES_PER_CLAIM + 1)]
+        got = apiserver.merge_patch(claim, {"status": {"allocation": {"devices": {"results": results}}}},
+                                    subresource="status")
+        assert got.status == 422 and "status.allocation.devices.results" in got.message(), got.message()
+        got = apiserver.merge_patch(claim, {"status": {"allocation": {"devices": {
+            "results": results[:MAX_DEVICES_PER_CLAIM]}}}}, subresource="status")
+        assert got.status == 200, got.message()
+        apiserver.delete(claim)
+    finally:
+        for dc in classes:
+            apiserver.delete(dc)

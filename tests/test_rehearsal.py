@@ -7,7 +7,8 @@ each scenario runs against it, in the order of this file, every one leaving the 
 1. every rendered controller is available and runs;
 2. every job, started by its own ``efa-stack.io/start`` command, is admitted with the flavors the plan meant, gets
    its launcher and workers, one worker per node of its group inside one topology domain, runs and completes;
-3. every DaemonSet runs on every node it must serve (after 2: a pool's nodes exist once a job needed them);
+3. every DaemonSet runs on every node it must serve, a DRA driver's publishing its devices there (after 2: a pool's
+   nodes exist once a job needed them);
 4. with too few nodes a job waits with the reason Kueue (or the scheduler) gives, and a queued one makes no pod;
 5. a node quarantined the way ``verify --acceptance --quarantine`` does it is avoided, or replaced as
    docs/design/kueue-tas.md says (in the job's domain only with ``topology: required``);
@@ -24,19 +25,22 @@ fixture per spec); the defects' own scenarios are in tests/test_rehearsal_defect
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from efa_stack import contract
+from efa_stack.planning import dra
+from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.planning.scheduling import layer_label, network_layers
 from efa_stack.rehearsal.compute_domains import COMPUTE_DOMAIN_LABEL, DRIVER
 from efa_stack.rehearsal.jobs import KINDS, JobOutcome, pod_running
 from efa_stack.rehearsal.nodes import NodeOptions
 from efa_stack.rehearsal.rehearsal import Rehearsal, deployment_available, rehearse
-from efa_stack.rehearsal.releases import RELEASES, release_objects
+from efa_stack.rehearsal.releases import RELEASES
+from efa_stack.rehearsal.resource_slices import release_kind
 from efa_stack.rehearsal.update import update
 from k8s.nccl_tests import GATE_NAME
 from k8s.rollout import HelmRelease, InstallRelease
@@ -118,8 +122,11 @@ def test_every_rendered_controller_is_available_and_serves(rehearsed):
         running = [c for c in rehearsed.controllers.running.values() if c.controller.deployment == name]
         assert running and running[0].process.running(), f"no local controller for {namespace}/{name}"
     # AND the controllers standing in for the Helm releases run too; a release stood in for by its objects alone
-    # (Node Feature Discovery) has its Deployments available, their pods run by kwok
+    # (Node Feature Discovery) has its Deployments available, their pods run by kwok; a DRA driver's release is stood
+    # in for by its DaemonSet and the ResourceSlices it publishes (scenario 3)
     for helm in _releases(rehearsed):
+        if helm.name in rehearsed.drivers:
+            continue
         for cls in RELEASES[helm.name]:
             running = rehearsed.controllers.running.get(cls.name)
             assert running is not None and running.process.running(), f"release {helm.name}: {cls.name} does not run"
@@ -217,22 +224,33 @@ def test_every_job_started_as_documented_lands_and_completes(rehearsed):
 # --- 3. DaemonSets ------------------------------------------------------------------------------------------
 
 
-SERVED_GROUPS = {
-    contract.EFA_DEVICE_PLUGIN_NAME: lambda g: g.efa_enabled,
-    contract.NVIDIA_DEVICE_PLUGIN_NAME: lambda g: g.role == "gpu",
-    contract.NEURON_DEVICE_PLUGIN_NAME: lambda g: g.role == "neuron",
+def _dra(g: NodeGroupPlan) -> bool:
+    return g.devices == contract.DEVICES_DRA
+
+
+SERVED_GROUPS: dict[str, Callable[[NodeGroupPlan], bool]] = {
+    contract.EFA_DEVICE_PLUGIN_NAME: lambda g: g.efa_enabled and not _dra(g),
+    contract.NVIDIA_DEVICE_PLUGIN_NAME: lambda g: g.role == "gpu" and not _dra(g),
+    contract.NEURON_DEVICE_PLUGIN_NAME: lambda g: g.role == "neuron" and not _dra(g),
+    contract.AWS_DRANET_RELEASE: lambda g: g.efa_enabled and _dra(g),
+    contract.NVIDIA_DRA_RELEASE: lambda g: g.role == "gpu" and _dra(g),
+    contract.NEURON_DRA_RELEASE: lambda g: g.role == "neuron" and _dra(g),
     contract.GPU_FEATURE_DISCOVERY_NAME: lambda g: g.ultraserver is not None,
     f"{contract.NVIDIA_DRA_RELEASE}-kubelet-plugin": lambda g: g.ultraserver is not None,
     f"{contract.NFD_RELEASE}-worker": lambda g: g.ultraserver is not None,
 }
-"""DaemonSet -> the node groups whose every node it must run on (the plan's own facts: EFA, GPU, Neuron groups;
-UltraServer groups for GPU feature discovery, the NVIDIA DRA driver's kubelet plugin and NFD's worker)."""
+"""DaemonSet -> the node groups whose every node it must run on (the plan's own facts: EFA, GPU, Neuron groups, their
+devices from the device plugins or, ``devices: dra``, from the DRA drivers, whose DaemonSets the rehearsal stands in
+for: efa_stack/rehearsal/resource_slices.py; UltraServer groups for GPU feature discovery, the NVIDIA DRA driver's
+kubelet plugin and NFD's worker)."""
 
 
 def test_every_daemonset_runs_on_every_node_it_must_serve(rehearsed):
-    # GIVEN the DaemonSets of the spec and of the Helm releases' stand-ins, and the live nodes (a pool's launched ones)
-    stand_ins = [o for helm in _releases(rehearsed) for o in release_objects(helm.name, helm.namespace, helm.values)]
-    daemonsets = [o for o in [*rehearsed.objects, *stand_ins] if o["kind"] == "DaemonSet"]
+    # GIVEN every DaemonSet of the cluster (the device plugins rendered, the releases' stand-ins, the DRA drivers'
+    # installed) but the IMEX daemons a ComputeDomain's controller makes per job (scenario 2), and the live nodes (a
+    # pool's launched ones too)
+    daemonsets = [d for d in rehearsed.api.list("apps/v1", "DaemonSet")
+                  if COMPUTE_DOMAIN_LABEL not in (d["metadata"].get("labels") or {})]
     assert daemonsets
     groups = [*rehearsed.plan.all_node_groups, *rehearsed.plan.pool_groups]
     for ds in daemonsets:
@@ -251,6 +269,12 @@ def test_every_daemonset_runs_on_every_node_it_must_serve(rehearsed):
         # THEN one running pod on each node of the groups it serves, and on no other node
         assert wait_for(f"DaemonSet {namespace}/{name} on {len(want)} nodes", placed) == want
         assert want or not served
+        if name in rehearsed.drivers:
+            # AND a DRA driver publishes its devices on exactly those nodes
+            component, release = rehearsed.drivers[name]
+            driver = dra.DRIVERS[release_kind(component, release)]
+            slices = rehearsed.api.list(contract.RESOURCE_API_VERSION, contract.RESOURCE_SLICE_KIND)
+            assert sorted(s["spec"]["nodeName"] for s in slices if s["spec"]["driver"] == driver) == sorted(want)
 
 
 # --- 4. too few nodes ---------------------------------------------------------------------------------------
@@ -332,14 +356,14 @@ def test_a_quarantined_node_is_avoided_or_replaced_in_the_domain_the_docs_say(re
     # GIVEN spare nodes of the job's group: with a topology, two more in the job's domain and one in another
     spares = add_nodes(r, group, range(size, size + (3 if topology else 1)), size + 2 if topology else None)
     fresh(r, job)
+    bad = None
     try:
         if not topology:
             # WHEN a node is quarantined before the job starts THEN the job lands on the others
             bad = live_nodes(r, group.name)[0]["metadata"]["name"]
             quarantine(r, bad)
             outcome = r.jobs.land(job, timeout=JOB_TIMEOUT, settle=JOB_TIMEOUT)
-            assert outcome.landed and bad not in outcome.nodes, outcome
-            release(r, bad)
+            assert outcome.landed and bad not in outcome.nodes, outcome.reason or outcome
             return
         # WHEN the job runs and one of its nodes is quarantined and its pod there ends
         outcome = r.jobs.land(job, timeout=JOB_TIMEOUT, settle=JOB_TIMEOUT)
@@ -364,9 +388,10 @@ def test_a_quarantined_node_is_avoided_or_replaced_in_the_domain_the_docs_say(re
             # preferred: Kueue took the node of the other domain (its best fit for one pod) though one waited here
             assert _domain(r, group, new) != domain
             assert "another" in note and "domain" in note, note
-        release(r, bad)
     finally:
         r.jobs.remove(job, JOB_TIMEOUT)
+        if bad is not None and bad not in spares:
+            release(r, bad)
         delete_nodes(r, spares)
         r.reapply(job)
 

@@ -103,7 +103,7 @@ def instance_types(plan: ClusterPlan) -> list[dict[str, Any]]:
         entry = out.setdefault(group.instance_type, {
             "name": group.instance_type, "architecture": "arm64" if group.instance.arm64 else "amd64",
             "operatingSystems": ["linux"], "resources": resources, "offerings": []})
-        requirement = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": [pool.capacity_type]},
+        requirement = [{"key": contract.KARPENTER_CAPACITY_TYPE_LABEL, "operator": "In", "values": [pool.capacity_type]},
                        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [group.availability_zone]},
                        # EKS labels a node of a type with EC2 instance topology with its network nodes: the offering's
                        # single values become the node's labels (toNode), one domain per layer for the pool's nodes

@@ -4,7 +4,9 @@ Each Node carries what an EKS node of its group would: the group's labels and ta
 (instance type, region, zone, capacity type, node group, and ``topology.k8s.aws/network-node-layer-1..N`` for the
 instance types EC2 reports a network topology for), the NVLink domain GPU feature discovery labels on UltraServer
 nodes (``nvidia.com/gpu.clique``, :func:`efa_stack.rehearsal.compute_domains.gfd_labels`), and an allocatable
-computed from the plan's own rules: GPUs, EFA devices and Neuron devices per node, the hugepages the group reserves at boot, CPU less nodeadm's kubeReserved,
+computed from the plan's own rules: GPUs, EFA devices and Neuron devices per node (as their device plugins advertise
+them; none on a ``devices: dra`` node, whose devices the DRA drivers publish in ResourceSlices:
+efa_stack/rehearsal/resource_slices.py), the hugepages the group reserves at boot, CPU less nodeadm's kubeReserved,
 memory less kubeReserved, evictionHard and those hugepages (the kubelet subtracts pre-allocated hugepages from
 allocatable memory), and the kubelet's maxPods from the address plan. No figure is typed here; what a scheduler,
 Kueue or a DaemonSet controller decides about a node, they decide from these objects.
@@ -98,6 +100,8 @@ def allocatable(plan: ClusterPlan, group: NodeGroupPlan) -> dict[str, str]:
         "ephemeral-storage": f"{group.volume_size_gib}Gi",
         contract.HUGEPAGES_2MI_RESOURCE: f"{group.hugepages_2mi_mib}Mi",
     }
+    if group.devices == contract.DEVICES_DRA:
+        return out  # no device plugin runs there (k8s/scheduling.py NOT_ON_DRA_NODES): the DRA drivers publish them
     for resource, count in ((contract.GPU_RESOURCE, group.gpus_per_node),
                             (contract.EFA_RESOURCE, group.efa_devices_per_node),
                             (contract.NEURON_RESOURCE, group.neuron_devices_per_node)):

@@ -35,8 +35,9 @@ from efa_stack.rehearsal.karpenter import reserved_pool_nodes
 from efa_stack.rehearsal.manifests import stack_objects
 from efa_stack.rehearsal.nodes import NodeOptions, plan_nodes
 from efa_stack.rehearsal.releases import RELEASES, release_objects
+from efa_stack.rehearsal.resource_slices import publish, release_kind, stand_in_objects
 from efa_stack.rehearsal.rollout import Performed, RolloutError, perform, wait_established
-from k8s.rollout import ApplyChart, InstallRelease, Nodes, Rollout, WaitAvailable, plan_rollout
+from k8s.rollout import ApplyChart, HelmRelease, InstallRelease, Nodes, Rollout, WaitAvailable, plan_rollout
 
 ROLLOUT_TIMEOUT = 300
 """Seconds a controller's Deployment may take to become available (``apply.sh`` allows 300, k8s/dist.py)."""
@@ -78,6 +79,8 @@ class Rehearsal:
     """What the caller calls this rehearsal (a spec's name), for messages."""
     release_deployments: set[tuple[str, str]] = field(default_factory=set)
     """(namespace, name) of the Deployments among the Helm releases' stand-in objects."""
+    drivers: dict[str, tuple[str, HelmRelease]] = field(default_factory=dict)
+    """The DRA drivers installed: release name -> (component, release); they publish on the nodes added later too."""
 
     @property
     def api(self) -> Api:
@@ -125,8 +128,13 @@ class Rehearsal:
 
     def install(self, step: InstallRelease) -> None:
         """The release's stand-in (:mod:`efa_stack.rehearsal.releases`): its objects applied, its CRDs established,
-        its controllers started and ready (what ``helm --wait`` waits for)."""
+        its controllers started and ready (what ``helm --wait`` waits for). A DRA driver's release is stood in for by
+        its DeviceClass and DaemonSet, and the ResourceSlices it publishes where that runs
+        (:mod:`efa_stack.rehearsal.resource_slices`)."""
         assert step.release is not None
+        if release_kind(step.component, step.release) is not None:
+            self._install_driver(step.id, step.component, step.release)
+            return
         try:
             objects = release_objects(step.release.name, step.release.namespace, step.release.values)
         except KeyError as err:
@@ -151,6 +159,17 @@ class Rehearsal:
                 before.values = step.release.values
                 self.timings[f"{cls.name} restarted"] = self.controllers.restart(cls.name, self.objects).ready_in
 
+    def _install_driver(self, step: str, component: str, release: HelmRelease) -> None:
+        for obj in stand_in_objects(component, release):
+            got = self.api.apply(obj)
+            if not got.ok:
+                raise RolloutError(f"{step}: {obj['kind']} {obj['metadata']['name']}: {got.message()}")
+        self.drivers[release.name] = (component, release)
+        try:
+            publish(self.api, self.plan, [(component, release)])
+        except ApiError as err:
+            raise RolloutError(f"{step}: {err}") from None
+
     def available(self, step: WaitAvailable) -> None:
         """A rendered Deployment: available (kwok runs its pod) and its local controller running. A Helm release's
         Deployment is not rendered here: its local controller answered ready when the release was installed, or, where
@@ -172,14 +191,15 @@ class Rehearsal:
         return self.add_nodes([*plan_nodes(self.plan, options), *reserved_pool_nodes(self.plan)])
 
     def add_nodes(self, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Create ``nodes`` (several requests at a time: a group of 1,000 nodes is one request each) and wait until
-        kwok reports every one Ready."""
+        """Create ``nodes`` (several requests at a time: a group of 1,000 nodes is one request each), wait until
+        kwok reports every one Ready, and until the DRA drivers installed run and publish their devices there."""
         with ThreadPoolExecutor(NODE_REQUESTS) as pool:
             for node, got in zip(nodes, pool.map(self.api.create, nodes), strict=True):
                 if got.status != 201:
                     raise ApiError(f"Node {node['metadata']['name']}: {got.message()}")
         self._wait_nodes_ready({n["metadata"]["name"] for n in nodes})
         self.nodes += nodes
+        publish(self.api, self.plan, self.drivers.values())
         return nodes
 
     def _wait_nodes_ready(self, names: set[str]) -> None:
