@@ -57,7 +57,7 @@ CHANNEL, DAEMON = "channel", "daemon"
 CHANNEL_CONFIG = "ComputeDomainChannelConfig"
 """The kind of the opaque configuration in a channel claim (the controller's workload claim template,
 templates/compute-domain-workload-claim-template.tmpl.yaml, api/nvidia.com/resource/v1beta1 ``ComputeDomainChannelConfig``)."""
-RESOURCE_API_VERSION = "resource.k8s.io/v1"
+RESOURCE_API_VERSION = contract.RESOURCE_API_VERSION
 SYNC_INTERVAL = 1.0
 """Seconds between two passes of the stand-in."""
 CLIQUE_ID = 0

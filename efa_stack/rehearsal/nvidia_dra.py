@@ -45,15 +45,16 @@ from efa_stack.rehearsal import compute_domains
 from efa_stack.rehearsal.binaries import ROOT, Binary, module_dir
 from efa_stack.rehearsal.controllers import Context, Launch, LocalController, deep_merge, http_ok
 from k8s.components import NVIDIA_DRA_DRIVER
+from k8s.compute_domains import NVIDIA_DRA_CHART
 
-CHART = Path("deployments") / "helm" / "dra-driver-nvidia-gpu"
+CHART = Path("deployments") / "helm" / NVIDIA_DRA_CHART.rsplit("/", 1)[1]
 """The chart in the module (the one published as ``oci://registry.k8s.io/dra-driver-nvidia/charts/...``)."""
 TEMPLATES = (
     "deviceclass-compute-domain-daemon.yaml", "deviceclass-compute-domain-default-channel.yaml",
     "rbac-controller.yaml", "rbac-kubeletplugin.yaml", "rbac-compute-domain-daemon.yaml",
     "validatingadmissionpolicy.yaml", "validatingadmissionpolicybinding.yaml",
 )
-RESOURCE_API_VERSION = "resource.k8s.io/v1"
+RESOURCE_API_VERSION = contract.RESOURCE_API_VERSION
 """What the chart's ``resourceApiVersion`` helper picks on the rehearsal's API server, which serves resource.k8s.io/v1
 (_helpers.tpl ``dra-driver-nvidia-gpu.resourceApiVersion``, unless the values name one)."""
 PRIVATE_ROOT = """\
@@ -198,7 +199,7 @@ class Names:
 
     release: str = contract.NVIDIA_DRA_RELEASE
     namespace: str = contract.NVIDIA_DRA_NAMESPACE
-    chart: str = "dra-driver-nvidia-gpu"
+    chart: str = NVIDIA_DRA_CHART.rsplit("/", 1)[1]
 
     @property
     def fullname(self) -> str:
