@@ -16,7 +16,7 @@ export PATH := $(BIN):$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup lock lock-check synth synth-all deploy test apiserver binaries lint-py snapshots bench lint catalog docs preflight verify nccl clean help
+.PHONY: setup lock lock-check synth synth-all deploy test apiserver binaries rehearse lint-py snapshots bench lint catalog docs preflight verify nccl clean help
 
 help:
 	@echo "make setup      create .venv (Python packages from requirements.lock, hashes checked; Node.js 24)"
@@ -29,6 +29,7 @@ help:
 	@echo "make test       ruff, mypy, then the whole test suite"
 	@echo "make apiserver  build kube-apiserver and etcd (Go modules) for tests/test_apiserver.py into .cache/"
 	@echo "make binaries   build every binary of the rehearsal (control plane, kwok, controllers) into .cache/"
+	@echo "make rehearse   efa-stack rehearse --spec SPEC: its jobs on a local control plane (docs/rehearse.md)"
 	@echo "make lint-py    ruff and mypy only (config in pyproject.toml)"
 	@echo "make snapshots  regenerate snapshots and golden files after an intended change"
 	@echo "make bench      synth speed ratios and the suite's wall time"
@@ -96,6 +97,10 @@ apiserver:
 # versions); a no-op once .cache/ holds them. tests/test_rehearsal.py builds them on first use too.
 binaries:
 	tools/build.sh >/dev/null
+
+# The spec's jobs started on a local control plane with the real scheduler and controllers (docs/rehearse.md).
+rehearse: setup binaries
+	$(BIN)/efa-stack rehearse --spec $(SPEC)
 
 lint-py: setup
 	$(BIN)/ruff check .

@@ -1,10 +1,16 @@
 """Karpenter's controller on an EKS cluster: its IAM role through EKS Pod Identity, the interruption queue and its
 EventBridge rules, the nodes' role with an EKS access entry, and the Helm release.
 
-Everything follows aws/karpenter-provider-aws at tag v1.14.1 (commit bde00654cd316fddb3dccfba3f5ac07039865429) and
-its v1.14 documentation (main@1d927085dd81a9df9301e613f371dac5b4d16bfe,
-website/content/en/v1.14/getting-started/getting-started-with-karpenter/): the controller's permissions are the
-statements of ``cloudformation.yaml`` there (NodeLifecyclePolicy, IAMIntegrationPolicy, EKSIntegrationPolicy,
+The controller is aws/karpenter-provider-aws v1.15.1 (:data:`efa_stack.planning.karpenter.KARPENTER_VERSION`); its
+AWS side follows the v1.14 documentation (main@1d927085dd81a9df9301e613f371dac5b4d16bfe,
+website/content/en/v1.14/getting-started/getting-started-with-karpenter/), since the website is not part of the
+v1.15.1 module zip the controller was read from and v1.15's ``cloudformation.yaml`` could not be read. What the
+controller calls did not change but for one call: the AWS API inputs the code at v1.15.1 builds (pkg/, cmd/;
+``ec2.*Input``, ``iam.*Input``, ``ssm.*Input``, ``pricing.*Input``, ``sqs.*Input``, ``eks.*Input`` and their
+paginators) are v1.14.1's plus ``ec2.RebootInstancesInput`` (pkg/providers/instance/instance.go ``Reboot``, node
+repair's reboot, only with ``settings.awsFeatureGates.rebootForRepair``, which efa-stack keeps off: values.yaml
+"Requires the ec2:RebootInstances permission"), so no statement changes. The controller's permissions are the
+statements of v1.14's ``cloudformation.yaml`` (NodeLifecyclePolicy, IAMIntegrationPolicy, EKSIntegrationPolicy,
 InterruptionPolicy, ResourceDiscoveryPolicy; the ZonalShiftPolicy is left out since ``settings.enableZonalShift``
 stays false), the queue and rules are its ``KarpenterInterruptionQueue`` and the five ``AWS::Events::Rule``s,
 the service account gets its role through an EKS Pod Identity association (``step02-create-cluster.sh``:
@@ -52,7 +58,7 @@ class KarpenterControllerProps:
     cluster_name: str
     """The EKS cluster name (a plain string: the IAM conditions name it in their keys)."""
     version: str
-    """The chart version (``1.14.1``)."""
+    """The chart version (``1.15.1``)."""
     chart_repository: str
     """The OCI chart (``oci://public.ecr.aws/karpenter/karpenter``)."""
     node_role_name: str
@@ -182,7 +188,7 @@ class PoolPlacementGroup(Construct):
 
     Not ``AWS::EC2::PlacementGroup``: that resource takes no name (its properties are PartitionCount, SpreadLevel,
     Strategy and Tags; the group gets a generated name, CloudFormation User Guide, AWS::EC2::PlacementGroup), and an
-    EC2NodeClass selects a group only by name or id (``placementGroupSelector``, aws/karpenter-provider-aws@v1.14.1
+    EC2NodeClass selects a group only by name or id (``placementGroupSelector``, aws/karpenter-provider-aws@v1.15.1
     pkg/apis/v1/ec2nodeclass.go), which dist/ must hold before any stack exists."""
 
     def __init__(self, scope: Construct, id: str, *, name: str, cluster_name: str) -> None:

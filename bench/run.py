@@ -1,4 +1,5 @@
-"""`make bench`: cold synth CPU time of the benchmark specs against an empty app, and the suite's wall time.
+"""`make bench`: cold synth CPU time of the benchmark specs against an empty app, the test tiers' times, the modelled
+deploys and the warm rehearsals.
 
 Target: the cold synth of clusters/default.yaml (`python app.py`, no CDK CLI; a GPU cluster, so with
 Container Insights and the accelerator dashboard) costs at most 2.0x the CPU time of an empty CDK app
@@ -9,15 +10,17 @@ subprocesses, alternating, ``BENCH_RUNS`` times each (default 5): the CPU time o
 from ``resource.getrusage(RUSAGE_CHILDREN)`` before and after it (the Python process and the jsii
 Node.js process it waits for), so other load on the machine does not count. The medians and their
 ratios are printed with the target, then the test suite tier by tier (`pytest -n 2 -m TIER`, :data:`TIERS`): the unit
-tier's wall and CPU time against their targets (<= 45 s and <= 90 CPU-s on 2 cores), the integration and rehearsal
-tiers' for information, each with the load average around it (not part of the exit status: other load changes the
-times; a tier that fails is).
+tier's wall and CPU time against their targets (<= 45 s and <= 90 CPU-s on 2 cores), the integration tier's for
+information, each with the load average around it (not part of the exit status: other load changes the times; a tier
+that fails is).
 Then the deploy model (efa_stack/tools/deploy_model.py): every shipped spec under clusters/ is synthesized
 into a temporary directory (``python app.py``, as above) and its first ``cdk deploy --all --concurrency
 DEPLOY_CONCURRENCY`` is modelled from the templates; the critical path in minutes, its slowest steps, and the
 per-type figures used with their sources are printed against DEPLOY_TARGET_MIN (docs/design/deploy-model.md).
-Results also go to .bench/results.json. The exit status is non-zero when a synth ratio or a modelled deploy is
-over its target, or the suite fails.
+Last, the warm rehearsal of every shipped spec (``efa-stack rehearse --spec S --json``, the binaries built first by
+tools/build.sh so that no build is timed): its wall time against REHEARSE_TARGET_S on this machine, the ratio to the
+target, whether every job landed. Results also go to .bench/results.json. The exit status is non-zero when a synth
+ratio or a modelled deploy is over its target, a test tier fails, or a rehearsal does not land every job.
 """
 
 from __future__ import annotations
@@ -50,12 +53,14 @@ SUITE_TARGET_CPU_S = 90.0
 TIERS = {
     "unit": "not integration and not rehearsal",
     "integration": "integration",
-    "rehearsal": "rehearsal",
 }
-"""Tier -> its pytest marker expression (markers in pyproject.toml). Only the unit tier has targets; ``make test`` runs
-every tier in one pytest run."""
+"""Tier -> its pytest marker expression (markers in pyproject.toml). Only the unit tier has targets; the rehearsal tier
+is timed spec by spec with ``efa-stack rehearse`` (:func:`rehearsals`); ``make test`` runs every tier in one pytest
+run."""
 DEPLOY_TARGET_MIN = TARGET_MINUTES
 """The modelled first deploy of every shipped spec, in minutes."""
+REHEARSE_TARGET_S = 120.0
+"""The warm rehearsal of one shipped spec, wall seconds on 2 cores (docs/rehearse.md)."""
 DEPLOY_CONCURRENCY = 1
 """The ``cdk deploy --concurrency`` the model replays: what ``make deploy`` runs (the CLI's default, 1)."""
 
@@ -145,6 +150,32 @@ def run_tier(expression: str) -> dict[str, Any]:
     }
 
 
+def rehearsals() -> tuple[dict[str, object], bool]:
+    """The warm rehearsal of every shipped spec, printed; returns the results and whether every job of every spec
+    landed (the wall time is printed against its target, not part of the exit status: other load changes it)."""
+    subprocess.run([str(ROOT / "tools" / "build.sh")], cwd=ROOT, check=True, capture_output=True)
+    command = str(Path(sys.executable).parent / "efa-stack")
+    print(f"warm rehearsal per shipped spec (efa-stack rehearse --spec S --json; target <= {REHEARSE_TARGET_S:.0f} s "
+          f"wall on {os.cpu_count()} cores)")
+    results: dict[str, object] = {}
+    landed = True
+    for spec in sorted(str(p.relative_to(ROOT)) for p in (ROOT / "clusters").glob("*.yaml")):
+        start = time.perf_counter()
+        done = subprocess.run([command, "rehearse", "--spec", spec, "--json"], cwd=ROOT, capture_output=True,
+                              text=True, check=False)
+        wall = time.perf_counter() - start
+        report = json.loads(done.stdout) if done.stdout.startswith("{") else {}
+        ok = done.returncode == 0
+        landed = landed and ok
+        jobs = report.get("jobs", [])
+        verdict = "ok" if wall <= REHEARSE_TARGET_S else "OVER TARGET"
+        print(f"  {spec:<34} {wall:6.1f} s  {wall / REHEARSE_TARGET_S:4.2f}x of target  {verdict}  "
+              f"{len(jobs)} job(s) {'landed' if ok else 'NOT LANDED: ' + (report.get('error') or done.stderr[-300:])}")
+        results[spec] = {"wall_s": round(wall, 1), "ratio_to_target": round(wall / REHEARSE_TARGET_S, 2),
+                         "exit_code": done.returncode, "jobs": len(jobs), "timings": report.get("timings", {})}
+    return {"target_s": REHEARSE_TARGET_S, "specs": results}, landed
+
+
 def main() -> int:
     dist = Path(tempfile.mkdtemp(prefix="bench-dist-"))
     empty_cmd = [sys.executable, "bench/empty_app.py"]
@@ -213,10 +244,12 @@ def main() -> int:
             print(t["output"])
     deploy, deploy_within = deploy_models()
     results["deploy_model"] = deploy
+    rehearsed, landed = rehearsals()
+    results["rehearsal"] = rehearsed
     out = ROOT / ".bench"
     out.mkdir(exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-    return 0 if within and deploy_within and passed else 1
+    return 0 if within and deploy_within and landed and passed else 1
 
 
 if __name__ == "__main__":

@@ -97,6 +97,18 @@ def list_nodes(core: Any, selector: str = contract.LABEL_NODE_GROUP) -> list[Any
     return list(call("list nodes", core.list_node, label_selector=selector).items or [])
 
 
+def list_resource_slices(custom: Any) -> list[dict[str, Any]]:
+    """Every ``resource.k8s.io/v1`` ResourceSlice of the cluster, as documents (none on a cluster that does not serve
+    the API: a 404 is an empty list)."""
+    try:
+        found = custom.list_cluster_custom_object(contract.RESOURCE_GROUP, "v1", "resourceslices")
+    except Exception as exc:  # ApiException, urllib3 errors
+        if getattr(exc, "status", None) == 404:
+            return []
+        raise api_error(exc, "list ResourceSlices") from exc
+    return list(found.get("items") or [])
+
+
 # --------------------------------------------------------------------------------------------
 # MPIJobs
 # --------------------------------------------------------------------------------------------

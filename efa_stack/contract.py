@@ -191,8 +191,8 @@ KUEUE_QUEUE_NAME: Final = "efa-stack-jobs"
 NETWORK_LAYER_LABEL_PREFIX: Final = "topology.k8s.aws/network-node-layer-"
 """EKS labels a node of a supported instance type ``topology.k8s.aws/network-node-layer-1`` (top) .. -3 or -4."""
 
-# Karpenter (aws/karpenter-provider-aws tag v1.14.1, commit bde00654cd316fddb3dccfba3f5ac07039865429; k8s/karpenter.py,
-# aws_constructs/karpenter.py): API groups and versions (pkg/apis/crds/karpenter.sh_nodepools.yaml,
+# Karpenter (aws/karpenter-provider-aws tag v1.15.1, Go module zip h1:6eH///KgWKDwD2R6wHRnKGN8Vu8OHueaXjNdx64TnuY=;
+# k8s/karpenter.py, aws_constructs/karpenter.py): API groups and versions (pkg/apis/crds/karpenter.sh_nodepools.yaml,
 # karpenter.k8s.aws_ec2nodeclasses.yaml, karpenter.sh_nodeoverlays.yaml), the pod annotation that keeps a node
 # from voluntary disruption (website/content/en/v1.14/concepts/disruption.md "Pod-Level Controls"), the
 # labels its nodes carry (concepts/scheduling.md "Well-Known Labels") and the tag key its docs select
@@ -207,7 +207,7 @@ KARPENTER_SERVICE_ACCOUNT: Final = "karpenter"
 KARPENTER_RELEASE: Final = "karpenter"
 KARPENTER_DEPLOYMENT: Final = KARPENTER_RELEASE
 """The controller's Deployment: ``karpenter.fullname``, the release name when it contains the chart name
-(aws/karpenter-provider-aws@v1.14.1 charts/karpenter/templates/_helpers.tpl, templates/deployment.yaml)."""
+(aws/karpenter-provider-aws@v1.15.1 charts/karpenter/templates/_helpers.tpl, templates/deployment.yaml)."""
 KARPENTER_DO_NOT_DISRUPT: Final = "karpenter.sh/do-not-disrupt"
 KARPENTER_NODEPOOL_LABEL: Final = "karpenter.sh/nodepool"
 KARPENTER_CAPACITY_TYPE_LABEL: Final = "karpenter.sh/capacity-type"
@@ -240,6 +240,36 @@ NFD_MASTER: Final = f"{NFD_RELEASE}-master"
 """NFD's master Deployment: ``<fullname>-master``, the fullname being the release name when it contains the chart name
 (kubernetes-sigs/node-feature-discovery@v0.18.3 deployment/helm/node-feature-discovery/templates/_helpers.tpl,
 templates/master.yaml)."""
+
+# --- The DRA device layer (``devices: dra``; efa_stack/planning/dra.py, k8s/dra.py, docs/design/dra.md) -----------
+LABEL_DEVICES: Final = LABEL_PREFIX + "devices"
+"""On the nodes of a ``devices: dra`` node group or pool (value ``dra``): the DRA drivers run only there, the device
+plugins never there, and every job on the group selects it."""
+DeviceMechanism = Literal["plugin", "dra"]
+DEVICES_PLUGIN: Final = "plugin"
+DEVICES_DRA: Final = "dra"
+# kubernetes/kubernetes v1.35 (k8s.io/api v0.35.4 resource/v1): the API group and version of DeviceClass,
+# ResourceSlice, ResourceClaim and ResourceClaimTemplate.
+RESOURCE_GROUP: Final = "resource.k8s.io"
+RESOURCE_API_VERSION: Final = f"{RESOURCE_GROUP}/v1"
+RESOURCE_CLAIM_TEMPLATE_KIND: Final = "ResourceClaimTemplate"
+DEVICE_CLASS_KIND: Final = "DeviceClass"
+RESOURCE_SLICE_KIND: Final = "ResourceSlice"
+PCIE_ROOT_ATTRIBUTE: Final = "resource.kubernetes.io/pcieRoot"
+"""The attribute both the NVIDIA and the EFA DRA driver publish for a device's PCIe root (k8s.io/dynamic-resource-
+allocation deviceattribute ``GetPCIeRootAttributeByPCIBusID``)."""
+# The drivers and the DeviceClasses their pinned charts create: aws/eks-charts@5239609 stable/aws-dranet 1.0.0
+# templates/deviceclass.yaml (kubernetes-sigs/dranet@v1.2.0 cmd/dranet/app.go ``driverName``);
+# kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1 templates/deviceclass-gpu.yaml (cmd/gpu-kubelet-plugin/main.go
+# ``DriverName``); aws-neuron/neuron-helm-charts@97e1b7d templates/dra-driver/dra-driver-deviceclass.yaml.
+EFA_DRA_DRIVER: Final = "dra.net"
+EFA_DEVICE_CLASS: Final = "efa.networking.k8s.aws"
+GPU_DRA_DRIVER: Final = "gpu.nvidia.com"
+GPU_DEVICE_CLASS: Final = GPU_DRA_DRIVER
+NEURON_DRA_DRIVER: Final = "neuron.aws.com"
+NEURON_DEVICE_CLASS: Final = NEURON_DRA_DRIVER
+AWS_DRANET_RELEASE: Final = "aws-dranet"
+NEURON_DRA_RELEASE: Final = "neuron-dra-driver"
 
 # --- existing VPCs -----------------------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import cdk8s
 from constructs import Construct
 
 from efa_stack import contract
+from efa_stack.planning.dra import ClaimTemplatePlan
 from efa_stack.planning.node_groups import taints_of
 from efa_stack.planning.plan import ClusterPlan
 from efa_stack.planning.training import TrainingJobPlan
@@ -33,12 +34,14 @@ from k8s.components import (
     NCCL_TESTS,
     NEURON_DEVICE_PLUGIN,
     NVIDIA_DEVICE_PLUGIN,
+    RESOURCE_CLAIMS,
     TRAINING_JOBS,
     TRAINING_OPERATOR,
     TRAINING_OPERATOR_CRD,
     TRAINING_RUNTIMES,
 )
 from k8s.compute_domains import ComputeDomain, GpuFeatureDiscovery, GpuFeatureDiscoveryProps, ultraserver_groups
+from k8s.dra import ResourceClaimTemplates
 from k8s.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginProps
 from k8s.karpenter import KarpenterCrds, KarpenterPools
 from k8s.kueue import KueueController, KueueCrds, KueueQueues
@@ -77,6 +80,8 @@ def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
     charts: dict[str, cdk8s.Chart] = {}
     groups = plan.node_groups
     every = (*groups, *plan.pool_groups)  # device plugins run on the pools' nodes too
+    # ...but never on a devices: dra group's nodes, whose devices the DRA drivers publish (k8s/dra.py)
+    every = tuple(g for g in every if g.devices == contract.DEVICES_PLUGIN)
     efa_groups = [g for g in every if g.efa_enabled]
     nvidia_groups = [g for g in every if g.instance.accelerator == "nvidia"]
     neuron_groups = [g for g in every if g.instance.accelerator == "neuron"]
@@ -112,6 +117,9 @@ def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
     _kueue_charts(plan, app, charts)
     _karpenter_charts(plan, app, charts)
     _compute_domain_chart(plan, app, charts)
+    templates = claim_templates(plan)
+    if templates:
+        ResourceClaimTemplates(_chart_of(app, charts, RESOURCE_CLAIMS), "ResourceClaimTemplates", templates)
     job = plan.nccl_job
     if job is not None:
         chart = charts[NCCL_TESTS] = _chart(app, NCCL_TESTS)
@@ -124,7 +132,8 @@ def build_charts(plan: ClusterPlan, app: Construct) -> list[cdk8s.Chart]:
             storage_claim=storage.claim_name if storage else None,
             storage_mount_path=storage.mount_path if storage else contract.FSX_MOUNT_PATH,
         ))
-        for needed in (MPI_OPERATOR, NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE_QUEUES, COMPUTE_DOMAINS):
+        for needed in (MPI_OPERATOR, NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE_QUEUES, COMPUTE_DOMAINS,
+                       RESOURCE_CLAIMS):
             if needed in charts and not (needed == EFA_DEVICE_PLUGIN and job.worker.fabric != "efa"):
                 chart.add_dependency(charts[needed])
 
@@ -143,6 +152,23 @@ def _compute_domain_chart(plan: ClusterPlan, app: Construct, charts: dict[str, c
     chart = charts[COMPUTE_DOMAINS] = _chart(app, COMPUTE_DOMAINS)
     for d in domains:
         ComputeDomain(chart, f"{d.namespace}-{d.name}", d)
+
+
+def _chart_of(app: Construct, charts: dict[str, cdk8s.Chart], chart_id: str) -> cdk8s.Chart:
+    chart = charts[chart_id] = _chart(app, chart_id)
+    return chart
+
+
+def claim_templates(plan: ClusterPlan) -> list[tuple[str, ClaimTemplatePlan]]:
+    """(namespace, template) of every ResourceClaimTemplate the plan's workers claim (k8s/dra.py), once each: a
+    pod's claim names a template of its own namespace, so a template is rendered in every namespace of its jobs."""
+    seen: dict[tuple[str, str], ClaimTemplatePlan] = {}
+    workers = [*((j.namespace, j.worker.claims) for j in plan.nccl_jobs),
+               *((j.namespace, j.worker.sizing.claims) for j in plan.training_jobs)]
+    for namespace, claims in workers:
+        for t in claims.templates if claims is not None else ():
+            seen.setdefault((namespace, t.name), t)
+    return [(ns, t) for (ns, _), t in seen.items()]
 
 
 def _kueue_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.Chart]) -> None:
@@ -184,7 +210,8 @@ def _training_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.
     jobs = plan.training_jobs
     if not jobs:
         return
-    needed = [c for c in (NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE_QUEUES, COMPUTE_DOMAINS) if c in charts]
+    needed = [c for c in (NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE_QUEUES, COMPUTE_DOMAINS, RESOURCE_CLAIMS)
+              if c in charts]
     runtimes = runtimes_of(jobs)
     if runtimes:
         chart = charts[TRAINING_RUNTIMES] = _chart(app, TRAINING_RUNTIMES)
@@ -194,9 +221,10 @@ def _training_charts(plan: ClusterPlan, app: Construct, charts: dict[str, cdk8s.
                 name=name, worker=worker, image=image, queue=first.queue, do_not_disrupt=first.do_not_disrupt,
             ))
         # A runtime is not a queued object (Kueue admits the jobs, not their templates): it follows the device
-        # plugins, not the queues; nor the ComputeDomains (it only names their claim templates; the jobs follow them).
+        # plugins, not the queues; nor the ComputeDomains or the claim templates (it only names their claim templates;
+        # the jobs follow them).
         for c in needed:
-            if c not in (KUEUE_QUEUES, COMPUTE_DOMAINS):
+            if c not in (KUEUE_QUEUES, COMPUTE_DOMAINS, RESOURCE_CLAIMS):
                 chart.add_dependency(charts[c])
     chart = charts[TRAINING_JOBS] = _chart(app, TRAINING_JOBS)
     for job in jobs:

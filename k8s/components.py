@@ -38,6 +38,9 @@ KUEUE_QUEUES = "kueue-queues"
 KARPENTER_CRD = "karpenter-crd"
 KARPENTER = "karpenter"
 KARPENTER_POOLS = "karpenter-pools"
+AWS_DRANET = contract.AWS_DRANET_RELEASE
+NEURON_DRA = contract.NEURON_DRA_RELEASE
+RESOURCE_CLAIMS = "resource-claims"
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,10 @@ COMPONENTS: tuple[Component, ...] = (
     Component(NODE_FEATURE_DISCOVERY, 14, helm=True, controller=ControllerWait(
         "NodeFeatureDiscoveryAvailable", contract.NFD_MASTER, contract.NFD_NAMESPACE,
     )),
+    # The DRA drivers of ``devices: dra`` node groups (k8s/dra.py): node agents like the device plugins, as Helm
+    # releases of their upstream charts; each chart creates its DeviceClass. No controller to wait for.
+    Component(AWS_DRANET, 15, helm=True),
+    Component(NEURON_DRA, 16, helm=True),
     Component(MPI_OPERATOR_CRD, 20),
     # The PyTorchJob and Karpenter CRDs outlive their last objects: deleting a CRD deletes every object of its kind,
     # NodePools and NodeClaims with the nodes they hold.
@@ -126,7 +133,7 @@ COMPONENTS: tuple[Component, ...] = (
     # helm_handler), so Helm installs the chart's crds/ unless they exist, and skips those that do (helm.sh, "Custom
     # Resource Definitions"). Its finalizers guard the pools, which follow its wait and the release: an EC2NodeClass
     # and its NodeClaims carry finalizers only the controller clears, terminating the nodes
-    # (karpenter-provider-aws@v1.14.1 pkg/controllers/nodeclass/controller.go; website v1.14 concepts/disruption.md,
+    # (karpenter-provider-aws@v1.15.1 pkg/controllers/nodeclass/controller.go; website v1.14 concepts/disruption.md,
     # "Termination Controller"), so on deletion the pools go while the controller still runs.
     Component(KARPENTER, 33, helm=True, after_established=POOL_KIND_CRDS, controller=ControllerWait(
         "KarpenterAvailable", contract.KARPENTER_DEPLOYMENT, contract.KARPENTER_NAMESPACE,
@@ -158,6 +165,8 @@ COMPONENTS: tuple[Component, ...] = (
         crds=(contract.COMPUTE_DOMAIN_CRD_NAME,), serves=(COMPUTE_DOMAINS,),
     )),
     Component(KARPENTER_POOLS, 36, after=(KARPENTER,)),
+    # The jobs' ResourceClaimTemplates, after the drivers whose DeviceClasses they name.
+    Component(RESOURCE_CLAIMS, 37, after=(AWS_DRANET, NEURON_DRA, NVIDIA_DRA_DRIVER)),
     Component(KUEUE_QUEUES, 38),
     Component(COMPUTE_DOMAINS, 39),
     Component(NCCL_TESTS, 40),

@@ -21,8 +21,10 @@ from efa_stack import contract
 from efa_stack.planning.plan import ClusterPlan
 from k8s.charts import build_charts
 from k8s.components import (
+    AWS_DRANET,
     KARPENTER,
     KUBEFLOW_TRAINER,
+    NEURON_DRA,
     NODE_FEATURE_DISCOVERY,
     NVIDIA_DRA_DRIVER,
     chart_file_name,
@@ -193,8 +195,11 @@ def helm_command(release: HelmRelease) -> str:
     steps after the release's availability wait need. The charts are ``oci://`` references, which Helm reads without
     extra settings from v3.8.0 (helm.sh, "Use OCI-based registries": "Beginning in Helm v3.8.0, OCI support is enabled
     by default"), hence the version the script asks for. ``--skip-crds`` where the release's CRDs are a chart of the
-    rollout (kept when the release goes)."""
-    return (f"helm upgrade --install {release.name} {release.repository} --version {release.version} "
+    rollout (kept when the release goes). A chart in an HTTP repository (aws-dranet's, https://aws.github.io/eks-charts)
+    is named with ``--repo``."""
+    chart = (release.repository if release.repository.startswith("oci://")
+             else f"{release.chart} --repo {release.repository}")
+    return (f"helm upgrade --install {release.name} {chart} --version {release.version} "
             f"--namespace {release.namespace} --create-namespace" + (" --skip-crds" if release.skip_crds else "")
             + f" --wait --timeout {HELM_TIMEOUT} --values {release_values_file(release)}")
 
@@ -211,7 +216,8 @@ def helm_files(rollout: Rollout) -> dict[str, str]:
 
 
 _RELEASE_TITLES = {KUBEFLOW_TRAINER: "Kubeflow Trainer v2", KARPENTER: "Karpenter",
-                   NODE_FEATURE_DISCOVERY: "Node Feature Discovery", NVIDIA_DRA_DRIVER: "NVIDIA DRA driver"}
+                   NODE_FEATURE_DISCOVERY: "Node Feature Discovery", NVIDIA_DRA_DRIVER: "NVIDIA DRA driver",
+                   AWS_DRANET: "the EFA DRA driver", NEURON_DRA: "the Neuron DRA driver"}
 
 
 def first_step(rollout: Rollout) -> list[str]:
@@ -287,7 +293,10 @@ def _script(plan: ClusterPlan, rollout: Rollout, commands: list[str]) -> str:
     lines += ["set -eu", 'cd "$(dirname "$0")"']
     if releases:
         charts = [_HELM_NAMES[c] for c in releases]
-        what = f"{charts[0]} (an oci:// chart)" if len(charts) == 1 else f"{' and '.join(charts)} (oci:// charts)"
+        oci = all(s.release is not None and s.release.repository.startswith("oci://")
+                  for s in rollout.of_type(InstallRelease))
+        what = (", ".join(charts[:-1]) + " and " if len(charts) > 1 else "") + charts[-1] + (
+            "" if not oci else " (an oci:// chart)" if len(charts) == 1 else " (oci:// charts)")
         lines.append(
             'command -v helm >/dev/null 2>&1 || { echo "efa-stack: helm 3.8 or later is needed to install '
             f'{what}; nothing was applied" >&2; exit 1; }}'
@@ -303,7 +312,8 @@ def _script(plan: ClusterPlan, rollout: Rollout, commands: list[str]) -> str:
 
 
 _HELM_NAMES = {KUBEFLOW_TRAINER: "Kubeflow Trainer", KARPENTER: "Karpenter",
-               NODE_FEATURE_DISCOVERY: "Node Feature Discovery", NVIDIA_DRA_DRIVER: "the NVIDIA DRA driver"}
+               NODE_FEATURE_DISCOVERY: "Node Feature Discovery", NVIDIA_DRA_DRIVER: "the NVIDIA DRA driver",
+               AWS_DRANET: "the EFA DRA driver", NEURON_DRA: "the Neuron DRA driver"}
 
 
 def dist_files(plan: ClusterPlan, charts: Sequence[cdk8s.Chart] | None = None,

@@ -16,6 +16,7 @@ from efa_stack import contract
 from efa_stack.planning.node_groups import Taint
 from k8s.images import EFA_DEVICE_PLUGIN_TAG, efa_device_plugin_image
 from k8s.scheduling import (
+    NOT_ON_DRA_NODES,
     SYSTEM_NODE_CRITICAL,
     LabelRequirement,
     mebibytes,
@@ -96,7 +97,7 @@ class EfaDevicePlugin(Construct):
                 host_network=True,
                 priority_class_name=SYSTEM_NODE_CRITICAL,
                 tolerations=tolerations(p.tolerate, critical_addons=True),
-                affinity=required_node_affinity(LabelRequirement(contract.LABEL_EFA, "In", ("true",))),
+                affinity=required_node_affinity(LabelRequirement(contract.LABEL_EFA, "In", ("true",)), NOT_ON_DRA_NODES),
                 containers=[
                     k8s_l1.Container(
                         name=contract.EFA_DEVICE_PLUGIN_NAME,

@@ -76,6 +76,7 @@ def guard_init_container(
     expected_gpus: int,
     fabric: str,
     env: Sequence[tuple[str, str]] = (),
+    claims: Sequence[k8s_l1.ResourceClaim] = (),
 ) -> k8s_l1.Container:
     """The ``efa-guard`` init container for a pod that should use ``expected_efa`` EFA devices.
 
@@ -83,6 +84,9 @@ def guard_init_container(
     ``expected_efa`` / ``expected_gpus``: from the plan (``NcclJobPlan.efa_per_worker`` /
     ``gpus_per_worker``, i.e. ``NodeGroupPlan``), never typed. ``env``: the workload's environment
     (PATH, LD_LIBRARY_PATH, NCCL_NET_PLUGIN), so the guard looks where NCCL will look.
+    ``claims``: on a ``devices: dra`` node group, the pod's claims that hold its EFA devices (k8s/dra.py): the guard
+    takes them instead of requesting ``vpc.amazonaws.com/efa``, and its expected count is the claims' (the plan's
+    worker claims), and its fixes point at the EFA DRA driver.
     Only ``fabric="efa"`` has a guard; other fabrics raise ``ValueError``.
     """
     if fabric != "efa":
@@ -92,13 +96,14 @@ def guard_init_container(
     if expected_gpus < 0:
         raise ValueError(f"expected_gpus must be >= 0 (got {expected_gpus})")
     resources: dict[str, k8s_l1.Quantity] = {
-        contract.EFA_RESOURCE: count(expected_efa),
+        **({} if claims else {contract.EFA_RESOURCE: count(expected_efa)}),
         "cpu": millicores(GUARD_CPU_MILLICORES),
         "memory": mebibytes(GUARD_MEMORY_MIB),
     }
     variables = [
         k8s_l1.EnvVar(name="EFA_GUARD_EXPECTED_EFA", value=str(expected_efa)),
         k8s_l1.EnvVar(name="EFA_GUARD_EXPECTED_GPUS", value=str(expected_gpus)),
+        *([k8s_l1.EnvVar(name="EFA_GUARD_DEVICES", value=contract.DEVICES_DRA)] if claims else []),
         _field_env("NODE_NAME", "spec.nodeName"),
         _field_env("POD_NAME", "metadata.name"),
         _field_env("POD_NAMESPACE", "metadata.namespace"),
@@ -113,6 +118,6 @@ def guard_init_container(
         command=["/bin/sh", "-c", guard_script(), contract.EFA_GUARD_CONTAINER],
         env=variables,
         # requests = limits: extended resources must match, and equal cpu/memory keep the pod's QoS class
-        resources=k8s_l1.ResourceRequirements(limits=resources, requests=dict(resources)),
+        resources=k8s_l1.ResourceRequirements(limits=resources, requests=dict(resources), claims=list(claims) or None),
         termination_message_policy="FallbackToLogsOnError",
     )

@@ -1,7 +1,7 @@
 """Karpenter's CRDs and, per EFA pool, an ``EC2NodeClass``, a ``NodePool`` and (for hugepages) a ``NodeOverlay``.
 
 Two constructs, one per chart (k8s/charts.py): :class:`KarpenterCrds` (the five CRDs of ``k8s/crds/karpenter/``,
-aws/karpenter-provider-aws tag v1.14.1 pkg/apis/crds/, what the chart's ``crds/`` directory installs; the cluster
+aws/karpenter-provider-aws tag v1.15.1 pkg/apis/crds/, what the chart's ``crds/`` directory installs; the cluster
 stack installs the chart with ``skipCrds`` and applies these instead, so that dist/ holds them too) and
 :class:`KarpenterPools` (the objects of :func:`pool_documents`). The controller itself (IAM, interruption queue,
 Helm release) is :mod:`aws_constructs.karpenter`. Field names and rules are those of the vendored CRDs; the design
@@ -42,7 +42,7 @@ CLUSTER_SECURITY_GROUP_TAG = "aws:eks:cluster-name"
 security group requirements for clusters", default cluster security group tags); the EC2NodeClass selects it by that
 tag, beside the EFA security group the stack's network tags with :data:`efa_stack.contract.KARPENTER_DISCOVERY_TAG`."""
 ROOT_DEVICE = "/dev/xvda"
-"""The root device of the AL2023 AMIs (aws/karpenter-provider-aws@v1.14.1 pkg/providers/amifamily/al2023.go
+"""The root device of the AL2023 AMIs (aws/karpenter-provider-aws@v1.15.1 pkg/providers/amifamily/al2023.go
 ``EphemeralBlockDevice``), the one a node group's launch template sizes too."""
 
 def crd_documents() -> list[dict[str, Any]]:
@@ -56,12 +56,11 @@ def node_class_spec(pool: KarpenterPoolPlan, plan: KarpenterPlan, node_role: str
 
     ``networkInterfaces`` are the twin's interfaces, the same tuple the node group's launch template declares
     (:func:`efa_stack.planning.layout.interface_layout`); ``userData`` the same document as the launch template's
-    (:func:`efa_stack.planning.user_data.node_user_data`: hugepages, Lustre client, the kubelet's NodeConfig), which
-    Karpenter keeps as the first parts of a MIME archive and follows with its own NodeConfig, whose values win
-    (pkg/providers/amifamily/bootstrap/nodeadm.go ``Script``: ``append(customEntries, <its NodeConfig>)``;
-    concepts/nodeclasses.md "spec.userData", AL2023: "Any values configured by the Karpenter generated NodeConfig
-    object will take precedent"). The kubelet keys efa-stack sets (CPU and topology manager) are not among those
-    Karpenter writes (cluster details, the EC2NodeClass's kubelet fields such as ``maxPods``, ``registerWithTaints``).
+    (:func:`efa_stack.planning.user_data.node_user_data`: hugepages, Lustre client) without the kubelet's NodeConfig,
+    whose keys go in the ``kubelet`` block instead; Karpenter keeps the user data as the first parts of a MIME archive
+    and follows them with its own NodeConfig, whose values win (pkg/providers/amifamily/bootstrap/nodeadm.go
+    ``Script``: ``append(customEntries, <its NodeConfig>)``; concepts/nodeclasses.md "spec.userData", AL2023: "Any
+    values configured by the Karpenter generated NodeConfig object will take precedent").
     ``subnet_ids``: an existing VPC's private subnets of the pool's zone; none: the stack's own private subnets
     by their discovery tag (the NodePool's zone requirement picks the pool's).
     """
@@ -102,13 +101,19 @@ def node_class_spec(pool: KarpenterPoolPlan, plan: KarpenterPlan, node_role: str
         spec["placementGroupSelector"] = {"name": pool.placement_group_name}
     if pool.reservation_ids:
         spec["capacityReservationSelectorTerms"] = [{"id": r} for r in pool.reservation_ids]
-    # ``kubelet.maxPods`` (pkg/apis/v1/ec2nodeclass.go ``KubeletConfiguration.MaxPods``, int32, minimum 0): VPC CNI
-    # custom networking's figure, which Karpenter both simulates and writes into the node's NodeConfig
-    # (:attr:`efa_stack.planning.karpenter.KarpenterPoolPlan.max_pods`); absent otherwise, Karpenter's own.
+    # ``kubelet``: at v1.15.1 any field of the upstream KubeletConfiguration (pkg/apis/v1/ec2nodeclass.go
+    # ``KubeletConfiguration``, an open map; the CRD's schema preserves unknown fields). Karpenter checks it against
+    # k8s.io/kubelet's type (kubeletconfiguration_validation.go ``ValidateKubeletConfig``: ValidationSucceeded False
+    # on a bad field, which blocks launches) and writes it into the node's NodeConfig (bootstrap/nodeadm.go
+    # ``generateInlineKubeletConfiguration``), so the CPU and topology manager settings go here rather than in a
+    # NodeConfig of the user data. ``maxPods``: VPC CNI custom networking's figure, which Karpenter both simulates and
+    # writes (:attr:`efa_stack.planning.karpenter.KarpenterPoolPlan.max_pods`); absent otherwise, Karpenter's own.
+    kubelet: dict[str, Any] = dict(g.kubelet.as_kubelet_config())
     if pool.max_pods is not None:
-        spec["kubelet"] = {"maxPods": pool.max_pods}
-    user_data = node_user_data(g.hugepages_2mi_mib, g.lustre_client, g.kubelet.as_kubelet_config(),
-                               lustre_efa=g.lustre_efa)
+        kubelet["maxPods"] = pool.max_pods
+    if kubelet:
+        spec["kubelet"] = kubelet
+    user_data = node_user_data(g.hugepages_2mi_mib, g.lustre_client, lustre_efa=g.lustre_efa)
     if user_data:
         spec["userData"] = user_data
     return spec

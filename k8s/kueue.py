@@ -91,6 +91,13 @@ def manager_configuration(plan: KueuePlan, upstream: dict[str, Any]) -> dict[str
         "requeuingStrategy": strategy,
     }
     config["integrations"] = {"frameworks": list(plan.integrations)}
+    if plan.device_class_mappings:
+        # DRA claims of queued jobs (``devices: dra`` node groups): each DeviceClass counts against the ClusterQueue
+        # resource of its name (apis/config/v1beta2/configuration_types.go ``Resources.DeviceClassMappings``:
+        # ``name``, ``deviceClassNames``; the KueueDRAIntegration gate is beta and on since v0.18).
+        config.setdefault("resources", {})["deviceClassMappings"] = [
+            {"name": c, "deviceClassNames": [c]} for c in plan.device_class_mappings
+        ]
     return config
 
 

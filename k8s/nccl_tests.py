@@ -18,6 +18,7 @@ from efa_stack.planning.nccl import WORKER_WAIT_SECONDS, NcclJobPlan
 from efa_stack.planning.node_groups import ComputeDomainPlan, Taint
 from efa_stack.planning.scheduling import QueueBinding
 from k8s.compute_domains import channel_claim, clique_affinity, worker_claims
+from k8s.dra import container_claims, pod_claims, pod_node_selector
 from k8s.efa_guard import fail_closed_env, guard_init_container
 from k8s.mpijob import LauncherCreationPolicy, MpiJob, MpiJobProps, MpiJobSpec, ReplicaSpec, RunPolicy
 from k8s.scheduling import count, mebibytes, one_pod_per_node, system_node_selector, tolerations
@@ -283,11 +284,13 @@ def wait_for_workers_script(props: NcclTestsJobProps) -> str:
 
 
 def launcher_creation_policy(props: NcclTestsJobProps) -> LauncherCreationPolicy:
-    """``WaitForWorkersReady`` unless Kueue queues the job, then ``AtStartup``: Kueue creates the MPIJob
-    suspended and resumes it on admission, and the operator evaluates WaitForWorkersReady only when it creates
-    the launcher Job, which it does while the job is suspended (no workers: 0 of 0 ready), so on resume the
-    launcher starts with the workers anyway (kubeflow/mpi-operator issue #615, pull request #868). The launcher's
-    own gate (:func:`wait_for_workers_script`) waits for every worker in both cases."""
+    """``WaitForWorkersReady`` unless Kueue queues the job, then ``AtStartup``. The operator evaluates
+    WaitForWorkersReady only when it creates the launcher Job, which it does while the job is suspended (no workers:
+    0 of 0 ready; kubeflow/mpi-operator@v0.8.2 pkg/controller/mpi_job_controller.go:678, issue #615, pull request
+    #868), so for a job applied suspended (every job efa-stack renders: Kueue resumes a queued one, the start
+    command an unqueued one) the launcher starts with the workers; the policy holds the launcher only for a job a
+    user applies unsuspended. The launcher's own gate (:func:`wait_for_workers_script`) waits for every worker in
+    every case; the rehearsal shows the launcher beside pending workers (tests/test_rehearsal.py, too few nodes)."""
     return "AtStartup" if props.queue is not None else "WaitForWorkersReady"
 
 
@@ -312,12 +315,13 @@ def worker_resources(props: NcclTestsJobProps) -> dict[str, k8s_l1.Quantity]:
     match anyway. A Guaranteed pod with an integer CPU request gets exclusive CPUs from the static CPU
     manager and topology-aligned devices (spec/tuning.py); ``cpus_per_worker`` comes from the plan."""
     job = props.job
+    dra = job.worker.claims is not None  # GPUs and EFA devices come in the worker's claims (k8s/dra.py)
     res: dict[str, k8s_l1.Quantity] = {
         "cpu": count(job.worker.cpus),
-        contract.GPU_RESOURCE: count(job.worker.gpus),
+        **({} if dra else {contract.GPU_RESOURCE: count(job.worker.gpus)}),
         "memory": mebibytes(job.worker.memory.memory_mib),
     }
-    if job.worker.efa_devices:
+    if job.worker.efa_devices and not dra:
         res[contract.EFA_RESOURCE] = count(job.worker.efa_devices)
     if job.worker.memory.hugepages_mib:
         res[contract.HUGEPAGES_2MI_RESOURCE] = mebibytes(job.worker.memory.hugepages_mib)
@@ -345,6 +349,7 @@ def worker_init_containers(props: NcclTestsJobProps) -> list[k8s_l1.Container]:
             expected_gpus=job.worker.gpus,
             fabric=job.worker.fabric,
             env=fabric_env(props),
+            claims=container_claims(job.worker.claims, "efa"),
         )
     ]
 
@@ -417,10 +422,10 @@ class NcclTestsJob(Construct):
                 labels=worker_labels, annotations=worker_annotations(props) or None,
             ),
             spec=k8s_l1.PodSpec(
-                node_selector={contract.LABEL_NODE_GROUP: job.node_group},
+                node_selector={contract.LABEL_NODE_GROUP: job.node_group, **pod_node_selector(job.worker.claims)},
                 tolerations=tolerations(job.worker.taints if props.taints is None else props.taints) or None,
                 affinity=worker_affinity(worker_labels, props.pin_nodes, job.compute_domain),
-                resource_claims=worker_claims(job.compute_domain) or None,
+                resource_claims=[*pod_claims(job.worker.claims), *worker_claims(job.compute_domain)] or None,
                 init_containers=worker_init_containers(props) or None,
                 containers=[
                     # No command: the operator starts sshd (/usr/sbin/sshd -De) for mpirun to reach.
@@ -429,8 +434,10 @@ class NcclTestsJob(Construct):
                         image=job.image,
                         image_pull_policy="IfNotPresent",
                         env=env,
-                        resources=k8s_l1.ResourceRequirements(limits=resources, requests=resources,
-                                                              claims=channel_claim(job.compute_domain) or None),
+                        resources=k8s_l1.ResourceRequirements(
+                            limits=resources, requests=resources,
+                            claims=[*container_claims(job.worker.claims), *channel_claim(job.compute_domain)] or None,
+                        ),
                         security_context=security,
                         volume_mounts=[k8s_l1.VolumeMount(name="dshm", mount_path="/dev/shm")]
                         + (

@@ -16,6 +16,7 @@ from efa_stack import contract
 from efa_stack.planning.node_groups import Taint
 from k8s.images import NEURON_DEVICE_PLUGIN_IMAGE
 from k8s.scheduling import (
+    NOT_ON_DRA_NODES,
     SYSTEM_NODE_CRITICAL,
     LabelRequirement,
     node_daemon_set,
@@ -82,7 +83,7 @@ class NeuronDevicePlugin(Construct):
                 service_account_name=contract.NEURON_DEVICE_PLUGIN_NAME,
                 priority_class_name=SYSTEM_NODE_CRITICAL,
                 tolerations=tolerations(props.tolerate, critical_addons=True),
-                affinity=required_node_affinity(LabelRequirement(contract.LABEL_ACCELERATOR, "In", ("neuron",))),
+                affinity=required_node_affinity(LabelRequirement(contract.LABEL_ACCELERATOR, "In", ("neuron",)), NOT_ON_DRA_NODES),
                 containers=[
                     k8s_l1.Container(
                         name=contract.NEURON_DEVICE_PLUGIN_NAME,

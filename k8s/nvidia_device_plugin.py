@@ -16,6 +16,7 @@ from efa_stack import contract
 from efa_stack.planning.node_groups import Taint
 from k8s.images import NVIDIA_DEVICE_PLUGIN_BROKEN, NVIDIA_DEVICE_PLUGIN_IMAGE
 from k8s.scheduling import (
+    NOT_ON_DRA_NODES,
     SYSTEM_NODE_CRITICAL,
     LabelRequirement,
     node_daemon_set,
@@ -69,7 +70,7 @@ class NvidiaDevicePlugin(Construct):
                 priority_class_name=SYSTEM_NODE_CRITICAL,
                 automount_service_account_token=False,
                 tolerations=tolerations(props.tolerate, critical_addons=True),
-                affinity=required_node_affinity(LabelRequirement(contract.LABEL_ACCELERATOR, "In", ("nvidia",))),
+                affinity=required_node_affinity(LabelRequirement(contract.LABEL_ACCELERATOR, "In", ("nvidia",)), NOT_ON_DRA_NODES),
                 containers=[
                     k8s_l1.Container(
                         name="nvidia-device-plugin-ctr",

@@ -38,10 +38,12 @@ import cdk8s
 from efa_stack import contract
 from efa_stack.planning.plan import ClusterPlan
 from k8s.components import (
+    AWS_DRANET,
     BY_ID,
     COMPONENTS,
     KARPENTER,
     KUBEFLOW_TRAINER,
+    NEURON_DRA,
     NODE_FEATURE_DISCOVERY,
     NVIDIA_DRA_DRIVER,
     ControllerWait,
@@ -134,6 +136,9 @@ class HelmRelease:
     retain: bool = False
     """The release stays when it leaves the spec (a chart that holds CRDs as templates: ``helm uninstall`` would
     delete them and every object of their kinds)."""
+    controller: bool = True
+    """The release runs the controller its component's :class:`k8s.components.ControllerWait` waits for (False: its
+    values leave that Deployment out, so the rollout has no wait for it)."""
 
 
 @dataclass(frozen=True)
@@ -340,6 +345,38 @@ def releases(plan: ClusterPlan) -> dict[str, HelmRelease]:
             values=k.values(replicas=controller_replicas(plan.system.min_size), node_selector=system_node_selector()),
         )
     out.update(_ultraserver_releases(plan))
+    out.update(_dra_releases(plan))
+    return out
+
+
+def _dra_releases(plan: ClusterPlan) -> dict[str, HelmRelease]:
+    """The DRA drivers of the plan's ``devices: dra`` groups and pools (k8s/dra.py): aws-dranet for EFA, the Neuron
+    chart's DRA driver for Neuron devices, the NVIDIA DRA driver for GPUs."""
+    from k8s import dra
+    from k8s.compute_domains import NVIDIA_DRA_CHART, NVIDIA_DRA_VERSION, ultraserver_groups
+
+    every = (*plan.node_groups, *plan.pool_groups)
+    out: dict[str, HelmRelease] = {}
+    efa = dra.dra_groups(every, "efa")
+    if efa:
+        out[AWS_DRANET] = HelmRelease(
+            name=contract.AWS_DRANET_RELEASE, chart=dra.AWS_DRANET_CHART, repository=dra.AWS_DRANET_REPOSITORY,
+            version=dra.AWS_DRANET_VERSION, namespace=contract.KUBE_SYSTEM, values=dra.aws_dranet_values(efa, plan.region),
+        )
+    gpu = dra.dra_groups(every, "gpu")
+    if gpu and not ultraserver_groups(plan.node_groups):  # (both together are refused: efa_stack/planning/dra.py)
+        # the one NVIDIA DRA driver release, for GPUs: no ComputeDomains, so no controller (templates/controller.yaml)
+        out[NVIDIA_DRA_DRIVER] = HelmRelease(
+            name=contract.NVIDIA_DRA_RELEASE, chart=NVIDIA_DRA_CHART.rsplit("/", 1)[-1], repository=NVIDIA_DRA_CHART,
+            version=NVIDIA_DRA_VERSION, namespace=contract.NVIDIA_DRA_NAMESPACE, values=dra.nvidia_gpu_values(gpu),
+            crds=(contract.COMPUTE_DOMAIN_CRD_NAME, contract.COMPUTE_DOMAIN_CLIQUE_CRD_NAME), controller=False,
+        )
+    neuron = dra.dra_groups(every, "neuron")
+    if neuron:
+        out[NEURON_DRA] = HelmRelease(
+            name=contract.NEURON_DRA_RELEASE, chart=dra.NEURON_CHART, repository=dra.NEURON_CHART_REPOSITORY,
+            version=dra.NEURON_CHART_VERSION, namespace=contract.KUBE_SYSTEM, values=dra.neuron_dra_values(neuron),
+        )
     return out
 
 
@@ -422,7 +459,7 @@ def plan_rollout(plan: ClusterPlan, charts: Sequence[cdk8s.Chart]) -> Rollout:
             b.creator[crd] = release_id(comp_id)
     kinds.update(_release_kinds(rels))
     served_by = {served: c for c in present if (w := BY_ID[c].controller) for served in w.serves}
-    needed = _needed_crds(present)
+    needed = _needed_crds(c for c in present if c not in rels or rels[c].controller)
     first_use = _first_use(objects, kinds)
     ready: dict[str, tuple[str, ...]] = {}  # controller's component id -> its last wait
     if any(BY_ID[c].controller for c in present):
@@ -455,14 +492,14 @@ def plan_rollout(plan: ClusterPlan, charts: Sequence[cdk8s.Chart]) -> Rollout:
         for crd in sorted((c for c in created if c in first_use or c in needed),
                           key=lambda c: (first_use.get(c, len(first_use)), c)):
             b.established(crd)
-        if comp.controller is not None:
+        if comp.controller is not None and (not comp.helm or rels[comp.id].controller):
             ready[comp.id] = _controller_steps(b, comp.id, made_by, revision)
     return Rollout(tuple(b.steps), objects)
 
 
 def _release_construct_id(component: str) -> str:
     return {KUBEFLOW_TRAINER: "KubeflowTrainer", KARPENTER: "Karpenter", NODE_FEATURE_DISCOVERY: "NodeFeatureDiscovery",
-            NVIDIA_DRA_DRIVER: "NvidiaDraDriver"}[component]
+            NVIDIA_DRA_DRIVER: "NvidiaDraDriver", AWS_DRANET: "AwsDranet", NEURON_DRA: "NeuronDraDriver"}[component]
 
 
 def _release_kinds(rels: Mapping[str, HelmRelease]) -> dict[tuple[str, str], str]:
@@ -478,7 +515,8 @@ def _release_kinds(rels: Mapping[str, HelmRelease]) -> dict[tuple[str, str], str
 
 
 def _needed_crds(present: Iterable[str]) -> set[str]:
-    """CRDs the present controllers and releases need served, besides the kinds the charts apply."""
+    """CRDs the present controllers and releases need served, besides the kinds the charts apply (``present``: less
+    the releases that leave their controller out)."""
     out: set[str] = set()
     for c in present:
         comp = BY_ID[c]

@@ -42,6 +42,20 @@ class LabelRequirement:
         )
 
 
+NOT_ON_DRA_NODES = LabelRequirement(contract.LABEL_DEVICES, "NotIn", (contract.DEVICES_DRA,))
+"""Every device plugin DaemonSet's requirement: never on a node whose devices the DRA drivers publish (a device plugin
+and a DRA driver for one device on one node hand it out twice: aws/karpenter-provider-aws@974b272
+website/content/en/preview/tasks/dra.md, "Running DRA drivers alongside device plugins"). A node without the label
+matches ``NotIn``."""
+ON_DRA_NODES = LabelRequirement(contract.LABEL_DEVICES, "In", (contract.DEVICES_DRA,))
+"""Every DRA driver's requirement (k8s/dra.py): only on the nodes of ``devices: dra`` node groups and pools."""
+
+
+def dra_node_selector() -> dict[str, str]:
+    """The ``nodeSelector`` of a pod that claims DRA devices, and of the DRA drivers whose charts take one."""
+    return {contract.LABEL_DEVICES: contract.DEVICES_DRA}
+
+
 def required_node_affinity(*requirements: LabelRequirement) -> k8s_l1.Affinity:
     """An affinity whose single node selector term ANDs ``requirements`` (required at scheduling)."""
     return k8s_l1.Affinity(

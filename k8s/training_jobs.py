@@ -27,6 +27,7 @@ from efa_stack.planning.training import (
     WorkerPlan,
 )
 from k8s.compute_domains import channel_claim, clique_affinity, worker_claims
+from k8s.dra import container_claims, pod_claims, pod_node_selector
 from k8s.efa_guard import guard_init_container
 from k8s.mpijob import pod_template_json
 from k8s.nccl_tests import InfinibandSettings, nccl_fabric_env
@@ -92,18 +93,21 @@ def worker_init_and_env(worker: WorkerPlan, image: str) -> tuple[list[k8s_l1.Con
         return [], env
     guard = guard_init_container(
         image=image, expected_efa=worker.sizing.efa_devices, expected_gpus=worker.sizing.gpus, fabric=worker.sizing.fabric, env=env,
+        claims=container_claims(worker.sizing.claims, "efa"),
     )
     return [guard], env
 
 
 def worker_resources(worker: WorkerPlan) -> dict[str, k8s_l1.Quantity]:
-    """Requests = limits (extended resources must match; with whole CPUs and memory the pod is Guaranteed)."""
+    """Requests = limits (extended resources must match; with whole CPUs and memory the pod is Guaranteed). On a
+    ``devices: dra`` node group the GPUs and EFA devices come in the worker's claims instead (k8s/dra.py)."""
+    dra = worker.sizing.claims is not None
     res: dict[str, k8s_l1.Quantity] = {
-        contract.GPU_RESOURCE: count(worker.sizing.gpus),
+        **({} if dra else {contract.GPU_RESOURCE: count(worker.sizing.gpus)}),
         "cpu": count(worker.sizing.cpus),
         "memory": mebibytes(worker.sizing.memory.memory_mib),
     }
-    if worker.sizing.efa_devices:
+    if worker.sizing.efa_devices and not dra:
         res[contract.EFA_RESOURCE] = count(worker.sizing.efa_devices)
     if worker.sizing.memory.hugepages_mib:
         res[contract.HUGEPAGES_2MI_RESOURCE] = mebibytes(worker.sizing.memory.hugepages_mib)
@@ -174,10 +178,10 @@ def worker_pod_template(
         if labels or annotations else None,
         spec=k8s_l1.PodSpec(
             restart_policy="Never",
-            node_selector={contract.LABEL_NODE_GROUP: worker.sizing.node_group},
+            node_selector={contract.LABEL_NODE_GROUP: worker.sizing.node_group, **pod_node_selector(worker.sizing.claims)},
             tolerations=tolerations(taints) or None,
             affinity=k8s_l1.Affinity(pod_affinity=together) if together is not None else None,
-            resource_claims=worker_claims(domain) or None,
+            resource_claims=[*pod_claims(worker.sizing.claims), *worker_claims(domain)] or None,
             init_containers=init or None,
             containers=[k8s_l1.Container(
                 name=container_name,
@@ -186,7 +190,10 @@ def worker_pod_template(
                 command=command or None,
                 args=args or None,
                 env=[k8s_l1.EnvVar(name=k, value=v) for k, v in env] or None,
-                resources=k8s_l1.ResourceRequirements(limits=res, requests=res, claims=channel_claim(domain) or None),
+                resources=k8s_l1.ResourceRequirements(
+                    limits=res, requests=res,
+                    claims=[*container_claims(worker.sizing.claims), *channel_claim(domain)] or None,
+                ),
                 security_context=security,
                 volume_mounts=mounts,
             )],

@@ -373,7 +373,7 @@ class ClusterStack(Stack):
         pulls_through(controller.node_role, self.image_cache)
         # Its nodes join through the CNI.
         controller.chart.node.add_dependency(self.vpc_cni)
-        # The release is applied alongside the nodes (no helm --wait: the chart at v1.14.1 has no webhook); the
+        # The release is applied alongside the nodes (no helm --wait: the chart at v1.15.1 has no webhook); the
         # deploy still fails when the controller cannot start on the system nodes. The pools follow the wait for its
         # replica (the rollout's KARPENTER entry): on deletion it keeps the system node group, where the controller
         # that clears the pools' finalizers runs, until the pools are gone.

@@ -476,7 +476,7 @@ def upstream_file(binary: Binary, path: str) -> Path:
 GOLDEN_K8S = GOLDEN / "k8s"
 CRD_FILE = ROOT / "k8s" / "crds" / "mpijob.yaml"
 
-GOLDEN_SPECS = ("default", "eksctl-efa-cluster", "karpenter-p5", "p4d", "p5en", "p6-b200", "tas-p5", "trn2")
+GOLDEN_SPECS = ("default", "dra-p5", "eksctl-efa-cluster", "karpenter-p5", "p4d", "p5en", "p6-b200", "tas-p5", "trn2")
 """Specs whose rendered manifests are kept as golden files (tests/golden/k8s/<cluster name>/)."""
 
 KUBECTL_HANDLER_LIMIT = 262_144

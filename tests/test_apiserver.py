@@ -632,7 +632,7 @@ BROKEN_KUEUE_OBJECTS: dict[str, tuple[str, Callable[[dict[str, Any]], Any], str]
 
 @pytest.fixture(scope="session")
 def karpenter_crds(apiserver) -> None:
-    """The Karpenter v1.14.1 CRDs efa-stack vendors (k8s/crds/karpenter/), established."""
+    """The Karpenter v1.15.1 CRDs efa-stack vendors (k8s/crds/karpenter/), established."""
     from k8s.karpenter import crd_documents
 
     for crd in crd_documents():
@@ -659,7 +659,7 @@ BROKEN_KARPENTER_OBJECTS: dict[str, tuple[str, Callable[[dict[str, Any]], Any], 
         "NodePool", lambda o: o["spec"]["template"]["metadata"]["labels"].update({"karpenter.sh/nodepool": "x"}),
         "is restricted"),
 }
-"""Karpenter objects that break a CEL rule of the vendored v1.14.1 CRDs: kind, fault, the rule's message."""
+"""Karpenter objects that break a CEL rule of the vendored v1.15.1 CRDs: kind, fault, the rule's message."""
 
 
 # CRD-defined kinds whose objects the server checks against the vendored CRDs' CEL rules: the fixture that
@@ -745,15 +745,61 @@ def test_the_server_accepts_the_eniconfigs_of_custom_networking(apiserver, enico
 
 def test_the_server_accepts_a_custom_networking_pools_node_class(apiserver, karpenter_crds):
     # GIVEN a p5en pool under VPC CNI custom networking (vpc.podCIDR) WHEN its EC2NodeClass is rendered, THEN it carries
-    # the plan's kubelet.maxPods and the server takes it against the vendored v1.14.1 CRD; a negative maxPods is refused
+    # the plan's kubelet.maxPods beside the CPU and topology manager settings, and the server takes it against the
+    # vendored v1.15.1 CRD, whose kubelet schema is an open object (x-kubernetes-preserve-unknown-fields): the
+    # controller, not the server, checks the fields against the kubelet's type (pkg/apis/v1/
+    # kubeletconfiguration_validation.go ValidateKubeletConfig), so the server keeps every field as written
     from tests.support import _build, plan_of
     from tests.test_custom_networking import pool_spec
 
     plan = plan_of(pool_spec("p5en.48xlarge"))
     node_class = json.loads(json.dumps(_build(plan).find("EC2NodeClass", "pool0")))
-    assert node_class["spec"]["kubelet"]["maxPods"] == plan.addresses.max_pods("pool0")
+    assert node_class["spec"]["kubelet"] == {"cpuManagerPolicy": "static", "topologyManagerPolicy": "restricted",
+                                             "topologyManagerScope": "pod", "maxPods": plan.addresses.max_pods("pool0")}
     got = apiserver.dry_run_create(node_class)
     assert got.status == 201, got.message()
-    node_class["spec"]["kubelet"]["maxPods"] = -1
-    got = apiserver.dry_run_create(node_class)
-    assert got.status == 422 and "maxPods" in got.message(), got.message()
+    assert got.body["spec"]["kubelet"] == node_class["spec"]["kubelet"]
+
+
+# --- the DRA device layer's resource.k8s.io/v1 objects --------------------------------------------------------------
+
+
+def test_dra_device_classes_and_the_claim_limit_on_the_server(apiserver):
+    # GIVEN the DeviceClasses the pinned DRA charts create, as k8s/dra.py renders them for the rehearsal
+    from efa_stack import contract
+    from efa_stack.planning.dra import MAX_DEVICES_PER_CLAIM
+    from k8s.dra import device_classes
+
+    classes = device_classes(["gpu", "efa", "neuron"])
+    try:
+        # WHEN they are applied THEN the server stores their selectors as rendered
+        for dc in classes:
+            got = apiserver.apply(dc)
+            assert got.status in (200, 201), got.message()
+            assert apiserver.get(dc).body["spec"]["selectors"] == dc["spec"]["selectors"]
+        # AND drops the NVIDIA chart's extendedResourceName: the DRAExtendedResource gate is off on 1.35, so the
+        # field of the extended-resource bridge is dropped, not refused (why efa-stack builds no bridge:
+        # docs/design/dra.md)
+        gpu = next(dc for dc in classes if dc["metadata"]["name"] == contract.GPU_DEVICE_CLASS)
+        assert gpu["spec"]["extendedResourceName"] == contract.GPU_RESOURCE
+        assert "extendedResourceName" not in apiserver.get(gpu).body["spec"]
+        # AND a claim's allocation holds at most 32 devices (why efa-stack claims a whole node by device kind)
+        _ensure_default_service_account(apiserver, "default")
+        claim = {"apiVersion": contract.RESOURCE_API_VERSION, "kind": "ResourceClaim",
+                 "metadata": {"name": "forty-devices", "namespace": "default"},
+                 "spec": {"devices": {"requests": [{"name": "efa", "exactly": {
+                     "deviceClassName": contract.EFA_DEVICE_CLASS, "allocationMode": "ExactCount", "count": 40}}]}}}
+        got = apiserver.create(claim)
+        assert got.status == 201, got.message()
+        results = [{"request": "efa", "driver": contract.EFA_DRA_DRIVER, "pool": "n", "device": f"pci-{i}"}
+                   for i in range(MAX_DEVICES_PER_CLAIM + 1)]
+        got = apiserver.merge_patch(claim, {"status": {"allocation": {"devices": {"results": results}}}},
+                                    subresource="status")
+        assert got.status == 422 and "status.allocation.devices.results" in got.message(), got.message()
+        got = apiserver.merge_patch(claim, {"status": {"allocation": {"devices": {
+            "results": results[:MAX_DEVICES_PER_CLAIM]}}}}, subresource="status")
+        assert got.status == 200, got.message()
+        apiserver.delete(claim)
+    finally:
+        for dc in classes:
+            apiserver.delete(dc)

@@ -277,13 +277,13 @@ def test_a_p5en_pool_takes_custom_networking_and_its_max_pods():
     (pool,) = plan.karpenter.pools
     assert pool.max_pods == addresses.max_pods("pool0") == twin.per_node.max_pods
     node_class = _build(plan).find("EC2NodeClass", "pool0")
-    assert node_class["spec"]["kubelet"] == {"maxPods": twin.per_node.max_pods}
+    assert node_class["spec"]["kubelet"]["maxPods"] == twin.per_node.max_pods
 
 
 def test_without_a_pod_cidr_a_pool_keeps_karpenters_max_pods():
     plan = pools("p5en.48xlarge", pod_cidr=None).plan()
     assert plan.karpenter is not None and plan.karpenter.pools[0].max_pods is None
-    assert "kubelet" not in _build(plan).find("EC2NodeClass", "pool0")["spec"]
+    assert "maxPods" not in _build(plan).find("EC2NodeClass", "pool0")["spec"]["kubelet"]
 
 
 def test_fails_a_p5_pool_whose_card0_has_no_slot_left_for_pod_enis():

@@ -234,3 +234,38 @@ def test_the_verify_fixture_carries_the_line_this_script_prints(node):
     node.fi_info(stderr="no-efa-provider.stderr.txt", rc=61)
     r = node.run(expected=32, NODE_NAME="ip-10-0-1-24.us-west-2.compute.internal", POD_NAME="nccl-tests-p5-worker-1")
     assert r.termination == message
+
+
+# --- devices: dra (the pod claims its EFA devices from aws-dranet) -----------------------------------------------
+
+
+def test_a_dra_pod_with_its_claimed_devices_passes(node):
+    # GIVEN a sub-node worker on a DRA node that claimed the 4 EFA devices of its GPU's PCIe root and sees them
+    node.fi_info("p4d.24xlarge-4-devices.txt")
+    node.uverbs(4)
+    # WHEN the guard runs with the claim's count THEN it passes
+    r = node.run(expected=4, gpus=1, EFA_GUARD_DEVICES=contract.DEVICES_DRA)
+    assert r.rc == 0, r.stderr
+    assert "4 EFA devices via fi_info -p efa" in _one_line(r)
+
+
+def test_fails_a_dra_pod_where_libfabric_finds_no_efa_with_the_dra_fix(node):
+    # GIVEN a DRA pod where libfabric reports no EFA (the claim not in the container, or a mounted /dev/infiniband or
+    # other verbs device: fi_getinfo -61)
+    node.fi_info(stderr="no-efa-provider.stderr.txt", rc=61)
+    r = node.run(expected=4, gpus=1, EFA_GUARD_DEVICES=contract.DEVICES_DRA)
+    # THEN it fails, and the fix points at the claim, the EFA DRA driver and its slices, not at the device plugin
+    assert r.rc == 1
+    line = _one_line(r)
+    assert "expected 4 EFA devices (1 GPUs)" in line and "vpc.amazonaws.com/efa" not in line
+    assert "resources.claims" in line and "kubectl -n kube-system get ds aws-dranet" in line
+    assert "spec.driver=dra.net" in line and "/dev/infiniband hostPath" in line
+
+
+def test_fails_a_dra_pod_with_fewer_devices_than_its_claim(node):
+    node.fi_info("p5.48xlarge-16-of-32-devices.txt")
+    node.uverbs(16)
+    line = _one_line(r := node.run(expected=32, EFA_GUARD_DEVICES=contract.DEVICES_DRA))
+    assert r.rc == 1
+    assert "expected 32 EFA devices (8 GPUs) but found 16" in line
+    assert "kubectl get resourceclaims -n default" in line and "describe node" not in line

@@ -43,6 +43,7 @@ PATHS = [
     ("managedNodeGroups", 0, "efaEnabled"), ("managedNodeGroups", 0, "volumeSize"),
     ("managedNodeGroups", 0, "interfaceLayout"), ("managedNodeGroups", 0, "placementGroup"),
     ("managedNodeGroups", 0, "capacity"), ("managedNodeGroups", 0, "taints"), ("managedNodeGroups", 0, "labels"),
+    ("managedNodeGroups", 0, "devices"), ("ncclTest", "gpusPerWorker"),
     ("systemNodeGroup",), ("vpc",), ("vpc", "cidr"), ("accessConfig",), ("iam",), ("kind",), ("apiVersion",),
 ]
 
@@ -51,7 +52,8 @@ values = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 70000) | st.floats(allow_nan=True)
     | st.text(max_size=12) | st.sampled_from(NAMES)
     | st.sampled_from(["us-west-2a", "us-west-2c", "eu-west-1a", "current", "legacy", "on-demand",
-                       "capacity-block", "reservation", "cr-0123456789abcdef0", "10.0.0.0/16", "1.34"]),
+                       "capacity-block", "reservation", "cr-0123456789abcdef0", "10.0.0.0/16", "1.34", "1.35",
+                       "dra", "plugin"]),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
     max_leaves=6,
 )

@@ -46,6 +46,9 @@ def pod_spec(obj: dict) -> dict:
     return obj["spec"]["template"]["spec"]
 
 
+NOT_ON_DRA = {"key": contract.LABEL_DEVICES, "operator": "NotIn", "values": [contract.DEVICES_DRA]}
+
+
 def match_expressions(obj: dict) -> list[dict]:
     terms = pod_spec(obj)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     (term,) = terms["nodeSelectorTerms"]
@@ -83,7 +86,8 @@ def test_efa_device_plugin_runs_on_efa_labelled_nodes_as_the_released_chart():
     # THEN it is one DaemonSet in kube-system, placed by the efa-stack label, not an instance list
     assert ds["kind"] == "DaemonSet" and ds["metadata"]["namespace"] == "kube-system"
     assert ds["metadata"]["name"] == contract.EFA_DEVICE_PLUGIN_NAME
-    assert match_expressions(ds) == [{"key": contract.LABEL_EFA, "operator": "In", "values": ["true"]}]
+    assert match_expressions(ds) == [{"key": contract.LABEL_EFA, "operator": "In", "values": ["true"]},
+                                     NOT_ON_DRA]  # never where a DRA driver serves the devices
     assert "node.kubernetes.io/instance-type" not in str(ds)
     spec = pod_spec(ds)
     assert spec["priorityClassName"] == "system-node-critical"
@@ -125,7 +129,8 @@ def test_efa_device_plugin_image_from_the_cluster_region():
 
 def test_nvidia_device_plugin_on_nvidia_nodes_without_mofed():
     (ds,) = synth(lambda c: NvidiaDevicePlugin(c, "Nvidia", NvidiaDevicePluginProps(tolerate=(GPU_TAINT,))))
-    assert match_expressions(ds) == [{"key": contract.LABEL_ACCELERATOR, "operator": "In", "values": ["nvidia"]}]
+    assert match_expressions(ds) == [{"key": contract.LABEL_ACCELERATOR, "operator": "In", "values": ["nvidia"]},
+                                     NOT_ON_DRA]  # never where a DRA driver serves the devices
     spec = pod_spec(ds)
     (container,) = spec["containers"]
     assert container["image"] == NVIDIA_DEVICE_PLUGIN_IMAGE
@@ -146,7 +151,8 @@ def test_neuron_device_plugin_with_rbac():
     kinds = [o["kind"] for o in objs]
     assert kinds == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet"]
     ds = objs[-1]
-    assert match_expressions(ds) == [{"key": contract.LABEL_ACCELERATOR, "operator": "In", "values": ["neuron"]}]
+    assert match_expressions(ds) == [{"key": contract.LABEL_ACCELERATOR, "operator": "In", "values": ["neuron"]},
+                                     NOT_ON_DRA]  # never where a DRA driver serves the devices
     assert pod_spec(ds)["serviceAccountName"] == objs[0]["metadata"]["name"]
     binding = objs[2]
     assert binding["roleRef"]["name"] == objs[1]["metadata"]["name"]

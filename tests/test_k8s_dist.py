@@ -34,6 +34,7 @@ SAME_AS_REFERENCE: dict[str, set[str]] = {
     "trn2": {MPI_CRD, MPI_OPERATOR},  # its EFA device plugin tolerates the Neuron taint instead of the GPU one
     "karpenter-p5": {EFA, NVIDIA, MPI_CRD, MPI_OPERATOR},  # its apply.sh installs Karpenter and waits for Kueue
     "tas-p5": {EFA, NVIDIA, MPI_CRD, MPI_OPERATOR},  # its apply.sh installs the Trainer and waits for Kueue
+    "dra-p5": {MPI_CRD, MPI_OPERATOR},  # no device plugin: its devices come from the DRA drivers
 }
 """Spec -> dist files that are the reference cluster's with only the cluster name and region replaced
 (headers, the regional ECR registry of the EFA device plugin's image): the MPI operator and its CRD do not

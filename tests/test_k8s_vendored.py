@@ -23,7 +23,9 @@ VENDORED = sorted(
     if p.relative_to(ROOT).as_posix() not in EFA_STACKS_OWN
 )
 
-PIN = re.compile(r"^[\w.-]+/[\w.-]+@v\d+\.\d+\.\d+ \(commit [0-9a-f]{40}\): \S.*$")
+PIN = re.compile(r"^[\w.-]+/[\w.-]+@v\d+\.\d+\.\d+ \((commit [0-9a-f]{40}|Go module zip h1:[A-Za-z0-9+/]{43}=)\): \S.*$")
+"""The pin: a tag with its commit, or, for a release read from the Go module proxy's zip of the tag (which carries
+no commit), the zip's go.sum hash, which sum.golang.org vouches for."""
 
 
 def test_the_vendored_files_are_these():
@@ -45,7 +47,7 @@ def test_the_vendored_files_are_these():
 @pytest.mark.parametrize("rel", VENDORED)
 def test_a_vendored_file_names_its_pin_the_originals_digest_and_the_command(rel):
     h = read_header((ROOT / rel).read_text())
-    assert PIN.match(h.upstream), f"{rel}: Upstream line {h.upstream!r} is not `owner/repo@vX.Y.Z (commit SHA): what`"
+    assert PIN.match(h.upstream), f"{rel}: Upstream line {h.upstream!r} is not `owner/repo@vX.Y.Z (commit SHA): what` or `(Go module zip h1:...)`"
     assert re.fullmatch(r"[0-9a-f]{64}", h.digest), rel
     assert h.stored == rel  # the command writes this very file
 

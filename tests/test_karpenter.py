@@ -36,7 +36,16 @@ from efa_stack.planning.user_data import node_user_data
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.models import DEFAULT_KUBERNETES_VERSION, DEFAULT_POOL_AMI_VERSION, KUBERNETES_VERSIONS
 from k8s.karpenter import POOL_KIND_CRDS, ZONE_LABEL, crd_documents
-from tests.support import KUBECTL_HANDLER_LIMIT, _build, built, crd_validate, plan_of, problems_of, synth_spec
+from tests.support import (
+    KUBECTL_HANDLER_LIMIT,
+    _build,
+    built,
+    crd_validate,
+    plan_of,
+    problems_of,
+    synth_spec,
+    synth_text,
+)
 
 HEADER = """
 apiVersion: eksctl.io/v1alpha5
@@ -316,9 +325,14 @@ def test_the_node_class_declares_what_the_node_groups_launch_template_does():
         for i in ng.interfaces
     ]
     assert {n["interfaceType"] for n in spec["networkInterfaces"]} == {"interface", "efa-only"}
-    # AND the user data is the node group's document (hugepages, kubelet NodeConfig)
-    assert spec["userData"] == node_user_data(ng.hugepages_2mi_mib, ng.lustre_client, ng.kubelet.as_kubelet_config())
-    assert "vm.nr_hugepages" in spec["userData"] and "cpuManagerPolicy: static" in spec["userData"]
+    # AND the kubelet's CPU and topology manager settings are the node group's, in the EC2NodeClass's kubelet block,
+    # which v1.15 passes through to the node's NodeConfig (pkg/providers/amifamily/bootstrap/nodeadm.go
+    # generateInlineKubeletConfiguration)
+    assert spec["kubelet"] == ng.kubelet.as_kubelet_config() == {
+        "cpuManagerPolicy": "static", "topologyManagerPolicy": "restricted", "topologyManagerScope": "pod"}
+    # AND the user data is the node group's document without them (hugepages; no NodeConfig of efa-stack's)
+    assert spec["userData"] == node_user_data(ng.hugepages_2mi_mib, ng.lustre_client)
+    assert "vm.nr_hugepages" in spec["userData"] and "cpuManagerPolicy" not in spec["userData"]
     assert spec["metadataOptions"]["httpPutResponseHopLimit"] == 1 and spec["metadataOptions"]["httpTokens"] == "required"
     (root,) = spec["blockDeviceMappings"]
     assert root["rootVolume"] is True and root["ebs"]["volumeSize"] == "300Gi" and root["ebs"]["encrypted"] is True
@@ -551,13 +565,16 @@ def test_the_node_role_joins_through_an_ec2_linux_access_entry():
 def test_the_helm_release_is_pinned_and_configured():
     (chart,) = [c["Properties"] for c in _resources("Custom::AWSCDK-EKS-HelmChart").values()
                 if c["Properties"]["Release"] == contract.KARPENTER_RELEASE]
-    assert chart["Repository"] == KARPENTER_CHART and chart["Version"] == KARPENTER_VERSION == "1.14.1"
+    assert chart["Repository"] == KARPENTER_CHART and chart["Version"] == KARPENTER_VERSION == "1.15.1"
     assert chart["SkipCrds"] is True and chart["Namespace"] == contract.KARPENTER_NAMESPACE
     values = json.loads(chart["Values"]) if isinstance(chart["Values"], str) else chart["Values"]
     assert values["settings"]["clusterName"] == "efa-elastic"
     assert values["settings"]["interruptionQueue"] == "efa-elastic-karpenter"
     assert values["settings"]["featureGates"] == {"reservedCapacity": True, "staticCapacity": False, "nodeOverlay": True,
                                                   "nodeRepair": False}
+    # v1.15's reboot repair and DRA provisioning stay off, said outright (charts/karpenter/values.yaml at v1.15.1)
+    assert values["settings"]["awsFeatureGates"] == {"rebootForRepair": False}
+    assert values["settings"]["enableDRA"] is False
     assert values["nodeSelector"][contract.LABEL_ROLE] == contract.SYSTEM_NODE_GROUP
     assert values["replicas"] == 2
 
@@ -647,7 +664,7 @@ def test_every_version_with_amis_has_them_in_the_default_release():
 
 
 def test_fails_a_pool_on_a_version_without_al2023_amis_with_the_fix():
-    # a version the AMI data has no release of (on a spec, 1.37 is refused first by Karpenter's own bound)
+    # a version the AMI data has no release of (1.37: the pinned Karpenter supports it, the AMI data has no release)
     (p,) = ami_problems("karpenterNodePools[0]", "1.37", "AL2023_X86_64_NVIDIA", DEFAULT_POOL_AMI_VERSION)
     assert p.field == "karpenterNodePools[0].amiVersion"
     assert p.value == DEFAULT_POOL_AMI_VERSION and "Kubernetes 1.37" in p.message and "AL2023_X86_64_NVIDIA" in p.message
@@ -669,14 +686,58 @@ def test_an_ami_release_that_has_the_version_or_is_newer_than_the_data_is_accept
 # --- the Kubernetes versions the pinned Karpenter supports ---------------------------------------------------------
 
 
+def test_the_pinned_karpenter_supports_every_version_efa_stack_builds():
+    # aws/karpenter-provider-aws@v1.15.1 pkg/providers/version/version.go: MinK8sVersion "1.26", MaxK8sVersion "1.37"
+    assert KARPENTER_KUBERNETES_VERSIONS == ("1.26", "1.37")
+    assert [v for v in KUBERNETES_VERSIONS if not karpenter_supports(v)] == []
+
+
+def test_a_pool_on_1_37_synthesizes_against_the_pinned_karpenter():
+    # GIVEN a pool on Kubernetes 1.37 whose AMI release is newer than the AMI data (so only Karpenter's bound judges)
+    text = _on("1.37", _spec(P5_POOL + "amiVersion: v20261001"))
+    # THEN it plans: no problem on metadata.version
+    (pool,) = plan_of(text).karpenter.pools
+    assert pool.ami_alias == "al2023@v20261001"
+    # AND the cluster stack installs the pinned controller and applies the pool
+    s = synth_text(text)
+    cluster = s.template("cluster")
+    (chart,) = [r["Properties"] for r in cluster["Resources"].values() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"
+                and r["Properties"]["Release"] == contract.KARPENTER_RELEASE]
+    assert chart["Version"] == KARPENTER_VERSION
+    assert "al2023@v20261001" in json.dumps(cluster)
+
+
+def test_a_version_above_the_bound_is_refused_naming_the_bound_and_the_fix(monkeypatch):
+    """When efa-stack builds a Kubernetes version newer than the pinned Karpenter's ``MaxK8sVersion`` (today none:
+    1.37 is both), a pool on it is refused on ``metadata.version`` with the bound and a fix that plans."""
+    from efa_stack.planning import karpenter as planning_karpenter
+
+    monkeypatch.setattr(planning_karpenter, "KUBERNETES_VERSIONS", (*KUBERNETES_VERSIONS, "1.38"))
+    (p,) = planning_karpenter.kubernetes_problems(
+        "1.38", [("karpenterNodePools[0]", "AL2023_X86_64_NVIDIA", DEFAULT_POOL_AMI_VERSION)], KUBERNETES_VERSIONS)
+    assert p.field == "metadata.version" and p.value == "1.38"
+    assert p.message == ("karpenterNodePools run on the Karpenter efa-stack installs, v1.15.1, which supports "
+                         "Kubernetes 1.26 to 1.37: on 1.38 its controller fails with \"karpenter is not compatible "
+                         "with kubernetes version\"")
+    # the newest version the pool's AMI release publishes (1.37 has none up to the data's last release)
+    assert p.fix == ('set metadata.version: "1.36" (the pools work on 1.31, 1.32, 1.33, 1.34, 1.35, 1.36), or run '
+                     "these nodes in managedNodeGroups entries instead of karpenterNodePools")
+    assert plan_of(_on("1.36", _spec(P5_POOL))).karpenter.pools
+
+
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 @pytest.mark.parametrize("ami", [DEFAULT_POOL_AMI_VERSION, "v20261001"])
 def test_a_pool_on_every_offered_version_fits_the_pinned_karpenter_or_is_refused_naming_the_bound(version, ami):
     """A pool on a version the pinned controller does not support is refused whatever its amiVersion (one newer than
-    the AMI data is not judged by the AMI check), with a fix that itself plans; one it supports plans."""
+    the AMI data is not judged by the AMI check), with a fix that itself plans; on one it supports the pool plans, or
+    is refused on its amiVersion alone when no AMI release up to the data's last publishes that version (1.37)."""
     text = _on(version, _spec(P5_POOL + f"amiVersion: {ami}"))
     low, high = KARPENTER_KUBERNETES_VERSIONS
     if karpenter_supports(version):
+        expected = ami_problems("karpenterNodePools[0]", version, "AL2023_X86_64_NVIDIA", ami)
+        if expected:
+            assert [(p.field, p.message) for p in problems_of(text)] == [(p.field, p.message) for p in expected]
+            return
         (pool,) = plan_of(text).karpenter.pools
         assert pool.ami_alias == f"al2023@{ami}"
         return
@@ -692,10 +753,14 @@ def test_a_pool_on_every_offered_version_fits_the_pinned_karpenter_or_is_refused
     assert plan_of(_on(suggested, _spec(P5_POOL))).karpenter.pools
 
 
-def test_the_fix_for_an_unsupported_version_offers_only_versions_every_pools_ami_release_has():
-    # GIVEN a pool pinned to a release that publishes 1.35 but not 1.36 (first: v20260610)
-    text = _on("1.37", _spec(P5_POOL + "amiVersion: v20260505"))
-    p = _problem(text, "metadata.version")
+def test_the_fix_for_an_unsupported_version_offers_only_versions_every_pools_ami_release_has(monkeypatch):
+    from efa_stack.planning import karpenter as planning_karpenter
+
+    # GIVEN a version above the pinned Karpenter's bound and a pool pinned to a release that publishes 1.35 but not
+    # 1.36 (first: v20260610)
+    monkeypatch.setattr(planning_karpenter, "KUBERNETES_VERSIONS", (*KUBERNETES_VERSIONS, "1.38"))
+    (p,) = planning_karpenter.kubernetes_problems(
+        "1.38", [("karpenterNodePools[0]", "AL2023_X86_64_NVIDIA", "v20260505")], KUBERNETES_VERSIONS)
     # THEN the fix suggests the newest version that release has, not 1.36
     assert 'version: "1.35"' in p.fix and "1.36" not in p.fix
     assert plan_of(_on("1.35", _spec(P5_POOL + "amiVersion: v20260505"))).karpenter.pools

@@ -61,7 +61,7 @@ def test_apply_sh_installs_the_pinned_karpenter_chart(tmp_path):
     (words,) = _karpenter_helm(_commands(out / APPLY_SCRIPT))
     assert words[:7] == ["helm", "upgrade", "--install", contract.KARPENTER_RELEASE, KARPENTER_CHART, "--version",
                          KARPENTER_VERSION]
-    assert KARPENTER_CHART.startswith("oci://") and KARPENTER_VERSION == "1.14.1"
+    assert KARPENTER_CHART.startswith("oci://") and KARPENTER_VERSION == "1.15.1"
     assert words[words.index("--namespace") + 1] == contract.KARPENTER_NAMESPACE
     assert {"--skip-crds", "--wait"} <= set(words)
     assert words[words.index("--values") + 1] == KARPENTER_VALUES and (out / KARPENTER_VALUES).is_file()

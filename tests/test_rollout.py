@@ -176,9 +176,10 @@ def script_steps(rollout: Rollout, script: str) -> list[str]:
         words = shlex.split(line)
         if words[:3] == ["helm", "upgrade", "--install"]:
             step = by_release[words[3]]
-            assert "--wait" in words  # returns once the release's controller is available
+            assert "--wait" in words  # returns once the release's controller is available (if it has one)
             done.append(step.id)
-            confirmed.append(available_id(step.component))
+            if available_id(step.component) in rollout:
+                confirmed.append(available_id(step.component))
         elif words[0] == "wait_established":
             done.append(established_id(words[1]))
         elif words[:3] == ["kubectl", "rollout", "status"]:

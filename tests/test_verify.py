@@ -88,10 +88,17 @@ class FakeCore:
 class FakeCustom:
     """CustomObjectsApi stand-in: each get returns the next MPIJob state (the last one repeats)."""
 
-    def __init__(self, states: list[dict[str, Any] | Exception]):
+    def __init__(self, states: list[dict[str, Any] | Exception], slices: list[dict[str, Any]] | None = None):
         self.states = states
         self.gets = 0
         self.patches: list[tuple[tuple, dict]] = []
+        self.slices = slices or []
+        """The cluster's ResourceSlices (list_cluster_custom_object of resource.k8s.io/v1 resourceslices)."""
+
+    def list_cluster_custom_object(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        _conforms(client.CustomObjectsApi.list_cluster_custom_object, *args, **kwargs)
+        assert args[:3] == ("resource.k8s.io", "v1", "resourceslices"), args
+        return {"items": copy.deepcopy(self.slices)}
 
     def get_namespaced_custom_object(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         _conforms(client.CustomObjectsApi.get_namespaced_custom_object, *args, **kwargs)

@@ -27,6 +27,7 @@ BINARIES=(
   "trainer-controller-manager|trainer|github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager|github.com/kubeflow/trainer/v2|170"
   "training-operator|training-operator|github.com/kubeflow/training-operator/cmd/training-operator.v1|github.com/kubeflow/training-operator|180"
   "karpenter-kwok|karpenter-kwok|sigs.k8s.io/karpenter/kwok|sigs.k8s.io/karpenter|210"
+  "compute-domain-controller|dra-driver-nvidia-gpu|sigs.k8s.io/dra-driver-nvidia-gpu/cmd/compute-domain-controller|sigs.k8s.io/dra-driver-nvidia-gpu|190"
 )
 
 # Go: the one on PATH (1.21 or later fetches the toolchain a go.mod asks for by itself); without one, the Go

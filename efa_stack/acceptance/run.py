@@ -78,21 +78,32 @@ def select_group(plan: ClusterPlan, name: str | None, *, no_efa: bool, dcgm_leve
     if dcgm_level not in DCGM_LEVELS:
         raise UserError(f"--dcgm-level {dcgm_level} is out of range",
                         "use 1 (quick), 2 (medium, the default), 3 (long) or 4 (extended): dcgmi diag -r LEVEL")
-    gpu_groups = [g for g in plan.all_node_groups if g.instance.accelerator == "nvidia" and g.gpus_per_node > 0]
+    every = [g for g in plan.all_node_groups if g.instance.accelerator == "nvidia" and g.gpus_per_node > 0]
+    # the check pods request the device plugins' nvidia.com/gpu and vpc.amazonaws.com/efa, which a devices: dra
+    # group's nodes never advertise (docs/design/dra.md, "Verify")
+    gpu_groups = [g for g in every if g.devices == contract.DEVICES_PLUGIN]
     if name is None:
         efa_groups = [g for g in gpu_groups if g.efa_devices_per_node > 0]
         pick = (efa_groups or (gpu_groups if no_efa else []))[:1]
         if not pick:
             raise UserError(
-                "the spec has no NVIDIA GPU node group with EFA to accept"
-                + (f" (GPU node groups without EFA: {', '.join(g.name for g in gpu_groups)})" if gpu_groups else ""),
-                "pass --node-group NAME --no-efa for GPU-only checks, or enable EFA on a GPU node group",
+                "the spec has no NVIDIA GPU node group with EFA on the device plugins to accept"
+                + (f" (GPU node groups without EFA: {', '.join(g.name for g in gpu_groups)})" if gpu_groups else "")
+                + (f" (on DRA: {', '.join(g.name for g in every if g not in gpu_groups)})" if len(every) > len(gpu_groups)
+                   else ""),
+                "pass --node-group NAME --no-efa for GPU-only checks, or enable EFA on a GPU node group; acceptance does "
+                "not run on devices: dra node groups (efa-stack verify checks their ResourceSlices)",
             )
         return pick[0]
     group = next((g for g in plan.all_node_groups if g.name == name), None)
     if group is None:
         raise UserError(f"node group {name!r} is not in the spec",
                         f"use --node-group {' or '.join(g.name for g in gpu_groups) or '(none: no GPU node group)'}")
+    if group in every and group not in gpu_groups:
+        raise UserError(f"node group {name!r} uses devices: dra, and acceptance's check pods request the device "
+                        "plugins' nvidia.com/gpu and vpc.amazonaws.com/efa, which its nodes never advertise",
+                        "run efa-stack verify (it checks the node group's ResourceSlices) and its NCCL test "
+                        "(efa-stack verify --run-nccl); pick a device plugin node group for --acceptance")
     if group not in gpu_groups:
         raise UserError(f"node group {name!r} ({group.instance_type}) has no NVIDIA GPUs; acceptance runs "
                         "GPU, DCGM and NCCL checks", "pick a GPU node group with --node-group")

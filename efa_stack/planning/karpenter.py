@@ -8,8 +8,14 @@ zone, all its capacity reservations, the static replica count, the AMI alias and
 Kueue flavors and the address plan read a pool's nodes as they read a node group. The design and its sources:
 docs/design/karpenter.md.
 
-Upstream facts, aws/karpenter-provider-aws tag v1.14.1 (commit bde00654cd316fddb3dccfba3f5ac07039865429) and its
-documentation for v1.14 (main@1d927085dd81a9df9301e613f371dac5b4d16bfe, website/content/en/v1.14/):
+Upstream facts, aws/karpenter-provider-aws tag v1.15.1 (read from the Go module proxy's zip of the tag, go.sum
+``h1:6eH///KgWKDwD2R6wHRnKGN8Vu8OHueaXjNdx64TnuY=``; the facts that did not change since v1.14.1, commit
+bde00654cd316fddb3dccfba3f5ac07039865429, were read there first) and its documentation (v1.14 at
+main@1d927085dd81a9df9301e613f371dac5b4d16bfe, website/content/en/v1.14/; the website is not in the module zip):
+
+kubernetes-sigs/karpenter (core) is cited at the version a fact was read at: v1.14.1, and again at v1.15.0 for
+what this module relies on (termination, disruption, repair); the provider's go.mod at v1.15.1 requires core v1.15.1,
+whose zip the Go module proxy refuses ("not available"), so core v1.15.1 itself was not read.
 
 - ``EC2NodeClass.spec.networkInterfaces[].interfaceType`` is ``interface`` or ``efa-only`` only
   (pkg/apis/v1/ec2nodeclass.go ``NetworkInterface``, ``+kubebuilder:validation:Enum:={interface,efa-only}``):
@@ -47,18 +53,20 @@ from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.spec.errors import Problem
 from efa_stack.spec.models import DEFAULT_POOL_AMI_VERSION, KUBERNETES_VERSIONS
 
-KARPENTER_VERSION = "1.14.1"
-"""The pinned release: chart and controller image ``1.14.1`` (hack/release/common.sh at the tag publishes the chart
-with the release version)."""
-KARPENTER_COMMIT = "bde00654cd316fddb3dccfba3f5ac07039865429"
-KARPENTER_KUBERNETES_VERSIONS = ("1.26", "1.36")
-"""The oldest and the newest Kubernetes version the pinned controller supports: aws/karpenter-provider-aws@v1.14.1
-pkg/providers/version/version.go ``MinK8sVersion = "1.26"``, ``MaxK8sVersion = "1.36"``; outside them its
-``providers.version`` reconciler (pkg/controllers/providers/version/controller.go) fails with "karpenter is not
-compatible with kubernetes version" (``validateK8sVersion``). The v1.14 compatibility matrix agrees: its newest
-column, 1.36, needs ">= 1.13" (website/content/en/v1.14/upgrading/compatibility.md at
-main@1d927085dd81a9df9301e613f371dac5b4d16bfe). 1.37 needs v1.15 (website/content/en/v1.15/upgrading/
-compatibility.md at d77d1a3a5a44d7ce9c041bcc51da1e567de3f2ec: "1.15.x"). Moving the pin moves this pair with it."""
+KARPENTER_VERSION = "1.15.1"
+"""The pinned release: chart and controller image ``1.15.1`` (hack/release/common.sh at the tag publishes the chart
+with the release version; the module's charts/karpenter/Chart.yaml still says the previous release, 1.14.1, which
+the release job rewrites)."""
+KARPENTER_MODULE_SUM = "h1:6eH///KgWKDwD2R6wHRnKGN8Vu8OHueaXjNdx64TnuY="
+"""The go.sum hash of ``github.com/aws/karpenter-provider-aws@v1.15.1``, the Go module proxy's zip of the tag that
+the CRDs, chart and controller code were read from (the zip carries no commit id; sum.golang.org vouches for it)."""
+KARPENTER_KUBERNETES_VERSIONS = ("1.26", "1.37")
+"""The oldest and the newest Kubernetes version the pinned controller supports: aws/karpenter-provider-aws@v1.15.1
+pkg/providers/version/version.go ``MinK8sVersion = "1.26"``, ``MaxK8sVersion = "1.37"`` (v1.14.1: ``"1.36"``); outside
+them its ``providers.version`` reconciler (pkg/controllers/providers/version/controller.go) fails with "karpenter
+is not compatible with kubernetes version" (``validateK8sVersion``). The v1.15 compatibility matrix agrees: its
+1.37 column reads "1.15.x" (website/content/en/v1.15/upgrading/compatibility.md at
+d77d1a3a5a44d7ce9c041bcc51da1e567de3f2ec). Moving the pin moves this pair with it."""
 KARPENTER_CHART = "oci://public.ecr.aws/karpenter/karpenter"
 """The OCI chart (website/content/en/v1.14/getting-started/getting-started-with-karpenter/scripts/
 step08-apply-helm-chart.sh: ``helm upgrade --install karpenter oci://public.ecr.aws/karpenter/karpenter``)."""
@@ -78,7 +86,7 @@ INSTANCE_TERMINATION_SECONDS = 5 * 60
 """Estimate, no upstream figure: from Karpenter's ``TerminateInstances`` until EC2 reports the instance terminated.
 Karpenter waits that long before it lets go of a node (kubernetes-sigs/karpenter v1.14.1 pkg/controllers/node/
 termination/controller.go ``awaitInstanceTermination``, requeued every 5 s until the instance is not found;
-aws/karpenter-provider-aws@v1.14.1 pkg/providers/instance/instance.go ``Get`` still finds ``shutting-down``
+aws/karpenter-provider-aws@v1.15.1 pkg/providers/instance/instance.go ``Get`` still finds ``shutting-down``
 instances), and a default termination first attempts a graceful OS shutdown (EC2 User Guide, "Methods for
 terminating an instance")."""
 TEARDOWN_SECONDS = 60
@@ -86,7 +94,7 @@ TEARDOWN_SECONDS = 60
 garbage collector deleting the NodeClaims the deleted NodePool owns (kubernetes-sigs/karpenter v1.14.1
 pkg/controllers/provisioning/scheduling/nodeclaimtemplate.go: an owner reference to the NodePool), the NodeClaim
 and EC2NodeClass finalizers (the latter deletes the instance profile and launch templates: aws/karpenter-provider-
-aws@v1.14.1 pkg/controllers/nodeclass/controller.go ``finalize``, run again on each NodeClaim deletion)."""
+aws@v1.15.1 pkg/controllers/nodeclass/controller.go ``finalize``, run again on each NodeClaim deletion)."""
 TERMINATION_GRACE_PERIOD_SECONDS = KUBECTL_HANDLER_TIMEOUT_SECONDS - INSTANCE_TERMINATION_SECONDS - TEARDOWN_SECONDS
 """How long a pool node may drain before Karpenter deletes its remaining pods (540 s): what the kubectl handler's
 timeout leaves once the instance's termination and the teardown are counted, so that a stack deletion finishes.
@@ -164,7 +172,7 @@ class KarpenterPoolPlan:
 
     Karpenter's own figure would be wrong there. Without ``kubelet.maxPods`` it counts every ENI of the default
     network card but those ``settings.reservedENIs`` reserves (chart default ``"0"``) and the EC2NodeClass's
-    card-0 ``efa-only`` interfaces: ENIs x (IPv4 addresses per ENI - 1) + 2 (aws/karpenter-provider-aws@v1.14.1
+    card-0 ``efa-only`` interfaces: ENIs x (IPv4 addresses per ENI - 1) + 2 (aws/karpenter-provider-aws@v1.15.1
     pkg/providers/instancetype/types.go ``ENILimitedPods``, used by ``pods`` when ``maxPods`` is nil;
     charts/karpenter/values.yaml ``settings.reservedENIs``), so it would count the primary ENI, which hosts no
     pods under custom networking. With ``kubelet.maxPods`` set, the same number serves both sides: Karpenter's
@@ -249,7 +257,7 @@ def placement_group_name(cluster: str, pool: str) -> str:
     """The cluster placement group the stack creates for an on-demand pool: ``<cluster>-karpenter-<pool>``.
 
     Fixed, because the EC2NodeClass in dist/ names it before any stack exists (``placementGroupSelector`` takes a
-    ``name`` or an ``id`` ``pg-...``, nothing else: aws/karpenter-provider-aws@v1.14.1 pkg/apis/v1/ec2nodeclass.go
+    ``name`` or an ``id`` ``pg-...``, nothing else: aws/karpenter-provider-aws@v1.15.1 pkg/apis/v1/ec2nodeclass.go
     ``PlacementGroupSelector``; k8s/crds/karpenter/karpenter.k8s.aws_ec2nodeclasses.yaml). Placement group names are
     unique per account and Region (EC2 API Reference, CreatePlacementGroup ``GroupName``), as EKS cluster names are,
     so the cluster's name keeps two clusters' groups apart. At most 255 printable ASCII characters
@@ -269,19 +277,35 @@ def controller_replicas(system_min_size: int) -> int:
     return min(CONTROLLER_REPLICAS, system_min_size)
 
 
+AWS_FEATURE_GATES: dict[str, bool] = {"rebootForRepair": False}
+"""The chart's ``settings.awsFeatureGates`` (new in v1.15: charts/karpenter/values.yaml at v1.15.1, passed as the
+controller's ``AWS_FEATURE_GATES``, templates/deployment.yaml): ``rebootForRepair`` off, the chart's default said
+outright, as ``nodeRepair`` is (it has no effect without node repair: :attr:`KarpenterPlan.feature_gates`). The
+other AWS gates keep the chart's defaults: ``nodeClassCEL`` false, ``draNVIDIAGPU`` and ``draEFA`` unset (off)."""
+ENABLE_DRA = False
+"""The chart's ``settings.enableDRA`` (alpha, new in v1.15, default false): true turns on both AWS DRA gates and
+makes Karpenter count pods' DRA claims (``ignoreDRARequests`` false; templates/_helpers.tpl ``karpenter.dra``). Pools'
+jobs take their EFA devices and GPUs from the device plugins (``vpc.amazonaws.com/efa``, ``nvidia.com/gpu``), and the
+EFA device plugin beside the EFA DRA driver oversubscribes devices (docs/design/karpenter.md), so it stays off, said
+outright so that a later chart default cannot turn it on."""
+
+
 def chart_values(
     *, cluster_name: str, interruption_queue_name: str, service_account: str, feature_gates: Mapping[str, bool],
     replicas: int, node_selector: Mapping[str, str],
 ) -> dict[str, Any]:
     """The Karpenter chart's values, the one document ``cdk deploy``'s Helm release and ``apply.sh``'s ``helm
     upgrade --install`` pass: ``settings.clusterName``, ``settings.interruptionQueue`` (a queue name),
-    ``settings.featureGates``, ``replicas``, ``nodeSelector`` and the service account's name
-    (charts/karpenter/values.yaml at the tag; ``step08-apply-helm-chart.sh`` sets the first two)."""
+    ``settings.featureGates``, ``settings.awsFeatureGates`` (:data:`AWS_FEATURE_GATES`), ``settings.enableDRA``
+    (:data:`ENABLE_DRA`), ``replicas``, ``nodeSelector`` and the service account's name (charts/karpenter/values.yaml
+    at the tag; ``step08-apply-helm-chart.sh`` sets the first two)."""
     return {
         "settings": {
             "clusterName": cluster_name,
             "interruptionQueue": interruption_queue_name,
             "featureGates": dict(feature_gates),
+            "awsFeatureGates": dict(AWS_FEATURE_GATES),
+            "enableDRA": ENABLE_DRA,
         },
         "replicas": replicas,
         "nodeSelector": {"kubernetes.io/os": "linux", **node_selector},
@@ -343,9 +367,10 @@ class KarpenterPlan:
         ODCRs and Capacity Blocks (beta, on by default: set so that it stays on), ``staticCapacity`` when a pool is
         static, ``nodeOverlay`` when a pool's nodes reserve hugepages, and ``nodeRepair`` off (the chart's default,
         set so that a new pin's default cannot turn it on): repair acts on node conditions, never on the acceptance
-        quarantine's taint, and at v1.14.1 replaces a node at once, skipping its drain and grace period
-        (kubernetes-sigs/karpenter v1.14.1 pkg/controllers/node/health/controller.go; docs/design/karpenter.md,
-        "Node repair, RebootForRepair and quarantine")."""
+        quarantine's taint, and since v1.15 it is a disruption method that, with the pools' grace period, may drain
+        a node that runs a job's ``do-not-disrupt`` workers (kubernetes-sigs/karpenter v1.15.0
+        pkg/controllers/disruption/repair.go ``ShouldDisrupt``; docs/design/karpenter.md, "Node repair,
+        RebootForRepair and quarantine")."""
         return {
             "reservedCapacity": True,
             "staticCapacity": any(p.replicas is not None for p in self.pools),
@@ -367,7 +392,7 @@ def layout_problems(prefix: str, pool_layout: str, group: NodeGroupPlan) -> list
     if pool_layout == "legacy":
         return [Problem(
             f"{prefix}.interfaceLayout", "legacy",
-            "Karpenter's EC2NodeClass (v1.14.1) declares only 'interface' and 'efa-only' interfaces, so the legacy "
+            f"Karpenter's EC2NodeClass (v{KARPENTER_VERSION}) declares only 'interface' and 'efa-only' interfaces, so the legacy "
             "layout's combined 'efa' interfaces cannot be expressed",
             "use interfaceLayout: current, or a managedNodeGroups entry for the legacy layout",
         )]
@@ -421,7 +446,7 @@ def capacity_problems(
 
 KARPENTER_MAX_VOLUME_GIB = 59000
 """The largest root volume an EC2NodeClass takes in GiB: ``blockDeviceMappings[].ebs.volumeSize`` must match
-``^((?:[1-9][0-9]{0,3}|[1-4][0-9]{4}|[5][0-8][0-9]{3}|59000)Gi|...)$`` (aws/karpenter-provider-aws@v1.14.1
+``^((?:[1-9][0-9]{0,3}|[1-4][0-9]{4}|[5][0-8][0-9]{3}|59000)Gi|...)$`` (aws/karpenter-provider-aws@v1.15.1
 pkg/apis/v1/ec2nodeclass.go ``BlockDevice.VolumeSize``, ``+kubebuilder:validation:Pattern``; the same at main
 1d927085), and efa-stack writes the size in ``Gi``."""
 
@@ -457,7 +482,7 @@ def ami_problems(prefix: str, kubernetes_version: str, ami_type: str, ami_versio
     """A pool whose ``al2023@<amiVersion>`` alias resolves to no AMI: the release is older than the first one that
     publishes the pool's AMI type for the cluster's Kubernetes version, or (up to the newest release the data
     covers) no release publishes one at all. Karpenter would find no SSM parameter and launch no node
-    (pkg/providers/amifamily/al2023.go ``resolvePath`` at v1.14.1). A release newer than the data covers is not
+    (pkg/providers/amifamily/al2023.go ``resolvePath`` at v1.15.1). A release newer than the data covers is not
     judged: the data cannot tell."""
     checked = str(_ami_releases()["checked_through"])
     first = ami_first_release(kubernetes_version, ami_type)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from efa_stack import contract
 from efa_stack.names import nccl_job_name, nccl_job_problems
 from efa_stack.planning.catalog import InstanceType
+from efa_stack.planning.dra import WorkerClaims, aligned_problems, worker_claims
 from efa_stack.planning.node_groups import ComputeDomainPlan, NodeGroupPlan, Taint
 from efa_stack.planning.queue_binding import QueueBinding
 from efa_stack.planning.ultraserver import compute_domain_for
@@ -112,16 +113,17 @@ class WorkerMemory:
 
 def worker_memory(
     instance: InstanceType, hugepages_mib: int, *, memory_mib: int | None = None, shm_mib: int | None = None,
-    hugepages_explicit: bool = False,
+    hugepages_explicit: bool = False, gpus: int | None = None,
 ) -> WorkerMemory:
     """THE sizing rule of a worker's memory, ``/dev/shm`` and hugepages on ``instance``.
 
     ``/dev/shm`` = :data:`SHM_PER_GPU_MIB` per GPU unless ``shm_mib`` is given; memory =
     :data:`MEMORY_PER_GPU_MIB` per GPU plus the ``/dev/shm`` unless ``memory_mib`` is given; hugepages =
     ``hugepages_mib``, what the worker's node reserves (:func:`node_hugepages_mib`) when the job runs
-    over EFA, 0 otherwise. 8 GPUs: 8192 MiB ``/dev/shm``, 40192 MiB memory.
+    over EFA, 0 otherwise. 8 GPUs: 8192 MiB ``/dev/shm``, 40192 MiB memory. ``gpus``: the worker's GPUs where it
+    takes fewer than the node has (a sub-node worker).
     """
-    gpus = instance.gpus
+    gpus = instance.gpus if gpus is None else gpus
     explicit = frozenset(
         alias for alias, given in (("memoryMiB", memory_mib is not None), ("shmSizeMiB", shm_mib is not None),
                                    ("hugepagesMiB", hugepages_explicit))
@@ -157,6 +159,9 @@ class WorkerSizing:
     arm64: bool
     taints: tuple[Taint, ...]
     """The node group's taints, which the worker pods tolerate."""
+    claims: WorkerClaims | None = None
+    """The worker's DRA claims on a ``devices: dra`` node group (:func:`efa_stack.planning.dra.worker_claims`), which
+    replace the device plugins' ``nvidia.com/gpu`` and ``vpc.amazonaws.com/efa``; None on a device plugin group."""
 
     @property
     def lib_arch(self) -> str:
@@ -166,32 +171,39 @@ class WorkerSizing:
 
 def worker_sizing(
     ng: NodeGroupPlan, fabric: contract.Fabric, *, memory_mib: int | None = None, shm_mib: int | None = None,
-    hugepages_explicit: bool = False,
+    hugepages_explicit: bool = False, gpus: int | None = None,
 ) -> WorkerSizing:
     """THE sizing of a worker pod on a node of ``ng`` for a job over ``fabric``: the node's EFA devices,
     reserved hugepages (:func:`worker_memory`) and GPUDirect RDMA only over EFA; memory and ``/dev/shm`` as
-    given, sized per GPU where not."""
+    given, sized per GPU where not. ``gpus`` fewer than the node has (a sub-node worker, ``devices: dra`` only)
+    takes that share of the node's CPUs and hugepages and the EFA devices of its GPUs' PCIe roots
+    (:func:`efa_stack.planning.dra.worker_claims`)."""
     efa = fabric == "efa"
     gpu = ng.instance.gpu
+    whole = gpus is None or gpus >= ng.gpus_per_node
+    share = 1.0 if whole or not ng.gpus_per_node else (gpus or 0) / ng.gpus_per_node
+    claims = worker_claims(ng, efa=efa, gpus=None if whole else gpus)
+    hugepages = ng.hugepages_2mi_mib if efa else 0
     return WorkerSizing(
         node_group=ng.name,
         instance_type=ng.instance_type,
         fabric=fabric,
-        gpus=ng.gpus_per_node,
-        efa_devices=ng.efa_devices_per_node if efa else 0,
-        memory=worker_memory(ng.instance, ng.hugepages_2mi_mib if efa else 0, memory_mib=memory_mib,
-                             shm_mib=shm_mib, hugepages_explicit=hugepages_explicit),
-        cpus=ng.guaranteed_cpus,
+        gpus=ng.gpus_per_node if whole else (gpus or 0),
+        efa_devices=(ng.efa_devices_per_node if whole else claims.count("efa") if claims else 0) if efa else 0,
+        memory=worker_memory(ng.instance, int(hugepages * share) // 2 * 2, memory_mib=memory_mib, shm_mib=shm_mib,
+                             hugepages_explicit=hugepages_explicit, gpus=None if whole else gpus),
+        cpus=ng.guaranteed_cpus if whole else max(1, int(ng.guaranteed_cpus * share)),
         gpudirect_rdma=efa and gpu is not None and gpu.name in GPUDIRECT_RDMA_GPUS,
         arm64=ng.instance.arm64,
         taints=ng.taints,
+        claims=claims,
     )
 
 
 def nccl_worker_sizing(cfg: NcclTest, ng: NodeGroupPlan) -> WorkerSizing:
-    """:func:`worker_sizing` with the ``ncclTest`` section's memory settings."""
+    """:func:`worker_sizing` with the ``ncclTest`` section's memory settings and ``gpusPerWorker``."""
     return worker_sizing(ng, cfg.fabric, memory_mib=cfg.memory_mib, shm_mib=cfg.shm_mib,
-                         hugepages_explicit="hugepages_mib" in cfg.model_fields_set)
+                         hugepages_explicit="hugepages_mib" in cfg.model_fields_set, gpus=cfg.gpus_per_worker)
 
 
 _SIZE = re.compile(r"^([1-9][0-9]*)([KMG]?)$")
@@ -408,9 +420,38 @@ def validate_nccl(
                 f"ncclTest.nodeGroup ({target.name}).desiredCapacity", target.desired_size,
                 "the job needs at least one worker node", "raise desiredCapacity to 1 or more",
             ))
-        problems += nccl_worker_sizing(cfg, target).memory.problems("ncclTest", target.instance_type, target.gpus_per_node)
+        problems += _sub_node_problems(cfg, target)
+        sizing = nccl_worker_sizing(cfg, target)
+        problems += sizing.memory.problems("ncclTest", target.instance_type, sizing.gpus)
         problems += _topology_problems(target)
     return problems
+
+
+def _sub_node_problems(cfg: NcclTest, target: NodeGroupPlan) -> list[Problem]:
+    """``ncclTest.gpusPerWorker`` on ``target``: at most the node's GPUs; fewer only over EFA on a ``devices: dra``
+    group whose PCIe roots efa-stack knows (:func:`efa_stack.planning.dra.aligned_problems`)."""
+    gpus, field = cfg.gpus_per_worker, "ncclTest.gpusPerWorker"
+    if gpus is None or gpus == target.gpus_per_node:
+        return []
+    if gpus > target.gpus_per_node:
+        return [Problem(field, gpus, f"a {target.instance_type} node has {target.gpus_per_node} GPUs",
+                        f"use gpusPerWorker: {target.gpus_per_node} or less")]
+    out: list[Problem] = []
+    if target.devices != contract.DEVICES_DRA:
+        out.append(Problem(
+            field, gpus,
+            f"a worker of fewer GPUs than the node has claims each GPU with the EFA devices on its PCIe root, which "
+            f"takes the DRA drivers, and node group {target.name} uses the device plugins",
+            f"set devices: dra on {target.spec_path}, or leave gpusPerWorker out (every GPU of the node)",
+        ))
+    if cfg.fabric != "efa":
+        out.append(Problem(
+            field, gpus, f"sub-node workers pair their GPUs with EFA devices, and the job runs over {cfg.fabric}",
+            "set fabric: efa, or leave gpusPerWorker out",
+        ))
+    if not out:
+        out += aligned_problems(field, target, gpus)
+    return out
 
 
 def _topology_problems(target: NodeGroupPlan) -> list[Problem]:

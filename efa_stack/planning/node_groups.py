@@ -187,6 +187,9 @@ class NodeGroupPlan:
     """eksctl ``nodeRepairConfig.nodeRepairConfigOverrides``: (condition, reason, minutes, action) each."""
     update: NodeUpdatePlan = field(default_factory=NodeUpdatePlan)
     """Nodes a version update replaces at once (eksctl ``updateConfig``); unset: EKS's default, one at a time."""
+    devices: contract.DeviceMechanism = contract.DEVICES_PLUGIN
+    """How pods get the nodes' devices: ``plugin`` (the device plugins) or ``dra`` (the DRA drivers; the nodes carry
+    ``efa-stack.io/devices: dra``, :mod:`efa_stack.planning.dra`)."""
     reservation_resource_group_arn: str | None = None
     """A resource group of Capacity Blocks the launch template targets instead of ``reservation_id`` (an UltraServer
     node group's, eksctl ``capacityReservationResourceGroupARN``)."""

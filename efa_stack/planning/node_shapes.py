@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from efa_stack import contract, names
-from efa_stack.planning import catalog, ultraserver
+from efa_stack.planning import catalog, dra, ultraserver
 from efa_stack.planning.addons import NodeRepairPlan, node_repair_plan
 from efa_stack.planning.catalog import InstanceType, UnknownInstanceType
 from efa_stack.planning.karpenter import (
@@ -154,6 +154,7 @@ class Shape:
             subnet_ids=subnet_ids,
             instance_types=instance_types,
             spot=spot,
+            devices=spec.devices,
             spec_path=spec_path,
             reservation_resource_group_arn=reservation_resource_group_arn,
             release_version=release_version,
@@ -343,6 +344,8 @@ def plan_shape(
     })
     if instance.accelerator:
         labels[contract.LABEL_ACCELERATOR] = instance.accelerator
+    if spec.devices == contract.DEVICES_DRA:
+        labels[contract.LABEL_DEVICES] = contract.DEVICES_DRA
     extra = spec.kubelet_extra_config
     tuning, tuning_problems = kubelet_tuning(
         prefix, role in ("gpu", "neuron"),
@@ -488,6 +491,9 @@ def plan_managed_group(i: int, ng: ManagedNodeGroupSpec, ctx: NodeContext, probl
             "repair overrides are set but node repair is off", "set nodeRepairConfig.enabled: true, or remove them",
         ))
     extras = node_extras(prefix, ng, ctx.cluster, shape.kubelet.as_kubelet_config(), problems)
+    if ng.devices == contract.DEVICES_DRA:
+        problems.extend(dra.group_problems(
+            prefix, shape.instance, efa=ng.efa_enabled, kubernetes_version=ctx.kubernetes_version))
     group = shape.plan(
         ng, ctx, spec_path=prefix, zones=azs, sizes=sizes, efa=ng.efa_enabled, capacity=cap_type,
         reservation_id=choice.reservation_id, extras=extras, node_repair=repair, node_repair_overrides=overrides,
@@ -547,6 +553,10 @@ def plan_pool(i: int, pool: KarpenterNodePoolSpec, ctx: NodeContext, problems: l
     )
     if shape is None:
         return None
+    if pool.devices == contract.DEVICES_DRA:
+        problems.extend(dra.group_problems(
+            prefix, shape.instance, efa=True, kubernetes_version=ctx.kubernetes_version, pool=True,
+            pool_replicas=pool.replicas))
     desired = pool.replicas if pool.replicas is not None else pool.max_nodes
     group = shape.plan(
         pool, ctx, spec_path=prefix, zones=zones, sizes=(0, desired, pool.max_nodes), efa=True,

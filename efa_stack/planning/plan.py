@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from efa_stack import contract, names
-from efa_stack.planning import catalog
+from efa_stack.planning import catalog, dra
 from efa_stack.planning.addons import (
     CLOUDWATCH_OBSERVABILITY,
     VPC_CNI,
@@ -198,6 +198,7 @@ class ClusterPlan:
                 f"{accel} + {n.efa_devices_per_node} EFA per node, "
                 f"interfaces {n.layout_summary()}, {n.capacity_summary()}"
                 + (", placement group" if n.placement_group else "") + n.parts_summary()
+                + (", devices from DRA drivers" if n.devices == contract.DEVICES_DRA else "")
             )
         for p in self.karpenter.pools if self.karpenter is not None else ():
             g = p.group
@@ -207,6 +208,7 @@ class ClusterPlan:
                 + f", {g.gpus_per_node} GPU + {g.efa_devices_per_node} EFA per node, interfaces {g.layout_summary()}, "
                 + (f"{g.capacity} {', '.join(p.reservation_ids)}" if p.reserved else contract.ON_DEMAND)
                 + (f", placement group {p.placement_group_name}" if p.placement_group_name else "")
+                + (", devices from DRA drivers" if g.devices == contract.DEVICES_DRA else "")
             )
         if self.addresses is not None:
             lines += self.addresses.summary_lines()
@@ -348,6 +350,7 @@ def _node_stage(ctx: PlanContext) -> None:
             "CIDRs restrict the public endpoint, which is off", "remove publicAccessCIDRs or set clusterEndpoints.publicAccess: true",
         ))
     ctx.system = plan_system_group(spec.system_node_group, ctx.azs, ctx.problems)
+    ctx.problems.extend(dra.mix_problems(ctx.job_groups))
 
 
 def _addon_stage(ctx: PlanContext) -> None:
@@ -406,6 +409,11 @@ def _kueue_stage(ctx: PlanContext) -> None:
     )
     ctx.problems.extend(found)
     ctx.warnings.extend(warnings)
+    if cfg.enabled:
+        groups = {g.name: g for g in ctx.job_groups}
+        queued = [*(("ncclTest", j.node_group, j.worker.claims) for j in ((ctx.nccl_job,) if ctx.nccl_job else ())),
+                  *((f"trainingJobs[{i}]", j.node_group, j.worker.sizing.claims) for i, j in enumerate(ctx.training_jobs))]
+        ctx.problems.extend(dra.queue_problems(cfg.topology, [(w, groups[n], c) for w, n, c in queued if n in groups]))
 
 
 def _binding_stage(ctx: PlanContext) -> None:

@@ -138,7 +138,7 @@ that needs a new node gets as long. The clock starts at the Workload's ``Admitte
 KARPENTER_REGISTRATION_SECONDS = 15 * 60
 """How long Karpenter waits for a node it launches to register before it deletes the NodeClaim and tries again:
 kubernetes-sigs/karpenter@6e7eab7a0f485d7225eb98995fad9b66c79b322b (the core module of aws/karpenter-provider-aws
-v1.14.1, go.mod) pkg/controllers/nodeclaim/lifecycle/liveness.go ``registrationTimeout = time.Minute * 15``, counted
+v1.14.1, go.mod; the same in core v1.15.0) pkg/controllers/nodeclaim/lifecycle/liveness.go ``registrationTimeout = time.Minute * 15``, counted
 from the NodeClaim's ``Registered`` condition, which is initialised with ``Launched`` when the claim is created
 (pkg/apis/v1/nodeclaim_status.go ``NewReadyConditions``); the launch itself must succeed within ``LaunchTimeout``
 (5 minutes) of that. A node Karpenter still waits for may take this long."""
@@ -224,6 +224,12 @@ class KueuePlan:
     wait: WaitForPodsReadyPlan
     integrations: tuple[str, ...] = INTEGRATIONS
 
+    @property
+    def device_class_mappings(self) -> tuple[str, ...]:
+        """The DeviceClasses Kueue's Configuration maps to a quota resource of the same name (those the ClusterQueue
+        covers: :data:`DRA_QUOTA_RESOURCES`)."""
+        return tuple(r for r in self.resources if r in DRA_QUOTA_RESOURCES.values())
+
     def flavor(self, node_group: str) -> FlavorPlan | None:
         return next((f for f in self.flavors if f.node_group == node_group), None)
 
@@ -252,15 +258,34 @@ class KueuePlan:
 def node_figures(group: NodeGroupPlan) -> dict[str, int]:
     """What one node of ``group`` gives workers, per resource (0: none): GPUs, EFA devices and Neuron devices
     of the instance, the hugepages it reserves at boot (MiB), its Guaranteed CPUs (as the NCCL and training
-    workers request them) and its allocatable memory less those hugepages (MiB)."""
-    return {
-        "cpu": guaranteed_cpus(group.instance),
-        "memory": max(node_allocatable_memory_mib(group.instance) - group.hugepages_2mi_mib, 0),
+    workers request them) and its allocatable memory less those hugepages (MiB). On a ``devices: dra`` group the
+    devices count under their DeviceClass's name (:data:`DRA_QUOTA_RESOURCES`) instead of the device plugins'
+    extended resources, which such a node never advertises."""
+    dra = group.devices == contract.DEVICES_DRA
+    devices = {
         contract.GPU_RESOURCE: group.gpus_per_node,
         contract.EFA_RESOURCE: group.efa_devices_per_node,
         contract.NEURON_RESOURCE: group.neuron_devices_per_node,
+    }
+    return {
+        "cpu": guaranteed_cpus(group.instance),
+        "memory": max(node_allocatable_memory_mib(group.instance) - group.hugepages_2mi_mib, 0),
+        **{r: 0 if dra else n for r, n in devices.items()},
+        **{DRA_QUOTA_RESOURCES[r]: n if dra else 0 for r, n in devices.items()},
         contract.HUGEPAGES_2MI_RESOURCE: group.hugepages_2mi_mib,
     }
+
+
+DRA_QUOTA_RESOURCES: dict[str, str] = {
+    contract.GPU_RESOURCE: contract.GPU_DEVICE_CLASS,
+    contract.EFA_RESOURCE: contract.EFA_DEVICE_CLASS,
+    contract.NEURON_RESOURCE: contract.NEURON_DEVICE_CLASS,
+}
+"""The ClusterQueue resource a DRA device counts against, per device plugin resource: its DeviceClass's name, which
+Kueue's Configuration maps the class to (``resources.deviceClassMappings``; kubernetes-sigs/kueue@v0.19.2
+site/content/en/docs/tasks/manage/setup_dra.md, "Set up the ResourceClaimTemplate path": Kueue charges each request
+of a mapped class its ``count``). A mapping's name must be a label key (pkg/config/validation.go
+``validateDeviceClassMappings``), which a DeviceClass name is."""
 
 
 _MIB_RESOURCES = ("memory", contract.HUGEPAGES_2MI_RESOURCE)
@@ -274,7 +299,8 @@ def _covered(groups: Sequence[NodeGroupPlan]) -> tuple[str, ...]:
     """cpu and memory, then each extended resource some group has (Kueue needs every flavor of a resource group
     to list the same resources, so a group without one gets a quota of 0)."""
     figures = [node_figures(g) for g in groups]
-    extended = (contract.GPU_RESOURCE, contract.EFA_RESOURCE, contract.NEURON_RESOURCE, contract.HUGEPAGES_2MI_RESOURCE)
+    extended = (contract.GPU_RESOURCE, contract.EFA_RESOURCE, contract.NEURON_RESOURCE,
+                *DRA_QUOTA_RESOURCES.values(), contract.HUGEPAGES_2MI_RESOURCE)
     return ("cpu", "memory", *(r for r in extended if any(f[r] for f in figures)))
 
 
@@ -332,7 +358,14 @@ def kueue_plan(
     )
     resources = _covered(groups)
     flavors: list[FlavorPlan] = []
-    for g in groups:
+    # The system flavor first: Kueue tries a resource group's flavors in order and, after a scheduling cycle in which
+    # a flavor fit the quota but not the topology, starts the next cycle at the flavor after it (kubernetes-sigs/
+    # kueue@v0.19.2 pkg/workload/workload.go ``NextFlavorToTryForPodSetResource``); with the system flavor last, every
+    # other cycle of a job that does not fit tries only that flavor, and its Workload's message names it ("Flavor
+    # "system" does not support TopologyAwareScheduling") instead of the topology. First, it is tried and passed
+    # over in every cycle (pkg/scheduler/flavorassigner/flavorassigner.go ``findFlavorForPodSets``), so the message
+    # names the worker group's flavor or topology; a launcher takes it at once.
+    for g in [system, *node_groups]:
         layers = 0 if g.name in untopological else network_layers(g.instance_type)
         figures = node_figures(g)
         flavors.append(FlavorPlan(

@@ -109,8 +109,8 @@ def unknown_type_problem(field_name: str, name: str) -> Problem | None:
 
 def pool_problem(prefix: str, instance_type: str) -> Problem | None:
     """An UltraServer type in a Karpenter pool: EKS recommends managed or self-managed node groups for them ("DRA is not
-    supported in Karpenter or EKS Auto Mode", the GB200 page), and Karpenter v1.14.1 launches into no resource group
-    of Capacity Blocks."""
+    supported in Karpenter or EKS Auto Mode", the GB200 page), and Karpenter (v1.14.1, and v1.15.1: no resource
+    group in its API or code) launches into no resource group of Capacity Blocks."""
     if kind_of(instance_type) is None:
         return None
     return Problem(

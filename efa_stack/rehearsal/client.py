@@ -135,10 +135,10 @@ class Api:
     def get(self, obj: dict[str, Any]) -> Response:
         return self.request("GET", self.path(obj))
 
-    def list(self, api_version: str, kind: str, namespace: str | None = None, *,
-             label_selector: str | None = None) -> list[dict[str, Any]]:
+    def list(self, api_version: str, kind: str, namespace: str | None = None, *, label_selector: str | None = None,
+             field_selector: str | None = None) -> list[dict[str, Any]]:
         """The objects of ``kind`` (in ``namespace``, or everywhere); :class:`ApiError` when the list is refused."""
-        query = {"labelSelector": label_selector} if label_selector else None
+        query = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v} or None
         got = self.request("GET", self.collection(api_version, kind, namespace), query=query)
         if got.status != 200:
             raise ApiError(f"list {kind} {namespace or ''}: {got.message()}")

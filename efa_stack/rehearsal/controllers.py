@@ -19,6 +19,8 @@ from __future__ import annotations
 import base64
 import copy
 import fcntl
+import hashlib
+import json
 import socket
 import time
 import urllib.request
@@ -31,7 +33,8 @@ from typing import Any
 import yaml
 
 from efa_stack import contract
-from efa_stack.rehearsal.binaries import Binary
+from efa_stack.planning.plan import ClusterPlan
+from efa_stack.rehearsal.binaries import Binary, binaries
 from efa_stack.rehearsal.client import Api, ApiError
 from efa_stack.rehearsal.control_plane import ControlPlane
 from efa_stack.rehearsal.pki import Authority, KeyPair
@@ -90,17 +93,24 @@ class Launch:
     args: list[str]
     env: dict[str, str]
     changes: list[str] = field(default_factory=list)
+    program: str | None = None
+    """What runs instead of the controller's binary (which it then starts itself, or a stand-in's interpreter)."""
 
 
 @dataclass
 class Context:
-    """What a controller needs to start: the control plane, the rendered objects, its folder and ports."""
+    """What a controller needs to start: the control plane, the rendered objects, its folder and ports; the plan and,
+    for a release's controller, the release's values."""
 
     plane: ControlPlane
     objects: list[dict[str, Any]]
     folder: Path
     ports: dict[str, int]
     webhooks: WebhookServing
+    plan: ClusterPlan | None = None
+    values: Mapping[str, Any] = field(default_factory=dict)
+    binary: Path | None = None
+    """The controller's built binary (None for a stand-in without one)."""
 
     @property
     def api(self) -> Api:
@@ -189,7 +199,8 @@ class LocalController:
 
     name: str
     """The rollout's component id (:mod:`k8s.components`) of what it runs, or its own for a subchart's controller."""
-    binary: Binary
+    binary: Binary | None
+    """What tools/build.sh builds for it; None for a stand-in that runs in Python (:attr:`Launch.program`)."""
     namespace: str
     service_account: str
     deployment: str | None = None
@@ -216,6 +227,10 @@ class LocalController:
 
     def prepare(self, ctx: Context) -> None:
         """What must exist before the process starts (a Secret the cluster would fill)."""
+
+    def transform(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """A rendered object as this controller needs it applied in the rehearsal (unchanged by default)."""
+        return obj
 
     def mounted_secret(self, ctx: Context, mount_path: str) -> str:
         """The Secret the rendered Deployment mounts at ``mount_path``."""
@@ -385,6 +400,10 @@ class Running:
     process: Process
     launch: Launch
     ready_in: float
+    template: str = ""
+    """A digest of the live pod template of its Deployment when it started ("" for a release's stand-in): a new one
+    means a new pod, which starts with what the cluster holds then (:meth:`LocalControllers.restart`)."""
+    values: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -397,18 +416,29 @@ class LocalControllers:
     bins: Mapping[Binary, Path]
     controllers: list[LocalController]
     webhooks: WebhookServing
+    plan: ClusterPlan | None = None
     ports: dict[str, dict[str, int]] = field(default_factory=dict)
     running: dict[str, Running] = field(default_factory=dict)
     held: ExitStack = field(default_factory=ExitStack)
+    locks: set[str] = field(default_factory=set)
+    """Machine-wide locks held, and the controllers whose clean-up is registered (a restart takes neither again)."""
 
     @classmethod
-    def create(cls, plane: ControlPlane, bins: Mapping[Binary, Path],
-               controllers: list[LocalController]) -> LocalControllers:
-        names = tuple(n for c in controllers for n in c.service_names())
-        out = cls(plane, bins, controllers, WebhookServing.create(names))
+    def create(cls, plane: ControlPlane, bins: Mapping[Binary, Path], controllers: list[LocalController],
+               plan: ClusterPlan | None = None, known: tuple[LocalController, ...] = ()) -> LocalControllers:
+        """``known``: every controller a later rollout of the cluster may start too (a spec change that adds a
+        release), whose Services the serving certificate must name from the start."""
+        names = tuple(dict.fromkeys(n for c in (*controllers, *known) for n in c.service_names()))
+        out = cls(plane, bins, [], WebhookServing.create(names), plan)
         for c in controllers:
-            out.ports[c.name] = dict(zip(c.port_names, free_ports(len(c.port_names)), strict=True))
+            out.add(c)
         return out
+
+    def add(self, c: LocalController) -> None:
+        """Take controller ``c`` on (its ports chosen), unless one of its name is there."""
+        if all(x.name != c.name for x in self.controllers):
+            self.controllers.append(c)
+            self.ports[c.name] = dict(zip(c.port_names, free_ports(len(c.port_names)), strict=True))
 
     def serving(self, namespace: str, service: str) -> LocalController | None:
         """The controller serving ``namespace/service``'s webhooks, or None."""
@@ -426,7 +456,10 @@ class LocalControllers:
 
     def rewrite(self, obj: dict[str, Any]) -> dict[str, Any]:
         """``obj`` with every webhook ``clientConfig`` that names a Service pointed at the local controller serving it
-        (webhook configurations, CRD conversion webhooks); other objects unchanged."""
+        (webhook configurations, CRD conversion webhooks), and as each controller transforms it
+        (:meth:`LocalController.transform`)."""
+        for c in self.controllers:
+            obj = c.transform(obj)
         kind, name = obj.get("kind"), obj.get("metadata", {}).get("name")
         if kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
             out = copy.deepcopy(obj)
@@ -441,27 +474,53 @@ class LocalControllers:
             return out
         return obj
 
-    def start(self, name: str, objects: list[dict[str, Any]]) -> Running:
-        """Start controller ``name`` under its ServiceAccount's token and wait until it is ready."""
+    def start(self, name: str, objects: list[dict[str, Any]], values: Mapping[str, Any] | None = None) -> Running:
+        """Start controller ``name`` under its ServiceAccount's token and wait until it is ready (``values``: its
+        release's values)."""
         c = next(x for x in self.controllers if x.name == name)
+        if c.binary is not None and c.binary not in self.bins:  # a controller a spec change added
+            self.bins = {**self.bins, **binaries([c.binary])}
         folder = self.plane.state / "controllers" / name
         (folder / "tmp").mkdir(parents=True, exist_ok=True)
-        ctx = Context(self.plane, objects, folder, self.ports[name], self.webhooks)
+        ctx = Context(self.plane, objects, folder, self.ports[name], self.webhooks, self.plan, values or {},
+                      self.bins[c.binary] if c.binary is not None else None)
         for lock in c.locks:
-            self.held.enter_context(machine_lock(lock))
-        self.held.callback(c.clean_up)
+            if lock not in self.locks:
+                self.held.enter_context(machine_lock(lock))
+                self.locks.add(lock)
+        if f"clean-up {name}" not in self.locks:
+            self.held.callback(c.clean_up)
+            self.locks.add(f"clean-up {name}")
         c.prepare(ctx)
         launch = c.launch(ctx)
         token = self.plane.api.service_account_token(c.namespace, c.service_account)
         kubeconfig = self.plane.kubeconfig(f"{name}", token)
         env = {**launch.env, "KUBECONFIG": str(kubeconfig), "HOME": str(folder)}
         started = time.monotonic()
-        process = self.plane.processes.start(name, [str(self.bins[c.binary]), *launch.args],
+        program = launch.program or str(ctx.binary)
+        process = self.plane.processes.start(name, [program, *launch.args],
                                              self.plane.state / "logs" / f"{name}.log", env=env, cwd=folder)
         process.wait_ready(lambda: c.ready(ctx), READY_TIMEOUT)
-        running = Running(c, process, launch, time.monotonic() - started)
+        running = Running(c, process, launch, time.monotonic() - started, self.template(c), values or {})
         self.running[name] = running
         return running
+
+    def template(self, c: LocalController) -> str:
+        """The digest of the live pod template of ``c``'s Deployment ("" without one)."""
+        if c.deployment is None:
+            return ""
+        got = self.plane.api.get({"apiVersion": "apps/v1", "kind": "Deployment",
+                                  "metadata": {"namespace": c.namespace, "name": c.deployment}})
+        if got.status != 200:
+            return ""
+        return hashlib.sha256(json.dumps(got.body["spec"]["template"], sort_keys=True).encode()).hexdigest()
+
+    def restart(self, name: str, objects: list[dict[str, Any]]) -> Running:
+        """Stop controller ``name`` and start it again from what the cluster holds now (a rolled Deployment's new pod:
+        its new arguments, configuration and certificates)."""
+        old = self.running.pop(name)
+        self.plane.processes.stop(old.process)
+        return self.start(name, objects, old.values)
 
     def close(self) -> None:
         """Stop the controllers (the last started first) and release the machine-wide resources they held."""

@@ -2,8 +2,11 @@
 
 Each Node carries what an EKS node of its group would: the group's labels and taints, the labels EKS puts on nodes
 (instance type, region, zone, capacity type, node group, and ``topology.k8s.aws/network-node-layer-1..N`` for the
-instance types EC2 reports a network topology for), and an allocatable computed from the plan's own rules: GPUs, EFA
-devices and Neuron devices per node, the hugepages the group reserves at boot, CPU less nodeadm's kubeReserved,
+instance types EC2 reports a network topology for), the NVLink domain GPU feature discovery labels on UltraServer
+nodes (``nvidia.com/gpu.clique``, :func:`efa_stack.rehearsal.compute_domains.gfd_labels`), and an allocatable
+computed from the plan's own rules: GPUs, EFA devices and Neuron devices per node (as their device plugins advertise
+them; none on a ``devices: dra`` node, whose devices the DRA drivers publish in ResourceSlices:
+efa_stack/rehearsal/resource_slices.py), the hugepages the group reserves at boot, CPU less nodeadm's kubeReserved,
 memory less kubeReserved, evictionHard and those hugepages (the kubelet subtracts pre-allocated hugepages from
 allocatable memory), and the kubelet's maxPods from the address plan. No figure is typed here; what a scheduler,
 Kueue or a DaemonSet controller decides about a node, they decide from these objects.
@@ -11,7 +14,7 @@ Kueue or a DaemonSet controller decides about a node, they decide from these obj
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -21,6 +24,7 @@ from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.planning.plan import ClusterPlan
 from efa_stack.planning.scheduling import HOSTNAME_LABEL, layer_label, network_layers
 from efa_stack.planning.tuning import allocatable_cpu_milli
+from efa_stack.rehearsal.compute_domains import gfd_labels
 from efa_stack.rehearsal.kwok import NODE_ANNOTATION, NODE_ANNOTATION_VALUE
 
 # Well-known labels the kubelet sets (kubernetes.io/docs/reference/labels-annotations-taints).
@@ -58,6 +62,15 @@ class NodeOptions:
             raise ValueError(f"nodes_per_domain must be at least 1, not {self.nodes_per_domain}")
 
 
+def quarantine_patch(node: Mapping[str, Any], reason: str) -> dict[str, Any]:
+    """The patch ``efa-stack verify --acceptance --quarantine`` sends for ``node``: cordoned and tainted
+    ``efa-stack.io/quarantine=<reason>:NoSchedule``, its own taints kept (efa_stack/acceptance/run.py
+    ``Runner.quarantine``: ``Node.spec.taints`` has no patch merge key, so the list is sent whole)."""
+    kept = [t for t in (node.get("spec") or {}).get("taints") or [] if t["key"] != contract.QUARANTINE_TAINT_KEY]
+    taint = {"key": contract.QUARANTINE_TAINT_KEY, "value": reason, "effect": "NoSchedule"}
+    return {"spec": {"unschedulable": True, "taints": [*kept, taint]}}
+
+
 def node_name(group: NodeGroupPlan, index: int) -> str:
     """``<node group>-<index>``: a DNS-1123 name (node group names are) that says where the node comes from."""
     return f"{group.name.lower()}-{index}"
@@ -87,6 +100,8 @@ def allocatable(plan: ClusterPlan, group: NodeGroupPlan) -> dict[str, str]:
         "ephemeral-storage": f"{group.volume_size_gib}Gi",
         contract.HUGEPAGES_2MI_RESOURCE: f"{group.hugepages_2mi_mib}Mi",
     }
+    if group.devices == contract.DEVICES_DRA:
+        return out  # no device plugin runs there (k8s/scheduling.py NOT_ON_DRA_NODES): the DRA drivers publish them
     for resource, count in ((contract.GPU_RESOURCE, group.gpus_per_node),
                             (contract.EFA_RESOURCE, group.efa_devices_per_node),
                             (contract.NEURON_RESOURCE, group.neuron_devices_per_node)):
@@ -120,11 +135,14 @@ def topology_labels(group: NodeGroupPlan, zone: str, index: int, nodes_per_domai
     return out
 
 
-def group_nodes(plan: ClusterPlan, group: NodeGroupPlan, options: NodeOptions) -> list[dict[str, Any]]:
-    """The Node objects of ``group`` (zones taken in turn, as a node group spreads over its subnets)."""
+def group_nodes(plan: ClusterPlan, group: NodeGroupPlan, options: NodeOptions,
+                indexes: Iterable[int] | None = None) -> list[dict[str, Any]]:
+    """The Node objects of ``group`` (zones taken in turn, as a node group spreads over its subnets): its members at
+    the size ``options`` asks for, or those of ``indexes`` (more nodes of the group than the plan has, for a scenario
+    that needs a spare one)."""
     parts = group.parts
     nodes = []
-    for index in range(group_size(group, options.size)):
+    for index in indexes if indexes is not None else range(group_size(group, options.size)):
         name = node_name(group, index)
         zone = group.availability_zones[index % len(group.availability_zones)]
         part = parts[index % len(parts)]
@@ -138,6 +156,7 @@ def group_nodes(plan: ClusterPlan, group: NodeGroupPlan, options: NodeOptions) -
             EKS_CAPACITY_TYPE_LABEL: capacity_type(group),
             EKS_NODEGROUP_LABEL: part.name,
             **topology_labels(group, zone, index, options.nodes_per_domain),
+            **gfd_labels(plan.name, group, index),
             **group.labels,
         }
         taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in group.taints]

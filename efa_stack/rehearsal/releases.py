@@ -12,36 +12,32 @@ Rehearsed: the CRDs and webhooks at the pinned versions, the controllers' behavi
 matter to a controller (the manager and JobSet installed, no bundled runtimes). Not rehearsed: the chart's templates
 themselves (the chart's RBAC and webhook objects may differ in detail from the kustomize base), its Deployments
 (so ``--wait`` is the local controllers answering ready), the images and node selectors of the values.
+
+The NVIDIA DRA driver's release (ComputeDomains only) is stood in for by :mod:`efa_stack.rehearsal.nvidia_dra`, Node
+Feature Discovery's by :mod:`efa_stack.rehearsal.compute_domains`.
 """
 
 from __future__ import annotations
 
 import copy
-import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from efa_stack import contract
-from efa_stack.rehearsal.binaries import BUILD_SCRIPT, ROOT, Binary
+from efa_stack.rehearsal.binaries import Binary, module_dir
+from efa_stack.rehearsal.compute_domains import nfd_objects
 from efa_stack.rehearsal.controllers import Context, Launch, LocalController, deep_merge, flatten, http_ok
+from efa_stack.rehearsal.karpenter import KarpenterKwok
+from efa_stack.rehearsal.karpenter import release_objects as karpenter_objects
+from efa_stack.rehearsal.nvidia_dra import ComputeDomainController, KubeletPluginStandIn
+from efa_stack.rehearsal.nvidia_dra import release_objects as nvidia_dra_objects
 from k8s.components import KUBEFLOW_TRAINER
 
 LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-MODULE_TIMEOUT = 600
-
-
-@cache
-def module_dir(binary: Binary) -> Path:
-    """The source folder of the Go module ``binary`` is built from (downloaded when missing)."""
-    proc = subprocess.run([str(BUILD_SCRIPT), "--module-dir", binary], cwd=ROOT, capture_output=True, text=True,
-                          timeout=MODULE_TIMEOUT, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{BUILD_SCRIPT} --module-dir {binary}: {proc.stderr.strip()}")
-    return Path(proc.stdout.strip())
 
 
 def _load(path: Path) -> list[dict[str, Any]]:
@@ -222,14 +218,24 @@ class JobSetController(LocalController):
 
 RELEASES: dict[str, tuple[type[LocalController], ...]] = {
     contract.TRAINER_RELEASE: (JobSetController, TrainerController),
+    contract.KARPENTER_RELEASE: (KarpenterKwok,),
+    contract.NVIDIA_DRA_RELEASE: (ComputeDomainController, KubeletPluginStandIn),
+    contract.NFD_RELEASE: (),
 }
 """Helm release -> the local controllers that stand in for its Deployments (JobSet first: the Trainer's runtimes
-need its CRD)."""
+need its CRD); none for a release whose Deployments are stand-in objects that kwok runs (NFD:
+:mod:`efa_stack.rehearsal.compute_domains`)."""
 
 
-def release_objects(release: str, namespace: str) -> list[dict[str, Any]]:
-    """The objects the rehearsal applies for ``release`` (Namespace first)."""
-    if release != contract.TRAINER_RELEASE:
-        raise KeyError(f"Helm release {release}: the rehearsal has no stand-in for it")
+def release_objects(release: str, namespace: str, values: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The objects the rehearsal applies for ``release`` installed with ``values`` (Namespace first)."""
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-    return [ns, *jobset_objects(namespace), *trainer_objects(namespace)]
+    if release == contract.TRAINER_RELEASE:
+        return [ns, *jobset_objects(namespace), *trainer_objects(namespace)]
+    if release == contract.KARPENTER_RELEASE:
+        return [ns, *karpenter_objects(module_dir(KarpenterKwok.binary))]
+    if release == contract.NVIDIA_DRA_RELEASE:
+        return nvidia_dra_objects(module_dir(ComputeDomainController.binary), values or {})
+    if release == contract.NFD_RELEASE:
+        return nfd_objects(namespace, values or {})
+    raise KeyError(f"Helm release {release}: the rehearsal has no stand-in for it")

@@ -631,6 +631,13 @@ class NodeGroupBase(_Model):
     kubelet_extra_config: KubeletExtraConfig | None = Field(None, alias="kubeletExtraConfig")
     """Extension (eksctl has it on unmanaged node groups): the kubelet's CPU manager and Topology Manager settings;
     default ``static``/``restricted``/``pod`` on GPU and Neuron nodes (see docs/design/node-tuning.md)."""
+    devices: contract.DeviceMechanism = contract.DEVICES_PLUGIN
+    """Extension: how pods get the nodes' GPUs, Neuron devices and EFA devices. ``plugin``: the device plugins
+    (``nvidia.com/gpu``, ``aws.amazon.com/neuron``, ``vpc.amazonaws.com/efa`` counts). ``dra``: Dynamic Resource
+    Allocation: the DRA drivers (EFA: aws-dranet; NVIDIA GPUs: the NVIDIA DRA driver; Neuron: the Neuron DRA driver)
+    publish the devices, the jobs claim them through ResourceClaimTemplates, and no device plugin runs on the nodes.
+    Managed node groups and static Karpenter pools (``replicas``) on Kubernetes 1.35 or later, without Kueue's
+    topology-aware scheduling; see docs/design/dra.md."""
 
     @field_validator("volume_size")
     @classmethod
@@ -852,6 +859,11 @@ class NcclTest(_Model):
     shm_mib: int | None = Field(None, alias="shmSizeMiB", ge=64, le=4194304)
     """Size limit of the memory-backed ``/dev/shm`` per worker (counts against ``memoryMiB``); when unset,
     1024 MiB per GPU."""
+    gpus_per_worker: int | None = Field(None, alias="gpusPerWorker", ge=1, le=64)
+    """GPUs of each worker (one worker per node, one rank per GPU); default: every GPU of the node. Fewer than the
+    node has makes sub-node workers: on a ``devices: dra`` node group only, each GPU is claimed together with the
+    EFA devices on its PCIe root (a ``matchAttribute`` constraint on ``resource.kubernetes.io/pcieRoot``), for an
+    aligned 1-GPU test such as dranet's; not queueable through Kueue (its DRA support takes no constraints)."""
     efa_guard: bool = Field(True, alias="efaGuard")
     """With ``fabric: efa``, fail the job instead of letting NCCL fall back to TCP sockets: an ``efa-guard``
     init container checks each worker's EFA devices, libfabric and aws-ofi-nccl against the plan, and

@@ -10,6 +10,7 @@ Commands (each has ``--help``; human output by default, ``--json`` for machines)
 * ``efa-stack nccl-report LOG ...``         judge nccl-tests output against the EFA line rate
 * ``efa-stack verify --spec FILE``          a deployed cluster's nodes against the plan (+ NCCL test)
 * ``efa-stack verify nodes|nccl|accept``    the same, one mode per subcommand (``--run-nccl``, ``--acceptance``)
+* ``efa-stack rehearse --spec FILE``        the spec's jobs on a local control plane with the real controllers
 
 Exit codes: 0 success; 1 a check failed (preflight finding, node mismatch, failed NCCL job, NCCL
 result below expectation); 2 bad input or no access (a spec problem, no AWS credentials, no
@@ -387,6 +388,52 @@ def nccl_report(
 
     thr = threshold if threshold is not None else contract.NCCL_PASS_THRESHOLD
     raise typer.Exit(report_command(list(logs), instance_type, nodes, json_out, plot, thr))
+
+
+# --------------------------------------------------------------------------------------------
+# rehearse
+# --------------------------------------------------------------------------------------------
+
+
+@app.command()
+def rehearse(
+    spec: Path = typer.Option(..., "--spec", "-s", help=SPEC_HELP),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    size: str = typer.Option("desired", "--size", help="Node groups at their desiredCapacity or maxSize: desired or max."),
+    nodes_per_domain: int | None = typer.Option(
+        None, "--nodes-per-domain", min=1,
+        help="Nodes under one network node of the lowest layer (network-node-layer-3 on p5); default: all of a group."),
+    cordon: list[str] = typer.Option(
+        [], "--cordon", help="A node made unschedulable, as <node group>-<index> (repeatable)."),
+    job_timeout: float = typer.Option(180.0, "--job-timeout", min=1, help="Seconds each job may take to run."),
+    state: Path | None = typer.Option(
+        None, "--state", help="Keep the control plane's files and logs in this folder (default: removed)."),
+) -> None:
+    """Rehearse the spec on a local control plane: the real scheduler, Kueue, the MPI operator and the Kubeflow
+    controllers decide whether each job lands, on fake nodes made from the plan.
+
+    Each job is started by its own efa-stack.io/start command; per job: admitted or not (with Kueue's reason), its
+    nodes and topology domains, the time to admission and to Running. Runs from a checkout of efa-stack: the first
+    run builds the pinned binaries (tens of CPU-minutes, said before it starts). Exit 0 when every job lands, 1 when
+    one does not, 2 for bad input. docs/rehearse.md says what it proves and what it cannot.
+    """
+    from efa_stack.tools.rehearse import RehearseOptions, run_rehearse
+    from efa_stack.tools.render import render_rehearse
+
+    if size not in ("desired", "max"):
+        _fail(f"--size {size}: not a size", "use --size desired or --size max", json_out=json_out)
+    plan = _load_plan(spec, json_out=json_out)
+    options = RehearseOptions(size="max" if size == "max" else "desired", nodes_per_domain=nodes_per_domain,
+                              cordoned=tuple(cordon), job_timeout=job_timeout, state=state)
+    try:
+        report = run_rehearse(plan, spec, options, lambda line: _err().print(f"[dim]{escape(line)}[/]", soft_wrap=True))
+    except UserError as exc:
+        _exit_with(exc, json_out=json_out, context={"cluster": plan.name})
+    if json_out:
+        _echo_json(report.to_json())
+    else:
+        render_rehearse(report, _out())
+    raise typer.Exit(report.exit_code)
 
 
 # --------------------------------------------------------------------------------------------

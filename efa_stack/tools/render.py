@@ -24,6 +24,7 @@ from efa_stack.nccl_report.render import print_report
 from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.planning.plan import ClusterPlan
 from efa_stack.tools.catalog_refresh import RefreshSummary
+from efa_stack.tools.rehearse import RehearseReport
 from efa_stack.tools.verify_model import NcclCheck, VerifyReport, VerifyResult
 
 # --------------------------------------------------------------------------------------------
@@ -172,3 +173,48 @@ def render_acceptance(report: AcceptanceReport, console: Any) -> None:
     s = report.to_json()["summary"]
     head = styled("pass", "OK") if report.ok else styled("fail")
     console.print(f"{head}: {s['pass']} pass, {s['slow']} slow, {s['failed']} failed, {s['ambiguous']} ambiguous")
+
+
+# --------------------------------------------------------------------------------------------
+# rehearse
+# --------------------------------------------------------------------------------------------
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}s"
+
+
+def render_rehearse(report: RehearseReport, console: Any) -> None:
+    """Every job: landed or not, admitted (by Kueue, or unqueued), its nodes and domains, the times from its start
+    command; the reason of each that did not land; then one OK or FAIL line."""
+    from rich.table import Table
+
+    options = report.options
+    console.print(f"[bold]rehearsal[/] of {escape(report.cluster)} ({escape(report.spec)}): {report.nodes} nodes at "
+                  f"{options.size} size" + (f", {options.nodes_per_domain} per lowest network domain"
+                                            if options.nodes_per_domain else "")
+                  + (f", cordoned {escape(', '.join(options.cordoned))}" if options.cordoned else ""))
+    if report.rollout_error:
+        console.print(f"{styled('fail')}: the rollout stopped: {escape(report.rollout_error)}")
+        return
+    table = Table(title="jobs", expand=False)
+    for col in ("status", "job", "admitted", "nodes", "domains", "to admission", "to running"):
+        table.add_column(col, no_wrap=col in ("status", "admitted", "to admission", "to running"))
+    for j in report.jobs:
+        admitted = ("yes" if j.admitted else "no") if j.queued else "not queued"
+        table.add_row(styled("pass" if j.ok else "fail"), escape(f"{j.kind} {j.namespace}/{j.name}"), admitted,
+                      escape(", ".join(j.nodes) or "-"), escape(", ".join(j.domains) or "-"),
+                      _seconds(j.seconds_to_admission), _seconds(j.seconds_to_running))
+    if report.jobs:
+        console.print(table)
+    for j in report.jobs:
+        if not j.ok:
+            who = "Kueue" if j.queued and not j.admitted else "the cluster"
+            console.print(f"{styled('fail', j.name)}: {who} says: {escape(j.reason)}", soft_wrap=True)
+    landed = sum(j.ok for j in report.jobs)
+    if not report.jobs:
+        console.print(f"{styled('pass', 'OK')}: rolled out; the spec renders no job to start")
+    elif report.ok:
+        console.print(f"{styled('pass', 'OK')}: {landed}/{len(report.jobs)} jobs admitted, running and completed")
+    else:
+        console.print(f"{styled('fail')}: {landed}/{len(report.jobs)} jobs admitted, running and completed")

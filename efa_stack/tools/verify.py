@@ -14,7 +14,7 @@ background (what it replaces, the EFA guard) is in docs/design/commands.md.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from efa_stack.cluster import (
     job_state,
     launcher_log,
     list_nodes,
+    list_resource_slices,
     poll,
     queue_of,
     start_job,
@@ -41,6 +42,7 @@ from efa_stack.console import print_error
 from efa_stack.errors import UserError
 from efa_stack.names import DNS1123_LABEL, nccl_job_name
 from efa_stack.nccl_report import report_from_text
+from efa_stack.planning.dra import DRIVERS, PLUGIN_RESOURCES, DeviceKind
 from efa_stack.planning.node_groups import NodeGroupPlan
 from efa_stack.planning.plan import ClusterPlan
 from efa_stack.tools import render
@@ -55,8 +57,13 @@ __all__ = [
     "run_nccl_check",
     "run_nccl_job",
     "run_verify",
+    "slice_devices",
     "wait_for_nodes",
 ]
+
+KINDS: tuple[DeviceKind, ...] = ("gpu", "efa", "neuron")
+EFA_PCI_DEVICE = "Elastic Fabric Adapter (EFA)"
+"""The ``dra.net/pciDevice`` of an EFA (aws/eks-charts@5239609 stable/aws-dranet templates/deviceclass.yaml)."""
 
 EFA_FIX = (
     "check the EFA device plugin DaemonSet runs on the node "
@@ -72,6 +79,28 @@ GPU_FIX = (
 NEURON_FIX = (
     "check the Neuron device plugin DaemonSet runs on the node (kubectl -n kube-system get ds; "
     "kubectl describe node {node})"
+)
+_SLICES = "kubectl get resourceslices --field-selector spec.nodeName={node},spec.driver="
+DRA_FIXES: dict[DeviceKind, str] = {
+    "gpu": f"check the NVIDIA DRA driver's kubelet plugin runs on the node and publishes its GPUs "
+           f"({_SLICES}{contract.GPU_DRA_DRIVER}); fewer GPUs than the instance has can mean a failed GPU (look for "
+           "Xid errors)",
+    "efa": f"check the aws-dranet DaemonSet runs on the node (kubectl -n {contract.KUBE_SYSTEM} get ds "
+           f"{contract.AWS_DRANET_RELEASE}) and publishes its EFA devices ({_SLICES}{contract.EFA_DRA_DRIVER}), and that "
+           "the node group's launch template declares the EFA interfaces",
+    "neuron": f"check the Neuron DRA driver runs on the node and publishes its devices ({_SLICES}"
+              f"{contract.NEURON_DRA_DRIVER})",
+}
+"""What to look at when a ``devices: dra`` node publishes fewer devices than its instance type has."""
+PLUGIN_ON_DRA_FIX = (
+    "a device plugin serves {resource} on node {node} while the DRA driver publishes the same devices: each can hand "
+    "a device out again. efa-stack's device plugin DaemonSets require " + contract.LABEL_DEVICES + " NotIn [dra]; find "
+    "the other installation (kubectl get ds -A) and remove it, or give the node group devices: plugin"
+)
+DRA_ON_PLUGIN_FIX = (
+    "the DRA driver {driver} publishes devices of node {node}, whose node group uses the device plugins: each can hand "
+    "a device out again. efa-stack runs its DRA drivers only on nodes labelled " + contract.LABEL_DEVICES + "=dra; "
+    "find the other installation (kubectl get ds -A) and remove it, or give the node group devices: dra"
 )
 
 
@@ -145,13 +174,55 @@ def _ready(node: Any) -> bool:
     return False
 
 
-def check_node(node: Any, group: NodeGroupPlan) -> NodeCheck:
-    """Compare one ``V1Node`` with ``group``'s plan."""
+def _attribute(device: Mapping[str, Any], driver: str, name: str) -> Any:
+    """The value of attribute ``name`` of a ResourceSlice ``device`` (qualified by the driver's domain or not)."""
+    attrs = device.get("attributes") or {}
+    value = attrs.get(f"{driver}/{name}", attrs.get(name)) or {}
+    return next(iter(value.values()), None) if isinstance(value, dict) else None
+
+
+def _kind_of(driver: str, device: Mapping[str, Any]) -> DeviceKind | None:
+    """The device kind a published device counts as, by its driver and the attributes its DeviceClass selects on
+    (k8s/dra.py ``device_classes``: an EFA is a ``dra.net`` device whose ``pciDevice`` is the EFA, a GPU a
+    ``gpu.nvidia.com`` device of ``type`` gpu); dranet's other network devices and MIG devices count as none."""
+    if driver == contract.EFA_DRA_DRIVER:
+        return "efa" if _attribute(device, driver, "pciDevice") == EFA_PCI_DEVICE else None
+    if driver == contract.GPU_DRA_DRIVER:
+        return "gpu" if _attribute(device, driver, "type") == "gpu" else None
+    return "neuron" if driver == contract.NEURON_DRA_DRIVER else None
+
+
+def slice_devices(slices: Iterable[Mapping[str, Any]], node: str) -> dict[DeviceKind, int]:
+    """The devices of each kind the DRA drivers publish for ``node`` (ResourceSlices with ``spec.nodeName``), from the
+    newest generation of each pool only (a pool being republished has slices of two generations for a while)."""
+    mine = [s["spec"] for s in slices if (s.get("spec") or {}).get("nodeName") == node]
+    newest: dict[tuple[str, str], int] = {}
+    for spec in mine:
+        key = (spec["driver"], spec["pool"]["name"])
+        newest[key] = max(newest.get(key, 0), int(spec["pool"].get("generation", 0)))
+    counts: dict[DeviceKind, int] = {"gpu": 0, "efa": 0, "neuron": 0}
+    for spec in mine:
+        if int(spec["pool"].get("generation", 0)) != newest[(spec["driver"], spec["pool"]["name"])]:
+            continue
+        for device in spec.get("devices") or []:
+            kind = _kind_of(spec["driver"], device)
+            if kind is not None:
+                counts[kind] += 1
+    return counts
+
+
+def check_node(node: Any, group: NodeGroupPlan, slices: Iterable[Mapping[str, Any]] = ()) -> NodeCheck:
+    """Compare one ``V1Node`` with ``group``'s plan: on a device plugin group its allocatable devices, on a
+    ``devices: dra`` group the devices its ResourceSlices publish (``slices``: the cluster's) and no device plugin
+    resource allocatable; either way no device served by both mechanisms."""
     name = node.metadata.name
     labels = node.metadata.labels or {}
     alloc = (node.status.allocatable if node.status else None) or {}
     itype = labels.get(contract.INSTANCE_TYPE_LABEL)
-    gpus, efa, neuron = (_quantity(alloc.get(r)) for r in (contract.GPU_RESOURCE, contract.EFA_RESOURCE, contract.NEURON_RESOURCE))
+    allocatable = {k: _quantity(alloc.get(PLUGIN_RESOURCES[k])) for k in PLUGIN_RESOURCES}
+    published = slice_devices(slices, name)
+    dra = group.devices == contract.DEVICES_DRA
+    gpus, efa, neuron = (published[k] if dra else allocatable[k] for k in KINDS)
     want_gpus, want_efa, want_neuron = group.gpus_per_node, group.efa_devices_per_node, group.neuron_devices_per_node
     problems: list[str] = []
     fixes: list[str] = []
@@ -172,25 +243,39 @@ def check_node(node: Any, group: NodeGroupPlan) -> NodeCheck:
             f"the node carries the label {contract.LABEL_NODE_GROUP}={group.name} but is not one of its instances; "
             "check the labels of the node group it belongs to",
         )
+    kinds: tuple[tuple[DeviceKind, int], ...] = (("gpu", want_gpus), ("efa", want_efa), ("neuron", want_neuron))
+    for kind, want in kinds:
+        if dra and allocatable[kind]:
+            fail(f"{allocatable[kind]} {PLUGIN_RESOURCES[kind]} allocatable on a DRA node",
+                 PLUGIN_ON_DRA_FIX.format(resource=PLUGIN_RESOURCES[kind], node=name))
+        elif not dra and want > 0 and published[kind]:
+            fail(f"the DRA driver {DRIVERS[kind]} publishes {published[kind]} devices of a device plugin node",
+                 DRA_ON_PLUGIN_FIX.format(driver=DRIVERS[kind], node=name))
     for have, want, resource, fix in (
-        (gpus, want_gpus, contract.GPU_RESOURCE, GPU_FIX),
-        (efa, want_efa, contract.EFA_RESOURCE, EFA_FIX),
-        (neuron, want_neuron, contract.NEURON_RESOURCE, NEURON_FIX),
+        (gpus, want_gpus, "GPUs in ResourceSlices" if dra else contract.GPU_RESOURCE, DRA_FIXES["gpu"] if dra else GPU_FIX),
+        (efa, want_efa, "EFA devices in ResourceSlices" if dra else contract.EFA_RESOURCE,
+         DRA_FIXES["efa"] if dra else EFA_FIX),
+        (neuron, want_neuron, "Neuron devices in ResourceSlices" if dra else contract.NEURON_RESOURCE,
+         DRA_FIXES["neuron"] if dra else NEURON_FIX),
     ):
         if want <= 0:
             continue
+        if dra and not have:
+            fail(f"no {resource} (expected {want})", fix.format(node=name))
+            continue
+        counted = resource if dra else f"{resource} allocatable"
         if have is None:
             fail(f"no {resource} in allocatable (expected {want})", fix.format(node=name, ds=contract.EFA_DEVICE_PLUGIN_NAME))
         elif have < want:
-            fail(f"{have} {resource} allocatable, expected {want}", fix.format(node=name, ds=contract.EFA_DEVICE_PLUGIN_NAME))
+            fail(f"{have} {counted}, expected {want}", fix.format(node=name, ds=contract.EFA_DEVICE_PLUGIN_NAME))
         elif have > want and status == "pass":
             status = "warn"
-            problems.append(f"{have} {resource} allocatable, more than the {want} the plan expects")
+            problems.append(f"{have} {counted}, more than the {want} the plan expects")
     return NodeCheck(
         name=name, node_group=group.name, instance_type=itype, ready=_ready(node),
         gpus=gpus, efa=efa, neuron=neuron,
         expected_instance_type=group.instance_type, expected_gpus=want_gpus, expected_efa=want_efa,
-        expected_neuron=want_neuron, status=status, problems=tuple(problems), fixes=tuple(fixes),
+        expected_neuron=want_neuron, status=status, problems=tuple(problems), fixes=tuple(fixes), devices=group.devices,
     )
 
 
@@ -205,8 +290,12 @@ def _expectation(g: NodeGroupPlan) -> str:
     return ", ".join(parts)
 
 
-def check_nodes(plan: ClusterPlan, nodes: list[Any], *, cluster_hint: str | None = None) -> VerifyResult:
-    """Every node group of ``plan`` against the ``V1Node`` objects found (pure; no API calls)."""
+def check_nodes(
+    plan: ClusterPlan, nodes: list[Any], *, cluster_hint: str | None = None,
+    slices: Sequence[Mapping[str, Any]] | None = None,
+) -> VerifyResult:
+    """Every node group of ``plan`` against the ``V1Node`` objects found and the cluster's ResourceSlices (pure; no
+    API calls)."""
     groups = {g.name: g for g in plan.all_node_groups}
     node_checks: list[NodeCheck] = []
     unexpected: list[str] = []
@@ -216,7 +305,7 @@ def check_nodes(plan: ClusterPlan, nodes: list[Any], *, cluster_hint: str | None
         if gname not in groups:
             unexpected.append(f"{node.metadata.name} ({contract.LABEL_NODE_GROUP}={gname})")
             continue
-        nc = check_node(node, groups[gname])
+        nc = check_node(node, groups[gname], slices or ())
         node_checks.append(nc)
         by_group[gname].append(nc)
 
@@ -265,11 +354,14 @@ def wait_for_nodes(
     clock: Clock | None = None,
     sleep: Sleep | None = None,
     on_poll: Callable[[VerifyResult], None] | None = None,
+    custom: Any | None = None,
 ) -> VerifyResult:
-    """Poll the nodes until every node group matches the plan or ``timeout`` seconds pass."""
+    """Poll the nodes until every node group matches the plan or ``timeout`` seconds pass; with ``custom`` (the
+    CustomObjectsApi) the ResourceSlices too."""
 
     def probe() -> VerifyResult:
-        result = check_nodes(plan, list_nodes(core))
+        slices = list_resource_slices(custom) if custom is not None else []
+        result = check_nodes(plan, list_nodes(core), slices=slices)
         if on_poll is not None:
             on_poll(result)
         return result
@@ -345,9 +437,11 @@ def run_nccl_job(core: Any, custom: Any, group: NodeGroupPlan, options: VerifyOp
 
 
 def _judged_instance_type(plan: ClusterPlan, group: NodeGroupPlan) -> str | None:
-    """Judge the run against the EFA line rate only when the job runs over EFA (not the tcp baseline)."""
+    """Judge the run against the EFA line rate only when the job runs over EFA (not the tcp baseline) with whole-node
+    workers: a sub-node worker (``ncclTest.gpusPerWorker``) drives a few of the node's EFA devices, so the node's line
+    rate says nothing about it (its transport is still judged)."""
     job = next((j for j in plan.nccl_jobs if j.node_group == group.name), None)
-    if job is not None and job.worker.fabric != "efa":
+    if job is not None and (job.worker.fabric != "efa" or job.worker.gpus < group.gpus_per_node):
         return None
     return group.instance_type
 
@@ -415,11 +509,11 @@ def run_verify(
         group = pick_node_group(plan, options.node_group) if options.run_nccl else None
         if options.json_out:
             nodes = wait_for_nodes(plan, core, timeout=options.timeout, interval=options.interval,
-                                   clock=options.clock, sleep=options.sleep)
+                                   clock=options.clock, sleep=options.sleep, custom=custom)
         else:
             with render.node_progress(plan, console) as on_poll:
                 nodes = wait_for_nodes(plan, core, timeout=options.timeout, interval=options.interval,
-                                       clock=options.clock, sleep=options.sleep, on_poll=on_poll)
+                                       clock=options.clock, sleep=options.sleep, on_poll=on_poll, custom=custom)
         result = VerifyReport(plan.name, nodes, run_nccl=options.run_nccl, timeout=options.timeout)
         if not options.json_out:
             render.render_verify_nodes(result, console)

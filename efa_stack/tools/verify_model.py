@@ -32,6 +32,8 @@ class NodeCheck:
     status: contract.CheckStatus
     problems: tuple[str, ...] = ()
     fixes: tuple[str, ...] = ()
+    devices: contract.DeviceMechanism = contract.DEVICES_PLUGIN
+    """How the node's devices were counted: allocatable (``plugin``) or its ResourceSlices (``dra``)."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@
 # Inputs (environment):
 #   EFA_GUARD_EXPECTED_EFA   EFA devices the plan gives this pod (required, >= 1)
 #   EFA_GUARD_EXPECTED_GPUS  GPUs of the node (for the message)
+#   EFA_GUARD_DEVICES        "dra" when the pod claims its EFA devices from the EFA DRA driver (aws-dranet)
+#                            instead of requesting vpc.amazonaws.com/efa from the device plugin (the fixes differ)
 #   NODE_NAME, POD_NAME, POD_NAMESPACE   from the downward API
 #   NCCL_NET_PLUGIN, LD_LIBRARY_PATH     as the workload sees them
 #   EFA_GUARD_DEVICE_DIR       default /dev/infiniband (tests point it at a temporary directory)
@@ -26,6 +28,13 @@ gpus="${EFA_GUARD_EXPECTED_GPUS:-?}"
 node="${NODE_NAME:-unknown-node}"
 pod="${POD_NAMESPACE:-default}/${POD_NAME:-unknown-pod}"
 device_dir="${EFA_GUARD_DEVICE_DIR:-/dev/infiniband}"
+if [ "${EFA_GUARD_DEVICES:-plugin}" = "dra" ]; then
+  provider_fix="check that this container lists the pod's EFA claim under resources.claims, that the aws-dranet DaemonSet runs on $node (kubectl -n kube-system get ds aws-dranet) and publishes its EFA devices (kubectl get resourceslices --field-selector spec.nodeName=$node,spec.driver=dra.net), and that no /dev/infiniband hostPath or other verbs device is mounted"
+  count_fix="check the ResourceSlices of $node (kubectl get resourceslices --field-selector spec.nodeName=$node,spec.driver=dra.net), the claim's allocation (kubectl get resourceclaims -n ${POD_NAMESPACE:-default}) and that the node group's launch template declares every EFA interface"
+else
+  provider_fix="request vpc.amazonaws.com/efa in this container, check the EFA device plugin runs on $node (kubectl -n kube-system get ds) and that the node group has efaEnabled: true"
+  count_fix="check kubectl describe node $node (allocatable vpc.amazonaws.com/efa), that the node group's launch template declares every EFA interface, and that nothing else on the node holds EFA devices"
+fi
 termination_log="${EFA_GUARD_TERMINATION_LOG:-/dev/termination-log}"
 
 report() {
@@ -136,7 +145,7 @@ efa_found=$#
 if [ "$efa_found" -eq 0 ]; then
   first=$(printf '%s\n' "$fi_out" | sed -n '1p')
   fail "libfabric finds no EFA provider (fi_info -p efa -t FI_EP_RDM exited $fi_rc: ${first:-no output})" \
-    "request vpc.amazonaws.com/efa in this container, check the EFA device plugin runs on $node (kubectl -n kube-system get ds) and that the node group has efaEnabled: true"
+    "$provider_fix"
 fi
 
 # 4. the verbs device files the EFA device plugin mounts into a container that requests EFA
@@ -147,7 +156,7 @@ done
 
 if [ "$efa_found" -lt "$expected" ] || [ "$uverbs" -lt "$expected" ]; then
   fail "found $efa_found via fi_info -p efa and $uverbs $device_dir/uverbs* device files" \
-    "check kubectl describe node $node (allocatable vpc.amazonaws.com/efa), that the node group's launch template declares every EFA interface, and that nothing else on the node holds EFA devices"
+    "$count_fix"
 fi
 
 report OK "$efa_found EFA devices via fi_info -p efa, $uverbs $device_dir/uverbs* device files (expected $expected, $gpus GPUs); NCCL net plugin $found_plugin"

@@ -1,7 +1,10 @@
 // Karpenter core's kwok provider, at the core version the pinned provider uses (efa_stack/planning/karpenter.py
-// KARPENTER_VERSION): aws/karpenter-provider-aws v1.14.1's go.mod requires sigs.k8s.io/karpenter
-// v1.14.1-0.20260819221709-6e7eab7a0f48, commit 6e7eab7a0f485d7225eb98995fad9b66c79b322b, which is the commit of
-// the tag v1.14.1 below; the module proxy serves the tag but refuses that pseudo-version. To move: read the new
+// KARPENTER_VERSION) where the module proxy serves it. aws/karpenter-provider-aws v1.15.1's go.mod requires
+// sigs.k8s.io/karpenter v1.15.1 (and go 1.26.10), whose zip the proxy refuses ("403 Forbidden: This module version
+// is not available"; its .info and .mod are served), so this stays at core v1.14.1, the core of the previous pin
+// (aws/karpenter-provider-aws v1.14.1's go.mod requires v1.14.1-0.20260819221709-6e7eab7a0f48, commit
+// 6e7eab7a0f485d7225eb98995fad9b66c79b322b, the commit of the tag v1.14.1 below; the proxy serves the tag but refuses
+// that pseudo-version). The provider is built, not yet run by the rehearsal. To move: read the new
 // provider's go.mod, require that core version here (its tag, or the pseudo-version if the proxy serves it), run
 // `go mod tidy`; tests/test_rehearsal_parts.py checks that this pin follows KARPENTER_VERSION.
 // Built by tools/build.sh into .cache/; the exact version is required here because the module

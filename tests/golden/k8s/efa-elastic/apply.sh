@@ -30,7 +30,7 @@ wait_established nodeoverlays.karpenter.sh
 wait_established nodepools.karpenter.sh
 wait_established resourceflavors.kueue.x-k8s.io
 wait_established workloads.kueue.x-k8s.io
-helm upgrade --install karpenter oci://public.ecr.aws/karpenter/karpenter --version 1.14.1 --namespace kube-system --create-namespace --skip-crds --wait --timeout 10m --values helm/karpenter-values.yaml
+helm upgrade --install karpenter oci://public.ecr.aws/karpenter/karpenter --version 1.15.1 --namespace kube-system --create-namespace --skip-crds --wait --timeout 10m --values helm/karpenter-values.yaml
 kubectl apply -f after-crds/34-kueue.yaml
 kubectl rollout status deployment/kueue-controller-manager -n kueue-system --timeout=300s
 kubectl apply -f after-crds/36-karpenter-pools.yaml
