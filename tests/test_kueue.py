@@ -36,7 +36,6 @@ from tests.support import (
     Built,
     _build,
     built,
-    built_text,
     chart_alone,
     crd_schemas,
     crd_validate,
@@ -339,8 +338,10 @@ def _queues(plan: Any) -> Built:
 
 
 def _controller(plan: Any) -> Built:
-    """The controller chart of ``plan`` alone (k8s/kueue.py KueueController)."""
-    return chart_alone(plan, lambda chart: KueueController(chart, "Kueue", plan.kueue))
+    """The controller chart of ``plan`` alone (k8s/kueue.py KueueController), with its rollout."""
+    from k8s.components import KUEUE
+
+    return chart_alone(plan, lambda chart: KueueController(chart, "Kueue", plan.kueue), chart_id=KUEUE)
 
 
 def _nccl_job(plan: Any) -> Built:
@@ -487,8 +488,8 @@ def test_a_changed_configuration_rolls_kueue_and_runs_its_wait_again():
     # GIVEN two plans that differ only in waitForPodsReady's timeout
     from k8s.kueue import CONFIG_KEY, config_sha256
 
-    one = built_text(spec_text(extra=_kueue("waitForPodsReady:\n  timeoutSeconds: 3600")))
-    two = built_text(spec_text(extra=_kueue("waitForPodsReady:\n  timeoutSeconds: 3700")))
+    one = _controller(plan_of(spec_text(extra=_kueue("waitForPodsReady:\n  timeoutSeconds: 3600"))))
+    two = _controller(plan_of(spec_text(extra=_kueue("waitForPodsReady:\n  timeoutSeconds: 3700"))))
     deployments = [b.find("Deployment", contract.KUEUE_CONTROLLER)["spec"]["template"] for b in (one, two)]
     configs = [b.find("ConfigMap", CONFIG_MAP)["data"][CONFIG_KEY] for b in (one, two)]
     # THEN each pod template carries its configuration's digest, so the changed one rolls the pods (Kueue reads its
