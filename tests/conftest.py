@@ -114,10 +114,22 @@ SESSION_SYNTHS = {"default_synth": "spec-default.yaml", "options_synth": "synth-
 
 
 def _named_spec(item: pytest.Item, stems: set[str]) -> str | None:
-    """The one shipped spec (by stem) that the test function's code names as a string constant, if exactly one."""
-    code = getattr(getattr(item, "function", None), "__code__", None)
-    consts = {c.rpartition("/")[2].removesuffix(".yaml") for c in (code.co_consts if code else ()) if isinstance(c, str)}
-    named = consts & stems
+    """The one shipped spec (by stem) that the test function's code names as a string constant, or the code of the
+    module's functions it calls (three calls deep: ``_resources()`` -> ``_synth()`` -> ``synth_spec(...)``), if exactly
+    one."""
+    module = vars(getattr(item, "module", None) or object())
+    named: set[str] = set()
+    seen: set[int] = set()
+    todo = [(getattr(item, "function", None), 0)]
+    while todo:
+        function, depth = todo.pop()
+        code = getattr(getattr(function, "__wrapped__", function), "__code__", None)
+        if code is None or id(code) in seen:
+            continue
+        seen.add(id(code))
+        named |= {c.rpartition("/")[2].removesuffix(".yaml") for c in code.co_consts if isinstance(c, str)} & stems
+        if depth < 3:
+            todo += [(module[n], depth + 1) for n in code.co_names if callable(module.get(n))]
     return named.pop() if len(named) == 1 else None
 
 
