@@ -185,15 +185,17 @@ def without_cli_metadata(template: dict) -> dict:
     return out
 
 
-def _synth_app(outdir: Path, plan: Any, context: dict[str, Any], nag: bool = False) -> Any:
-    """``plan``'s stacks synthesized into ``outdir``, failing on a synth warning (with ``nag``, on a finding of the
-    cdk-nag packs too); returns the stacks."""
+def _synth_app(outdir: Path, plan: Any, context: dict[str, Any], nag: bool = False, charts: Built | None = None) -> Any:
+    """``plan``'s stacks synthesized into ``outdir`` (with ``charts``, the plan's charts and rollout, as ``app.py``
+    passes the ones it writes to ``dist/``), failing on a synth warning (with ``nag``, on a finding of the cdk-nag packs
+    too); returns the stacks."""
     from aws_cdk import App
 
     from stacks.compose import build
 
     app = App(outdir=str(outdir), context=context, builtin_cloud_formation_validation=TEMPLATE_VALIDATION)
-    stacks = build(app, plan, nag=nag)
+    shared = {"charts": charts.charts, "rollout": charts.rollout} if charts is not None else {}
+    stacks = build(app, plan, nag=nag, **shared)
     app.synth()
     fail_on_warnings(outdir)
     return stacks
@@ -211,11 +213,10 @@ def synth_spec(path: str, subnet_zones: tuple[tuple[str, str], ...] = (), *, nag
 
 @cache
 def _synth_file(path: str, subnet_zones: tuple[tuple[str, str], ...], nag: bool) -> Synthesized:
-    from efa_stack.planning.plan import plan_from_file
-
-    plan = plan_from_file(path, subnet_zones=dict(subnet_zones))
+    charts = _charts_of_file(path, subnet_zones)  # the charts the tests of the same spec read (:func:`built`)
+    plan = charts.plan
     outdir = scratch_dir("efa-stack-test-")
-    stacks = _synth_app(outdir, plan, {**NO_ASSET_STAGING, **CLI_CONTEXT}, nag)
+    stacks = _synth_app(outdir, plan, {**NO_ASSET_STAGING, **CLI_CONTEXT}, nag, charts)
     files = sorted(outdir.glob("*.template.json"))
     templates = {p.name.removesuffix(".template.json"): without_cli_metadata(json.loads(p.read_text())) for p in files}
     return Synthesized(plan=plan, stacks=stacks, templates=templates, outdir=outdir,
@@ -540,10 +541,15 @@ def chart_alone(plan: Any, build: Callable[[Any], Any], chart_id: str = "alone")
 
 @cache
 def built(spec_stem: str) -> Built:
-    """Charts of ``clusters/<spec_stem>.yaml``."""
+    """Charts of ``clusters/<spec_stem>.yaml`` (the ones its synth applies: :func:`synth_spec`)."""
+    return _charts_of_file(str((CLUSTERS / f"{spec_stem}.yaml").resolve()), ())
+
+
+@cache
+def _charts_of_file(path: str, subnet_zones: tuple[tuple[str, str], ...]) -> Built:
     from efa_stack.planning.plan import plan_from_file
 
-    return _build(plan_from_file(CLUSTERS / f"{spec_stem}.yaml"))
+    return _build(plan_from_file(path, subnet_zones=dict(subnet_zones)))
 
 
 @cache
