@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 from typing import Literal, get_args, get_origin
 
@@ -31,6 +32,7 @@ def distinctive_values() -> dict[str, str]:
     return values
 
 
+@cache
 def literals(path: Path) -> list[tuple[int, str]]:
     tree = source_tree(path)
     docstrings = {
