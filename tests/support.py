@@ -193,7 +193,8 @@ def _synth_app(outdir: Path, plan: Any, context: dict[str, Any], nag: bool = Fal
 
     from stacks.compose import build
 
-    app = App(outdir=str(outdir), context=context, builtin_cloud_formation_validation=TEMPLATE_VALIDATION)
+    app = App(outdir=str(outdir), context=context, builtin_cloud_formation_validation=TEMPLATE_VALIDATION,
+              tree_metadata=False)  # tree.json, the construct tree for the console: no test reads it
     shared = {"charts": charts.charts, "rollout": charts.rollout} if charts is not None else {}
     stacks = build(app, plan, nag=nag, **shared)
     app.synth()
@@ -213,7 +214,10 @@ def synth_spec(path: str, subnet_zones: tuple[tuple[str, str], ...] = (), *, nag
 
 @cache
 def _synth_file(path: str, subnet_zones: tuple[tuple[str, str], ...], nag: bool) -> Synthesized:
-    charts = _charts_of_file(path, subnet_zones)  # the charts the tests of the same spec read (:func:`built`)
+    return _synth_charts(_charts_of_file(path, subnet_zones), nag)  # the charts its other tests read (:func:`built`)
+
+
+def _synth_charts(charts: Built, nag: bool) -> Synthesized:
     plan = charts.plan
     outdir = scratch_dir("efa-stack-test-")
     stacks = _synth_app(outdir, plan, {**NO_ASSET_STAGING, **CLI_CONTEXT}, nag, charts)
@@ -225,10 +229,9 @@ def _synth_file(path: str, subnet_zones: tuple[tuple[str, str], ...], nag: bool)
 
 @cache
 def synth_text(text: str, *, nag: bool = False) -> Synthesized:
-    """Synthesize a spec given as YAML text (written to a temporary file; ``nag``: :func:`synth_spec`)."""
-    f = scratch_dir("efa-stack-spec-") / "spec.yaml"
-    f.write_text(text)
-    return synth_spec(str(f), nag=nag)
+    """Synthesize a spec given as YAML text, with the charts :func:`built_text` builds for it (``nag``:
+    :func:`synth_spec`)."""
+    return _synth_charts(built_text(text), nag)
 
 
 class StackFixture:

@@ -815,15 +815,15 @@ def test_every_pool_bounds_a_nodes_drain_and_still_never_disrupts_a_busy_node(st
     assert pool["disruption"]["consolidationPolicy"] == "WhenEmpty"
 
 
-@pytest.mark.parametrize("path", ["clusters/karpenter-p5.yaml", "clusters/karpenter-capacity-block.yaml"])
-def test_a_stack_deletion_cannot_leave_the_kubectl_handler_waiting_on_the_pools(path):
+@pytest.mark.parametrize("spec", ["karpenter-p5.yaml", "karpenter-capacity-block.yaml"])
+def test_a_stack_deletion_cannot_leave_the_kubectl_handler_waiting_on_the_pools(spec):
     """The kubectl handler deletes the pools' manifest with ``kubectl delete``, which waits until the EC2NodeClasses'
     finalizers let go, i.e. until every NodeClaim is drained and its instance terminated. That must end within the
     handler Lambda's timeout, and the controller that clears the finalizers (its release, its permissions, the queue,
     the nodes' access entry, the system nodes it runs on) must outlive the pools."""
     from efa_stack.tools.deploy_model import dependencies, transitive_dependencies
 
-    template = synth_spec(path).template("cluster")
+    template = synth_spec(f"clusters/{spec}").template("cluster")
     resources = template["Resources"]
     (timeout,) = [v["Properties"]["Timeout"] for v in resources.values() if v["Type"] == "AWS::Lambda::Function"
                   and v["Properties"].get("Description", "").startswith("onEvent handler for EKS kubectl")]
