@@ -23,6 +23,7 @@ import re
 import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache, cached_property, lru_cache
 from pathlib import Path
@@ -214,13 +215,33 @@ def synth_spec(path: str, subnet_zones: tuple[tuple[str, str], ...] = (), *, nag
 
 @cache
 def _synth_file(path: str, subnet_zones: tuple[tuple[str, str], ...], nag: bool) -> Synthesized:
-    return _synth_charts(_charts_of_file(path, subnet_zones), nag)  # the charts its other tests read (:func:`built`)
+    charts = _charts_of_file(path, subnet_zones)  # the charts its other tests read (:func:`built`)
+    shipped = Path(path).parent == CLUSTERS.resolve() and not subnet_zones
+    return _synth_charts(charts, nag, type_checks=nag or not shipped)
 
 
-def _synth_charts(charts: Built, nag: bool) -> Synthesized:
+@contextmanager
+def _jsii_type_checks(on: bool) -> Iterator[None]:
+    """jsii's runtime check of every argument passed to the CDK (typeguard; about a third of a synth's CPU) on or off
+    (jsii._type_checking: the generated code calls its ``check_type``, which calls the implementation it resolved)."""
+    import jsii._type_checking as checking
+
+    resolved = checking._resolve_check()
+    if not on:
+        checking._resolved_check = lambda argname, value, expected_type: value
+    try:
+        yield
+    finally:
+        checking._resolved_check = resolved
+
+
+def _synth_charts(charts: Built, nag: bool, type_checks: bool = True) -> Synthesized:
+    """The synth of ``charts``' plan; without ``type_checks`` only where the same stacks are synthesized with them in
+    the integration tier: a shipped spec, whose synth with the cdk-nag packs (``nag``) checks every call again."""
     plan = charts.plan
     outdir = scratch_dir("efa-stack-test-")
-    stacks = _synth_app(outdir, plan, {**NO_ASSET_STAGING, **CLI_CONTEXT}, nag, charts)
+    with _jsii_type_checks(type_checks):
+        stacks = _synth_app(outdir, plan, {**NO_ASSET_STAGING, **CLI_CONTEXT}, nag, charts)
     files = sorted(outdir.glob("*.template.json"))
     templates = {p.name.removesuffix(".template.json"): without_cli_metadata(json.loads(p.read_text())) for p in files}
     return Synthesized(plan=plan, stacks=stacks, templates=templates, outdir=outdir,
