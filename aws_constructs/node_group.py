@@ -153,7 +153,7 @@ class ManagedNodeGroup(Construct):
         )
         if plan.instance_types:
             # As CloudFormation AWS::EKS::Nodegroup InstanceTypes: aws_eks_v2.Nodegroup's own instance type check
-            # misfires for accelerated types with the AL2023 NVIDIA AMI type (tests/test_cluster_stack.py).
+            # misfires for accelerated types with the AL2023 NVIDIA AMI type (tests/aws_constructs/test_node_group.py).
             ng_cfn = self.nodegroup.node.default_child
             assert isinstance(ng_cfn, eks.CfnNodegroup)
             ng_cfn.add_property_override("InstanceTypes", list(plan.instance_types))

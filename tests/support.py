@@ -2,8 +2,10 @@
 
 - paths, golden files and snapshots: :data:`ROOT`, :data:`CLUSTERS`, :data:`GOLDEN`, :func:`golden_check`,
   :func:`normalise_assets`; scratch space under :data:`SCRATCH`;
-- CDK: :func:`synth_spec` / :func:`synth_text` synthesize a spec once per test process (memoised);
-- spec texts and plans: :func:`cluster_spec` writes the small spec most tests start from (one EFA node group
+- CDK: :func:`synth_spec` / :func:`synth_text` synthesize a spec once per test process (memoised), for what only a
+  whole synth shows; :class:`StackFixture` builds one construct alone in one App and one Stack;
+- spec texts and plans: new tests build specs with tests/builders.py (typed pieces with overrides);
+  :func:`cluster_spec` writes the small spec most tests start from (one EFA node group
   ``gpu`` of p5.48xlarge in us-west-2a, a cluster spanning us-west-2a/b on Kubernetes 1.34; tests append to it,
   node group fields indented by four spaces), :func:`plan_of` plans a spec text, :func:`problems_of` returns the
   problems of one that is refused;
@@ -14,14 +16,16 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
 import tempfile
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache, cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +34,7 @@ import yaml
 
 if TYPE_CHECKING:  # imported where used: conftest.py imports this module in every test process, the xdist controller too
     from efa_stack.planning.plan import ClusterPlan
+    from efa_stack.rehearsal.binaries import Binary
     from efa_stack.spec.errors import Problem
 
 LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -56,8 +61,9 @@ def scratch_dir(prefix: str) -> Path:
 class Synthesized:
     plan: Any
     stacks: Any
-    templates: dict[str, dict]  # stack name -> template
-    outdir: Path
+    templates: dict[str, dict]  # stack name -> template, without what the CLI's context adds (:func:`without_cli_metadata`)
+    outdir: Path  # the cloud assembly, as ``cdk deploy`` synthesizes it
+    template_bytes: dict[str, int]  # template file name -> its size in the assembly
 
     def template(self, which: str) -> dict:
         """The template of stack ``which`` (``cluster``), or of the ``network`` or ``storage`` part of the cluster
@@ -76,6 +82,20 @@ class Synthesized:
 
     def resources(self, which: str, type_: str) -> dict[str, dict]:
         return {k: v for k, v in self.template(which)["Resources"].items() if v["Type"] == type_}
+
+
+def gpu_launch_template(s: Synthesized, name: str = "p5") -> dict:
+    """The ``LaunchTemplateData`` of node group ``name`` (its EKS name without hyphens) in the cluster stack."""
+    lts = s.resources("cluster", "AWS::EC2::LaunchTemplate")
+    (data,) = [v["Properties"]["LaunchTemplateData"] for k, v in lts.items() if k.startswith(f"NodeGroup{name}LaunchTemplate")]
+    return data
+
+
+def gpu_nodegroup(s: Synthesized, name: str = "p5") -> dict:
+    """The properties of the ``AWS::EKS::Nodegroup`` of node group ``name`` (its EKS name without hyphens)."""
+    ngs = s.resources("cluster", "AWS::EKS::Nodegroup")
+    (props,) = [v["Properties"] for k, v in ngs.items() if k.startswith(f"NodeGroup{name}NodeGroup")]
+    return props
 
 
 def construct_template(construct: Any, template: dict) -> dict:
@@ -137,34 +157,207 @@ template of every shipped spec (tests/test_cfn_lint.py). ``make synth``, ``cdk s
 tests (tests/test_app.py) keep it on."""
 
 
-@cache
-def synth_spec(path: str, subnet_zones: tuple[tuple[str, str], ...] = ()) -> Synthesized:
-    """Synthesize the spec at ``path`` (with ``subnet_zones``: the zones ``efa-stack lookup`` would record)."""
+CLI_CONTEXT = {
+    "aws:cdk:enable-path-metadata": True,
+    "aws:cdk:enable-asset-metadata": True,
+    "aws:cdk:version-reporting": True,
+}
+"""What the CDK CLI puts in the context of the app it synthesizes for ``cdk deploy`` (aws-cdk CLI 2.1148.1
+``contextFromSettings``): path and asset metadata on every resource, and version reporting (an ``AWS::CDK::Metadata``
+resource). Test synths take it too, so that one synth per spec gives both the bytes ``cdk deploy`` uploads
+(tests/test_template_budget.py) and, without what it adds (:func:`without_cli_metadata`), the templates
+``python app.py`` writes."""
+
+
+def without_cli_metadata(template: dict) -> dict:
+    """``template`` without what :data:`CLI_CONTEXT` adds to it: the ``aws:cdk:path`` and ``aws:asset:*`` metadata of
+    its resources and the ``AWS::CDK::Metadata`` resource (tests/shipped/test_reliability.py compares the rest with a
+    synth without that context)."""
+    out = dict(template)
+    resources = {}
+    for key, resource in template.get("Resources", {}).items():
+        if resource["Type"] == "AWS::CDK::Metadata":
+            continue
+        metadata = {k: v for k, v in resource.get("Metadata", {}).items()
+                    if k != "aws:cdk:path" and not k.startswith("aws:asset:")}
+        resources[key] = {k: v for k, v in resource.items() if k != "Metadata"} | ({"Metadata": metadata} if metadata else {})
+    if "Resources" in template:
+        out["Resources"] = resources
+    return out
+
+
+def _synth_app(outdir: Path, plan: Any, context: dict[str, Any], nag: bool = False, charts: Built | None = None) -> Any:
+    """``plan``'s stacks synthesized into ``outdir`` (with ``charts``, the plan's charts and rollout, as ``app.py``
+    passes the ones it writes to ``dist/``), failing on a synth warning (with ``nag``, on a finding of the cdk-nag packs
+    too); returns the stacks."""
     from aws_cdk import App
 
-    from efa_stack.planning.plan import plan_from_file
     from stacks.compose import build
 
-    plan = plan_from_file(path, subnet_zones=dict(subnet_zones))
-    outdir = scratch_dir("efa-stack-test-")
-    app = App(
-        outdir=str(outdir), context=NO_ASSET_STAGING, builtin_cloud_formation_validation=TEMPLATE_VALIDATION
-    )
-    stacks = build(app, plan)
+    app = App(outdir=str(outdir), context=context, builtin_cloud_formation_validation=TEMPLATE_VALIDATION,
+              tree_metadata=False)  # tree.json, the construct tree for the console: no test reads it
+    shared = {"charts": charts.charts, "rollout": charts.rollout} if charts is not None else {}
+    stacks = build(app, plan, nag=nag, **shared)
     app.synth()
     fail_on_warnings(outdir)
-    templates = {
-        p.name.removesuffix(".template.json"): json.loads(p.read_text()) for p in outdir.glob("*.template.json")
-    }
-    return Synthesized(plan=plan, stacks=stacks, templates=templates, outdir=outdir)
+    return stacks
+
+
+def synth_spec(path: str, subnet_zones: tuple[tuple[str, str], ...] = (), *, nag: bool = False) -> Synthesized:
+    """Synthesize the spec at ``path`` (with ``subnet_zones``: the zones ``efa-stack lookup`` would record) as
+    ``cdk deploy`` does (:data:`CLI_CONTEXT`), once per process for each file however its path is written.
+
+    Without ``nag`` the cdk-nag packs do not run (the templates are the same; the packs cost a third of a synth):
+    the project's rules are checked on the templates (tests/checks/test_policies.py), and both packs over whole
+    synths in the integration tier (``nag=True``)."""
+    return _synth_file(str((ROOT / path).resolve()), subnet_zones, nag)
 
 
 @cache
-def synth_text(text: str) -> Synthesized:
-    """Synthesize a spec given as YAML text (written to a temporary file)."""
-    f = scratch_dir("efa-stack-spec-") / "spec.yaml"
-    f.write_text(text)
-    return synth_spec(str(f))
+def _synth_file(path: str, subnet_zones: tuple[tuple[str, str], ...], nag: bool) -> Synthesized:
+    charts = _charts_of_file(path, subnet_zones)  # the charts its other tests read (:func:`built`)
+    shipped = Path(path).parent == CLUSTERS.resolve() and not subnet_zones
+    return _synth_charts(charts, nag, type_checks=nag or not shipped)
+
+
+@contextmanager
+def _jsii_type_checks(on: bool) -> Iterator[None]:
+    """jsii's runtime check of every argument passed to the CDK (typeguard; about a third of a synth's CPU) on or off
+    (jsii._type_checking: the generated code calls its ``check_type``, which calls the implementation it resolved)."""
+    import jsii._type_checking as checking
+
+    resolved = checking._resolve_check()
+    if not on:
+        checking._resolved_check = lambda argname, value, expected_type: value
+    try:
+        yield
+    finally:
+        checking._resolved_check = resolved
+
+
+def _synth_charts(charts: Built, nag: bool, type_checks: bool = True) -> Synthesized:
+    """The synth of ``charts``' plan; without ``type_checks`` only where the same stacks are synthesized with them in
+    the integration tier: a shipped spec, whose synth with the cdk-nag packs (``nag``) checks every call again."""
+    plan = charts.plan
+    outdir = scratch_dir("efa-stack-test-")
+    with _jsii_type_checks(type_checks):
+        stacks = _synth_app(outdir, plan, {**NO_ASSET_STAGING, **CLI_CONTEXT}, nag, charts)
+    files = sorted(outdir.glob("*.template.json"))
+    templates = {p.name.removesuffix(".template.json"): without_cli_metadata(json.loads(p.read_text())) for p in files}
+    return Synthesized(plan=plan, stacks=stacks, templates=templates, outdir=outdir,
+                       template_bytes={p.name: p.stat().st_size for p in files})
+
+
+@cache
+def synth_text(text: str, *, nag: bool = False) -> Synthesized:
+    """Synthesize a spec given as YAML text, with the charts :func:`built_text` builds for it (``nag``:
+    :func:`synth_spec`)."""
+    return _synth_charts(built_text(text), nag)
+
+
+class StackFixture:
+    """One App and one Stack to build constructs in alone (aws-cdk-lib aws-eks-v2's ``testFixture``), with an imported
+    VPC, subnet and EKS cluster for the constructs that need one: a construct's props are tested on that construct,
+    not through a whole synth. :meth:`template` synthesizes the stack once; build everything before calling it."""
+
+    def __init__(self, region: str = "us-west-2", id: str = "Fixture") -> None:
+        from aws_cdk import App, Environment, Stack
+
+        self.app = App(builtin_cloud_formation_validation=TEMPLATE_VALIDATION)
+        self.stack = Stack(self.app, id, env=Environment(region=region))
+        self.region = region
+        self._template: dict | None = None
+
+    @cached_property
+    def vpc(self) -> Any:
+        from aws_cdk import aws_ec2 as ec2
+
+        return ec2.Vpc.from_vpc_attributes(self.stack, "Vpc", vpc_id="vpc-0abc", availability_zones=[f"{self.region}a"])
+
+    @cached_property
+    def subnet(self) -> Any:
+        from aws_cdk import aws_ec2 as ec2
+
+        return ec2.Subnet.from_subnet_attributes(self.stack, "Subnet", subnet_id="subnet-0abc",
+                                                 availability_zone=f"{self.region}a")
+
+    @cached_property
+    def cluster(self) -> Any:
+        from aws_cdk import aws_eks_v2 as eks
+
+        return eks.Cluster.from_cluster_attributes(self.stack, "Cluster", cluster_name="fixture", vpc=self.vpc)
+
+    def template(self) -> dict:
+        if self._template is None:
+            from aws_cdk.assertions import Template
+
+            self._template = Template.from_stack(self.stack).to_json()
+        return self._template
+
+    def assertions(self) -> Any:
+        from aws_cdk.assertions import Template
+
+        return Template.from_json(self.template())
+
+    def resources(self, type_: str) -> dict[str, dict]:
+        return {k: v for k, v in self.template()["Resources"].items() if v["Type"] == type_}
+
+    def logical_id(self, construct: Any) -> str:
+        """The logical id of ``construct`` (a CfnElement, or an L2 construct's default child)."""
+        from aws_cdk import CfnElement
+
+        element = construct if isinstance(construct, CfnElement) else construct.node.default_child
+        return str(self.stack.resolve(element.logical_id))
+
+    def props(self, construct: Any) -> dict:
+        """The CloudFormation properties ``construct`` synthesized to."""
+        return self.template()["Resources"][self.logical_id(construct)].get("Properties", {})
+
+
+@dataclass
+class NodeGroupsAlone:
+    """Node groups of plans as the cluster stack builds them (``node_group_props``, ``node_role_of``), each alone in
+    one :class:`StackFixture`: construct id -> the ManagedNodeGroup and its node role."""
+
+    fixture: StackFixture
+    groups: dict[str, Any]
+    roles: dict[str, Any]
+    shared_role: Any
+
+    @classmethod
+    def build(cls, entries: dict[str, tuple[ClusterPlan, str]]) -> NodeGroupsAlone:
+        """``entries``: construct id -> (a plan, the name of one of its node groups)."""
+        from aws_cdk import aws_iam as iam
+
+        from aws_constructs.node_group import ManagedNodeGroup
+        from stacks.node_groups import node_group_props, node_role_of
+
+        f = StackFixture()
+        shared = iam.Role(f.stack, "SharedNodeRole", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
+        groups, roles = {}, {}
+        for key, (plan, name) in entries.items():
+            ng = plan.node_group(name)
+            roles[key] = node_role_of(f.stack, ng, shared, plan.name)
+            groups[key] = ManagedNodeGroup(
+                f.stack, key, node_group_props(ng), cluster=f.cluster, subnets=[f.subnet],
+                security_group_ids=["sg-cluster", "sg-efa"] if ng.efa_enabled else ["sg-cluster"], node_role=roles[key])
+        f.template()
+        return cls(f, groups, roles, shared)
+
+    def nodegroup(self, key: str) -> dict:
+        """The ``AWS::EKS::Nodegroup`` properties of node group ``key``."""
+        return self.fixture.props(self.groups[key].nodegroup)
+
+    def launch_data(self, key: str) -> dict:
+        """The ``LaunchTemplateData`` of node group ``key``."""
+        return self.fixture.props(self.groups[key].launch_template.launch_template)["LaunchTemplateData"]
+
+
+@cache
+def source_tree(path: Path) -> ast.Module:
+    """The syntax tree of the Python file ``path``, parsed once per test process (the tests of the code's shape,
+    layers, contract and docs read every module of the project)."""
+    return ast.parse(path.read_text(), filename=str(path))
 
 
 def normalise_assets(text: str) -> str:
@@ -275,6 +468,34 @@ def structural_problems(text: str) -> list[Problem]:
     return info.value.problems
 
 
+# --- upstream files ---------------------------------------------------------------------------------------
+
+
+@cache
+def moto_instance_types() -> dict[str, Any]:
+    """moto's recording of EC2's DescribeInstanceTypes answers (getmoto/moto moto/ec2/resources/instance_types.json.gz,
+    what ``moto.ec2.models.instance_types.INSTANCE_TYPES`` holds), read without importing moto's EC2 backend, whose
+    import asks botocore for every region of every service (about 2 s of CPU)."""
+    import gzip
+    import importlib.util
+
+    spec = importlib.util.find_spec("moto")
+    assert spec is not None and spec.submodule_search_locations
+    data = Path(spec.submodule_search_locations[0]) / "ec2" / "resources" / "instance_types.json.gz"
+    types: dict[str, Any] = json.loads(gzip.decompress(data.read_bytes()))
+    return types
+
+
+def upstream_file(binary: Binary, path: str) -> Path:
+    """The file ``path`` of the Go module ``binary`` is built from (``tools/build.sh --module-dir``: the version that
+    ``tools/<module>/go.mod`` requires, downloaded into Go's module cache when missing and checked against the
+    ``go.sum`` beside it, so that the pin and the digest are those two files' lines). ``make test`` downloads these
+    modules for the rehearsal; the tests read upstream's manifests there instead of keeping copies."""
+    from efa_stack.rehearsal.releases import module_dir
+
+    return module_dir(binary) / path
+
+
 # --- cdk8s charts -------------------------------------------------------------------------------------------
 
 GOLDEN_K8S = GOLDEN / "k8s"
@@ -331,12 +552,28 @@ def _build(plan: Any) -> Built:
     return Built(plan=plan, charts=charts, manifests=manifests)
 
 
+def chart_alone(plan: Any, build: Callable[[Any], Any], chart_id: str = "alone") -> Built:
+    """One construct of the charts, built alone from ``plan`` in one cdk8s Chart (``build(chart)`` adds it; ``chart_id``:
+    the chart's id, the component's for a rollout of that chart alone): its objects without every chart of the spec
+    (Kueue's charts alone cost a third of a second of CPU)."""
+    import cdk8s
+
+    chart = cdk8s.Chart(cdk8s.App(), chart_id, disable_resource_name_hashes=True)
+    build(chart)
+    return Built(plan=plan, charts=[chart], manifests={chart_id: json.loads(json.dumps(chart.to_json()))})
+
+
 @cache
 def built(spec_stem: str) -> Built:
-    """Charts of ``clusters/<spec_stem>.yaml``."""
+    """Charts of ``clusters/<spec_stem>.yaml`` (the ones its synth applies: :func:`synth_spec`)."""
+    return _charts_of_file(str((CLUSTERS / f"{spec_stem}.yaml").resolve()), ())
+
+
+@cache
+def _charts_of_file(path: str, subnet_zones: tuple[tuple[str, str], ...]) -> Built:
     from efa_stack.planning.plan import plan_from_file
 
-    return _build(plan_from_file(CLUSTERS / f"{spec_stem}.yaml"))
+    return _build(plan_from_file(path, subnet_zones=dict(subnet_zones)))
 
 
 @cache
@@ -369,6 +606,50 @@ managedNodeGroups:
     privateNetworking: true
     efaEnabled: {str(efa).lower()}
 {extra}"""
+
+
+@cache
+def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
+    """(apiVersion, kind) -> the ``openAPIV3Schema`` of each served version of the CRDs efa-stack installs from upstream:
+    Kueue's and Karpenter's (k8s/crds/), the Training Operator's PyTorchJob (k8s/crds/), and the Kubeflow Trainer's
+    that its Helm chart installs (kubeflow/trainer@v2.3.0 manifests/base/crds/, :func:`upstream_file`)."""
+    from k8s import karpenter, kueue
+    from k8s.training_operators import pytorchjob_crd_document
+
+    trainer = [yaml.load(upstream_file("trainer-controller-manager", f"manifests/base/crds/trainer.kubeflow.org_{n}.yaml")
+                         .read_text(), Loader=LOADER) for n in ("clustertrainingruntimes", "trainjobs")]
+    schemas = {}
+    for d in [*kueue.crd_documents(), *karpenter.crd_documents(), pytorchjob_crd_document(), *trainer]:
+        group, kind = d["spec"]["group"], d["spec"]["names"]["kind"]
+        for v in d["spec"]["versions"]:
+            if v.get("served"):
+                schemas[(f"{group}/{v['name']}", kind)] = v["schema"]["openAPIV3Schema"]
+    return schemas
+
+
+_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
+
+
+def schema_validate(instance: Any, schema: dict[str, Any]) -> None:
+    """``jsonschema.validate(instance, schema)``, with each schema object checked against its meta-schema and its
+    validator made once per process: checking a CRD's schema costs a hundred times more than validating an object
+    with it. ``schema`` must not change after its first use (the schemas of :func:`crd_schemas` and :func:`crd_schema`
+    do not)."""
+    import jsonschema
+
+    known = _VALIDATORS.get(id(schema))
+    if known is None or known[0] is not schema:
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+        known = _VALIDATORS[id(schema)] = (schema, cls(schema))
+    error = jsonschema.exceptions.best_match(known[1].iter_errors(instance))
+    if error is not None:
+        raise error
+
+
+def crd_validate(obj: dict[str, Any]) -> None:
+    """``obj`` against the schema of its CRD (:func:`crd_schemas`)."""
+    schema_validate(obj, crd_schemas()[(obj["apiVersion"], obj["kind"])])
 
 
 @lru_cache(maxsize=1)

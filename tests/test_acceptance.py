@@ -29,6 +29,7 @@ from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec.models import KUBERNETES_VERSIONS
 from efa_stack.tools import verify
 from k8s import acceptance as manifests
+from tests.fixtures.acceptance.make_fixtures import NODE_LOGS, made_log
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = Path(__file__).resolve().parent / "fixtures" / "acceptance"
@@ -38,7 +39,8 @@ GOOD_PAIR = (Path(__file__).resolve().parent / "fixtures" / "nccl" / "p5.48xlarg
 
 
 def _text(name: str) -> str:
-    return (FIX / name).read_text()
+    """A fixture of tests/fixtures/acceptance/, or the check pod's log ``make_fixtures.NODE_LOGS`` names."""
+    return made_log(name) if name in NODE_LOGS else (FIX / name).read_text()
 
 
 def _bind(method: Any, *args: Any, **kwargs: Any) -> None:
@@ -194,16 +196,15 @@ def test_dcgm_container_runs_privileged_from_the_pinned_image_and_hands_its_gpus
 
 
 def test_every_rendered_check_pod_and_pair_job_is_valid_kubernetes() -> None:
-    import jsonschema
     import kubernetes_validate
 
-    from tests.support import crd_schema
+    from tests.support import crd_schema, schema_validate
 
     _, core, custom = _run(_healthy(), slow={NODES[1]})
     for pod in core.created:
         kubernetes_validate.validate(pod, KUBERNETES_VERSIONS[0], strict=True)
     for job in custom.created:
-        jsonschema.validate(job, crd_schema())
+        schema_validate(job, crd_schema())
         for role, replica in job["spec"]["mpiReplicaSpecs"].items():
             kubernetes_validate.validate({"apiVersion": "v1", "kind": "PodTemplate", "template": replica["template"],
                                           "metadata": {"name": f"{job['metadata']['name']}-{role.lower()}"}},

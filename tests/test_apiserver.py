@@ -44,7 +44,7 @@ from efa_stack.rehearsal.releases import release_objects
 from efa_stack.rehearsal.rollout import RolloutError, wait_established
 from tests.support import CLUSTERS, LOADER, ROOT
 
-pytestmark = pytest.mark.xdist_group("apiserver")
+pytestmark = [pytest.mark.xdist_group("apiserver"), pytest.mark.integration]
 
 BUILD_SCRIPT = ROOT / "tools" / "kube-apiserver" / "build.sh"
 UPSTREAM = Path(__file__).resolve().parent / "fixtures" / "upstream"

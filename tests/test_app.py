@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT
+from tests.support import ROOT, synth_spec
 
 CDK_CLI = ROOT / "node_modules" / ".bin" / "cdk"
 
@@ -26,6 +26,7 @@ def cdk_synth(tmp_path, spec: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.integration
 def test_bad_spec_exits_with_message_and_no_template(tmp_path):
     """The one test through the CDK CLI (a full synth is tested in process below, to keep the suite fast)."""
     bad = tmp_path / "bad.yaml"
@@ -40,6 +41,7 @@ def test_bad_spec_exits_with_message_and_no_template(tmp_path):
     assert not list((tmp_path / "out").glob("*.template.json"))
 
 
+@pytest.mark.xdist_group("spec-eksctl-efa-cluster.yaml")  # the worker that synthesizes the spec for its other tests
 def test_app_synthesizes_spec_from_context_and_prints_summary(tmp_path, monkeypatch, capsys):
     """In process (one synth): the summary, the templates, dist/, and the charts built once for both."""
     import cdk8s
@@ -49,6 +51,8 @@ def test_app_synthesizes_spec_from_context_and_prints_summary(tmp_path, monkeypa
     import k8s.charts
     import stacks.compose
 
+    ctx = {"spec": "clusters/eksctl-efa-cluster.yaml", "dist": str(tmp_path / "dist")}
+    expected = synth_spec(str(ROOT / ctx["spec"])).template("cluster")  # the tests' synth, before the patches below
     # GIVEN a counter around the chart builder, and around the cluster stack's use of charts
     calls: list[cdk8s.App] = []
     applied: list[list] = []
@@ -66,7 +70,6 @@ def test_app_synthesizes_spec_from_context_and_prints_summary(tmp_path, monkeypa
     monkeypatch.setattr(k8s.charts, "build_charts", counting_build)
     monkeypatch.setattr(stacks.compose, "build", recording_apply)
     # WHEN the entry point synthesizes the eksctl spec
-    ctx = {"spec": "clusters/eksctl-efa-cluster.yaml", "dist": str(tmp_path / "dist")}
     monkeypatch.chdir(ROOT)
     # (CDK's built-in template validation is off, as in every test synth: cfn-lint checks each shipped template)
     entry.main(App(outdir=str(tmp_path / "out"), context=ctx, builtin_cloud_formation_validation=False))
@@ -77,6 +80,9 @@ def test_app_synthesizes_spec_from_context_and_prints_summary(tmp_path, monkeypa
     assert [c.node.id for c in charts] == [c.node.id for c in calls[0].node.children]
     names = sorted(p.name for p in (tmp_path / "out").glob("*.template.json"))
     assert names == ["my-efa-cluster-cluster.template.json"]
+    # AND the template is the tests' synth of the spec without what the CDK CLI's context adds (tests.support)
+    written = json.loads((tmp_path / "out" / names[0]).read_text())
+    assert written == expected
     assert "my-efa-ng: p5.48xlarge in us-west-2a, 1/2/3 nodes" in stderr
     assert "8 GPU + 32 EFA per node" in stderr
     assert "1 ENA + 32 efa-only on 32 cards" in stderr

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from moto.ec2.models.instance_types import INSTANCE_TYPES
 
 from efa_stack.planning import catalog
 from efa_stack.planning.catalog import SUPPLEMENT_FILE
 from efa_stack.planning.plan import build_plan
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.models import ClusterSpec
+from tests.support import moto_instance_types
 
 # Instance families listed on the EC2 documentation's instance-type pages ("Amazon EC2 instance
 # types": general purpose gp.html, compute optimized co.html, memory optimized mo.html, storage
@@ -33,7 +33,7 @@ def _family(name: str) -> str:
 
 def test_every_documented_family_moto_or_the_supplement_knows_is_in_the_catalog_with_every_size():
     known = set(catalog.names())
-    sources = [*INSTANCE_TYPES, *SUPPLEMENT]
+    sources = [*moto_instance_types(), *SUPPLEMENT]
     missing = [t for t in sources if _family(t) in DOC_FAMILIES and t not in known]
     assert missing == []
     covered = {_family(t) for t in sources}
@@ -41,7 +41,7 @@ def test_every_documented_family_moto_or_the_supplement_knows_is_in_the_catalog_
 
 
 def test_every_type_moto_knows_is_in_the_catalog_whatever_its_generation_flag():
-    assert set(INSTANCE_TYPES) <= set(catalog.names())
+    assert set(moto_instance_types()) <= set(catalog.names())
 
 
 @pytest.mark.parametrize("name", sorted(SUPPLEMENT))

@@ -1,4 +1,5 @@
-"""cfn-lint reports zero errors on every template of every shipped spec."""
+"""cfn-lint reports zero errors on every template of every shipped spec (the ``integration`` tier, with the other
+cfn-lint tests that import :func:`lint`)."""
 
 from __future__ import annotations
 
@@ -24,9 +25,8 @@ def _runner(region: str) -> Any:
 
 
 def lint(template: dict, region: str) -> list:
-    """cfn-lint's matches for ``template`` in ``region``, as ``cfnlint.api.lint`` returns them. A template
-    already linted in this process is not linted again (tests/test_storage.py lints the storage template of
-    clusters/fsx.yaml that the test below lints too; conftest.py runs both on the same xdist worker)."""
+    """cfn-lint's matches for ``template`` in ``region``, as ``cfnlint.api.lint`` returns them (a template already
+    linted in this process is not linted again)."""
     return list(_lint_text(json.dumps(template), region))
 
 
@@ -53,6 +53,7 @@ def _stale_schema(match: Any) -> bool:
             and any(f"'{t}'" in match.message for t in UNKNOWN_TO_CFN_LINT))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("spec", SPECS)
 def test_templates_have_no_cfn_lint_errors(spec):
     s = synth_spec(str(CLUSTERS / spec))
@@ -63,6 +64,7 @@ def test_templates_have_no_cfn_lint_errors(spec):
         assert not errors, f"{name}:\n" + "\n".join(errors)
 
 
+@pytest.mark.integration
 def test_cfn_lint_catches_a_broken_launch_template(default_synth):
     """The linter is really reading our templates: a bad volume type is an error."""
     template = json.loads(json.dumps(default_synth.template("cluster")))

@@ -119,6 +119,7 @@ def mocked_aws():
 
 
 @pytest.mark.usefixtures("mocked_aws")
+@pytest.mark.xdist_group("moto")  # one worker imports moto's EC2 backend
 class TestPreflightUnderMoto:
     def test_json_lists_findings_and_exits_0(self) -> None:
         result = invoke("preflight", "--spec", DEFAULT, "--json")

@@ -14,6 +14,12 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from tests.support import source_tree
+
+pytestmark = pytest.mark.xdist_group("sources")  # one worker parses the project's modules (source_tree)
+
 ROOT = Path(__file__).resolve().parent.parent
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -48,7 +54,7 @@ def functions(body: list[ast.stmt], prefix: str = "") -> Iterator[tuple[str, Fun
 def every_function(*folders: str) -> Iterator[tuple[str, Function]]:
     for path in modules(*folders):
         rel = path.relative_to(ROOT).as_posix()
-        for name, fn in functions(ast.parse(path.read_text(), filename=str(path)).body):
+        for name, fn in functions(source_tree(path).body):
             yield f"{rel}::{name}", fn
 
 
@@ -141,7 +147,7 @@ def test_every_public_definition_in_stacks_has_a_docstring():
     missing: list[str] = []
     for path in modules("stacks"):
         rel = path.relative_to(ROOT).as_posix()
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = source_tree(path)
         if ast.get_docstring(tree) is None:
             missing.append(rel)
         missing += [f"{rel}::{name}" for name, node in public_definitions(tree.body)

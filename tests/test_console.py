@@ -19,6 +19,7 @@ from efa_stack.errors import UserError
 from efa_stack.nccl_report.hosts import AnalysisStatus
 from efa_stack.nccl_report.model import VerdictStatus
 from efa_stack.spec.errors import MISSING, Problem, SpecError
+from tests.support import source_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_ERROR = SpecError("bad.yaml", [
@@ -117,13 +118,14 @@ def test_styled_prints_a_status_in_its_colour_and_escapes_the_text() -> None:
 COLOUR = re.compile(r"\b(red|green|yellow|magenta|blue|cyan)\b")
 
 
+@pytest.mark.xdist_group("sources")  # the worker that parses the project's modules (tests.support.source_tree)
 def test_no_module_but_the_table_names_a_colour() -> None:
     # every string literal of the command code (markup, styles) outside efa_stack/console.py
     files = [p for p in (ROOT / "efa_stack").rglob("*.py") if p.name != "console.py" or p.parent.name != "efa_stack"]
     found = [
         f"{p.relative_to(ROOT)}:{node.lineno}: {node.value!r}"
         for p in [*files, ROOT / "app.py"]
-        for node in ast.walk(ast.parse(p.read_text()))
+        for node in ast.walk(source_tree(p))
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and COLOUR.search(node.value)
     ]
     assert len(files) > 50

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 from typing import Literal, get_args, get_origin
 
+import pytest
+
 from efa_stack import contract
+from tests.support import source_tree
+
+pytestmark = pytest.mark.xdist_group("sources")  # one worker parses the project's modules (source_tree)
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted(
@@ -26,8 +32,9 @@ def distinctive_values() -> dict[str, str]:
     return values
 
 
+@cache
 def literals(path: Path) -> list[tuple[int, str]]:
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = source_tree(path)
     docstrings = {
         id(node.body[0].value)
         for node in ast.walk(tree)
@@ -78,7 +85,7 @@ SHORT_SHARED = {contract.FSX_MOUNT_PATH, contract.EFA_ONLY}
 
 def literal_sets(path: Path) -> list[tuple[int, frozenset[object]]]:
     """Every ``Literal[...]`` in ``path`` with the set of its members (constants only)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = source_tree(path)
     out: list[tuple[int, frozenset[object]]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "Literal":

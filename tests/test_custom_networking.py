@@ -1,5 +1,6 @@
 """VPC CNI custom networking (vpc.podCIDR): the spec's checks, the address plan, the VPC's secondary block and pod
-subnets, the ENIConfigs, the CNI settings and the nodes' maxPods, and the layouts it refuses."""
+subnets, the ENIConfigs, the CNI settings and the nodes' maxPods, and the layouts it refuses. The template facts come
+from one whole synth (:data:`SYNTH`: a node group, a Karpenter pool and a custom-AMI group under custom networking)."""
 
 from __future__ import annotations
 
@@ -19,23 +20,32 @@ from efa_stack.planning.addressing import (
     card0_slots,
     ipv4_per_interface,
 )
-from tests.support import _build, cluster_header, plan_of, problems_of, synth_text
+from tests.builders import Spec, cluster, node_group, pool
+from tests.support import _build, gpu_launch_template
 
 POD_CIDR = "100.64.0.0/16"
 
 
 def spec(instance_type: str = "p5en.48xlarge", max_size: int = 4, *, pod_cidr: str | None = POD_CIDR,
-         layout: str | None = None, vpc: str = "") -> str:
-    group = ["  - name: gpu", f"    instanceType: {instance_type}", "    minSize: 1", f"    maxSize: {max_size}",
-             "    availabilityZones: [us-west-2a]", "    privateNetworking: true", "    efaEnabled: true"]
-    if layout:
-        group.append(f"    interfaceLayout: {layout}")
-    lines = ["vpc:", "  cidr: 10.0.0.0/16", *([f"  podCIDR: {pod_cidr}"] if pod_cidr else []), vpc]
-    return cluster_header() + "\n".join(group) + "\n" + "\n".join(line for line in lines if line) + "\n"
+         layout: str | None = None, **vpc: Any) -> Spec:
+    """A node group ``gpu`` of up to ``max_size`` ``instance_type`` nodes, the VPC's ``pod_cidr`` and ``vpc`` fields."""
+    layout_field: dict[str, Any] = {"interfaceLayout": layout} if layout else {}
+    group = node_group(instance_type=instance_type, max_size=max_size, private=True, **layout_field)
+    return cluster(group).with_(vpc={"cidr": "10.0.0.0/16", **({"podCIDR": pod_cidr} if pod_cidr else {}), **vpc})
 
 
-def pod_problems(text: str) -> list[Any]:
-    return [p for p in problems_of(text) if p.field == POD_CIDR_FIELD]
+def pools(*instance_types: str, pod_cidr: str | None = POD_CIDR, zone: str = "us-west-2b") -> Spec:
+    """:func:`spec` with one Karpenter pool per type (``pool0``, ``pool1``, ...) in ``zone``."""
+    return spec(pod_cidr=pod_cidr).with_pools(*(pool(f"pool{i}", t, zone=zone) for i, t in enumerate(instance_types)))
+
+
+def pool_spec(*instance_types: str, pod_cidr: str | None = POD_CIDR, zone: str = "us-west-2b") -> str:
+    """The text of :func:`pools` (tests/test_apiserver.py plans it)."""
+    return pools(*instance_types, pod_cidr=pod_cidr, zone=zone).text
+
+
+def pod_problems(spec: Spec) -> list[Any]:
+    return [p for p in spec.problems() if p.field == POD_CIDR_FIELD]
 
 
 # --- the spec's checks ---------------------------------------------------------------------------------------------
@@ -61,9 +71,8 @@ def test_fails_a_pod_cidr_too_small_for_the_pods():
 
 
 def test_fails_a_pod_cidr_with_an_existing_vpc():
-    text = spec(vpc="  id: vpc-0123456789abcdef0\n  subnets:\n    private:\n      us-west-2a: {id: subnet-0123456789abcdef0}"
-                    "\n      us-west-2b: {id: subnet-0123456789abcdef1}")
-    problems = pod_problems(text)
+    problems = pod_problems(spec(id="vpc-0123456789abcdef0", subnets={"private": {
+        "us-west-2a": {"id": "subnet-0123456789abcdef0"}, "us-west-2b": {"id": "subnet-0123456789abcdef1"}}}))
     assert any("vpc.id" in p.message and "remove vpc.podCIDR" in p.fix for p in problems), [p.render() for p in problems]
 
 
@@ -79,7 +88,7 @@ def test_fails_a_group_whose_card0_has_no_slot_left_for_pod_enis():
 
 
 def test_the_legacy_layout_leaves_p5_one_card0_slot_for_pods():
-    plan = plan_of(spec("p5.48xlarge", layout="legacy"))
+    plan = spec("p5.48xlarge", layout="legacy").plan()
     assert plan.addresses is not None
     gpu = next(g for g in plan.addresses.groups if g.name == "gpu")
     assert gpu.per_node is not None and gpu.per_node.cni_enis == 1
@@ -99,7 +108,7 @@ def test_fails_an_addressed_interface_beside_the_primary_on_card0():
 # --- the plan's numbers --------------------------------------------------------------------------------------------
 
 def test_the_pods_take_the_pod_subnets_and_the_nodes_the_private_ones():
-    plan = plan_of(spec(max_size=10))
+    plan = spec(max_size=10).plan()
     addresses = plan.addresses
     assert addresses is not None and addresses.pods is not None
     pods = addresses.pods
@@ -125,7 +134,7 @@ def test_the_pods_take_the_pod_subnets_and_the_nodes_the_private_ones():
 
 
 def test_the_cni_add_on_turns_custom_networking_on_by_zone():
-    plan = plan_of(spec())
+    plan = spec().plan()
     cni = plan.addon("vpc-cni")
     assert cni is not None and cni.configuration_values is not None
     env = json.loads(cni.configuration_values)["env"]
@@ -133,7 +142,7 @@ def test_the_cni_add_on_turns_custom_networking_on_by_zone():
 
 
 def test_without_a_pod_cidr_nothing_changes():
-    plan = plan_of(spec(pod_cidr=None))
+    plan = spec(pod_cidr=None).plan()
     assert plan.addresses is not None and plan.addresses.pods is None
     assert plan.addresses.max_pods("gpu") is None
     cni = plan.addon("vpc-cni")
@@ -142,9 +151,15 @@ def test_without_a_pod_cidr_nothing_changes():
 
 # --- the template and the ENIConfigs -------------------------------------------------------------------------------
 
+CUSTOM_AMI: dict[str, Any] = {"ami": "ami-0123456789abcdef0", "amiFamily": "AmazonLinux2023"}
+SYNTH = pools("p5en.48xlarge").add(node_group("ami", "p5en.48xlarge", max_size=4, private=True, **CUSTOM_AMI))
+"""The one whole synth: the node group ``gpu`` (an EKS AMI), the pool ``pool0`` in us-west-2b and the custom-AMI
+group ``ami``, under custom networking."""
+
+
 @pytest.fixture(scope="module")
 def synthesized():
-    return synth_text(spec())
+    return SYNTH.synth()
 
 
 def _resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
@@ -214,33 +229,27 @@ def test_node_groups_wait_for_the_eniconfigs_which_wait_for_the_crd(synthesized)
         assert eni_id in ng.get("DependsOn", []), k
 
 
-def _launch_template_user_data(template: dict[str, Any]) -> list[str]:
-    return [_user_data(json.dumps(v["Properties"])) for v in _resources(template, "AWS::EC2::LaunchTemplate").values()]
-
-
 def test_an_eks_ami_group_leaves_max_pods_to_the_managed_node_group(synthesized):
     # EKS appends its own NodeConfig to an EKS AMI's user data and calculates maxPods for custom networking itself
     plan = synthesized.plan
-    assert all(plan.addresses.max_pods(g.name) is not None and not g.ami_id for g in plan.all_node_groups)
-    assert not any("maxPods" in data for data in _launch_template_user_data(_cluster_template(synthesized)))
+    eks_ami = [g for g in plan.all_node_groups if not g.ami_id]
+    assert {g.name for g in eks_ami} == {"system", "gpu"}
+    assert all(plan.addresses.max_pods(g.name) is not None for g in eks_ami)
+    assert not any("maxPods" in _user_data(json.dumps(gpu_launch_template(synthesized, g.name))) for g in eks_ami)
 
 
-def test_a_custom_ami_group_gets_the_custom_networking_max_pods():
-    text = spec().replace("    efaEnabled: true\n", "    efaEnabled: true\n    ami: ami-0123456789abcdef0\n"
-                          "    amiFamily: AmazonLinux2023\n", 1)
-    synthesized = synth_text(text)
+def test_a_custom_ami_group_gets_the_custom_networking_max_pods(synthesized):
     plan = synthesized.plan
-    (gpu,) = [g for g in plan.all_node_groups if g.ami_id]
-    want = plan.addresses.max_pods(gpu.name)
+    (group,) = [g for g in plan.all_node_groups if g.ami_id]
+    want = plan.addresses.max_pods(group.name)
     assert want is not None
-    assert any(f"maxPods: {want}" in data for data in _launch_template_user_data(_cluster_template(synthesized)))
+    assert f"maxPods: {want}" in _user_data(json.dumps(gpu_launch_template(synthesized, group.name)))
 
 
 def _user_data(properties_json: str) -> str:
     import base64
 
-    props = json.loads(properties_json)
-    data = props.get("LaunchTemplateData", {}).get("UserData")
+    data = json.loads(properties_json).get("UserData")
     if isinstance(data, dict) and "Fn::Base64" in data and isinstance(data["Fn::Base64"], str):
         return data["Fn::Base64"]
     if isinstance(data, str):
@@ -250,16 +259,8 @@ def _user_data(properties_json: str) -> str:
 
 # --- Karpenter pools -----------------------------------------------------------------------------------------------
 
-def pool_spec(*instance_types: str, pod_cidr: str | None = POD_CIDR, zone: str = "us-west-2b") -> str:
-    """:func:`spec` with one Karpenter pool per type (``pool0``, ``pool1``, ...) in ``zone``."""
-    lines = ["karpenterNodePools:"]
-    for i, t in enumerate(instance_types):
-        lines += [f"  - name: pool{i}", f"    instanceType: {t}", "    maxNodes: 4", f"    availabilityZone: {zone}"]
-    return spec(pod_cidr=pod_cidr) + "\n".join(lines) + "\n"
-
-
 def test_a_p5en_pool_takes_custom_networking_and_its_max_pods():
-    plan = plan_of(pool_spec("p5en.48xlarge"))
+    plan = pools("p5en.48xlarge").plan()
     addresses = plan.addresses
     assert addresses is not None and addresses.pods is not None and plan.karpenter is not None
     instance = catalog.get("p5en.48xlarge")
@@ -280,13 +281,13 @@ def test_a_p5en_pool_takes_custom_networking_and_its_max_pods():
 
 
 def test_without_a_pod_cidr_a_pool_keeps_karpenters_max_pods():
-    plan = plan_of(pool_spec("p5en.48xlarge", pod_cidr=None))
+    plan = pools("p5en.48xlarge", pod_cidr=None).plan()
     assert plan.karpenter is not None and plan.karpenter.pools[0].max_pods is None
     assert "maxPods" not in _build(plan).find("EC2NodeClass", "pool0")["spec"]["kubelet"]
 
 
 def test_fails_a_p5_pool_whose_card0_has_no_slot_left_for_pod_enis():
-    problems = problems_of(pool_spec("p5en.48xlarge", "p5.48xlarge"))
+    problems = pools("p5en.48xlarge", "p5.48xlarge").problems()
     pool_problems = [p for p in problems if p.field.startswith("karpenterNodePools")]
     assert len(pool_problems) == 1, [p.render() for p in problems]
     (p,) = pool_problems
@@ -297,13 +298,8 @@ def test_fails_a_p5_pool_whose_card0_has_no_slot_left_for_pod_enis():
     assert not any(p.field == POD_CIDR_FIELD for p in problems), [p.render() for p in problems]
 
 
-@pytest.fixture(scope="module")
-def synthesized_pool():
-    return synth_text(pool_spec("p5en.48xlarge"))
-
-
-def test_the_pools_wait_for_the_eniconfigs_of_their_zones(synthesized_pool):
-    template = _cluster_template(synthesized_pool)
+def test_the_pools_wait_for_the_eniconfigs_of_their_zones(synthesized):
+    template = _cluster_template(synthesized)
     eni_id, eni_manifest = _manifest_with(template, contract.ENICONFIG_KIND)
     pools = [(k, v) for k, v in _resources(template, "Custom::AWSCDK-EKS-KubernetesResource").items()
              if '\\"kind\\":\\"EC2NodeClass\\",\\"metadata\\"' in json.dumps(v["Properties"]["Manifest"])]
@@ -311,7 +307,7 @@ def test_the_pools_wait_for_the_eniconfigs_of_their_zones(synthesized_pool):
     _, pools_manifest = pools[0]
     assert eni_id in pools_manifest.get("DependsOn", [])
     # the pool's zone has a pod subnet and an ENIConfig naming it
-    pod_subnets = synthesized_pool.plan.addresses.pods.subnets
+    pod_subnets = synthesized.plan.addresses.pods.subnets
     subnets = {v["Properties"]["CidrBlock"]: k for k, v in _resources(template, "AWS::EC2::Subnet").items()}
     pool_subnet = subnets[pod_subnets["us-west-2b"]]
     eni_text = json.dumps(eni_manifest["Properties"]["Manifest"])
@@ -322,11 +318,8 @@ def test_the_pools_wait_for_the_eniconfigs_of_their_zones(synthesized_pool):
     assert tagged and pool_subnet not in tagged and not tagged & {subnets[c] for c in pod_subnets.values()}
 
 
-def _custom_ami_spec(node_config: str = "") -> str:
-    override = "    overrideBootstrapCommand: |\n" + "".join(f"      {line}\n" for line in node_config.splitlines()) \
-        if node_config else ""
-    return spec().replace("    efaEnabled: true\n", "    efaEnabled: true\n    ami: ami-0123456789abcdef0\n"
-                          "    amiFamily: AmazonLinux2023\n" + override, 1)
+def _custom_ami_spec(node_config: str = "") -> Spec:
+    return spec().with_group(**CUSTOM_AMI, **({"overrideBootstrapCommand": node_config} if node_config else {}))
 
 
 NODECONFIG = "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    config:\n      maxPods: {}\n"
@@ -334,12 +327,12 @@ NODECONFIG = "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kube
 
 def test_a_custom_ami_groups_own_max_pods_must_be_the_custom_networking_figure():
     # GIVEN a custom-AMI group whose overrideBootstrapCommand sets maxPods WHEN planned with podCIDR
-    want = plan_of(_custom_ami_spec()).addresses.max_pods("gpu")
+    want = _custom_ami_spec().plan().addresses.max_pods("gpu")
     assert want is not None and want != 250
     # THEN another figure is refused, naming the field, both values and the fix
-    (p,) = [p for p in problems_of(_custom_ami_spec(NODECONFIG.format(250)))
+    (p,) = [p for p in _custom_ami_spec(NODECONFIG.format(250)).problems()
             if p.field.endswith("overrideBootstrapCommand.spec.kubelet.config.maxPods")]
     assert p.field == "managedNodeGroups[0].overrideBootstrapCommand.spec.kubelet.config.maxPods"
     assert p.value == 250 and f"maxPods {want}" in p.message and f"maxPods: {want}" in p.fix
     # AND the same figure is accepted
-    assert plan_of(_custom_ami_spec(NODECONFIG.format(want))).addresses.max_pods("gpu") == want
+    assert _custom_ami_spec(NODECONFIG.format(want)).plan().addresses.max_pods("gpu") == want

@@ -16,6 +16,7 @@ import pytest
 
 from efa_stack.spec.reference import REFERENCE_FILE, reference_text, render_reference
 from tests.conftest import ROOT, UPDATE_GOLDEN
+from tests.support import source_tree
 
 # --- docs/spec-reference.md is generated from the published schema ---------------------------------
 
@@ -88,7 +89,7 @@ def module_name(path: Path) -> str:
 def top_level_names(path: Path) -> frozenset[str]:
     """Names bound at the top of a file (definitions, assignments, imports), read without importing it."""
     names: set[str] = set()
-    for node in ast.parse(path.read_text()).body:
+    for node in source_tree(path).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):

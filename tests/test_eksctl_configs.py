@@ -1,9 +1,12 @@
-"""eksctl configs modelled on public ones (tests/fixtures/eksctl/SOURCES.md): each synthesizes with the
-expected properties, or is rejected with every problem named."""
+"""eksctl configs modelled on public ones (tests/fixtures/eksctl/SOURCES.md): each is planned, its node groups built
+alone with the expected properties (tests.support.NodeGroupsAlone), or it is rejected with every problem named; the
+whole synth of every accepted public config, with cdk-nag and the project's rules, is in the integration tier."""
 
 from __future__ import annotations
 
 import re
+from functools import cache
+from pathlib import Path
 
 import pytest
 import yaml
@@ -13,7 +16,8 @@ from efa_stack import contract
 from efa_stack.planning import catalog
 from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec.errors import SpecError
-from tests.support import ROOT, synth_spec
+from stacks.node_groups import NODE_ROLE_POLICIES
+from tests.support import ROOT, NodeGroupsAlone, scratch_dir, synth_spec
 
 FIXTURES = ROOT / "tests" / "fixtures" / "eksctl"
 CB = "cr-0f1e2d3c4b5a69788"
@@ -252,11 +256,12 @@ def test_fails_eksctl_config_with_every_problem_named(name):
 
 
 @pytest.mark.parametrize("name", PUBLIC_ACCEPTED)
-def test_public_eksctl_config_synthesizes_unchanged(name):
-    # the whole synth, with cdk-nag and the project's checks, of the file as published
-    s = _synth(name)
+def test_public_eksctl_config_is_planned_unchanged(name):
+    # the file as published plans, with every node group it names and the system node group
+    plan = plan_from_file(FIXTURES / name)
     spec_groups = yaml.safe_load((FIXTURES / name).read_text())["managedNodeGroups"]
-    assert sorted(_nodegroups(s)) == sorted([*(g["name"] for g in spec_groups), contract.SYSTEM_NODE_GROUP])
+    assert sorted(g.name for g in plan.all_node_groups) == sorted([*(g["name"] for g in spec_groups),
+                                                                  contract.SYSTEM_NODE_GROUP])
 
 
 # The public files that only need their placeholders filled, as their READMEs ask, to synthesize: each token and
@@ -295,27 +300,60 @@ def _filled_in(name: str) -> str:
     return RESERVATION_PLACEHOLDER.sub(CB, text)
 
 
+@cache
+def _filled_in_file(name: str) -> Path:
+    path = scratch_dir("filled-in") / name
+    path.write_text(_filled_in(name))
+    return path
+
+
 @pytest.mark.parametrize("name", FILLED_IN_SYNTHESIZE)
-def test_public_config_with_only_placeholders_synthesizes_once_they_are_filled(name):
+def test_public_config_with_only_placeholders_is_planned_once_they_are_filled(name):
     # refused as published for its placeholders only ...
     assert {fix for _, fix in PUBLIC_REFUSED[name]} <= {
         "replace it with your own region", "replace it with your reservation's or Capacity B",
         "replace it with your own id"}
-    # ... and the whole synth passes once a reader fills them in, every other line unchanged
+    # ... and planned once a reader fills them in, every other line unchanged
     original, filled = (FIXTURES / name).read_text().splitlines(), _filled_in(name).splitlines()
     changed = [a for a, b in zip(original, filled, strict=True) if a != b]
     assert changed and all("PLACEHOLDER_" in line or RESERVATION_PLACEHOLDER.search(line) for line in changed)
-    from tests.support import scratch_dir
+    plan = plan_from_file(_filled_in_file(name), subnet_zones=dict(SUBNET_ZONES))
+    spec_groups = yaml.safe_load(_filled_in(name))["managedNodeGroups"]
+    assert sorted(g.name for g in plan.all_node_groups) == sorted([*(g["name"] for g in spec_groups),
+                                                                  contract.SYSTEM_NODE_GROUP])
 
-    path = scratch_dir("filled-in") / name
-    path.write_text(_filled_in(name))
-    s = synth_spec(str(path), SUBNET_ZONES)
-    spec_groups = yaml.safe_load(path.read_text())["managedNodeGroups"]
-    assert sorted(_nodegroups(s)) == sorted([*(g["name"] for g in spec_groups), contract.SYSTEM_NODE_GROUP])
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", [*PUBLIC_ACCEPTED, *FILLED_IN_SYNTHESIZE])
+def test_every_accepted_public_config_synthesizes(name):
+    # the whole synth, with cdk-nag and the project's rules (a finding fails it), of the file as published (or filled
+    # in): every planned node group is an EKS node group
+    path = _filled_in_file(name) if name in FILLED_IN_SYNTHESIZE else FIXTURES / name
+    s = synth_spec(str(path), SUBNET_ZONES if name in FILLED_IN_SYNTHESIZE else (), nag=True)
+    assert sorted(_nodegroups(s)) == sorted(g.name for g in s.plan.all_node_groups)
 
 
 def _synth(name: str):
     return synth_spec(str(FIXTURES / name))
+
+
+ALONE = {  # construct id -> (config, node group)
+    "P4deReserved": ("p4de-odcr-efa-stack.yaml", "p4de-odcr"),
+    "P5Block": ("p5-capacity-block-efa-stack.yaml", "p5-block"),
+    "MixedCpu": ("mixed-cpu-gpu.yaml", "cpu-workers"),
+    "MixedGpu": ("mixed-cpu-gpu.yaml", "gpu"),
+    "P4deEksctl": ("p4de-odcr.yaml", "p4de-odcr"),
+    "P4deEksctlSys": ("p4de-odcr.yaml", "sys"),
+    "P4deEksctlSystem": ("p4de-odcr.yaml", contract.SYSTEM_NODE_GROUP),
+    "P5en": ("aws-do-eks-eks-gpu-p5en.yaml", "p5en"),
+}
+
+
+@pytest.fixture(scope="module")
+def alone() -> NodeGroupsAlone:
+    """The node groups of :data:`ALONE`, each built alone from its config's plan as the cluster stack builds it."""
+    plans = {config: plan_from_file(FIXTURES / config) for config, _ in ALONE.values()}
+    return NodeGroupsAlone.build({key: (plans[config], group) for key, (config, group) in ALONE.items()})
 
 
 def _nodegroups(s) -> dict[str, dict]:
@@ -332,26 +370,23 @@ def _efa_nics(data: dict) -> int:
     return sum(1 for n in data.get("NetworkInterfaces", []) if n["InterfaceType"] in ("efa", "efa-only"))
 
 
-def test_p4de_reservation_config_synthesizes():
-    s = _synth("p4de-odcr-efa-stack.yaml")
-    groups = _nodegroups(s)
-    gpu = groups["p4de-odcr"]
+def test_p4de_reservation_config_builds_its_node_group(alone):
+    gpu = alone.nodegroup("P4deReserved")
     assert gpu["CapacityType"] == "ON_DEMAND"
     assert gpu["ScalingConfig"] == {"MinSize": 0, "DesiredSize": 2, "MaxSize": 10}
-    data = _launch_data(s, gpu)
+    data = alone.launch_data("P4deReserved")
     assert data["CapacityReservationSpecification"]["CapacityReservationTarget"]["CapacityReservationId"] == ODCR
     assert _efa_nics(data) == catalog.get("p4de.24xlarge").max_efa_interfaces == 4
 
 
-def test_p5_capacity_block_config_synthesizes():
-    s = _synth("p5-capacity-block-efa-stack.yaml")
-    gpu = _nodegroups(s)["p5-block"]
+def test_p5_capacity_block_config_builds_its_node_group(alone):
+    gpu = alone.nodegroup("P5Block")
     assert gpu["CapacityType"] == "CAPACITY_BLOCK"
-    data = _launch_data(s, gpu)
+    data = alone.launch_data("P5Block")
     assert data["InstanceMarketOptions"]["MarketType"] == "capacity-block"
     assert data["CapacityReservationSpecification"]["CapacityReservationTarget"]["CapacityReservationId"] == CB
     assert _efa_nics(data) == 32
-    assert not s.resources("cluster", "AWS::EC2::PlacementGroup")
+    assert alone.groups["P5Block"].placement_group is None and "Placement" not in data  # none made, none named
 
 
 def test_access_entries_config_synthesizes():
@@ -368,64 +403,60 @@ def test_access_entries_config_synthesizes():
     assert admin["AccessPolicies"][0]["AccessScope"] == {"Type": "cluster"}
 
 
-def test_mixed_cpu_gpu_config_synthesizes():
-    s = _synth("mixed-cpu-gpu.yaml")
-    groups = _nodegroups(s)
-    assert sorted(groups) == ["cpu-workers", "gpu", contract.SYSTEM_NODE_GROUP]
-    cpu = groups["cpu-workers"]
+def test_mixed_cpu_gpu_config_builds_its_node_groups(alone):
+    plan = plan_from_file(FIXTURES / "mixed-cpu-gpu.yaml")
+    assert sorted(g.name for g in plan.all_node_groups) == ["cpu-workers", "gpu", contract.SYSTEM_NODE_GROUP]
+    cpu = alone.nodegroup("MixedCpu")
     assert cpu["Labels"]["role"] == "worker"
     assert {"Key": "key1", "Value": "value1", "Effect": "NO_SCHEDULE"} in cpu["Taints"]
     assert cpu["ScalingConfig"] == {"MinSize": 2, "DesiredSize": 3, "MaxSize": 4}
-    gpu = groups["gpu"]
-    assert _efa_nics(_launch_data(s, gpu)) == catalog.get("p5en.48xlarge").max_efa_interfaces
+    assert _efa_nics(alone.launch_data("MixedGpu")) == catalog.get("p5en.48xlarge").max_efa_interfaces
 
 
-def _role_of(s, group: dict) -> dict:
-    return s.template("cluster")["Resources"][group["NodeRole"]["Fn::GetAtt"][0]]["Properties"]
+def _role_of(alone: NodeGroupsAlone, key: str) -> dict:
+    return alone.fixture.props(alone.roles[key])
 
 
 def _policy_names(role: dict) -> list[str]:
     return [p["Fn::Join"][1][-1].split(":iam::aws:policy/", 1)[-1] for p in role["ManagedPolicyArns"]]
 
 
-def test_p4de_eksctl_reservation_config_synthesizes():
+def test_p4de_eksctl_reservation_config_builds_its_node_groups(alone):
     # capacityReservation, instancePrefix and iam.withAddonPolicies, as eksctl means them
-    s = _synth("p4de-odcr.yaml")
-    gpu = _nodegroups(s)["p4de-odcr"]
+    gpu = alone.nodegroup("P4deEksctl")
     assert gpu["CapacityType"] == "ON_DEMAND"
-    data = _launch_data(s, gpu)
+    data = alone.launch_data("P4deEksctl")
     assert data["CapacityReservationSpecification"]["CapacityReservationTarget"]["CapacityReservationId"] == ODCR
     assert "Placement" not in data
     instance_tags = next(t["Tags"] for t in data["TagSpecifications"] if t["ResourceType"] == "instance")
     assert {"Key": "Name", "Value": "p4de-odcr-p4de-odcr-p4de-odcr-Node"} in instance_tags
-    role = _role_of(s, gpu)
+    role = _role_of(alone, "P4deEksctl")
     assert _policy_names(role) == [
         "AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly", "AmazonSSMManagedInstanceCore",
         "service-role/AmazonEBSCSIDriverPolicy", "CloudWatchAgentServerPolicy",
     ]
-    template = Template.from_json(s.template("cluster"))
-    template.has_resource_properties("AWS::IAM::Policy", {
+    alone.fixture.assertions().has_resource_properties("AWS::IAM::Policy", {
         "Roles": [{"Ref": gpu["NodeRole"]["Fn::GetAtt"][0]}],
         "PolicyDocument": {"Statement": Match.array_with([
             Match.object_like({"Action": Match.array_with(["autoscaling:SetDesiredCapacity"]), "Resource": "*"}),
             Match.object_like({"Action": "fsx:*", "Resource": "*"}),
         ])},
     })
-    sys_role = _role_of(s, _nodegroups(s)["sys"])
+    sys_role = _role_of(alone, "P4deEksctlSys")
     assert "service-role/AmazonEBSCSIDriverPolicy" not in _policy_names(sys_role)  # each group its own role
-    assert _policy_names(_role_of(s, _nodegroups(s)[contract.SYSTEM_NODE_GROUP])) == [
+    # the system node group has the cluster's shared node role, with these policies only (its stack's snapshot)
+    assert alone.roles["P4deEksctlSystem"] is alone.shared_role
+    assert NODE_ROLE_POLICIES == (
         "AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly", "AmazonSSMManagedInstanceCore",
-    ]
+    )
 
 
-def test_public_p5en_config_synthesizes():
-    s = _synth("aws-do-eks-eks-gpu-p5en.yaml")
-    gpu = _nodegroups(s)["p5en"]
-    data = _launch_data(s, gpu)
+def test_public_p5en_config_builds_its_node_group(alone):
+    data = alone.launch_data("P5en")
     assert _efa_nics(data) == catalog.get("p5en.48xlarge").max_efa_interfaces
     instance_tags = next(t["Tags"] for t in data["TagSpecifications"] if t["ResourceType"] == "instance")
     assert {"Key": "Name", "Value": "p5en-do-eks-yaml-p5-p5en-Node"} in instance_tags
-    assert "CloudWatchAgentServerPolicy" in _policy_names(_role_of(s, gpu))
+    assert "CloudWatchAgentServerPolicy" in _policy_names(_role_of(alone, "P5en"))
 
 
 def test_p5_capacity_block_in_existing_vpc_synthesizes():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import warnings
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -119,6 +120,7 @@ def test_mutated_specs_end_in_a_plan_or_a_clear_error():
 EFA_TYPES = [t.name for t in catalog.efa_capable() if t.accelerator]
 
 
+@pytest.mark.integration
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.sampled_from(EFA_TYPES),
@@ -136,7 +138,7 @@ def test_generated_specs_synthesize_or_fail_clearly(instance_type, nodes, layout
     ng.update({"instanceType": instance_type, "minSize": nodes, "desiredCapacity": nodes, "maxSize": max(nodes, 1),
                "interfaceLayout": layout, "capacity": capacity, "enaOnEfaCards": ena})
     try:
-        s = synth_text(yaml.safe_dump(doc))
+        s = synth_text(yaml.safe_dump(doc), nag=True)
     except SpecError as exc:
         assert exc.problems
         return
@@ -178,6 +180,7 @@ plausible_mutation = st.sampled_from(sorted(PLAUSIBLE, key=str)).flatmap(
 )
 
 
+@pytest.mark.integration
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(plausible_mutation, min_size=2, max_size=5))
 def test_mutated_specs_that_plan_also_synthesize(mutations):
@@ -190,7 +193,7 @@ def test_mutated_specs_that_plan_also_synthesize(mutations):
         set_path(doc, path, value)
     text = yaml.safe_dump(doc)
     try:
-        s = synth_text(text)
+        s = synth_text(text, nag=True)
     except SpecError as exc:
         assert exc.problems
         return

@@ -12,7 +12,6 @@ import re
 from functools import cache
 from typing import Any
 
-import jsonschema
 import kubernetes_validate
 import pytest
 
@@ -23,7 +22,7 @@ from efa_stack.planning.plan import ClusterPlan
 from efa_stack.spec.models import KUBERNETES_VERSIONS
 from k8s import acceptance as manifests
 from k8s.nccl_tests import NcclTestsJobProps
-from tests.support import arg_after, built, crd_schema, mpirun_args, worker, worker_container
+from tests.support import arg_after, built, crd_schema, mpirun_args, schema_validate, worker, worker_container
 
 NODES = ("ip-10-0-96-11.us-west-2.compute.internal", "ip-10-0-96-12.us-west-2.compute.internal")
 NAME = "accept-p5-r1-0"
@@ -134,7 +133,7 @@ def _renamed(value: Any, *, chart_name: str) -> Any:
 
 def test_pair_job_is_valid_against_the_mpijob_crd_and_kubernetes() -> None:
     job = _pair()
-    jsonschema.validate(job, crd_schema())
+    schema_validate(job, crd_schema())
     for role, replica in job["spec"]["mpiReplicaSpecs"].items():
         kubernetes_validate.validate({"apiVersion": "v1", "kind": "PodTemplate", "template": replica["template"],
                                       "metadata": {"name": f"{NAME}-{role.lower()}"}},

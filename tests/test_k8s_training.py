@@ -1,17 +1,15 @@
 """Training jobs: every number from the plan, both kinds, every fabric, validated against the upstream CRDs
-(kubeflow/trainer@v2.3.0 in tests/fixtures/upstream/, @v1.9.4 in k8s/crds/) and the Kubernetes schema; golden files; bad input."""
+(kubeflow/trainer@v2.3.0 from its Go module, @v1.9.4 in k8s/crds/: tests.support.crd_schemas) and the Kubernetes schema; golden files; bad input."""
 
 from __future__ import annotations
 
 import copy
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import kubernetes_validate
 import pytest
-import yaml
 
 from efa_stack import contract
 from efa_stack.planning.plan import build_plan
@@ -19,31 +17,13 @@ from efa_stack.spec.errors import Problem
 from efa_stack.spec.loader import parse_spec
 from efa_stack.spec.models import DEFAULT_KUBERNETES_VERSION
 from k8s.dist import render_chart
-from tests.support import Built, built, built_text, golden_check, plan_of, problems_of, spec_text
+from tests.support import Built, built, built_text, crd_validate, golden_check, plan_of, problems_of, spec_text
 
-UPSTREAM = Path(__file__).resolve().parent / "fixtures" / "upstream"
 PYTORCHJOB_CRD = Path(__file__).resolve().parent.parent / "k8s" / "crds" / "kubeflow.org_pytorchjobs.yaml"
 GOLDEN = Path(__file__).resolve().parent / "golden" / "training"
 IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
 KINDS = ("trainjob", "pytorchjob")
 FABRICS = ("efa", "tcp", "infiniband")
-
-
-@cache
-def _crd_validator(file: Path) -> jsonschema.protocols.Validator:
-    """A validator for the CRD's openAPIV3Schema, built once (checking a 900 KB schema on every call is slow)."""
-    (version,) = yaml.load(file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["spec"]["versions"]
-    schema = version["schema"]["openAPIV3Schema"]
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
-    cls.check_schema(schema)
-    return cls(schema)
-
-
-CRD_FILES = {
-    "TrainJob": UPSTREAM / "trainer.kubeflow.org_trainjobs.yaml",
-    "ClusterTrainingRuntime": UPSTREAM / "trainer.kubeflow.org_clustertrainingruntimes.yaml",
-    "PyTorchJob": PYTORCHJOB_CRD,  # the file the training-operator-crd chart renders (production reads it)
-}
 
 
 def job_spec(*, kind: str = "trainjob", fabric: str = "efa", extra: str = "", name: str = "ddp",
@@ -69,7 +49,7 @@ def pod_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
 
 def validate(obj: dict[str, Any], version: str = DEFAULT_KUBERNETES_VERSION) -> None:
     """Against the upstream CRD, and each embedded pod template against the Kubernetes schema."""
-    _crd_validator(CRD_FILES[obj["kind"]]).validate(obj)
+    crd_validate(obj)
     for i, template in enumerate(pod_templates(obj)):
         kubernetes_validate.validate({
             "apiVersion": "v1", "kind": "PodTemplate",

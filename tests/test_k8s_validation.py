@@ -5,7 +5,6 @@ CDK's kubectl-handler manifest limit."""
 from __future__ import annotations
 
 import copy
-import functools
 import json
 from typing import Any
 
@@ -23,6 +22,8 @@ from tests.support import (
     built_text,
     crd,
     crd_schema,
+    crd_schemas,
+    schema_validate,
     spec_text,
 )
 
@@ -33,32 +34,12 @@ OPERATOR_RESTART_POLICIES = ("Never", "OnFailure")
 OPERATOR_CLEAN_POD_POLICIES = ("None", "Running", "All")
 
 
-@functools.cache
-def _vendored_schemas() -> dict[tuple[str, str], dict[str, Any]]:
-    """(apiVersion, kind) -> the served schema of the vendored Kueue and Karpenter CRDs (k8s/crds/) and of the
-    Kubeflow Trainer CRDs its Helm chart installs (tests/fixtures/upstream/, provenance in SOURCES.md)."""
-    import yaml
-
-    from k8s import karpenter, kueue
-    from tests.support import LOADER, ROOT
-
-    trainer = [yaml.load((ROOT / "tests" / "fixtures" / "upstream" / f"trainer.kubeflow.org_{n}.yaml").read_text(),
-                         Loader=LOADER) for n in ("clustertrainingruntimes", "trainjobs")]
-    schemas = {}
-    for d in [*kueue.crd_documents(), *karpenter.crd_documents(), *trainer]:
-        group, kind = d["spec"]["group"], d["spec"]["names"]["kind"]
-        for v in d["spec"]["versions"]:
-            if v.get("served"):
-                schemas[(f"{group}/{v['name']}", kind)] = v["schema"]["openAPIV3Schema"]
-    return schemas
-
-
 def _validate_k8s(obj: dict[str, Any], version: str) -> None:
-    vendored = _vendored_schemas().get((obj["apiVersion"], obj["kind"]))
-    if vendored is not None:  # a Kueue or Karpenter object: its CRD's schema (the real server: test_apiserver.py)
-        jsonschema.validate(obj, vendored)
+    vendored = crd_schemas().get((obj["apiVersion"], obj["kind"]))
+    if vendored is not None:  # a Kueue, Karpenter or Kubeflow object: its CRD's schema (the real server: test_apiserver.py)
+        schema_validate(obj, vendored)
     elif obj["kind"] == "MPIJob":
-        jsonschema.validate(obj, crd_schema())
+        schema_validate(obj, crd_schema())
         # the pod templates the CRD keeps as-is are validated as what they are: PodTemplates
         for role, replica in obj["spec"]["mpiReplicaSpecs"].items():
             pod_template = {
@@ -150,7 +131,7 @@ def test_fails_broken_mpijob_against_the_crd(mutate, why):
     job = copy.deepcopy(built("default").mpijob())
     mutate(job["spec"])
     with pytest.raises(jsonschema.ValidationError) as exc:
-        jsonschema.validate(job, crd_schema())
+        schema_validate(job, crd_schema())
     assert exc.value.validator == why
 
 
@@ -200,25 +181,25 @@ def _with(mutate: Any) -> dict[str, Any]:
 @pytest.mark.parametrize("policy", OPERATOR_RESTART_POLICIES)
 def test_crd_accepts_every_restart_policy_the_operator_accepts(role, policy):
     # GIVEN the rendered job WHEN a replica uses an allowed restart policy THEN the CRD accepts it
-    jsonschema.validate(_with(lambda s: s["mpiReplicaSpecs"][role].__setitem__("restartPolicy", policy)), crd_schema())
+    schema_validate(_with(lambda s: s["mpiReplicaSpecs"][role].__setitem__("restartPolicy", policy)), crd_schema())
 
 
 @pytest.mark.parametrize("policy", OPERATOR_CLEAN_POD_POLICIES)
 def test_crd_accepts_every_clean_pod_policy_the_operator_accepts(policy):
-    jsonschema.validate(_with(lambda s: s["runPolicy"].__setitem__("cleanPodPolicy", policy)), crd_schema())
+    schema_validate(_with(lambda s: s["runPolicy"].__setitem__("cleanPodPolicy", policy)), crd_schema())
 
 
 @pytest.mark.parametrize("role", ["Launcher", "Worker"])
 @pytest.mark.parametrize("policy", ["Always", "ExitCode", "never"])
 def test_fails_restart_policy_the_operator_rejects(role, policy):
     with pytest.raises(jsonschema.ValidationError) as exc:
-        jsonschema.validate(_with(lambda s: s["mpiReplicaSpecs"][role].__setitem__("restartPolicy", policy)), crd_schema())
+        schema_validate(_with(lambda s: s["mpiReplicaSpecs"][role].__setitem__("restartPolicy", policy)), crd_schema())
     assert exc.value.validator == "enum"
 
 
 def test_fails_zero_workers_the_operator_rejects():
     with pytest.raises(jsonschema.ValidationError) as exc:
-        jsonschema.validate(_with(lambda s: s["mpiReplicaSpecs"]["Worker"].__setitem__("replicas", 0)), crd_schema())
+        schema_validate(_with(lambda s: s["mpiReplicaSpecs"]["Worker"].__setitem__("replicas", 0)), crd_schema())
     assert exc.value.validator == "minimum"
 
 

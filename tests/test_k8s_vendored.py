@@ -41,9 +41,6 @@ def test_the_vendored_files_are_these():
         "k8s/crds/kueue/crds.yaml",
         "tests/fixtures/upstream/crd.k8s.amazonaws.com_eniconfigs.yaml",
         "tests/fixtures/upstream/resource.nvidia.com_computedomains.yaml",
-        "tests/fixtures/upstream/trainer.kubeflow.org_clustertrainingruntimes.yaml",
-        "tests/fixtures/upstream/trainer.kubeflow.org_trainjobs.yaml",
-        "tests/fixtures/upstream/training-operator-v1.9.4-role.yaml",
     ]
 
 

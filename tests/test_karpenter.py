@@ -36,7 +36,16 @@ from efa_stack.planning.user_data import node_user_data
 from efa_stack.spec.errors import SpecError
 from efa_stack.spec.models import DEFAULT_KUBERNETES_VERSION, DEFAULT_POOL_AMI_VERSION, KUBERNETES_VERSIONS
 from k8s.karpenter import POOL_KIND_CRDS, ZONE_LABEL, crd_documents
-from tests.support import KUBECTL_HANDLER_LIMIT, _build, built, plan_of, problems_of, synth_spec, synth_text
+from tests.support import (
+    KUBECTL_HANDLER_LIMIT,
+    _build,
+    built,
+    crd_validate,
+    plan_of,
+    problems_of,
+    synth_spec,
+    synth_text,
+)
 
 HEADER = """
 apiVersion: eksctl.io/v1alpha5
@@ -225,7 +234,7 @@ def test_an_io1_pool_root_volume_takes_its_iops_into_the_ec2nodeclass():
     # THEN the EC2NodeClass's root volume carries them (BlockDevice ``iops``, aws/karpenter-provider-aws@v1.14.1)
     (root,) = node_class["spec"]["blockDeviceMappings"]
     assert root["ebs"]["volumeType"] == "io1" and root["ebs"]["iops"] == 3000 and root["ebs"]["volumeSize"] == "500Gi"
-    jsonschema.validate(node_class, _schema(node_class))
+    crd_validate(node_class)
 
 
 def test_fails_an_io1_pool_without_iops_with_advice_that_plans():
@@ -242,7 +251,7 @@ def test_fails_a_pool_root_volume_its_ec2nodeclass_cannot_declare():
     # the largest it takes is one the CRD's volumeSize pattern accepts
     objects = _objects(_spec(P5_POOL + "volumeType: io2\nvolumeSize: 59000\nvolumeIOPS: 64000"))
     node_class = objects[("EC2NodeClass", "p5-pool")]
-    jsonschema.validate(node_class, _schema(node_class))
+    crd_validate(node_class)
 
 
 def test_a_jobs_problem_with_a_pools_kubelet_setting_names_the_pools_field():
@@ -448,21 +457,6 @@ def test_device_plugins_tolerate_the_pools_taints():
 # --- offline validation against the vendored CRDs -----------------------------------------------------------------
 
 
-@cache
-def _schemas() -> dict[tuple[str, str], str]:
-    out = {}
-    for doc in crd_documents():
-        for version in doc["spec"]["versions"]:
-            key = (f"{doc['spec']['group']}/{version['name']}", doc["spec"]["names"]["kind"])
-            out[key] = json.dumps(version["schema"]["openAPIV3Schema"])
-    return out
-
-
-def _schema(obj: dict[str, Any]) -> dict[str, Any]:
-    schema: dict[str, Any] = json.loads(_schemas()[(obj["apiVersion"], obj["kind"])])
-    return schema
-
-
 def _karpenter_objects(stem: str) -> list[dict[str, Any]]:
     groups = (contract.KARPENTER_GROUP, contract.KARPENTER_AWS_GROUP)
     return [o for _, o in built(stem).objects() if o["apiVersion"].split("/")[0] in groups]
@@ -473,7 +467,7 @@ def test_every_pool_object_validates_against_its_crd(stem):
     objects = _karpenter_objects(stem)
     assert {o["kind"] for o in objects} == {"EC2NodeClass", "NodePool", "NodeOverlay"}
     for obj in objects:
-        jsonschema.validate(obj, _schema(obj))
+        crd_validate(obj)
 
 
 @pytest.mark.parametrize(("kind", "fault"), [
@@ -486,7 +480,7 @@ def test_fails_a_broken_pool_object_against_its_crd(kind, fault):
     obj = json.loads(json.dumps(next(o for o in _karpenter_objects("karpenter-p5") if o["kind"] == kind)))
     fault(obj["spec"])
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(obj, _schema(obj))
+        crd_validate(obj)
 
 
 def test_the_vendored_crds_are_the_releases_and_fit_the_kubectl_handler():
@@ -821,15 +815,15 @@ def test_every_pool_bounds_a_nodes_drain_and_still_never_disrupts_a_busy_node(st
     assert pool["disruption"]["consolidationPolicy"] == "WhenEmpty"
 
 
-@pytest.mark.parametrize("path", ["clusters/karpenter-p5.yaml", "clusters/karpenter-capacity-block.yaml"])
-def test_a_stack_deletion_cannot_leave_the_kubectl_handler_waiting_on_the_pools(path):
+@pytest.mark.parametrize("spec", ["karpenter-p5.yaml", "karpenter-capacity-block.yaml"])
+def test_a_stack_deletion_cannot_leave_the_kubectl_handler_waiting_on_the_pools(spec):
     """The kubectl handler deletes the pools' manifest with ``kubectl delete``, which waits until the EC2NodeClasses'
     finalizers let go, i.e. until every NodeClaim is drained and its instance terminated. That must end within the
     handler Lambda's timeout, and the controller that clears the finalizers (its release, its permissions, the queue,
     the nodes' access entry, the system nodes it runs on) must outlive the pools."""
     from efa_stack.tools.deploy_model import dependencies, transitive_dependencies
 
-    template = synth_spec(path).template("cluster")
+    template = synth_spec(f"clusters/{spec}").template("cluster")
     resources = template["Resources"]
     (timeout,) = [v["Properties"]["Timeout"] for v in resources.values() if v["Type"] == "AWS::Lambda::Function"
                   and v["Properties"].get("Description", "").startswith("onEvent handler for EKS kubectl")]

@@ -15,19 +15,34 @@ from efa_stack import contract
 from efa_stack.planning.scheduling import network_layers, node_figures
 from efa_stack.spec.errors import SpecError
 from k8s.dist import dist_files
-from k8s.kueue import CONFIG_KEY, CONFIG_MAP, CONTROLLER_FILE, KUEUE_IMAGE, crd_documents, upstream_controller_documents
+from k8s.kueue import (
+    CONFIG_KEY,
+    CONFIG_MAP,
+    CONTROLLER_FILE,
+    KUEUE_IMAGE,
+    KueueController,
+    KueueQueues,
+    crd_documents,
+    upstream_controller_documents,
+)
+from k8s.nccl_tests import NcclTestsJob, NcclTestsJobProps
 from k8s.scheduling import system_node_selector
+from k8s.training_jobs import TrainingJob, TrainingJobProps
 from k8s.vendored import read_header
 from tests.golden_patch import apply_patch, patch_of, patch_text
 from tests.support import (
     GOLDEN,
     KUBECTL_HANDLER_LIMIT,
+    Built,
     _build,
     built,
-    built_text,
+    chart_alone,
+    crd_schemas,
+    crd_validate,
     golden_check,
     plan_of,
     problems_of,
+    schema_validate,
     spec_text,
 )
 
@@ -171,7 +186,7 @@ def test_four_layer_types_get_their_own_topology():
     privateNetworking: true
     efaEnabled: true
 """ + KUEUE_ON
-    b = _build(plan_of(spec_text(extra=extra)))
+    b = _queues(plan_of(spec_text(extra=extra)))
     four = b.find("Topology", "network-4-layers")
     assert [lv["nodeLabel"] for lv in four["spec"]["levels"]][-2:] == [f"{LAYER}4", "kubernetes.io/hostname"]
     assert _flavor(b, "b200")["spec"]["topologyName"] == "network-4-layers"
@@ -192,10 +207,10 @@ def test_bottom_level_is_the_lowest_network_layer_of_the_instance_type():
 def test_a_group_without_topology_labels_gets_a_warning_and_no_topology():
     plan = plan_of(spec_text("g5.48xlarge", extra=KUEUE_ON))
     assert any("gpu" in w and "topology-aware scheduling cannot place" in w for w in plan.warnings), plan.warnings
-    b = _build(plan)
+    b = _queues(plan)
     assert "topologyName" not in _flavor(b, "gpu")["spec"]
     assert not [o for _, o in b.objects() if o["kind"] == "Topology"]
-    assert "annotations" not in _worker(b.mpijob())["metadata"]
+    assert "annotations" not in _worker(_nccl_job(plan).mpijob())["metadata"]
 
 
 def test_a_level_the_instance_type_lacks_is_refused():
@@ -260,7 +275,9 @@ trainingJobs:
     kind: pytorchjob
     command: ["python", "train.py"]
 """ + (f"    nnodes: {nnodes}\n" if nnodes else "")
-    job: dict[str, Any] = _build(plan_of(spec_text(nodes=3, extra=extra))).find("PyTorchJob")
+    (plan_job,) = plan_of(spec_text(nodes=3, extra=extra)).training_jobs
+    props = TrainingJobProps(job=plan_job, queue=plan_job.queue, do_not_disrupt=plan_job.do_not_disrupt)
+    job: dict[str, Any] = chart_alone(None, lambda chart: TrainingJob(chart, "ddp", props)).find("PyTorchJob")
     return job
 
 
@@ -315,6 +332,25 @@ def test_mpijob_and_trainjob_pods_are_not_grouped():
 # --- the controller ------------------------------------------------------------------------------------
 
 
+def _queues(plan: Any) -> Built:
+    """The queues chart of ``plan`` alone (k8s/kueue.py KueueQueues)."""
+    return chart_alone(plan, lambda chart: KueueQueues(chart, "KueueQueues", plan.kueue))
+
+
+def _controller(plan: Any) -> Built:
+    """The controller chart of ``plan`` alone (k8s/kueue.py KueueController), with its rollout."""
+    from k8s.components import KUEUE
+
+    return chart_alone(plan, lambda chart: KueueController(chart, "Kueue", plan.kueue), chart_id=KUEUE)
+
+
+def _nccl_job(plan: Any) -> Built:
+    """The NCCL-tests MPIJob of ``plan`` alone, with what the charts pass it from the plan (k8s/charts.py)."""
+    job = plan.nccl_job
+    return chart_alone(plan, lambda chart: NcclTestsJob(chart, "NcclTests", NcclTestsJobProps(
+        job=job, queue=job.queue, worker_wait_seconds=job.worker_wait_seconds, do_not_disrupt=job.do_not_disrupt)))
+
+
 def _config(b: Any) -> dict[str, Any]:
     cm = b.find("ConfigMap", CONFIG_MAP)
     config: dict[str, Any] = yaml.safe_load(cm["data"][CONFIG_KEY])
@@ -340,7 +376,7 @@ def test_the_default_timeout_is_kueues_own_for_node_groups_that_exist():
     assert plan.kueue.wait.derived
     assert plan.kueue.wait.timeout_seconds == KUEUE_DEFAULT_TIMEOUT_SECONDS == 30 * 60
     assert 20 * PULL_SECONDS_PER_GB < KUEUE_DEFAULT_TIMEOUT_SECONDS
-    assert _config(_build(plan))["waitForPodsReady"]["timeout"] == f"{KUEUE_DEFAULT_TIMEOUT_SECONDS}s"
+    assert _config(_controller(plan))["waitForPodsReady"]["timeout"] == f"{KUEUE_DEFAULT_TIMEOUT_SECONDS}s"
 
 
 def test_a_large_image_lengthens_the_default_timeout():
@@ -391,7 +427,7 @@ def test_a_timeout_shorter_than_the_image_pull_is_refused_on_a_node_group():
 
 
 def test_wait_for_pods_ready_comes_from_the_spec():
-    b = _build(plan_of(spec_text(extra=_kueue(
+    b = _controller(plan_of(spec_text(extra=_kueue(
         "waitForPodsReady:\n  timeoutSeconds: 900\n  backoffLimitCount: 3\n  backoffBaseSeconds: 30\n  backoffMaxSeconds: 600"
     ))))
     config = _config(b)
@@ -406,7 +442,7 @@ def test_wait_for_pods_ready_comes_from_the_spec():
 
 
 def test_endless_requeuing_leaves_the_limit_out():
-    config = _config(_build(plan_of(spec_text(extra=_kueue("waitForPodsReady:\n  backoffLimitCount: null")))))
+    config = _config(_controller(plan_of(spec_text(extra=_kueue("waitForPodsReady:\n  backoffLimitCount: null")))))
     assert "backoffLimitCount" not in config["waitForPodsReady"]["requeuingStrategy"]
 
 
@@ -427,7 +463,7 @@ def test_integrations_are_those_whose_crds_the_plan_installs():
 def test_topology_none_renders_no_topology_so_every_flavor_admits_the_workers():
     # GIVEN topology: none ("quota only") on a group whose nodes carry network layers
     plan = plan_of(spec_text(extra=_kueue("topology: none")))
-    b = built_text(spec_text(extra=_kueue("topology: none")))
+    b = _queues(plan)
     # THEN no flavor names a topology and no Topology is rendered: Kueue refuses a flavor with topologyName to a
     # PodSet that asks for none, and the workers ask for none
     assert plan.kueue.topologies == () and all(f.topology is None for f in plan.kueue.flavors)
@@ -452,8 +488,8 @@ def test_a_changed_configuration_rolls_kueue_and_runs_its_wait_again():
     # GIVEN two plans that differ only in waitForPodsReady's timeout
     from k8s.kueue import CONFIG_KEY, config_sha256
 
-    one = built_text(spec_text(extra=_kueue("waitForPodsReady:\n  timeoutSeconds: 3600")))
-    two = built_text(spec_text(extra=_kueue("waitForPodsReady:\n  timeoutSeconds: 3700")))
+    one = _controller(plan_of(spec_text(extra=_kueue("waitForPodsReady:\n  timeoutSeconds: 3600"))))
+    two = _controller(plan_of(spec_text(extra=_kueue("waitForPodsReady:\n  timeoutSeconds: 3700"))))
     deployments = [b.find("Deployment", contract.KUEUE_CONTROLLER)["spec"]["template"] for b in (one, two)]
     configs = [b.find("ConfigMap", CONFIG_MAP)["data"][CONFIG_KEY] for b in (one, two)]
     # THEN each pod template carries its configuration's digest, so the changed one rolls the pods (Kueue reads its
@@ -538,26 +574,16 @@ def test_apply_script_waits_for_the_controller_before_the_queues():
 # --- offline validation --------------------------------------------------------------------------------
 
 
-def _schemas() -> dict[tuple[str, str], dict[str, Any]]:
-    out = {}
-    for doc in crd_documents():
-        for version in doc["spec"]["versions"]:
-            out[(f"{doc['spec']['group']}/{version['name']}", doc["spec"]["names"]["kind"])] = (
-                version["schema"]["openAPIV3Schema"]
-            )
-    return out
-
-
 def test_every_kueue_object_validates_against_its_crd_and_the_rest_against_kubernetes():
     b = built("tas-p5")
-    schemas = _schemas()
+    schemas = crd_schemas()
     seen = set()
     for chart, obj in b.objects():
         if not chart.startswith("kueue"):
             continue
         key = (obj["apiVersion"], obj["kind"])
         if key in schemas:
-            jsonschema.validate(obj, schemas[key])
+            schema_validate(obj, schemas[key])
             seen.add(obj["kind"])
         else:
             kubernetes_validate.validate(obj, b.plan.kubernetes_version, strict=True)
@@ -575,7 +601,7 @@ def test_fails_a_broken_kueue_object_against_its_crd(kind, fault):
     obj = json.loads(json.dumps(next(o for _, o in b.objects() if o["kind"] == kind)))
     fault(obj)
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(obj, _schemas()[(obj["apiVersion"], kind)])
+        crd_validate(obj)
 
 
 def test_every_kueue_chart_fits_the_kubectl_handler_limit():
@@ -644,7 +670,7 @@ def test_cdk_deploy_applies_queues_and_queued_jobs_once_kueue_admits_them():
 def test_a_job_created_running_is_queued_at_once():
     # suspend: false asks for the job to run at deploy: with Kueue that means the queue label from the start
     plan = plan_of(spec_text(extra=_kueue("topology: preferred") + "ncclTest: {suspend: false}\n"))
-    job = _build(plan).mpijob()
+    job = _nccl_job(plan).mpijob()
     assert job["metadata"]["labels"][contract.KUEUE_QUEUE_LABEL] == contract.KUEUE_QUEUE_NAME
     assert contract.ANNOTATION_QUEUE not in job["metadata"].get("annotations", {})
     assert "suspend" in job["metadata"]["annotations"][contract.ANNOTATION_START]

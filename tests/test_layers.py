@@ -6,7 +6,14 @@ Every ``import`` statement counts, also those inside functions and under ``TYPE_
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
+
+import pytest
+
+from tests.support import source_tree
+
+pytestmark = pytest.mark.xdist_group("sources")  # one worker parses the project's modules (source_tree)
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("efa_stack", "k8s", "aws_constructs", "stacks")
@@ -40,7 +47,7 @@ def imports_of(path: Path, name: str, known: set[str]) -> set[str]:
     """The project modules ``path`` imports (``from a import b`` counts ``a.b`` when that is a module)."""
     out: set[str] = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(source_tree(path)):
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
@@ -75,6 +82,7 @@ def top_package(module: str) -> str:
     return module
 
 
+@cache
 def graph() -> dict[str, set[str]]:
     modules = project_modules()
     known = set(modules)

@@ -27,8 +27,7 @@ from efa_stack.planning.layout import interface_layout
 from efa_stack.planning.plan import ClusterPlan
 from efa_stack.spec.loader import load_spec
 from k8s.components import EFA_DEVICE_PLUGIN, NCCL_TESTS
-from tests.support import CLUSTERS, built, built_text, spec_text
-from tests.test_cluster_stack import gpu_launch_template, gpu_nodegroup
+from tests.support import CLUSTERS, built, built_text, gpu_launch_template, gpu_nodegroup, spec_text
 
 
 def _worker(manifests: dict) -> dict:

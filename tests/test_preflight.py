@@ -151,6 +151,7 @@ def test_clients_retry_with_standard_mode_and_the_given_attempts() -> None:
 
 
 @pytest.mark.usefixtures("moto")
+@pytest.mark.xdist_group("moto")  # one worker imports moto's EC2 backend
 class TestOfferingsUnderMoto:
     """moto's recorded offerings are real data: p5en.48xlarge is not in us-west-2b, trn1 not in us-west-2a."""
 
@@ -296,6 +297,7 @@ def _quota_clients(values: dict[str, float | Exception]) -> tuple[object, Stubbe
 
 
 @pytest.mark.usefixtures("moto")
+@pytest.mark.xdist_group("moto")
 class TestQuotasUnderMoto:
     """Quota values from Stubbers; running instances (ec2:DescribeInstances) from moto."""
 

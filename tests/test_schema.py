@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import cache
 
 import jsonschema
 import pytest
@@ -11,6 +12,7 @@ import yaml
 from efa_stack.spec.models import NodeGroupBase
 from efa_stack.spec.schema import SCHEMA_FILE, schema_text
 from tests.conftest import CLUSTERS, UPDATE_GOLDEN
+from tests.support import schema_validate
 
 
 def test_published_schema_is_up_to_date():
@@ -19,18 +21,21 @@ def test_published_schema_is_up_to_date():
     assert SCHEMA_FILE.read_text() == schema_text(), "run `make snapshots` (or python -m spec.schema)"
 
 
+@cache
+def published_schema() -> dict:
+    return json.loads(SCHEMA_FILE.read_text())
+
+
 @pytest.mark.parametrize("spec", sorted(p.name for p in CLUSTERS.glob("*.yaml")))
 def test_shipped_specs_validate_against_schema(spec):
-    schema = json.loads(SCHEMA_FILE.read_text())
-    jsonschema.validate(yaml.safe_load((CLUSTERS / spec).read_text()), schema)
+    schema_validate(yaml.safe_load((CLUSTERS / spec).read_text()), published_schema())
 
 
 def test_schema_rejects_unknown_field():
-    schema = json.loads(SCHEMA_FILE.read_text())
     doc = yaml.safe_load((CLUSTERS / "default.yaml").read_text())
     doc["managedNodeGroups"][0]["bottlerocket"] = {}
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(doc, schema)
+        schema_validate(doc, published_schema())
 
 
 # --- docs/spec.md's defaults tables agree with the schema (one source: the models) ---------------

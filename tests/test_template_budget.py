@@ -2,32 +2,25 @@
 CloudFormation's 1,000,000 bytes; at the documented envelope the largest parts move into nested stacks; a spec no
 layout fits is refused with the numbers and the fix.
 
-Templates are synthesized as ``cdk deploy`` synthesizes them: with the context the CDK CLI gives the app (path and
-asset metadata, version reporting; aws-cdk CLI 2.1148.1 ``contextFromSettings``), which adds bytes to every
-resource that the other tests' synths (tests/support.py) leave out.
+Templates are measured as ``cdk deploy`` synthesizes them: with the context the CDK CLI gives the app
+(tests.support.CLI_CONTEXT: path and asset metadata, version reporting), which adds bytes to every resource; the tests'
+one synth of each spec is that synth (:attr:`tests.support.Synthesized.template_bytes`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from functools import cache
-from pathlib import Path
+import shutil
 
 import pytest
 
 from efa_stack.planning.limits import CFN_MAX_RESOURCES
 from efa_stack.spec.errors import SpecError
-from tests.support import CLUSTERS, NO_ASSET_STAGING, ROOT, TEMPLATE_VALIDATION, fail_on_warnings, scratch_dir
+from tests.support import CLUSTERS, ROOT, Built, built, built_text, synth_spec, synth_text
 
 CFN_TEMPLATE_LIMIT = 1_000_000
 """AWS CloudFormation User Guide, "Understand CloudFormation quotas": template body size in an S3 object, 1 MB."""
-CLI_CONTEXT = {
-    "aws:cdk:enable-path-metadata": True,
-    "aws:cdk:enable-asset-metadata": True,
-    "aws:cdk:version-reporting": True,
-}
-"""What the CDK CLI puts in the context of the app it deploys."""
 SHIPPED = sorted(p.name for p in CLUSTERS.glob("*.yaml"))
 
 HEAD = """apiVersion: eksctl.io/v1alpha5
@@ -64,39 +57,16 @@ MOST_GROUPS = HEAD + groups(29, OWN_ROLE) + KUEUE + pools(1) + JOBS + STORAGE
 """The most EKS node groups a spec can make (29, each with its own role and placement group) with Kueue, a pool,
 both training operators and FSx."""
 ENVELOPES = {"issue-envelope": ISSUE_ENVELOPE, "most-groups": MOST_GROUPS}
+ENVELOPE_SYNTHS = pytest.mark.xdist_group("template-budget-envelopes")
+"""The tests that synthesize an envelope, on one worker: each envelope is synthesized once in the run."""
 
 
-@cache
-def deploy_synth(text: str) -> tuple[dict[str, int], dict[str, dict], Path]:
-    """The spec ``text`` synthesized as ``cdk deploy`` does: template file -> bytes, file -> template, the assembly."""
-    from aws_cdk import App
-
-    from efa_stack.planning.plan import build_plan
-    from efa_stack.spec.loader import parse_spec
-    from stacks.compose import build
-
-    plan = build_plan(parse_spec(text))
-    outdir = scratch_dir("budget-")
-    app = App(outdir=str(outdir), context={**NO_ASSET_STAGING, **CLI_CONTEXT},
-              builtin_cloud_formation_validation=TEMPLATE_VALIDATION)
-    build(app, plan)
-    app.synth()
-    fail_on_warnings(outdir)
-    files = sorted(outdir.glob("*.template.json"))
-    return ({p.name: p.stat().st_size for p in files}, {p.name: json.loads(p.read_text()) for p in files}, outdir)
-
-
-def layout_of(text: str):
-    import cdk8s
-
-    from efa_stack.planning.plan import build_plan
-    from efa_stack.spec.loader import parse_spec
-    from k8s.charts import build_charts
-    from k8s.rollout import plan_rollout
+def layout_of(spec: str | Built):
+    """The template layout of the spec text ``spec`` (or of a shipped spec's charts)."""
     from stacks.compose import template_layout
 
-    plan = build_plan(parse_spec(text))
-    return template_layout(plan, plan_rollout(plan, build_charts(plan, cdk8s.App())))
+    b = built_text(spec) if isinstance(spec, str) else spec
+    return template_layout(b.plan, b.rollout)
 
 
 def modelled(layout, name: str) -> int:
@@ -112,15 +82,32 @@ def modelled(layout, name: str) -> int:
 # --- the envelope ----------------------------------------------------------------------------------------------
 
 
+@ENVELOPE_SYNTHS
 @pytest.mark.parametrize("envelope", sorted(ENVELOPES))
 def test_every_template_at_the_envelope_fits_cloudformation(envelope):
     # GIVEN a spec at the documented envelope WHEN synthesized as cdk deploy synthesizes it
-    sizes, templates, _ = deploy_synth(ENVELOPES[envelope])
+    s = synth_text(ENVELOPES[envelope])
+    sizes, templates = s.template_bytes, s.templates
     # THEN no template reaches CloudFormation's limit, nor the budget under it (cdk-nag passed, no CDK warning)
     assert sizes and max(sizes.values()) <= 800_000 < CFN_TEMPLATE_LIMIT, sizes
     # AND the parts moved into nested stacks, each a template of its own under the same limits
     assert any(name.endswith(".nested.template.json") for name in sizes), sizes
     assert all(len(t["Resources"]) < CFN_MAX_RESOURCES for t in templates.values())
+
+
+@ENVELOPE_SYNTHS
+def test_the_most_eks_node_groups_a_spec_can_make_keep_every_template_under_500_resources():
+    """29 EFA node groups (the quota of 30 with the system group), each with its own placement group and its own
+    node role, synthesize with every stack under CloudFormation's 500 resources per stack (AWS CloudFormation
+    User Guide, "Understand CloudFormation quotas"): EKS's quota, not CloudFormation's, bounds the node groups."""
+    from efa_stack.spec.models import MAX_MANAGED_NODE_GROUPS, MAX_USER_NODE_GROUPS
+
+    s = synth_text(MOST_GROUPS)
+    types = [r["Type"] for t in s.templates.values() for r in t["Resources"].values()]
+    assert types.count("AWS::EKS::Nodegroup") == MAX_MANAGED_NODE_GROUPS
+    assert types.count("AWS::EC2::PlacementGroup") == MAX_USER_NODE_GROUPS
+    sizes = {name: len(t["Resources"]) for name, t in s.templates.items()}
+    assert all(n < CFN_MAX_RESOURCES for n in sizes.values()), sizes
 
 
 def test_the_envelope_moves_node_groups_from_the_end_and_karpenter_s_kept_crds():
@@ -130,19 +117,21 @@ def test_the_envelope_moves_node_groups_from_the_end_and_karpenter_s_kept_crds()
     assert moved and moved == tuple(f"g{i}" for i in range(28 - len(moved), 28))
 
 
+@pytest.mark.integration
+@ENVELOPE_SYNTHS
 @pytest.mark.parametrize("envelope", sorted(ENVELOPES))
 def test_the_envelope_templates_pass_cfn_lint(envelope):
     from tests.test_cfn_lint import lint
 
-    _, templates, _ = deploy_synth(ENVELOPES[envelope])
-    for name, template in templates.items():
+    for name, template in synth_text(ENVELOPES[envelope]).templates.items():
         errors = [f"{m.rule.id} {m.message}" for m in lint(template, "us-west-2") if m.rule.id.startswith("E")]
         assert not errors, f"{name}: {errors}"
 
 
+@ENVELOPE_SYNTHS
 def test_nested_node_groups_keep_their_names_and_wait_for_what_they_waited_for():
-    _, templates, _ = deploy_synth(ISSUE_ENVELOPE)
-    parent = templates["envelope-cluster.template.json"]
+    templates = synth_text(ISSUE_ENVELOPE).templates
+    parent = templates["envelope-cluster"]
     nested = next(t for n, t in templates.items() if "NodeGroups" in n and "KeptCharts" not in n)
     names = sorted(r["Properties"]["NodegroupName"] for r in nested["Resources"].values()
                    if r["Type"] == "AWS::EKS::Nodegroup")
@@ -156,21 +145,20 @@ def test_nested_node_groups_keep_their_names_and_wait_for_what_they_waited_for()
     # every EFA interface still carries the EFA group (EfaStack-EFA1 resolves it through the stack's parameters)
     from efa_stack.checks.rules import App, efa_interfaces_carry_efa_group
 
-    app = App({n.removesuffix(".template.json"): t for n, t in templates.items()})
+    app = App(templates)
     launch_templates = [(n, t) for n, _, t in app.resources("AWS::EC2::LaunchTemplate") if n.endswith(".nested")]
     assert launch_templates and all(efa_interfaces_carry_efa_group(t, n, app).value == "compliant"
                                     for n, t in launch_templates)
 
 
-def test_the_deploy_model_finds_nested_templates_by_their_asset_hash():
+@ENVELOPE_SYNTHS
+def test_the_deploy_model_finds_nested_templates_by_their_asset_hash(tmp_path):
     from efa_stack.tools.deploy_model import model_assembly
 
-    _, synthesized, outdir = deploy_synth(ISSUE_ENVELOPE)
-    templates = json.loads(json.dumps(synthesized))
-    for name, template in templates.items():  # as app.py and make bench synthesize: no asset metadata
-        for r in template["Resources"].values():
-            r.get("Metadata", {}).pop("aws:asset:path", None)
-        (outdir / name).write_text(json.dumps(template))
+    s = synth_text(ISSUE_ENVELOPE)
+    outdir = shutil.copytree(s.outdir, tmp_path / "assembly")
+    for name, template in s.templates.items():  # as app.py and make bench synthesize: no asset metadata
+        (outdir / f"{name}.template.json").write_text(json.dumps(template))
     result = model_assembly(outdir)
     nested = [s for s in result.stacks["envelope-cluster"].chain if s.type == "AWS::CloudFormation::Stack"]
     assert all(s.minutes > 1 for s in nested)  # the nested template's own path, not the default figure
@@ -181,21 +169,19 @@ def test_the_deploy_model_finds_nested_templates_by_their_asset_hash():
 
 @pytest.mark.parametrize("spec", SHIPPED)
 def test_the_model_never_under_counts_a_shipped_spec(spec):
-    text = (CLUSTERS / spec).read_text()
-    sizes, _, _ = deploy_synth(text)
-    layout = layout_of(text)
+    layout = layout_of(built(spec.removesuffix(".yaml")))
     assert not layout.nested, f"{spec} fits one template and moves nothing"
-    for name, actual in sizes.items():
+    for name, actual in synth_spec(str(CLUSTERS / spec)).template_bytes.items():
         assert modelled(layout, name) >= actual, (name, modelled(layout, name), actual)
 
 
+@ENVELOPE_SYNTHS
 @pytest.mark.parametrize("envelope", sorted(ENVELOPES))
 def test_the_model_never_under_counts_the_envelope_and_stays_close(envelope):
     from efa_stack.planning.template_budget import MODEL_MARGIN
 
-    sizes, _, _ = deploy_synth(ENVELOPES[envelope])
     layout = layout_of(ENVELOPES[envelope])
-    for name, actual in sizes.items():
+    for name, actual in synth_text(ENVELOPES[envelope]).template_bytes.items():
         model = modelled(layout, name)
         assert actual <= model <= actual * (1 + MODEL_MARGIN), (name, model, actual)
 
@@ -214,14 +200,14 @@ def test_a_manifest_counts_its_escaped_objects():
 # --- where parts go -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("count", [24, 26, 28])
-def test_appending_a_node_group_moves_no_other(count):
-    # GIVEN a spec whose node groups already fill the cluster stack WHEN one more is appended
-    before = layout_of(HEAD + groups(count) + KUEUE + pools(1))
-    after = layout_of(HEAD + groups(count + 1) + KUEUE + pools(1))
+def test_appending_a_node_group_moves_no_other():
+    # GIVEN a spec whose node groups already fill the cluster stack (the envelope's 28: from 16 groups on, every count moves
+    # the groups from g14 on) WHEN one more is appended
+    before = layout_of(ISSUE_ENVELOPE)
+    after = layout_of(HEAD + groups(29) + KUEUE + pools(1))
     # THEN only the new group goes into the nested stack: every other stays where it was
     assert before.nested_node_groups
-    assert after.nested_node_groups == (*before.nested_node_groups, f"g{count}")
+    assert after.nested_node_groups == (*before.nested_node_groups, "g28")
 
 
 def test_only_charts_whose_objects_outlive_them_move():
@@ -234,17 +220,12 @@ def padded(text: str, extra: int):
     """The plan of ``text`` and what its cluster stack applies, with one more chart that cannot move (as the
     training-jobs chart), ``extra`` bytes past what takes the cluster stack to the budget: what a spec holding
     more than the cluster stack fits would render."""
-    import cdk8s
-
-    from efa_stack.planning.plan import build_plan
     from efa_stack.planning.template_budget import BUDGET_BYTES, RenderedChart, stack_layout
-    from efa_stack.spec.loader import parse_spec
-    from k8s.charts import build_charts
-    from k8s.rollout import plan_rollout
     from k8s.template_parts import rendered
 
-    plan = build_plan(parse_spec(text))
-    kubernetes = rendered(plan, plan_rollout(plan, build_charts(plan, cdk8s.App())))
+    b = built_text(text)
+    plan = b.plan
+    kubernetes = rendered(plan, b.rollout)
     fits = stack_layout(plan, kubernetes).bytes["cluster"]
     pad = RenderedChart("padding", [{"kind": "ConfigMap", "data": {"x": "x" * (BUDGET_BYTES - fits + extra)}}],
                         field="trainingJobs")

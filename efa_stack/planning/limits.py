@@ -245,7 +245,7 @@ def validate_node_group_count(plan_groups: Sequence, spec_groups: Sequence[str] 
 # Resources each EKS managed node group (each part of a split group) adds to the cluster stack
 # (aws_constructs/node_group.py): its launch template and node group; and each spec group its placement
 # group when it creates one (all parts share it). Checked against a synthesized template in
-# tests/test_cluster_stack.py and tests/test_scale.py.
+# tests/stacks/test_cluster_stack.py.
 RESOURCES_PER_NODE_GROUP = 2
 RESOURCES_PER_NEW_PLACEMENT_GROUP = 1
 CLUSTER_STACK_FIXED_RESOURCES = 40
@@ -257,7 +257,7 @@ CLUSTER_STACK_FIXED_RESOURCES = 40
 # attachment, flow log with its group and role, S3 gateway endpoint, EFA group and its rules), per zone a public
 # and a private subnet with their route tables, associations and routes, per NAT gateway its address and
 # gateway, and the interface endpoints with their security groups. Measured by synthesizing EfaVpc for 2-4 zones,
-# one or a NAT gateway per zone, with and without interface endpoints; tests/test_network_stack.py checks the
+# one or a NAT gateway per zone, with and without interface endpoints; tests/stacks/test_network_stack.py checks the
 # count against the synthesized template. With an existing VPC only the EFA group and its rules are created.
 NETWORK_FIXED_RESOURCES = 11
 NETWORK_RESOURCES_PER_ZONE = 8

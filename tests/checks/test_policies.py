@@ -221,12 +221,34 @@ def pack_findings():
         _manifest(cluster, "Plugin", [daemonset("efa-device-plugin", WHY)])
         _manifest(cluster, "Sneaky", [daemonset("sneaky", WHY), daemonset("plain", host=False)])
         _manifest(cluster, "Huge", [{"kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"a": "x" * 262_144}}])
+        opted_out = _placement_opt_out(cluster, efa.security_group_id)
+        built["opt-out"] = cluster.resolve(opted_out.launch_template.launch_template.launch_template_data)
 
-    return synth_with_pack(build)
+    built: dict = {}
+    return synth_with_pack(build), built
+
+
+def _placement_opt_out(stack, efa_group: str):
+    """The node group of an on-demand EFA group with ``placementGroup: false`` (the fix the spec validation itself
+    suggests for instance types without cluster placement support), from its plan as the cluster stack builds it."""
+    from aws_cdk import aws_ec2 as ec2
+    from aws_cdk import aws_eks_v2 as eks
+
+    from aws_constructs.node_group import ManagedNodeGroup
+    from stacks.node_groups import node_group_props
+    from tests.builders import BASE
+
+    (ng,) = BASE.with_group(placementGroup=False).plan().node_groups
+    vpc = ec2.Vpc.from_vpc_attributes(stack, "ImportedVpc", vpc_id="vpc-0abc", availability_zones=["us-west-2a"])
+    imported = eks.Cluster.from_cluster_attributes(stack, "Imported", cluster_name="c", vpc=vpc)
+    subnet = ec2.Subnet.from_subnet_attributes(stack, "Subnet", subnet_id="subnet-0abc", availability_zone="us-west-2a")
+    return ManagedNodeGroup(stack, "PlacementOptOut", node_group_props(ng), cluster=imported, subnets=[subnet],
+                            security_group_ids=["sg-cluster", efa_group])
 
 
 def test_pack_reports_each_rule_on_the_non_compliant_resource_only(pack_findings):
-    assert pack_findings == {
+    findings, _ = pack_findings
+    assert findings == {
         "EfaStack-EFA1": ["cluster/NoEfaGroup"],
         "EfaStack-EFA2": ["net/Opened/SecurityGroup/Resource"],
         "EfaStack-EFA3": ["cluster/NotPlaced"],
@@ -297,8 +319,20 @@ def test_build_checks_every_synth_with_both_packs(monkeypatch, nag):
 
 @pytest.mark.parametrize("spec", sorted(p.name for p in CLUSTERS.glob("*.yaml")))
 def test_every_shipped_spec_passes_the_project_rules(spec):
-    s = synth_spec(str(CLUSTERS / spec))  # the synth ran EfaStackChecks already; the runner agrees
+    s = synth_spec(str(CLUSTERS / spec))
     assert check_templates(s.templates, HOST_ACCESS_WORKLOADS) == []
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("spec", sorted(p.name for p in CLUSTERS.glob("*.yaml")))
+def test_every_shipped_spec_passes_both_cdk_nag_packs(spec):
+    # GIVEN the whole synth with the AwsSolutions and EfaStack packs (stacks.compose.build's nag; that a finding of
+    # either fails the synth: test_build_checks_every_synth_with_both_packs) THEN it passes, and AwsSolutions' report
+    # has no violation
+    s = synth_spec(str(CLUSTERS / spec), nag=True)
+    report = json.loads((s.outdir / "validation-report.json").read_text())
+    assert [(p["conclusion"], p["violations"]) for p in report["pluginReports"] if p["pluginName"] == "AwsSolutions"] == [
+        ("success", [])]
 
 
 def test_project_rules_catch_a_missing_efa_group(default_synth):
@@ -336,13 +370,10 @@ def test_shipped_manifests_pass_the_kubernetes_rules(spec):
     assert host and set(host) <= set(HOST_ACCESS_WORKLOADS)
 
 
-def test_an_efa_node_group_may_opt_out_of_its_placement_group():
-    # GIVEN an on-demand EFA node group with placementGroup: false (the fix the spec validation itself
-    # suggests for instance types without cluster placement support)
-    from tests.support import BASE, synth_text
-
-    # WHEN it is synthesized (EfaStackChecks runs), THEN the explicit opt-out is acknowledged, not an error
-    s = synth_text(BASE + "    placementGroup: false\n")
-    lts = s.resources("cluster", "AWS::EC2::LaunchTemplate").values()
-    efa = [lt for lt in lts if lt["Properties"]["LaunchTemplateData"].get("NetworkInterfaces")]
-    assert efa and all("Placement" not in lt["Properties"]["LaunchTemplateData"] for lt in efa)
+def test_an_efa_node_group_may_opt_out_of_its_placement_group(pack_findings):
+    # GIVEN an on-demand EFA node group with placementGroup: false, built as the cluster stack builds it
+    findings, built = pack_findings
+    # WHEN EfaStackChecks runs THEN its launch template has no placement and the opt-out is acknowledged, not an error
+    data = built["opt-out"]
+    assert data["networkInterfaces"] and "placement" not in data
+    assert not any("PlacementOptOut" in path for paths in findings.values() for path in paths)

@@ -1,9 +1,35 @@
-"""Network stack: private subnets, NAT egress, endpoints and the EFA security group."""
+"""The cluster's network (stacks/network_stack.py): private subnets, NAT egress, endpoints and the EFA security group,
+in the default spec's whole synth and, for other plans, as the network construct alone (tests.support.StackFixture)."""
 
 from __future__ import annotations
 
 import pytest
 from aws_cdk.assertions import Match
+
+from efa_stack.planning.plan import ClusterPlan
+from stacks.network_stack import ClusterNetwork
+from tests.builders import BASE, Spec, cluster, node_group
+from tests.support import StackFixture
+
+ZONES = ["us-west-2a", "us-west-2b", "us-west-2c"]
+NETWORKS = {
+    "ha-nat": BASE.with_(vpc={"nat": {"gateway": "HighlyAvailable"}}),
+    "2-single-endpoints": BASE.with_(vpc={"nat": {"gateway": "Single"}, "interfaceEndpoints": True}),
+    "3-ha-no-endpoints": BASE.replace(zones=tuple(ZONES)).with_(
+        vpc={"nat": {"gateway": "HighlyAvailable"}, "interfaceEndpoints": False}),
+}
+
+
+@pytest.fixture(scope="module")
+def networks() -> dict[str, tuple[ClusterPlan, dict]]:
+    """The network of each plan of :data:`NETWORKS` built alone (its logical ids are pinned: one stack each), with
+    its plan and its template."""
+    built = {}
+    for key, spec in NETWORKS.items():
+        f, plan = StackFixture(), spec.plan()
+        ClusterNetwork(f.stack, "Network", plan=plan)
+        built[key] = (plan, f.template())
+    return built
 
 
 def test_private_and_public_subnets_in_each_zone(default_synth):
@@ -26,11 +52,9 @@ def test_single_nat_gateway_by_default(default_synth):
     default_synth.assertions("network").resource_count_is("AWS::EC2::NatGateway", 1)
 
 
-def test_highly_available_nat_gateways():
-    from tests.support import BASE, synth_text
-
-    s = synth_text(BASE + "vpc:\n  nat: {gateway: HighlyAvailable}\n")
-    s.assertions("network").resource_count_is("AWS::EC2::NatGateway", 2)
+def test_highly_available_nat_gateways(networks):
+    _, template = networks["ha-nat"]
+    assert len([r for r in template["Resources"].values() if r["Type"] == "AWS::EC2::NatGateway"]) == 2
 
 
 def test_s3_gateway_and_interface_endpoints(default_synth):
@@ -79,17 +103,9 @@ def test_no_ingress_from_anywhere(default_synth):
 US_EAST_1 = ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1e", "us-east-1f"]
 
 
-def network_spec(prefix: int, zones: int, max_size: int = 3, layout: str = "current") -> str:
-    azs = ", ".join(US_EAST_1[:zones])
-    return (
-        "apiVersion: eksctl.io/v1alpha5\nkind: ClusterConfig\n"
-        "metadata: {name: t, region: us-east-1, version: \"1.34\"}\n"
-        f"availabilityZones: [{azs}]\n"
-        f"vpc: {{cidr: 10.0.0.0/{prefix}}}\n"
-        "managedNodeGroups:\n"
-        f"  - {{name: gpu, instanceType: p5.48xlarge, minSize: 1, maxSize: {max_size}, "
-        f"availabilityZones: [us-east-1a], efaEnabled: true, interfaceLayout: {layout}}}\n"
-    )
+def network_spec(prefix: int, zones: int) -> Spec:
+    return cluster(node_group(zones=(US_EAST_1[0],)), region="us-east-1", zones=tuple(US_EAST_1[:zones])).with_(
+        vpc={"cidr": f"10.0.0.0/{prefix}"})
 
 
 def test_every_prefix_and_zone_count_synthesizes_or_is_a_spec_error():
@@ -98,16 +114,14 @@ def test_every_prefix_and_zone_count_synthesizes_or_is_a_spec_error():
 
     from aws_constructs.network import EfaVpc, EfaVpcProps
     from efa_stack.planning.limits import subnet_plan
-    from efa_stack.planning.plan import build_plan
     from efa_stack.spec.errors import SpecError
-    from efa_stack.spec.loader import parse_spec
 
     app = App(builtin_cloud_formation_validation=False)
     built = 0
     for prefix in range(16, 29):
         for zones in range(2, 7):
             try:
-                plan = build_plan(parse_spec(network_spec(prefix, zones), source="t.yaml"), source="t.yaml")
+                plan = network_spec(prefix, zones).plan()
             except SpecError as err:
                 assert any(p.field == "vpc.cidr" for p in err.problems), err.render()
                 continue
@@ -130,36 +144,12 @@ def test_default_vpc_keeps_its_subnet_layout(default_synth):
     )
 
 
-def test_small_vpc_gets_smaller_subnets_not_a_traceback():
-    from efa_stack.planning.limits import subnet_plan
-
-    plan = subnet_plan("10.0.0.0/18", 2)
-    assert plan is not None and plan.private_mask == 20 and plan.public_mask == 24
-
-
-def test_fails_private_subnet_too_small_for_the_nodes_interfaces():
-    """GIVEN a /20 VPC over 6 zones (/23 private subnets) WHEN 40 p5 nodes with the legacy layout (32
-    `efa` interfaces, each with an address) land in one zone THEN vpc.cidr is reported with the count."""
-    from efa_stack.planning.plan import build_plan
-    from efa_stack.spec.errors import SpecError
-    from efa_stack.spec.loader import parse_spec
-
-    with pytest.raises(SpecError) as info:
-        build_plan(parse_spec(network_spec(20, 6, max_size=40, layout="legacy"), source="t.yaml"), source="t.yaml")
-    (problem,) = [p for p in info.value.problems if p.field == "vpc.cidr"]
-    assert "us-east-1a" in problem.message and "maxSize" in problem.message
-
-
-@pytest.mark.parametrize(("zones", "nat", "endpoints"), [(2, "Single", True), (3, "HighlyAvailable", False)])
-def test_network_resource_count_matches_the_template(zones, nat, endpoints):
+@pytest.mark.parametrize(("key", "zones", "endpoints"), [("2-single-endpoints", 2, True), ("3-ha-no-endpoints", 3, False)])
+def test_network_resource_count_matches_the_template(networks, key, zones, endpoints):
     """planning.limits counts the network's resources in the cluster stack before CloudFormation does."""
     from efa_stack.planning.limits import network_resource_count
-    from tests.support import BASE, synth_text
 
-    azs = ["us-west-2a", "us-west-2b", "us-west-2c"][:zones]
-    text = BASE.replace("availabilityZones: [us-west-2a, us-west-2b]", f"availabilityZones: [{', '.join(azs)}]")
-    text += f"vpc: {{nat: {{gateway: {nat}}}, interfaceEndpoints: {str(endpoints).lower()}}}\n"
-    s = synth_text(text)
-    assert len(s.plan.availability_zones) == zones
-    count = len(s.template("network")["Resources"])
-    assert count == network_resource_count(zones, s.plan.nat_gateways, endpoints, existing_vpc=False)
+    plan, template = networks[key]
+    assert len(plan.availability_zones) == zones and plan.interface_endpoints is endpoints
+    count = len(template["Resources"])
+    assert count == network_resource_count(zones, plan.nat_gateways, endpoints, existing_vpc=False)

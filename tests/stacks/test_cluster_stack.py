@@ -1,31 +1,24 @@
-"""Cluster stack: EKS without Auto Mode, add-ons, node groups and their launch templates."""
+"""The cluster stack (stacks/cluster_stack.py) as a whole template: EKS without Auto Mode, its add-ons, access, endpoint
+and logging, what waits for what, and the node groups and launch templates of the shipped specs. The synths are the
+shipped specs' and, for options no shipped spec has, tests.builders.OPTIONS and PRIVATE (one synth each per run);
+what one construct shows is tested on that construct (tests/stacks/test_node_groups.py, tests/aws_constructs/)."""
 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
-from aws_cdk import App, Stack
-from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.assertions import Match
 
-from efa_stack.planning.addons import addon_data, pinned_version
-from efa_stack.spec.models import DEFAULT_KUBERNETES_VERSION, KUBERNETES_VERSIONS
+from aws_constructs.dashboard import EFA_WIDGETS, GPU_WIDGETS, NVLINK_NOTE
+from efa_stack import contract, names
+from efa_stack.planning.addons import CLOUDWATCH_AGENT_SERVICE_ACCOUNT, CLOUDWATCH_OBSERVABILITY, pinned_version
+from efa_stack.planning.limits import CFN_MAX_RESOURCES
+from efa_stack.spec.models import DEFAULT_KUBERNETES_VERSION
 from stacks.cluster_stack import CRD_ESTABLISHED_JSONPATH
-from tests.support import BASE, CLUSTERS, one_problem, plan_of, problems_of, synth_spec, synth_text
-
-
-def gpu_launch_template(s, name="p5"):
-    lts = s.resources("cluster", "AWS::EC2::LaunchTemplate")
-    (data,) = [v["Properties"]["LaunchTemplateData"] for k, v in lts.items() if k.startswith(f"NodeGroup{name}LaunchTemplate")]
-    return data
-
-
-def gpu_nodegroup(s, name="p5"):
-    ngs = s.resources("cluster", "AWS::EKS::Nodegroup")
-    (props,) = [v["Properties"] for k, v in ngs.items() if k.startswith(f"NodeGroup{name}NodeGroup")]
-    return props
+from tests.support import CLUSTERS, gpu_launch_template, gpu_nodegroup, synth_spec
 
 
 def test_cluster_version_name_and_no_auto_mode(default_synth):
@@ -54,26 +47,11 @@ def test_cluster_in_private_subnets(default_synth):
     assert "PrivateSubnet1" in subnets and "PrivateSubnet2" in subnets and "Public" not in subnets
 
 
-def version_tuple(v: str) -> tuple[int, int, int]:
-    major, minor, patch = (int(x) for x in v.lstrip("v").split("-")[0].split("."))
-    return major, minor, patch
-
-
 def test_vpc_cni_addon_is_pinned_for_the_clusters_version_and_takes_over_aws_node(default_synth):
     default_synth.assertions("cluster").has_resource_properties(
         "AWS::EKS::Addon",
         {"AddonName": "vpc-cni", "AddonVersion": pinned_version("vpc-cni", DEFAULT_KUBERNETES_VERSION), "ResolveConflicts": "OVERWRITE"},
     )
-
-
-def test_every_pinned_vpc_cni_supports_efa_only_and_every_kubernetes_version_has_one():
-    data = addon_data()["vpc-cni"]
-    assert set(data["versions"]) == set(KUBERNETES_VERSIONS)
-    assert data["source"] and data["minimum_source"] and data["resolve_conflicts_source"]
-    for k8s, version in data["versions"].items():
-        assert version_tuple(version) >= version_tuple(data["minimum"]) >= (1, 18, 5), k8s
-    # CloudFormation AWS::EKS::Addon ResolveConflicts: NONE | OVERWRITE | PRESERVE (PRESERVE: update only).
-    assert data["resolve_conflicts"] in ("NONE", "OVERWRITE")
 
 
 def test_gpu_node_group_waits_for_vpc_cni(default_synth):
@@ -93,9 +71,9 @@ def test_every_node_group_waits_for_the_pod_identity_agent(default_synth):
 def test_kubectl_layer_matches_cluster_version(default_synth):
     md = json.loads((default_synth.outdir / "efa-training-cluster.assets.json").read_text())
     assert md  # the layer is an asset
-    tree = (default_synth.outdir / "tree.json").read_text()
     minor = DEFAULT_KUBERNETES_VERSION.split(".")[1]
-    assert f"lambda-layer-kubectl-v{minor}" in tree or f"KubectlV{minor}Layer" in tree
+    layers = {type(c).__name__ for c in default_synth.stacks.cluster.node.find_all() if "Layer" in type(c).__name__}
+    assert f"KubectlV{minor}Layer" in layers
 
 
 def test_pod_identity_agent_and_oidc(default_synth):
@@ -229,39 +207,44 @@ def test_reserved_node_groups_sizes_zones_and_what_waits_for_them(reserved):
         assert f"{row}: GPU utilization per GPU (%)" in body and f"{row}: EFA rx per device (bytes/s)" in body
 
 
-def test_neuron_node_group_uses_neuron_ami_and_taint():
-    s = synth_text(BASE.replace("p5.48xlarge", "trn2.48xlarge").replace("name: gpu", "name: trn"))
-    ng = gpu_nodegroup(s, "trn")
-    assert ng["AmiType"] == "AL2023_x86_64_NEURON"
-    assert ng["Taints"] == [{"Effect": "NO_SCHEDULE", "Key": "aws.amazon.com/neuron", "Value": "true"}]
-    assert len([n for n in gpu_launch_template(s, "trn")["NetworkInterfaces"] if n["InterfaceType"] == "efa-only"]) == 16
-
-
-def test_arm_gpu_node_group_uses_arm_nvidia_ami():
-    s = synth_text(BASE.replace("p5.48xlarge", "g5g.16xlarge").replace("efaEnabled: true", "efaEnabled: false").replace("name: gpu", "name: arm"))
-    assert gpu_nodegroup(s, "arm")["AmiType"] == "AL2023_ARM_64_NVIDIA"
-
-
-def test_legacy_layout_renders_efa_interfaces():
-    s = synth_text(BASE + "    interfaceLayout: legacy\n")
-    nics = gpu_launch_template(s, "gpu")["NetworkInterfaces"]
-    assert {n["InterfaceType"] for n in nics} == {"efa"}
-    assert [n["DeviceIndex"] for n in nics[:2]] == [0, 1]
-
-
-def test_access_entries_from_spec():
-    s = synth_text(BASE + """accessConfig:
-  accessEntries:
-    - principalARN: arn:aws:iam::111122223333:role/ml-platform
-      accessPolicies:
-        - policyARN: arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy
-          accessScope: {type: cluster}
-""")
-    entries = [v["Properties"] for v in s.resources("cluster", "AWS::EKS::AccessEntry").values()]
+def test_access_entries_and_authentication_mode_from_spec(options_synth):
+    entries = [v["Properties"] for v in options_synth.resources("cluster", "AWS::EKS::AccessEntry").values()]
     (mine,) = [e for e in entries if e["PrincipalArn"] == "arn:aws:iam::111122223333:role/ml-platform"]
     (policy,) = mine["AccessPolicies"]
     assert policy["AccessScope"] == {"Type": "cluster"}
     assert json.dumps(policy["PolicyArn"]).endswith('cluster-access-policy/AmazonEKSClusterAdminPolicy"]]}')
+    options_synth.assertions("cluster").has_resource_properties("AWS::EKS::Cluster", {
+        "AccessConfig": Match.object_like({"AuthenticationMode": "API_AND_CONFIG_MAP"}),
+    })
+
+
+def test_control_plane_logging_synthesizes(options_synth):
+    template = options_synth.assertions("cluster")
+    template.has_resource_properties("AWS::EKS::Cluster", {
+        "Logging": {"ClusterLogging": {"EnabledTypes": [{"Type": "api"}, {"Type": "audit"}]}},
+    })
+    template.has_resource_properties("AWS::Logs::LogGroup", {
+        "LogGroupName": "/aws/eks/options/cluster", "RetentionInDays": 30,
+    })
+    template.has_resource("AWS::EKS::Cluster", {"DependsOn": Match.array_with(["ControlPlaneLogGroup"])})
+
+
+def test_custom_ami_gets_the_cluster_details_for_nodeadm(options_synth):
+    data = gpu_launch_template(options_synth, "gpu")
+    assert data["ImageId"] == "ami-0123456789abcdef0"
+    joined = data["UserData"]["Fn::Base64"]["Fn::Join"][1]
+    assert {"Fn::GetAtt": ["EksCluster", "Endpoint"]} in joined
+    assert {"Fn::GetAtt": ["EksCluster", "KubernetesNetworkConfig.ServiceIpv4Cidr"]} in joined
+    assert "AmiType" not in gpu_nodegroup(options_synth, "gpu")  # CloudFormation: none with a custom AMI
+
+
+def test_vpc_cni_keeps_its_pin_and_takes_the_users_configuration(options_synth):
+    (props,) = [a["Properties"] for a in options_synth.resources("cluster", "AWS::EKS::Addon").values()
+                if a["Properties"]["AddonName"] == "vpc-cni"]
+    assert props["AddonVersion"] == pinned_version("vpc-cni", "1.34")
+    assert props["ResolveConflicts"] == "OVERWRITE"
+    assert json.loads(props["ConfigurationValues"]) == {"env": {"ENABLE_PREFIX_DELEGATION": "true"}}
+    assert props["PodIdentityAssociations"][0]["ServiceAccount"] == "aws-node"
 
 
 @pytest.mark.parametrize("spec", ["eksctl-efa-cluster.yaml"])  # with the spec's other tests (tests/conftest.py)
@@ -274,27 +257,6 @@ def test_eksctl_guide_file_synthesizes_unchanged(spec):
     assert len(data["NetworkInterfaces"]) == 33
 
 
-def test_nodegroup_instance_type_check_misfires_for_p5_with_nvidia_ami():
-    """Why the instance type lives in the launch template: aws_eks_v2.Nodegroup rejects p5.48xlarge
-    with the AL2023 NVIDIA AMI type when the type is given on the node group. When this test starts
-    failing, CDK has fixed its check and the workaround can be reconsidered."""
-    app = App(builtin_cloud_formation_validation=False)
-    stack = Stack(app, "Probe")
-    vpc = ec2.Vpc(stack, "Vpc", availability_zones=["us-west-2a", "us-west-2b"], nat_gateways=1)
-    from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
-
-    cluster = eks.Cluster(
-        stack, "C", version=eks.KubernetesVersion.V1_34, vpc=vpc,
-        default_capacity_type=eks.DefaultCapacityType.NODEGROUP, default_capacity=0,
-        kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV34Layer(stack, "L")),
-    )
-    with pytest.raises(Exception, match="(?i)ami|instance type"):
-        eks.Nodegroup(
-            stack, "Ng", cluster=cluster, instance_types=[ec2.InstanceType("p5.48xlarge")],
-            ami_type=eks.NodegroupAmiType.AL2023_X86_64_NVIDIA,
-        )
-
-
 def endpoint_config(s):
     (cluster,) = s.resources("cluster", "AWS::EKS::Cluster").values()
     return cluster["Properties"]["ResourcesVpcConfig"]
@@ -305,27 +267,24 @@ def test_api_endpoint_public_and_private_by_default(default_synth):
     assert cfg["EndpointPublicAccess"] is True and cfg["EndpointPrivateAccess"] is True
 
 
-def test_api_endpoint_private_only():
-    s = synth_text(BASE + "vpc:\n  clusterEndpoints: {publicAccess: false, privateAccess: true}\n")
-    cfg = endpoint_config(s)
+def test_api_endpoint_private_only(private_synth):
+    cfg = endpoint_config(private_synth)
     assert cfg["EndpointPublicAccess"] is False and cfg["EndpointPrivateAccess"] is True
-    (handler,) = [v for k, v in s.resources("cluster", "AWS::Lambda::Function").items() if "KubectlProviderHandler" in k]
+    (handler,) = [v for k, v in private_synth.resources("cluster", "AWS::Lambda::Function").items()
+                  if "KubectlProviderHandler" in k]
     assert "VpcConfig" in handler["Properties"]
 
 
-def test_api_endpoint_public_restricted_to_cidrs():
-    s = synth_text(BASE + "vpc:\n  publicAccessCIDRs: [203.0.113.0/24]\n")
-    assert endpoint_config(s)["PublicAccessCidrs"] == ["203.0.113.0/24"]
+def test_api_endpoint_public_restricted_to_cidrs(options_synth):
+    assert endpoint_config(options_synth)["PublicAccessCidrs"] == ["203.0.113.0/24"]
 
 
-def test_fails_no_api_endpoint():
-    p = one_problem(BASE + "vpc:\n  clusterEndpoints: {publicAccess: false, privateAccess: false}\n")
-    assert p.field == "vpc.clusterEndpoints"
-
-
-def test_fails_cidrs_without_public_endpoint():
-    p = one_problem(BASE + "vpc:\n  clusterEndpoints: {publicAccess: false}\n  publicAccessCIDRs: [203.0.113.0/24]\n")
-    assert p.field == "vpc.publicAccessCIDRs"
+def test_a_split_reservation_group_targets_the_reservation_from_every_part(private_synth):
+    nodegroups = {v["Properties"]["NodegroupName"] for v in private_synth.resources("cluster", "AWS::EKS::Nodegroup").values()}
+    assert {"big-1", "big-2"} <= nodegroups and "big" not in nodegroups
+    targets = [gpu_launch_template(private_synth, part).get("CapacityReservationSpecification") for part in ("big1", "big2")]
+    assert all(t == targets[0] and "cr-0123456789abcdef0" in str(t) for t in targets)
+    assert not [k for k in private_synth.resources("cluster", "AWS::EC2::PlacementGroup") if "big" in k]
 
 
 def test_kubernetes_charts_wait_for_what_they_need_and_not_for_the_node_groups(default_synth):
@@ -371,143 +330,6 @@ def test_storage_clusters_install_the_lustre_client(spec):
     golden_check(GOLDEN / "user_data" / f"{s.plan.name}-{name}.mime", user_data)
 
 
-# --- Root volume IOPS and throughput (eksctl volumeIOPS / volumeThroughput) -------------------------
-
-
-def node_group_spec(extra: str, capacity: str = "") -> str:
-    return BASE.rstrip("\n") + "\n" + "".join(f"    {line}\n" for line in extra.splitlines()) + capacity
-
-
-def test_fails_io1_without_iops():
-    """EC2 requires Iops for io1/io2 (CloudFormation AWS::EC2::LaunchTemplate Ebs, Iops)."""
-    (p,) = problems_of(node_group_spec("volumeType: io1"))
-    assert p.field == "managedNodeGroups[0].volumeIOPS" and "volumeIOPS" in p.fix
-
-
-@pytest.mark.parametrize(
-    ("extra", "field", "words"),
-    [
-        ("volumeType: io2\nvolumeIOPS: 50", "volumeIOPS", "between 100 and 256000"),
-        ("volumeType: io1\nvolumeSize: 100\nvolumeIOPS: 6000", "volumeIOPS", "50 IOPS per GiB"),
-        ("volumeType: gp3\nvolumeIOPS: 20000", "volumeIOPS", "between 3000 and 16000"),
-        ("volumeType: gp2\nvolumeIOPS: 3000", "volumeIOPS", "take no provisioned IOPS"),
-        ("volumeType: io2\nvolumeIOPS: 3000\nvolumeThroughput: 500", "volumeThroughput", "no provisioned throughput"),
-        ("volumeThroughput: 1200", "volumeThroughput", "125-1000"),
-        ("volumeThroughput: 1000", "volumeThroughput", "0.25 MiB/s per provisioned IOPS"),
-    ],
-)
-def test_fails_volume_settings_ebs_does_not_take(extra, field, words):
-    problems = problems_of(node_group_spec(extra))
-    assert [p.field for p in problems] == [f"managedNodeGroups[0].{field}"], [p.render() for p in problems]
-    assert words in problems[0].message
-
-
-def test_io2_and_gp3_settings_reach_the_launch_template():
-    plan = plan_of(node_group_spec("volumeType: io2\nvolumeIOPS: 16000"))
-    assert (plan.node_groups[0].volume_iops, plan.node_groups[0].volume_throughput) == (16000, None)
-    gp3 = plan_of(node_group_spec("volumeIOPS: 6000\nvolumeThroughput: 500")).node_groups[0]
-    assert (gp3.volume_type, gp3.volume_iops, gp3.volume_throughput) == ("gp3", 6000, 500)
-
-
-def test_launch_template_sets_iops_and_throughput():
-    from aws_cdk import App, Stack
-
-    from aws_constructs.launch_template import EfaLaunchTemplate, LaunchTemplateProps
-
-    stack = Stack(App(builtin_cloud_formation_validation=False), "Lt")
-    lt = EfaLaunchTemplate(
-        stack, "Lt", LaunchTemplateProps(instance_type="m7i.xlarge", volume_size_gib=100, volume_type="io2", volume_iops=5000),
-        security_group_ids=["sg-1"],
-    )
-    ebs = stack.resolve(lt.launch_template.launch_template_data)["blockDeviceMappings"][0]["ebs"]
-    assert (ebs["volumeType"], ebs["iops"]) == ("io2", 5000)
-    with pytest.raises(ValueError, match="needs volume_iops"):
-        EfaLaunchTemplate(
-            stack, "Bad", LaunchTemplateProps(instance_type="m7i.xlarge", volume_size_gib=100, volume_type="io1"),
-            security_group_ids=["sg-1"],
-        )
-
-
-# --- Placement groups and capacity reservations ----------------------------------------------------
-
-RESERVATION = "    capacity: {type: reservation, reservationId: cr-0123456789abcdef0}\n"
-
-
-def test_reservation_node_group_gets_no_new_placement_group():
-    """A reservation's capacity is in a placement group only if it was created there (eksctl #7949)."""
-    ng = plan_of(node_group_spec("", RESERVATION)).node_groups[0]
-    assert (ng.placement_group, ng.placement_group_name) == (False, None)
-
-
-def test_fails_new_placement_group_on_a_reservation():
-    (p,) = problems_of(node_group_spec("placementGroup: true", RESERVATION))
-    assert p.field == "managedNodeGroups[0].placementGroup" and "placementGroup: <name>" in p.fix
-
-
-@pytest.mark.parametrize("spelling", ["placementGroup: pg-reserved", "placement: {groupName: pg-reserved}"])
-def test_reservation_uses_the_named_existing_placement_group(spelling):
-    ng = plan_of(node_group_spec(spelling, RESERVATION)).node_groups[0]
-    assert (ng.placement_group, ng.placement_group_name) == (False, "pg-reserved")
-
-
-def test_fails_two_different_placement_group_names():
-    problems = problems_of(node_group_spec("placementGroup: pg-a\nplacement: {groupName: pg-b}"))
-    assert [p.field for p in problems] == ["managedNodeGroups[0].placement.groupName"]
-
-
-@pytest.fixture(scope="module")
-def named_group():
-    return synth_text(node_group_spec("placementGroup: pg-reserved\nvolumeType: io2\nvolumeIOPS: 4000", RESERVATION))
-
-
-def test_named_placement_group_is_referenced_not_created(named_group):
-    assert not named_group.resources("cluster", "AWS::EC2::PlacementGroup")
-    data = gpu_launch_template(named_group, "gpu")
-    assert data["Placement"] == {"GroupName": "pg-reserved"}
-    assert data["BlockDeviceMappings"][0]["Ebs"]["Iops"] == 4000
-
-
-# --- AWS limits known before CloudFormation --------------------------------------------------------
-
-
-def many_groups(n: int) -> str:
-    groups = "".join(
-        f"  - {{name: g{i}, instanceType: p5.48xlarge, availabilityZones: [us-west-2a], efaEnabled: true}}\n"
-        for i in range(n)
-    )
-    return BASE.split("managedNodeGroups:")[0] + "managedNodeGroups:\n" + groups
-
-
-def test_fails_too_many_resources_for_one_stack_with_the_count_and_the_limit():
-    """180 EFA node groups (a quota raised far above EKS's default): 3 resources each; CloudFormation
-    allows 500 per stack (AWS CloudFormation User Guide, "Understand CloudFormation quotas")."""
-    from efa_stack.planning.limits import CFN_MAX_RESOURCES, count_cluster_resources, validate_quotas
-
-    count = count_cluster_resources([False] + [True] * 180)
-    (cfn,) = validate_quotas([f"g{i}" for i in range(181)], count, [2])
-    assert cfn.field == "managedNodeGroups" and str(count) in cfn.message and str(CFN_MAX_RESOURCES) in cfn.message
-
-
-def test_every_accepted_spec_fits_one_cluster_stack():
-    """Class check: the most node groups a spec may hold, each with a new placement group, stay under
-    CloudFormation's 500 resources per stack, so the limit cannot be reached through the spec."""
-    from efa_stack.planning.limits import CFN_MAX_RESOURCES, count_cluster_resources
-    from efa_stack.spec.models import MAX_USER_NODE_GROUPS
-
-    assert count_cluster_resources([False] + [True] * MAX_USER_NODE_GROUPS) <= CFN_MAX_RESOURCES
-
-
-def test_fails_more_node_groups_than_the_eks_default_quota():
-    (p,) = problems_of(many_groups(30))  # 30 + the system group
-    assert p.field == "managedNodeGroups" and p.value == "30 node groups"
-    assert "L-6D54EA21" in p.message and "30 managed node groups" in p.message
-
-
-def test_fails_180_node_groups_before_any_cloudformation():
-    (p,) = problems_of(many_groups(180))
-    assert p.field == "managedNodeGroups" and p.value == "180 node groups"
-
-
 def test_resources_per_node_group_match_the_synthesized_node_group(default_synth):
     """The counts the limit check uses are what the constructs synthesize, per node group."""
     from efa_stack.planning.limits import RESOURCES_PER_NEW_PLACEMENT_GROUP, RESOURCES_PER_NODE_GROUP
@@ -548,12 +370,10 @@ def test_the_mpijob_waits_until_its_crd_is_established(default_synth):
     assert depends_on(job_id, wait_id)
 
 
-def test_control_plane_scaling_tier_reaches_the_cluster():
+def test_control_plane_scaling_tier_reaches_the_cluster(options_synth):
     # eksctl controlPlaneScalingConfig.tier -> AWS::EKS::Cluster ControlPlaneScalingConfig.Tier
-    s = synth_text(BASE + "controlPlaneScalingConfig: {tier: tier-2xl}\n")
-    (cluster,) = s.resources("cluster", "AWS::EKS::Cluster").values()
+    (cluster,) = options_synth.resources("cluster", "AWS::EKS::Cluster").values()
     assert cluster["Properties"]["ControlPlaneScalingConfig"] == {"Tier": "tier-2xl"}
-    assert "control plane tier-2xl" in s.plan.summary()
 
 
 def test_no_control_plane_tier_leaves_eks_default(default_synth):
@@ -561,6 +381,123 @@ def test_no_control_plane_tier_leaves_eks_default(default_synth):
     assert "ControlPlaneScalingConfig" not in cluster["Properties"]
 
 
-def test_fails_unknown_control_plane_tier():
-    p = one_problem(BASE + "controlPlaneScalingConfig: {tier: tier-16xl}\n")
-    assert p.field == "controlPlaneScalingConfig.tier" and "tier-xl" in p.fix
+
+
+def test_every_node_group_waits_for_the_cni_and_the_pod_identity_agent(options_synth):
+    addons = options_synth.resources("cluster", "AWS::EKS::Addon")
+    needed = {k for k, v in addons.items() if v["Properties"]["AddonName"] in ("vpc-cni", "eks-pod-identity-agent")}
+    assert len(needed) == 2
+    for group in options_synth.resources("cluster", "AWS::EKS::Nodegroup").values():
+        assert needed <= set(group["DependsOn"])
+
+
+# --- observability: Container Insights and the accelerator dashboard (docs/design/addons.md) -----------------------
+
+
+def dashboard_body(resource: dict) -> dict:
+    parts = resource["Properties"]["DashboardBody"]["Fn::Join"][1]
+    return json.loads("".join(p if isinstance(p, str) else "us-west-2" for p in parts))
+
+
+def test_container_insights_is_installed_once_the_node_groups_exist(default_synth):
+    (addon,) = [r for r in default_synth.resources("cluster", "AWS::EKS::Addon").values()
+                if r["Properties"]["AddonName"] == CLOUDWATCH_OBSERVABILITY]
+    [association] = addon["Properties"]["PodIdentityAssociations"]
+    assert association["ServiceAccount"] == CLOUDWATCH_AGENT_SERVICE_ACCOUNT
+    groups = set(default_synth.resources("cluster", "AWS::EKS::Nodegroup"))
+    assert groups and groups <= set(addon["DependsOn"])
+
+
+def test_template_dashboard_shows_gpu_and_efa_metrics_per_node(default_synth):
+    [dashboard] = default_synth.resources("cluster", "AWS::CloudWatch::Dashboard").values()
+    name = dashboard["Properties"]["DashboardName"]
+    assert name == "efa-training-us-west-2-accelerators" and names.CLOUDWATCH_DASHBOARD_NAME.ok(name)
+    body = dashboard_body(dashboard)
+    graphs = {w["properties"]["title"]: w["properties"] for w in body["widgets"] if w["type"] == "metric"}
+    for title, stat, metrics in (*GPU_WIDGETS, *EFA_WIDGETS):
+        expressions = [m[0]["expression"] for m in graphs[f"{title} per node"]["metrics"]]
+        assert len(expressions) == len(metrics)
+        for metric, expression in zip(metrics, expressions, strict=True):
+            assert expression == (
+                "SEARCH('{ContainerInsights,ClusterName,InstanceId,NodeName} "
+                f'MetricName="{metric}" ClusterName="efa-training"\', \'{stat}\', 60)'
+            )
+    for metric in ("node_efa_rdma_read_bytes", "node_efa_rdma_write_bytes", "node_efa_rx_dropped",
+                   "node_efa_retrans_pkts", "node_gpu_memory_used"):
+        assert metric in json.dumps(body)
+    # the per-instance-type rows filter on the dimension set that carries InstanceType
+    per_gpu = graphs["p5.48xlarge (p5): GPU utilization per GPU (%)"]["metrics"][0][0]["expression"]
+    assert 'InstanceType="p5.48xlarge"' in per_gpu and "GpuDevice" in per_gpu
+    # no Neuron widgets on a GPU-only cluster; the NVLink gap is stated
+    assert not any("Neuron" in t for t in graphs)
+    assert NVLINK_NOTE in json.dumps(body, ensure_ascii=False).replace("\\n", "\n")
+
+
+def test_template_outputs_the_dashboard_url(default_synth):
+    url = default_synth.template("cluster")["Outputs"]["DashboardUrl"]["Value"]
+    assert re.fullmatch(
+        r"https://us-west-2\.console\.aws\.amazon\.com/cloudwatch/home\?region=us-west-2"
+        r"#dashboards/dashboard/efa-training-us-west-2-accelerators", url,
+    )
+
+
+def test_template_without_container_insights_has_neither_addon_nor_dashboard(private_synth):
+    # GIVEN a GPU spec with the switch off WHEN synthesized THEN no add-on, dashboard, role or output
+    template = private_synth.template("cluster")
+    assert not private_synth.resources("cluster", "AWS::CloudWatch::Dashboard")
+    assert CLOUDWATCH_OBSERVABILITY not in json.dumps(template)
+    assert "CloudWatchAgentServerPolicy" not in json.dumps(template)
+    assert "DashboardUrl" not in template.get("Outputs", {})
+
+
+# --- scale: spec node groups above EKS's per-group node quota, split into parts; stack sizes -----------------------
+
+SCALE = "scale-1000-p5.yaml"
+
+
+@pytest.mark.parametrize("spec", [SCALE])  # with the spec's other tests (tests/conftest.py)
+def test_a_split_group_synthesizes_one_eks_node_group_per_part_with_one_label_and_one_placement_group(spec):
+    s = synth_spec(str(CLUSTERS / spec))
+    nodegroups = {v["Properties"]["NodegroupName"]: v["Properties"]
+                  for v in s.resources("cluster", "AWS::EKS::Nodegroup").values()}
+    assert sorted(nodegroups) == ["p5-1", "p5-2", "p5-3", "system"]
+    parts = [nodegroups[n] for n in ("p5-1", "p5-2", "p5-3")]
+    assert sum(p["ScalingConfig"]["MaxSize"] for p in parts) == 1000
+    assert sum(p["ScalingConfig"]["DesiredSize"] for p in parts) == 1000
+    assert {p["Labels"][contract.LABEL_NODE_GROUP] for p in parts} == {"p5"}
+    assert {p["Tags"][contract.LABEL_NODE_GROUP] for p in parts} == {"p5"}
+    (pg_id,) = s.resources("cluster", "AWS::EC2::PlacementGroup")
+    templates = s.resources("cluster", "AWS::EC2::LaunchTemplate")
+    efa_templates = [t for t in templates.values() if "Placement" in t["Properties"]["LaunchTemplateData"]]
+    assert len(efa_templates) == 3
+    assert all(t["Properties"]["LaunchTemplateData"]["Placement"]["GroupName"] == {"Fn::GetAtt": [pg_id, "GroupName"]}
+               for t in efa_templates)
+    # every part launches the same interfaces: the launch template contents differ in nothing
+    datas = [{k: v for k, v in t["Properties"]["LaunchTemplateData"].items() if k != "TagSpecifications"}
+             for t in efa_templates]
+    assert all(d == datas[0] for d in datas)
+
+
+@pytest.mark.parametrize("spec", [SCALE])
+def test_split_parts_are_counted_against_the_stack_size(spec):
+    from efa_stack.planning.limits import CLUSTER_STACK_FIXED_RESOURCES, count_cluster_resources, network_resource_count
+
+    s = synth_spec(str(CLUSTERS / spec))
+    actual = len(s.template("cluster")["Resources"])
+    groups = s.plan.all_node_groups
+    network = network_resource_count(2, s.plan.nat_gateways, s.plan.interface_endpoints, existing_vpc=False)
+    bound = count_cluster_resources([g.placement_group for g in groups], [len(g.parts) for g in groups], network=network)
+    assert actual <= bound < CFN_MAX_RESOURCES
+    assert bound - CLUSTER_STACK_FIXED_RESOURCES - network == 2 * (1 + 3) + 1
+
+
+def test_the_training_image_is_the_plans_recipe_with_its_build_args_and_output(options_synth):
+    image = options_synth.plan.training_image
+    assert image is not None
+    uri = options_synth.template("cluster")["Outputs"]["TrainingImageUri"]["Value"]
+    assert "dkr.ecr" in json.dumps(uri)
+    assets = json.loads((options_synth.outdir / "options-cluster.assets.json").read_text())
+    (asset,) = assets["dockerImages"].values()
+    source = asset["source"]
+    assert source["dockerBuildArgs"] == image.build_args and source["platform"] == image.platform == "linux/amd64"
+    assert Path(source["directory"]) == image.directory

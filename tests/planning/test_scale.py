@@ -1,38 +1,27 @@
-"""Scale: spec node groups above EKS's per-group node quota, the EKS node group quota, stack sizes and addresses."""
+"""Scale, planned: spec node groups above EKS's per-group node quota (their parts), the EKS node group quota and the
+addresses; their templates: tests/stacks/test_cluster_stack.py."""
 
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 
 from efa_stack import contract
-from efa_stack.planning.limits import CFN_MAX_RESOURCES
 from efa_stack.planning.node_groups import part_count, split_sizes
-from efa_stack.planning.plan import build_plan, plan_from_file
-from efa_stack.spec.errors import SpecError
-from efa_stack.spec.loader import parse_spec
+from efa_stack.planning.plan import plan_from_file
 from efa_stack.spec.models import MAX_MANAGED_NODE_GROUPS, MAX_NODES_PER_NODE_GROUP, MAX_USER_NODE_GROUPS
-from tests.support import CLUSTERS, built, synth_spec, synth_text, worker
+from tests.builders import Spec, cluster, node_group
+from tests.support import CLUSTERS, built, worker
 
 SCALE = CLUSTERS / "scale-1000-p5.yaml"
-HEAD = """apiVersion: eksctl.io/v1alpha5
-kind: ClusterConfig
-metadata: {name: scale, region: us-west-2, version: "1.34"}
-availabilityZones: [us-west-2a, us-west-2b]
-managedNodeGroups:
-"""
+def group(name: str, nodes: int, instance: str = "p5.48xlarge", **fields: Any) -> dict[str, Any]:
+    return node_group(name, instance, min_size=nodes, desired=nodes, max_size=nodes, **fields)
 
 
-def group(name: str, nodes: int, instance: str = "p5.48xlarge", extra: str = "") -> str:
-    return (f"  - {{name: {name}, instanceType: {instance}, minSize: {nodes}, desiredCapacity: {nodes}, "
-            f"maxSize: {nodes}, availabilityZones: [us-west-2a], efaEnabled: true{extra}}}\n")
-
-
-def problems_of(text: str) -> list:
-    with pytest.raises(SpecError) as exc:
-        build_plan(parse_spec(text))
-    return exc.value.problems
+def scale(*groups: dict[str, Any]) -> Spec:
+    return cluster(*groups, name="scale")
 
 
 # --- splitting ---------------------------------------------------------------------------------------
@@ -52,7 +41,7 @@ def test_split_sizes_fit_the_quota_with_the_fewest_parts_and_keep_the_totals(max
 
 
 def test_a_group_within_the_quota_stays_one_eks_node_group_of_its_own_name():
-    ng = build_plan(parse_spec(HEAD + group("p5", MAX_NODES_PER_NODE_GROUP))).node_groups[0]
+    ng = scale(group("p5", MAX_NODES_PER_NODE_GROUP)).plan().node_groups[0]
     (part,) = ng.parts
     assert (part.name, part.max_size, part.index) == ("p5", MAX_NODES_PER_NODE_GROUP, 0)
     assert ng.parts_summary() == ""
@@ -67,28 +56,6 @@ def test_the_1000_node_spec_plans_three_parts_of_one_logical_group():
     assert "as 3 EKS node groups p5-1..p5-3" in plan.summary()
 
 
-def test_a_split_group_synthesizes_one_eks_node_group_per_part_with_one_label_and_one_placement_group():
-    s = synth_spec(str(SCALE))
-    nodegroups = {v["Properties"]["NodegroupName"]: v["Properties"]
-                  for v in s.resources("cluster", "AWS::EKS::Nodegroup").values()}
-    assert sorted(nodegroups) == ["p5-1", "p5-2", "p5-3", "system"]
-    parts = [nodegroups[n] for n in ("p5-1", "p5-2", "p5-3")]
-    assert sum(p["ScalingConfig"]["MaxSize"] for p in parts) == 1000
-    assert sum(p["ScalingConfig"]["DesiredSize"] for p in parts) == 1000
-    assert {p["Labels"][contract.LABEL_NODE_GROUP] for p in parts} == {"p5"}
-    assert {p["Tags"][contract.LABEL_NODE_GROUP] for p in parts} == {"p5"}
-    (pg_id,) = s.resources("cluster", "AWS::EC2::PlacementGroup")
-    templates = s.resources("cluster", "AWS::EC2::LaunchTemplate")
-    efa_templates = [t for t in templates.values() if "Placement" in t["Properties"]["LaunchTemplateData"]]
-    assert len(efa_templates) == 3
-    assert all(t["Properties"]["LaunchTemplateData"]["Placement"]["GroupName"] == {"Fn::GetAtt": [pg_id, "GroupName"]}
-               for t in efa_templates)
-    # every part launches the same interfaces: the launch template contents differ in nothing
-    datas = [{k: v for k, v in t["Properties"]["LaunchTemplateData"].items() if k != "TagSpecifications"}
-             for t in efa_templates]
-    assert all(d == datas[0] for d in datas)
-
-
 def test_a_split_group_still_gets_one_nccl_job_sized_for_all_its_nodes():
     b = built("scale-1000-p5")
     assert b.plan.nccl_job is not None and b.plan.nccl_job.workers == 1000
@@ -98,22 +65,11 @@ def test_a_split_group_still_gets_one_nccl_job_sized_for_all_its_nodes():
     assert selector[contract.LABEL_NODE_GROUP] == "p5"
 
 
-def test_a_split_reservation_group_targets_the_reservation_from_every_part():
-    text = HEAD + group("p5", 600, extra=", capacity: {type: reservation, reservationId: cr-0123456789abcdef0}")
-    s = synth_text(text)
-    targets = [t["Properties"]["LaunchTemplateData"].get("CapacityReservationSpecification")
-               for t in s.resources("cluster", "AWS::EC2::LaunchTemplate").values()
-               if "NetworkInterfaces" in t["Properties"]["LaunchTemplateData"]]
-    assert len(targets) == 2
-    assert all(t == targets[0] and "cr-0123456789abcdef0" in str(t) for t in targets)
-    assert not s.resources("cluster", "AWS::EC2::PlacementGroup")
-
-
 def test_fails_more_eks_node_groups_than_the_quota_with_the_count_and_the_fix():
     # 2 groups of 13 parts + 1 of 3 parts + the system group = 30 is fine; one node more is 31
-    fine = HEAD + group("a", 13 * 450) + group("b", 13 * 450) + group("c", 3 * 450)
-    assert [p for p in problems_of(fine) if p.field.startswith("managedNodeGroups")] == []  # only vpc.cidr's
-    (p,) = [p for p in problems_of(HEAD + group("a", 13 * 450) + group("b", 13 * 450) + group("c", 3 * 450 + 1))
+    fine = scale(group("a", 13 * 450), group("b", 13 * 450), group("c", 3 * 450))
+    assert [p for p in fine.problems() if p.field.startswith("managedNodeGroups")] == []  # only vpc.cidr's
+    (p,) = [p for p in scale(group("a", 13 * 450), group("b", 13 * 450), group("c", 3 * 450 + 1)).problems()
             if p.field == "managedNodeGroups"]
     assert p.value == f"{MAX_MANAGED_NODE_GROUPS + 1} EKS node groups"
     assert f"quota of {MAX_MANAGED_NODE_GROUPS} managed node groups per cluster" in p.message
@@ -122,68 +78,35 @@ def test_fails_more_eks_node_groups_than_the_quota_with_the_count_and_the_fix():
 
 
 def test_fails_a_part_name_that_another_group_has():
-    (p,) = [p for p in problems_of(HEAD + group("p5", 500) + group("p5-2", 2)) if "part name" in p.message]
+    (p,) = [p for p in scale(group("p5", 500), group("p5-2", 2)).problems() if "part name" in p.message]
     assert p.field == "managedNodeGroups(p5).name" and "'p5-2'" in p.message and "rename" in p.fix
 
 
 def test_fails_a_node_count_above_what_the_quota_can_hold():
     most = MAX_NODES_PER_NODE_GROUP * MAX_USER_NODE_GROUPS
-    found = problems_of(HEAD + group("p5", most + 1))
+    found = scale(group("p5", most + 1)).problems()
     assert {p.field for p in found} == {f"managedNodeGroups[0].{f}" for f in ("minSize", "desiredCapacity", "maxSize")}
     assert all(str(most) in p.message and f"holds at most {most} nodes" in p.fix for p in found)
 
 
-def test_split_parts_are_counted_against_the_stack_size():
-    from efa_stack.planning.limits import CLUSTER_STACK_FIXED_RESOURCES, count_cluster_resources, network_resource_count
-
-    s = synth_spec(str(SCALE))
-    actual = len(s.template("cluster")["Resources"])
-    groups = s.plan.all_node_groups
-    network = network_resource_count(2, s.plan.nat_gateways, s.plan.interface_endpoints, existing_vpc=False)
-    bound = count_cluster_resources([g.placement_group for g in groups], [len(g.parts) for g in groups], network=network)
-    assert actual <= bound < CFN_MAX_RESOURCES
-    assert bound - CLUSTER_STACK_FIXED_RESOURCES - network == 2 * (1 + 3) + 1
-
-
 def test_parts_names_combine_as_expected():
-    names = [p.name for p in build_plan(parse_spec(HEAD + group("gpu", 2000))).node_groups[0].parts]
+    names = [p.name for p in scale(group("gpu", 2000)).plan().node_groups[0].parts]
     assert names == [f"gpu-{i}" for i in range(1, 6)]
     assert len(set(itertools.chain(names))) == 5
-
-
-# --- CloudFormation: 500 resources per stack ---------------------------------------------------------
-
-
-def test_the_most_eks_node_groups_a_spec_can_make_keep_every_template_under_500_resources():
-    """29 EFA node groups (the quota of 30 with the system group), each with its own placement group and its own
-    node role, synthesize with every stack under CloudFormation's 500 resources per stack (AWS CloudFormation
-    User Guide, "Understand CloudFormation quotas"): EKS's quota, not CloudFormation's, bounds the node groups."""
-    role = ", iam: {attachPolicyARNs: [arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess]}"
-    text = HEAD + "".join(group(f"g{i}", 1, extra=role) for i in range(MAX_USER_NODE_GROUPS))
-    s = synth_text(text)
-    nodegroups = s.resources("cluster", "AWS::EKS::Nodegroup")
-    assert len(nodegroups) == MAX_MANAGED_NODE_GROUPS
-    assert len(s.resources("cluster", "AWS::EC2::PlacementGroup")) == MAX_USER_NODE_GROUPS
-    sizes = {name: len(t["Resources"]) for name, t in s.templates.items()}
-    assert all(n < CFN_MAX_RESOURCES for n in sizes.values()), sizes
 
 
 # --- addresses ------------------------------------------------------------------------------------------
 
 
 def test_ipv4_per_interface_data_is_moto_s_recorded_describe_instance_types():
-    import boto3
-    from moto import mock_aws
-
+    # what moto serves as DescribeInstanceTypes: getmoto/moto@5.2.1 moto/ec2/models/instance_types.py,
+    # InstanceTypeBackend.describe_instance_types returns the entries of INSTANCE_TYPES (its recorded data file), read
+    # here without starting moto's mock (the paginated calls took about 20 s of CPU)
     from efa_stack.planning.addressing import _ipv4_data
+    from tests.support import moto_instance_types
 
     data = _ipv4_data()["ipv4_per_interface"]
-    with mock_aws():
-        client = boto3.client("ec2", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
-        recorded = {
-            t["InstanceType"]: t["NetworkInfo"]["Ipv4AddressesPerInterface"]
-            for page in client.get_paginator("describe_instance_types").paginate() for t in page["InstanceTypes"]
-        }
+    recorded = {name: t["NetworkInfo"]["Ipv4AddressesPerInterface"] for name, t in moto_instance_types().items()}
     assert data and all(recorded[k] == v for k, v in data.items())
     assert data["p5.48xlarge"] == 50
 
@@ -232,8 +155,7 @@ def test_small_specs_keep_the_cni_defaults_and_their_subnets():
 
 def test_a_user_s_prefix_delegation_drives_the_arithmetic_and_is_kept():
     config = '{"env":{"ENABLE_PREFIX_DELEGATION":"true","WARM_PREFIX_TARGET":"1"}}'
-    text = HEAD + group("p5", 4) + f"addons:\n  - name: vpc-cni\n    configurationValues: '{config}'\n"
-    plan = build_plan(parse_spec(text))
+    plan = scale(group("p5", 4)).with_(addons=[{"name": "vpc-cni", "configurationValues": config}]).plan()
     assert plan.addresses.settings.prefix_delegation and plan.addresses.generated_env == {}
     p5 = next(g for g in plan.addresses.groups if g.name == "p5")
     assert p5.per_node.pods % 16 == 0 and p5.per_node.pods > 50
@@ -242,8 +164,8 @@ def test_a_user_s_prefix_delegation_drives_the_arithmetic_and_is_kept():
 
 def test_fails_pods_that_do_not_fit_with_the_user_s_settings_and_says_what_to_do():
     config = '{"env":{"MINIMUM_IP_TARGET":"40","WARM_IP_TARGET":"5"}}'
-    text = HEAD + group("p5", 1000) + f"addons:\n  - name: vpc-cni\n    configurationValues: '{config}'\n"
-    (p,) = [p for p in problems_of(text) if p.field == "vpc.cidr"]
+    spec = scale(group("p5", 1000)).with_(addons=[{"name": "vpc-cni", "configurationValues": config}])
+    (p,) = [p for p in spec.problems() if p.field == "vpc.cidr"]
     assert "us-west-2a" in p.message and "46 per node x 1000 nodes" in p.message and "/18" in p.message
     assert "secondary VPC CIDR" in p.fix and "MINIMUM_IP_TARGET" in p.fix
 

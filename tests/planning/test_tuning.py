@@ -13,14 +13,14 @@ from aws_constructs.user_data import NODECONFIG_API_VERSION, NODECONFIG_CONTENT_
 from efa_stack.planning import catalog
 from efa_stack.planning.tuning import ACCELERATOR_DEFAULTS, KubeletTuning, guaranteed_cpus, kube_reserved_cpu_milli
 from k8s.nccl_tests import NcclTestsJobProps, mpirun_command, worker_resources
-from tests.support import cluster_spec, cpu_group, plan_of, problems_of
+from tests.builders import Spec, cluster, cpu_group, node_group
 
-BASE = cluster_spec(desired=2, max_size=3)
+BASE = cluster(node_group(desired=2, max_size=3))
 CPU_GROUP = cpu_group("c5.2xlarge")
 
 
-def with_kubelet(config: str, text: str = BASE) -> str:
-    return text + f"    kubeletExtraConfig: {config}\n"
+def with_kubelet(**config: object) -> Spec:
+    return BASE.with_group(kubeletExtraConfig=config)
 
 
 # --- the reservation and the whole CPUs a Guaranteed pod gets ------------------------------------
@@ -49,7 +49,7 @@ def test_guaranteed_cpus_leave_the_reservation_and_the_daemonsets_margin():
 # --- defaults and settings per node group ----------------------------------------------------------
 
 def test_accelerator_groups_default_to_static_restricted_pod_and_cpu_groups_keep_the_kubelet_defaults():
-    plan = plan_of(BASE + CPU_GROUP)
+    plan = BASE.add(CPU_GROUP).plan()
     gpu, cpu = plan.node_group("gpu"), plan.node_group("cpu")
     assert gpu.kubelet.as_kubelet_config() == ACCELERATOR_DEFAULTS == {
         "cpuManagerPolicy": "static", "topologyManagerPolicy": "restricted", "topologyManagerScope": "pod",
@@ -60,21 +60,21 @@ def test_accelerator_groups_default_to_static_restricted_pod_and_cpu_groups_keep
 
 
 def test_trainium_groups_get_the_accelerator_defaults():
-    plan = plan_of(BASE.replace("p5.48xlarge", "trn2.48xlarge"))
+    plan = BASE.with_group(instanceType="trn2.48xlarge").plan()
     assert plan.node_group("gpu").kubelet.as_kubelet_config() == ACCELERATOR_DEFAULTS
 
 
 def test_spec_settings_override_the_defaults_key_by_key():
-    plan = plan_of(with_kubelet("{topologyManagerPolicy: best-effort}"))
+    plan = with_kubelet(topologyManagerPolicy="best-effort").plan()
     assert plan.node_group("gpu").kubelet.as_kubelet_config() == {**ACCELERATOR_DEFAULTS, "topologyManagerPolicy": "best-effort"}
-    off = plan_of(with_kubelet("{cpuManagerPolicy: none, topologyManagerPolicy: none, topologyManagerScope: container}"))
+    off = with_kubelet(cpuManagerPolicy="none", topologyManagerPolicy="none", topologyManagerScope="container").plan()
     assert off.node_group("gpu").kubelet.as_kubelet_config() == {}
-    cpu = plan_of(BASE + CPU_GROUP + "    kubeletExtraConfig: {cpuManagerPolicy: static}\n")
+    cpu = BASE.add(cpu_group("c5.2xlarge", kubeletExtraConfig={"cpuManagerPolicy": "static"})).plan()
     assert cpu.node_group("cpu").kubelet.as_kubelet_config() == {"cpuManagerPolicy": "static"}
 
 
 def test_fails_unknown_policy_names_with_the_allowed_values():
-    problems = problems_of(with_kubelet("{cpuManagerPolicy: Static, topologyManagerPolicy: numa, topologyManagerScope: node}"))
+    problems = with_kubelet(cpuManagerPolicy="Static", topologyManagerPolicy="numa", topologyManagerScope="node").problems()
     by_field = {p.field: p for p in problems}
     assert set(by_field) == {
         "managedNodeGroups[0].kubeletExtraConfig.cpuManagerPolicy",
@@ -87,24 +87,24 @@ def test_fails_unknown_policy_names_with_the_allowed_values():
 
 
 def test_fails_kubelet_keys_efa_stack_does_not_set():
-    (p,) = problems_of(with_kubelet("{maxPods: 50}"))
+    (p,) = with_kubelet(maxPods=50).problems()
     assert p.field == "managedNodeGroups[0].kubeletExtraConfig.maxPods" and "unknown field" in p.message
 
 
 def test_fails_reserved_system_cpus_because_nodeadm_sets_the_reserved_cgroups():
-    (p,) = problems_of(with_kubelet('{reservedSystemCPUs: "0-1"}'))
+    (p,) = with_kubelet(reservedSystemCPUs="0-1").problems()
     assert p.field == "managedNodeGroups[0].kubeletExtraConfig.reservedSystemCPUs" and p.value == "0-1"
     assert "kubeReservedCgroup" in p.message and "remove reservedSystemCPUs" in p.fix
 
 
 def test_fails_reserved_system_cpus_outside_the_instance_and_says_so():
-    (p,) = problems_of(with_kubelet('{reservedSystemCPUs: "0,192"}'))
+    (p,) = with_kubelet(reservedSystemCPUs="0,192").problems()
     assert "outside 0-191" in p.message
 
 
 def test_fails_single_numa_node_on_the_group_the_nccl_job_takes_whole_nodes_of():
     # GIVEN the NCCL job's worker asks for all 8 GPUs, 32 EFA devices and 190 CPUs of a two-socket p5
-    (p,) = problems_of(with_kubelet("{topologyManagerPolicy: single-numa-node}"))
+    (p,) = with_kubelet(topologyManagerPolicy="single-numa-node").problems()
     # THEN single-numa-node (which admits a pod only when one NUMA node holds all of it) is refused
     assert p.field == "managedNodeGroups[0].kubeletExtraConfig.topologyManagerPolicy"
     assert p.value == "single-numa-node"
@@ -113,11 +113,7 @@ def test_fails_single_numa_node_on_the_group_the_nccl_job_takes_whole_nodes_of()
 
 
 def test_single_numa_node_is_allowed_on_a_group_the_nccl_job_does_not_run_on():
-    text = BASE + (
-        "  - name: small\n    instanceType: g5.xlarge\n    minSize: 1\n"
-        "    kubeletExtraConfig: {topologyManagerPolicy: single-numa-node}\n"
-    )
-    plan = plan_of(text)
+    plan = BASE.add(cpu_group("g5.xlarge", "small", kubeletExtraConfig={"topologyManagerPolicy": "single-numa-node"})).plan()
     assert plan.nccl_job.node_group == "gpu"
     assert plan.node_group("small").kubelet.topology_manager_policy == "single-numa-node"
 
@@ -183,7 +179,7 @@ def test_launch_templates_carry_each_groups_settings(default_synth):
 # --- the NCCL-tests worker -----------------------------------------------------------------------------
 
 def test_nccl_worker_is_guaranteed_with_the_plans_whole_cpus():
-    plan = plan_of(BASE)
+    plan = BASE.plan()
     job = plan.nccl_job
     assert job is not None and job.worker.cpus == plan.node_group("gpu").guaranteed_cpus == 190
     res = {k: v.value for k, v in worker_resources(NcclTestsJobProps(job=job)).items()}
@@ -192,7 +188,7 @@ def test_nccl_worker_is_guaranteed_with_the_plans_whole_cpus():
 
 
 def test_mpirun_runs_one_rank_per_gpu_per_node_without_binding():
-    job = plan_of(BASE).nccl_job
+    job = BASE.plan().nccl_job
     assert job is not None
     cmd = mpirun_command(NcclTestsJobProps(job=job))
     assert cmd[cmd.index("-N") + 1] == "8" and cmd[cmd.index("-np") + 1] == "16"
